@@ -1,0 +1,49 @@
+"""Extracting average constant matrices from an unlabeled corpus (paper 3.1)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from tqdm.auto import tqdm
+
+from .artifacts import fingerprint_texts
+from .attach import PapaController, attach, controller_of
+from .constants import ConstantMatrices
+from .errors import InputError
+from .layout import encode
+
+
+def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
+                      text_pairs: Sequence[str] | None = None, *, max_length: int, batch_size: int = 32,
+                      layout: str = "sep_last", corpus: str = "", model_name: str | None = None,
+                      progress: bool = True) -> ConstantMatrices:
+    """Average every head's attention over `texts` (optionally paired), encoded at `max_length` in `layout`.
+
+    Runs inside the attention computation with the model's own attention implementation otherwise untouched;
+    heads of an already attached model keep whatever modes they have (normally all 'keep').
+    """
+    if len(texts) == 0:
+        raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
+    existing = controller_of(model)
+    controller: PapaController = existing or attach(model, model_name=model_name)
+    device = next(model.parameters()).device
+    truncated = 0
+    try:
+        with controller.capturing(max_length) as stats, torch.no_grad():
+            for start in tqdm(range(0, len(texts), batch_size), desc="extract constants", unit="batch",
+                              disable=not progress):
+                end = start + batch_size
+                batch = encode(tokenizer, texts[start:end], None if text_pairs is None else text_pairs[start:end],
+                               max_length=max_length, layout=layout, model_type=model.config.model_type)
+                truncated += sum(batch.truncated)
+                model(**{k: v.to(device) for k, v in batch.inputs.items()})
+    finally:
+        if existing is None:
+            controller.detach()
+    flat = list(texts) if text_pairs is None else [f"{a}\t{b}" for a, b in zip(texts, text_pairs)]
+    flat = [t if isinstance(t, str) else " ".join(t) for t in flat]
+    preprocessing = (f"papa.layout.encode(layout={layout}, max_length={max_length}); "
+                     f"tokenizer={getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)}; "
+                     f"truncated={truncated}/{len(texts)}")
+    return stats.to_constants(controller.signature, layout=layout, corpus=corpus,
+                              corpus_fingerprint=fingerprint_texts(flat), preprocessing=preprocessing)

