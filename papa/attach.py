@@ -250,8 +250,9 @@ class PapaController(nn.Module):
             return probs
         c = self.constant_probs(layer, slice(None), valid, probs.shape[-1], probs.dtype)
         modes = self.modes[layer]
-        lam = torch.sigmoid(self.theta[layer]).to(probs.dtype)
-        w = torch.where(modes == KEEP, torch.ones_like(lam), torch.where(modes == REPLACE, torch.zeros_like(lam), lam))
+        w = (modes == KEEP).to(probs.dtype)
+        if bool((modes == MIX).any()):  # λ joins the graph only where it is used
+            w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer]).to(probs.dtype), w)
         w = w[None, :, None, None]
         return w * probs + (1 - w) * c
 

@@ -16,3 +16,73 @@ def data_dir() -> Path:
     if not path.is_dir():
         pytest.skip(f"no data directory at {path}: set PAPA_DATA_DIR to the folder holding glue_data/ and conll2003/")
     return path
+
+
+# ---- tiny random models of every supported architecture ----------------------------------------------------------
+
+ARCHS = ("bert", "roberta", "electra", "deberta", "deberta-v2")
+_WORDS = ("the a cat dog sat on mat it was good bad very not movie film plot actor is and of to in "
+          "john mary london paris runs ran big small").split()
+_CHARS = "abcdefghijklmnopqrstuvwxyz"
+
+
+def tiny_tokenizer(arch: str):
+    """A real tokenizer of the architecture's family over a toy vocabulary (no files, no hub)."""
+    from transformers import BertTokenizer, DebertaTokenizer, DebertaV2Tokenizer, ElectraTokenizer, RobertaTokenizer
+
+    if arch in ("bert", "electra"):
+        vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS])}
+        return (BertTokenizer if arch == "bert" else ElectraTokenizer)(vocab=vocab)
+    if arch in ("roberta", "deberta"):
+        specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if arch == "roberta" else \
+            ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"]
+        vocab = {t: i for i, t in enumerate(specials)}
+        for c in _CHARS:
+            vocab.setdefault(c, len(vocab))
+            vocab.setdefault("Ġ" + c, len(vocab))
+        if arch == "roberta":
+            return RobertaTokenizer(vocab=vocab, merges=[])
+        return DebertaTokenizer(vocab=vocab, merges=[], bos_token="[CLS]", eos_token="[SEP]", sep_token="[SEP]",
+                                cls_token="[CLS]", unk_token="[UNK]", pad_token="[PAD]", mask_token="[MASK]")
+    if arch == "deberta-v2":
+        pieces = [("[PAD]", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[UNK]", 0.0), ("[MASK]", 0.0)]
+        pieces += [("▁" + c, -1.0) for c in _CHARS] + [(c, -2.0) for c in _CHARS]
+        return DebertaV2Tokenizer(vocab=pieces)
+    raise ValueError(arch)
+
+
+def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hidden: int = 32,
+               attn_implementation: str | None = None):
+    """A random encoder of `arch` sized for unit tests, in eval mode, vocabulary matching `tiny_tokenizer`."""
+    import torch
+    from transformers import AutoModel, BertConfig, DebertaConfig, DebertaV2Config, ElectraConfig, RobertaConfig
+
+    tok = tiny_tokenizer(arch)
+    common = dict(vocab_size=max(len(tok), 64), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  intermediate_size=2 * hidden + 3, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+    if arch == "bert":
+        config = BertConfig(**common)
+    elif arch == "roberta":
+        config = RobertaConfig(**common)
+    elif arch == "electra":
+        config = ElectraConfig(embedding_size=hidden, **common)
+    else:
+        cls = DebertaConfig if arch == "deberta" else DebertaV2Config
+        extra = {"position_buckets": 16} if arch == "deberta-v2" else {}
+        config = cls(relative_attention=True, pos_att_type=["c2p", "p2c"], max_relative_positions=-1,
+                     position_biased_input=False, **extra, **common)
+    torch.manual_seed(seed)
+    kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    return AutoModel.from_config(config, **kwargs).eval()
+
+
+@pytest.fixture(params=ARCHS)
+def arch(request) -> str:
+    return request.param
+
+
+@pytest.fixture
+def tiny(arch):
+    """(model, tokenizer) of one architecture; parametrised over all five."""
+    return tiny_model(arch), tiny_tokenizer(arch)
