@@ -2,21 +2,37 @@
 
 Replace the input-dependent attention of a frozen pretrained encoder with constant matrices, for all heads or a
 chosen subset, and probe what is left. Start with `attach`, `extract_constants` and `papa.layout.encode`.
+
+Names are imported lazily, so ``import papa`` (and ``papa --help``) does not pay for torch and transformers.
 """
-from .architectures import SUPPORTED_MODEL_TYPES, ModelSignature, model_signature
-from .attach import PapaController, attach, controller_of, detach
-from .capture import AttentionStats
-from .constants import ConstantMatrices, ConstantsMetadata, data_free_constants, load_constants
-from .errors import CorruptArtifactError, IncompatibleArtifactError, InputError, PapaError, UnsupportedModelError
-from .extract import extract_constants
-from .layout import LayoutBatch, encode
-from .models import DEFAULT_MODEL, load_model
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "SUPPORTED_MODEL_TYPES", "ModelSignature", "model_signature", "PapaController", "attach", "controller_of",
-    "detach", "AttentionStats", "ConstantMatrices", "ConstantsMetadata", "data_free_constants", "load_constants",
-    "CorruptArtifactError", "IncompatibleArtifactError", "InputError", "PapaError", "UnsupportedModelError",
-    "extract_constants", "LayoutBatch", "encode", "DEFAULT_MODEL", "load_model", "__version__",
-]
+_EXPORTS = {
+    "architectures": ["SUPPORTED_MODEL_TYPES", "ModelSignature", "model_signature"],
+    "controller": ["PapaController", "attach", "controller_of", "detach"],
+    "capture": ["AttentionStats"],
+    "constants": ["ConstantMatrices", "ConstantsMetadata", "data_free_constants", "load_constants"],
+    "errors": ["CorruptArtifactError", "IncompatibleArtifactError", "InputError", "PapaError",
+               "UnsupportedModelError"],
+    "extract": ["extract_constants"],
+    "layout": ["LayoutBatch", "encode"],
+    "models": ["DEFAULT_MODEL", "load_model"],
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+__all__ = [*_WHERE, "__version__"]
+
+
+def __getattr__(name: str):
+    if name in _WHERE:
+        value = getattr(importlib.import_module(f".{_WHERE[name]}", __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'papa' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -7,7 +7,7 @@ import torch
 from tqdm.auto import tqdm
 
 from .artifacts import fingerprint_texts
-from .attach import PapaController, attach, controller_of
+from .controller import PapaController, attach, controller_of
 from .constants import ConstantMatrices
 from .errors import InputError
 from .layout import encode

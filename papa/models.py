@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel
+if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --help` starts fast
+    import torch
+    from transformers import PreTrainedModel
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 # name -> (python package, sub-directory holding config.json and the weights)
@@ -39,6 +41,8 @@ def canonical_model_name(name: str) -> str:
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
     """`device` as a torch.device ("auto"/None: cuda if available), with a clear error if it is not available."""
+    import torch
+
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     dev = torch.device(device)
@@ -52,6 +56,8 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None = "cpu",
                dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, object]:
     """Load an encoder (`AutoModel`, eval mode) and its tokenizer."""
+    from transformers import AutoModel, AutoTokenizer
+
     path = resolve_model_path(name)
     tokenizer = AutoTokenizer.from_pretrained(path)
     kwargs = {"dtype": dtype} if dtype is not None else {}

@@ -8,6 +8,10 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# Tests never reach the hub: models come from files, data from the data directory, hub paths are faked.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
@@ -75,6 +79,14 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
     torch.manual_seed(seed)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
     return AutoModel.from_config(config, **kwargs).eval()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real offline default model (all-MiniLM-L6-v2) and its tokenizer, loaded once."""
+    from papa.models import load_model
+
+    return load_model()
 
 
 @pytest.fixture(params=ARCHS)

@@ -6,7 +6,7 @@ import torch
 from transformers import AutoModel, DistilBertConfig, GPT2Config
 
 import papa
-from papa.attach import KEEP, MIX, REPLACE
+from papa.controller import KEEP, MIX, REPLACE
 from papa.constants import data_free_constants
 from papa.layout import encode
 
