@@ -2,18 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 import time
 from pathlib import Path
 
+from .cli_names import constants_filename
 from .models import DEFAULT_MODEL
-
-
-def constants_filename(model_name: str, corpus: str, max_length: int, layout: str, kind: str = "average") -> str:
-    """A file name that says what the constants are: <model>__<corpus>__<kind>-<layout>-n<N>.safetensors."""
-    slug = lambda s: re.sub(r"[^A-Za-z0-9._-]+", "-", s).strip("-")  # noqa: E731
-    return f"{slug(model_name)}__{slug(corpus)}__{kind}-{layout}-n{max_length}.safetensors"
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -37,6 +31,87 @@ def _extract(args: argparse.Namespace) -> int:
           f"{meta.num_examples} examples from {corpus.name}, length {meta.max_length}, layout {meta.layout}, "
           f"{time.perf_counter() - start:.1f}s")
     return 0
+
+
+def _grid_config(args: argparse.Namespace, **overrides):
+    from .experiment import GridConfig
+
+    values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
+                  device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
+                  force=getattr(args, "force", False))
+    values.update(overrides)
+    return GridConfig(**values)
+
+
+def _rank(args: argparse.Namespace) -> int:
+    from .experiment import learn_ranking
+
+    ranking, path = learn_ranking(_grid_config(args), kind=args.constants, progress=not args.quiet)
+    lam = ranking.lambdas
+    print(f"wrote {path}\n  λ over {lam.numel()} heads: min {lam.min():.4f}, median {lam.median():.4f}, "
+          f"max {lam.max():.4f}; first to replace: {ranking.order[:5]}")
+    return 0
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from .experiment import run_grid
+    from .results import aggregate
+
+    cfg = _grid_config(args, constants=tuple(args.constants), selections=tuple(args.selection),
+                       fractions=tuple(args.fractions or ()), seeds=tuple(args.seeds or ()))
+    rows = run_grid(cfg, progress=not args.quiet)
+    print(_table(aggregate(rows)))
+    print(f"results: {cfg.out_dir}/results.csv")
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .results import ResultsTable, aggregate
+
+    df = ResultsTable(args.results).read()
+    if df.empty:
+        print(f"no results in {args.results}: run `papa probe` or `papa reproduce` first", file=sys.stderr)
+        return 1
+    agg = aggregate(df)
+    if args.out:
+        from .artifacts import atomic_path
+
+        with atomic_path(args.out) as tmp:
+            agg.to_csv(tmp, index=False)
+        print(f"wrote {args.out}")
+    print(_table(agg))
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from .experiment import REPRODUCE_TASKS, reproduce
+    from .results import aggregate
+
+    start = time.perf_counter()
+    rows = reproduce(args.profile, tasks=tuple(args.tasks or REPRODUCE_TASKS), model=args.model,
+                     data_dir=args.data_dir, out_dir=args.out, device=args.device, force=args.force,
+                     progress=not args.quiet)
+    print(_table(aggregate(rows)))
+    print(f"done in {time.perf_counter() - start:.0f}s; results: {args.out or f'artifacts/{args.profile}'}/results.csv")
+    return 0
+
+
+def _table(agg) -> str:
+    cols = ["model", "task", "constants", "selection", "fraction_label", "n", "mean", "ci95"]
+    view = agg[[c for c in cols if c in agg.columns]].copy()
+    view["model"] = view["model"].str.split("/").str[-1]
+    return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
+
+
+def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) -> None:
+    p.add_argument("--task", required=task_required, help="cola, sst2, mrpc, mnli, ner, pos or mlm")
+    p.add_argument("--profile", default="quick", help="quick (minutes on a CPU) or full (the paper's settings)")
+    p.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
+    p.add_argument("--constants-corpus", default="task",
+                   help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
+    p.add_argument("--rounding", default=None, choices=["exact", "down", "nearest"],
+                   help="when a fraction is not a whole number of heads (default: the profile's)")
+    p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -71,6 +146,39 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-column", default=None, help="TSV column holding the text")
     p.add_argument("--pair-column", default=None, help="TSV column holding the second text of a pair")
     p.set_defaults(func=_extract)
+
+    p = sub.add_parser("rank", help="learn per-head λ and save the head ranking (paper 3.2)",
+                       description="Train a probe and every head's λ jointly; save λ and the replacement order.")
+    _add_common(p)
+    _add_grid_options(p)
+    p.add_argument("--constants", default="average", help="constants to mix with (default: average)")
+    p.set_defaults(func=_rank)
+
+    p = sub.add_parser("probe", help="probe one task over fractions x seeds x constants x selection methods",
+                       description="Run (or resume) a probing grid on one task and print mean and 95%% interval.")
+    _add_common(p)
+    _add_grid_options(p)
+    p.add_argument("--constants", nargs="+", default=["average"],
+                   help="average identity toeplitz zeros trainable_toeplitz trainable_average")
+    p.add_argument("--selection", nargs="+", default=["lambda"],
+                   help="lambda first_to_last last_to_first random reversed_lambda")
+    p.add_argument("--fractions", nargs="+", default=None, help="shares of input-dependent heads, e.g. 1 1/2 0")
+    p.add_argument("--seeds", nargs="+", type=int, default=None, help="probe seeds (default: the profile's)")
+    p.set_defaults(func=_probe)
+
+    p = sub.add_parser("report", help="aggregate a results table: mean and 95%% interval over seeds")
+    p.add_argument("--results", default="artifacts/runs/results.csv", help="results.csv written by probe/reproduce")
+    p.add_argument("--out", default=None, help="also write the aggregate as CSV here")
+    p.set_defaults(func=_report)
+
+    p = sub.add_parser("reproduce", help="the main probing results on every available task",
+                       description="Run the λ-selected grid (fractions x seeds) on each task and report.")
+    _add_common(p)
+    p.add_argument("--profile", default="quick", help="quick or full")
+    p.add_argument("--tasks", nargs="+", default=None, help="default: cola sst2 mrpc ner pos mlm")
+    p.add_argument("--out", default=None, help="default: artifacts/<profile>")
+    p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
+    p.set_defaults(func=_reproduce)
     return parser
 
 

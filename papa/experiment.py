@@ -1,0 +1,296 @@
+"""One task's probing grid: constants kinds x selection methods x fractions x seeds, cached and resumable.
+
+`run_grid` does, for one model and one task:
+
+1. encode the task's train/eval subsets (the profile's sizes) in the PAPA layout at Table 3's length;
+2. get each constants kind: average constants are extracted from the task's training inputs (or another corpus,
+   paper 5.3) once and saved under ``<out>/constants/``; data-free kinds are built; ``trainable_*`` kinds start from
+   Toeplitz or average constants and train with the probe (Table 1's "labeled data" rows);
+3. get the replacement order of each selection method; the λ ranking is learned once (paper 3.2) and saved under
+   ``<out>/rankings/``;
+4. for each fraction of input-dependent heads, replace the rest and, per seed, train and evaluate a probe. The
+   backbone's features are computed once per head configuration and reused by every seed.
+
+Every finished run is one row of ``<out>/results.csv`` (written atomically at once), identified by a hash of its
+configuration, so an interrupted grid resumes where it stopped and a finished one is not recomputed (``force``
+recomputes). Fraction 1 (nothing replaced) is the same for every kind and method; it is run once and recorded with
+constants and selection ``none``.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from .cli_names import constants_filename, ranking_filename
+from .constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
+from .controller import PapaController, attach
+from .corpus import task_corpus
+from .data import load_examples, resolve_data_dir
+from .extract import extract_constants
+from .features import FeatureSource, encode_task
+from .models import DEFAULT_MODEL, canonical_model_name, load_model
+from .probing import TrainSettings, evaluate_probe, make_probe, train_probe
+from .profiles import Profile, get_profile
+from .ranking import learn_lambdas
+from .results import ResultRow, ResultsTable, run_id
+from .selection import (SELECTION_METHODS, HeadRanking, as_fraction, fraction_label, heads_to_replace,
+                        load_ranking, num_input_dependent, replacement_order)
+from .tasks import get_task
+
+CONSTANTS_KINDS = ("average", *DATA_FREE_KINDS, "trainable_toeplitz", "trainable_average")
+RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """What to run. Empty `fractions`/`seeds` take the profile's; `constants_corpus` "task" = the task's own data."""
+
+    task: str
+    model: str = DEFAULT_MODEL
+    constants: tuple[str, ...] = ("average",)
+    selections: tuple[str, ...] = ("lambda",)
+    fractions: tuple[str, ...] = ()
+    seeds: tuple[int, ...] = ()
+    profile: str = "quick"
+    constants_corpus: str = "task"
+    rounding: str | None = None
+    data_dir: str | None = None
+    out_dir: str = "artifacts/runs"
+    device: str = "cpu"
+    force: bool = False
+
+    def resolved(self) -> "GridConfig":
+        """Fill profile defaults and check every value, so errors come before any work."""
+        prof = get_profile(self.profile)
+        get_task(self.task)
+        if self.constants_corpus != "task":
+            get_task(self.constants_corpus)
+        for kind in self.constants:
+            if kind not in CONSTANTS_KINDS:
+                raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
+        for method in self.selections:
+            if method not in SELECTION_METHODS:
+                raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
+        fractions = tuple(fraction_label(f) for f in (self.fractions or prof.fractions))
+        seeds = tuple(self.seeds or prof.seeds)
+        if not seeds:
+            raise ValueError("the seed list is empty: give at least one seed")
+        if not self.constants or not self.selections:
+            raise ValueError("give at least one constants kind and one selection method")
+        return replace(self, fractions=fractions, seeds=seeds, rounding=self.rounding or prof.rounding)
+
+
+@dataclass
+class _Session:
+    """What one grid shares: model, controller, encoded data, cached artifacts."""
+
+    cfg: GridConfig
+    profile: Profile
+    model: object
+    tokenizer: object
+    controller: PapaController
+    spec: object
+    train: object
+    eval: object
+    max_length: int
+    table: ResultsTable
+    out: Path
+    constants: dict = field(default_factory=dict)
+
+
+def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
+    """Run (or resume) the grid; returns its rows from the results table."""
+    cfg = cfg.resolved()
+    s = _open_session(cfg, progress)
+    try:
+        ids = []
+        total = len(cfg.fractions) * len(cfg.seeds) * len(cfg.constants) * len(cfg.selections)
+        bar = tqdm(total=total, desc=f"{cfg.task} grid", unit="run", disable=not progress)
+        for kind in cfg.constants:
+            for method in cfg.selections:
+                for label in cfg.fractions:
+                    ids += _run_point(s, kind, method, label, progress, bar)
+        bar.close()
+    finally:
+        s.controller.detach()
+    df = s.table.read()
+    return df[df["run_id"].isin(ids)].reset_index(drop=True)
+
+
+def _open_session(cfg: GridConfig, progress: bool) -> _Session:
+    prof = get_profile(cfg.profile)
+    spec = get_task(cfg.task)
+    data_dir = resolve_data_dir(cfg.data_dir)
+    model, tokenizer = load_model(cfg.model, device=cfg.device)
+    n = spec.hparams.max_length
+    train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit)
+    eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit)
+    encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type)  # noqa
+    out = Path(cfg.out_dir)
+    controller = attach(model, model_name=canonical_model_name(cfg.model))
+    return _Session(cfg, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
+                    ResultsTable(out / "results.csv"), out)
+
+
+# ---- artifacts ---------------------------------------------------------------------------------------------------
+
+def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
+    """The task's average constants: loaded from ``<out>/constants/`` if there, else extracted and saved."""
+    cfg, name = s.cfg, s.controller.signature.model_name
+    corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
+    limit = s.profile.corpus_limit
+    corpus_name = f"{corpus_task}:train" + (f"[:{limit}]" if limit else "")
+    path = s.out / "constants" / constants_filename(name, corpus_name, s.max_length, "sep_last")
+    if path.is_file() and not cfg.force:
+        constants = load_constants(path)
+        constants.check_compatible(s.controller.signature, max_length=s.max_length, layout="sep_last")
+        return constants
+    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(cfg.data_dir), limit=limit)
+    constants = extract_constants(s.model, s.tokenizer, corpus.texts, corpus.pairs, max_length=s.max_length,
+                                  corpus=corpus.name, progress=progress)
+    constants.save(path)
+    return constants
+
+
+def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
+    if kind not in s.constants:
+        base = kind.removeprefix("trainable_")
+        if base == "average":
+            s.constants[kind] = average_constants(s, progress)
+        else:
+            s.constants[kind] = data_free_constants(base, s.controller.signature, s.max_length)
+    return s.constants[kind]
+
+
+def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
+    """The learned λ ranking for `kind`'s constants: loaded if saved, else learned and saved."""
+    cfg, sig = s.cfg, s.controller.signature
+    corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
+    path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile)
+    if path.is_file() and not cfg.force:
+        ranking = load_ranking(path)
+        ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name)
+        return ranking
+    s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
+    prof = s.profile
+    rank_data = s.train if prof.rank_limit is None else _subset(s.train, prof.rank_limit)
+    settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
+    lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=RANKING_SEED, progress=progress)
+    ranking = HeadRanking.from_lambdas(
+        lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
+        max_length=s.max_length, layout="sep_last", examples=len(rank_data), epochs=settings.epochs,
+        learning_rate=settings.learning_rate, profile=cfg.profile)
+    ranking.save(path)
+    return ranking
+
+
+def _subset(data, limit: int):
+    idx = torch.arange(min(limit, len(data)))
+    inputs, labels = data.batch(idx)
+    return replace(data, inputs=inputs, labels=labels)
+
+
+def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[int, int]]:
+    L, H = s.controller.num_layers, s.controller.num_heads
+    if method in ("lambda", "reversed_lambda"):
+        return head_ranking(s, kind, progress).order_for(method)
+    return replacement_order(method, L, H, seed=RANKING_SEED)
+
+
+# ---- one point of the grid ---------------------------------------------------------------------------------------
+
+def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, bar) -> list[str]:
+    cfg, ctrl = s.cfg, s.controller
+    total = ctrl.num_layers * ctrl.num_heads
+    keep = num_input_dependent(label, total, cfg.rounding)
+    baseline = keep == total
+    row_kind = "none" if baseline else kind
+    row_method = "none" if baseline else method
+    corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
+    base = dict(model=ctrl.signature.model_name, task=cfg.task, constants=row_kind, constants_corpus=corpus,
+                selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
+                train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
+                corpus_limit=None if corpus == "none" else s.profile.corpus_limit,
+                epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if method in (
+                    "lambda", "reversed_lambda") and not baseline else None)
+    ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
+    todo = [seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])]
+    bar.update(len(cfg.seeds) - len(todo))
+    if not todo:
+        return list(ids.values())
+
+    ctrl.keep_all()
+    trainable = kind.startswith("trainable_") and not baseline
+    if not baseline:
+        order = _order(s, kind, method, progress)
+        ctrl.set_constants(_constants(s, kind, progress), trainable=trainable)
+        ctrl.replace(heads_to_replace(order, label, ctrl.num_layers, ctrl.num_heads, cfg.rounding))
+    initial = ctrl.constants.detach().clone() if trainable else None
+    settings = TrainSettings.from_task(s.spec, epochs=s.profile.epochs)
+    sources = None if trainable else (FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress,
+                                                    desc=f"features {label}"),
+                                      FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress,
+                                                    desc="eval features"))
+    for seed in todo:
+        start = time.perf_counter()
+        if trainable:
+            with torch.no_grad():
+                ctrl.constants.copy_(initial)
+            train_src = FeatureSource(s.model, s.train, trainable_backbone=True, progress=False)
+            eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
+        else:
+            train_src, eval_src = sources
+        torch.manual_seed(seed)
+        probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
+        extra = [ctrl.constants] if trainable else []
+        train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra, progress=progress,
+                    desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
+        value = evaluate_probe(probe, s.spec, eval_src)
+        s.table.append([ResultRow(
+            model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus, selection=row_method,
+            fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile, metric=s.spec.metric,
+            value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
+            extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
+                   "features_cached": bool(sources and sources[0].cached)})])
+        bar.update(1)
+    if trainable:
+        ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
+    return list(ids.values())
+
+
+def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = True) -> tuple[HeadRanking, Path]:
+    """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants; returns it and where it is saved."""
+    cfg = cfg.resolved()
+    s = _open_session(cfg, progress)
+    try:
+        ranking = head_ranking(s, kind, progress)
+    finally:
+        s.controller.detach()
+    sig = s.controller.signature
+    corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
+    return ranking, s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length,
+                                                          cfg.profile)
+
+
+REPRODUCE_TASKS = ("cola", "sst2", "mrpc", "ner", "pos", "mlm")
+
+
+def reproduce(profile: str = "quick", *, tasks: tuple[str, ...] = REPRODUCE_TASKS, model: str = DEFAULT_MODEL,
+              data_dir: str | None = None, out_dir: str | None = None, device: str = "cpu", force: bool = False,
+              progress: bool = True) -> pd.DataFrame:
+    """The main probing results (paper 4.2) for `tasks`: λ-selected heads at every fraction, every seed."""
+    out = out_dir or f"artifacts/{profile}"
+    frames = []
+    for task in tasks:
+        cfg = GridConfig(task=task, model=model, profile=profile, data_dir=data_dir, out_dir=out, device=device,
+                         force=force)
+        start = time.perf_counter()
+        frames.append(run_grid(cfg, progress=progress))
+        if progress:
+            print(f"{task}: {time.perf_counter() - start:.0f}s", flush=True)
+    return pd.concat(frames, ignore_index=True)

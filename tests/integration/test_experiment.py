@@ -1,0 +1,91 @@
+"""End to end on the offline model and real data: extract -> rank -> probe at fractions 1 and 0, resumable."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from papa import cli
+from papa.experiment import GridConfig, run_grid
+from papa.profiles import PROFILES, Profile
+from papa.results import ResultsTable, aggregate
+
+pytestmark = pytest.mark.integration
+
+TINY = Profile("test", train_limit=48, eval_limit=48, corpus_limit=48, rank_limit=16, rank_epochs=1, epochs=2,
+               seeds=(0, 1), fractions=("1", "0"))
+
+
+@pytest.fixture(autouse=True)
+def test_profile(monkeypatch):
+    monkeypatch.setitem(PROFILES, "test", TINY)
+
+
+def _cfg(tmp_path, data_dir, **kw):
+    return GridConfig(**{"task": "sst2", "profile": "test", "data_dir": str(data_dir), "out_dir": str(tmp_path), **kw})
+
+
+def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
+    rows = run_grid(_cfg(tmp_path, data_dir), progress=False)
+    assert len(rows) == 4  # 2 fractions x 2 seeds
+    assert set(rows["fraction_label"]) == {"1", "0"} and set(rows["seed"]) == {0, 1}
+    assert rows.loc[rows.fraction_label == "1", "constants"].eq("none").all()
+    zero = rows[rows.fraction_label == "0"]
+    assert zero["constants"].eq("average").all() and zero["n_input_dependent"].eq(0).all()
+    assert rows["value"].between(0, 1).all() and rows["metric"].eq("accuracy").all()
+    assert len(list((tmp_path / "constants").glob("*.safetensors"))) == 1
+    assert len(list((tmp_path / "rankings").glob("*.safetensors"))) == 1
+    agg = aggregate(ResultsTable(tmp_path / "results.csv").read())
+    assert list(agg["n"]) == [2, 2]
+
+    # A second run finds every piece done: nothing is trained again and the table is unchanged.
+    import papa.experiment as experiment
+
+    def fail(*a, **k):
+        raise AssertionError("a finished run was recomputed")
+
+    monkeypatch.setattr(experiment, "train_probe", fail)
+    monkeypatch.setattr(experiment, "extract_constants", fail)
+    monkeypatch.setattr(experiment, "learn_lambdas", fail)
+    again = run_grid(_cfg(tmp_path, data_dir), progress=False)
+    pd.testing.assert_frame_equal(again, rows)
+
+
+def test_same_seed_same_rows(tmp_path, data_dir):
+    a = run_grid(_cfg(tmp_path / "a", data_dir, fractions=("0",), seeds=(0,)), progress=False)
+    b = run_grid(_cfg(tmp_path / "b", data_dir, fractions=("0",), seeds=(0,)), progress=False)
+    assert a["value"].tolist() == b["value"].tolist() and a["run_id"].tolist() == b["run_id"].tolist()
+
+
+def test_grid_config_errors(tmp_path, data_dir):
+    with pytest.raises(ValueError, match="unknown profile"):
+        run_grid(_cfg(tmp_path, data_dir, profile="huge"), progress=False)
+    with pytest.raises(ValueError, match="unknown constants kind"):
+        run_grid(_cfg(tmp_path, data_dir, constants=("gaussian",)), progress=False)
+    with pytest.raises(ValueError, match="unknown selection"):
+        run_grid(_cfg(tmp_path, data_dir, selections=("best",)), progress=False)
+    with pytest.raises(ValueError, match="unknown task"):
+        run_grid(GridConfig(task="squad", profile="test", out_dir=str(tmp_path)), progress=False)
+
+
+def test_cli_extract_probe_report(tmp_path, data_dir, capsys):
+    common = ["--data-dir", str(data_dir), "--quiet"]
+    assert cli.main(["extract", "--task", "mrpc", "--limit", "16", "--max-length", "64", "--out", str(tmp_path),
+                     *common]) == 0
+    assert "16 examples from mrpc:train[:16]" in capsys.readouterr().out
+    assert cli.main(["probe", "--task", "sst2", "--profile", "test", "--fractions", "0", "--seeds", "0",
+                     "--selection", "first_to_last", "--constants", "zeros", "--out", str(tmp_path), *common]) == 0
+    out = capsys.readouterr().out
+    assert "zeros" in out and "first_to_last" in out
+    assert cli.main(["report", "--results", str(tmp_path / "results.csv")]) == 0
+    assert "first_to_last" in capsys.readouterr().out
+    assert cli.main(["probe", "--task", "sst2", "--profile", "test", "--fractions", "1/16", "--rounding", "exact",
+                     "--out", str(tmp_path), *common]) == 2
+    assert "4.5" in capsys.readouterr().err
+
+
+def test_cli_help_lists_commands(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("extract", "rank", "probe", "report", "reproduce"):
+        assert command in out

@@ -1,0 +1,36 @@
+"""The environment is pinned once: pyproject.toml, environment.yml and constraints.txt agree."""
+from __future__ import annotations
+
+import re
+import tomllib
+
+import yaml
+
+from conftest import REPO
+
+
+def _pins(lines) -> dict[str, str]:
+    out = {}
+    for line in lines:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)==([^\s;#]+)\s*", line)
+        if m:
+            out[m.group(1).lower().replace("_", "-")] = m.group(2)
+    return out
+
+
+def test_environment_yml_has_the_pyproject_pins():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    assert all("==" in d for d in declared), "every direct dependency is pinned exactly"
+    env = yaml.safe_load((REPO / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    assert _pins(pip) == _pins(declared)
+
+
+def test_constraints_agree_with_pyproject():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = _pins([*project["dependencies"], *project["optional-dependencies"]["test"]])
+    locked = _pins((REPO / "constraints.txt").read_text().splitlines())
+    assert {k: locked.get(k) for k in declared} == declared
+    assert declared["torch"] == "2.13.0" and declared["transformers"].startswith("5.23.")
+    assert declared["datasets"].startswith("5.2.")
