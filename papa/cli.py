@@ -69,8 +69,12 @@ def _report(args: argparse.Namespace) -> int:
     from .results import ResultsTable, aggregate
 
     df = ResultsTable(args.results).read()
+    for column in ("model", "task", "profile"):
+        wanted = getattr(args, column)
+        if wanted:
+            df = df[df[column].isin(wanted) | df[column].str.endswith(tuple("/" + w for w in wanted))]
     if df.empty:
-        print(f"no results in {args.results}: run `papa probe` or `papa reproduce` first", file=sys.stderr)
+        print(f"no matching results in {args.results}: run `papa probe` or `papa reproduce` first", file=sys.stderr)
         return 1
     agg = aggregate(df)
     if args.out:
@@ -169,6 +173,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("report", help="aggregate a results table: mean and 95%% interval over seeds")
     p.add_argument("--results", default="artifacts/runs/results.csv", help="results.csv written by probe/reproduce")
     p.add_argument("--out", default=None, help="also write the aggregate as CSV here")
+    p.add_argument("--model", nargs="+", default=None, help="only these models (hub id or its last part)")
+    p.add_argument("--task", nargs="+", default=None, help="only these tasks")
+    p.add_argument("--profile", nargs="+", default=None, help="only these profiles")
     p.set_defaults(func=_report)
 
     p = sub.add_parser("reproduce", help="the main probing results on every available task",

@@ -13,8 +13,9 @@
 
 Every finished run is one row of ``<out>/results.csv`` (written atomically at once), identified by a hash of its
 configuration, so an interrupted grid resumes where it stopped and a finished one is not recomputed (``force``
-recomputes). Fraction 1 (nothing replaced) is the same for every kind and method; it is run once and recorded with
-constants and selection ``none``.
+recomputes). Fraction 1 (nothing replaced) is the same for every kind and method: it is run once and recorded with
+constants and selection ``none``. Fraction 0 (every head replaced) is the same for every method: it is run once per
+constants kind and recorded with selection ``none``.
 """
 from __future__ import annotations
 
@@ -208,16 +209,18 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
     cfg, ctrl = s.cfg, s.controller
     total = ctrl.num_layers * ctrl.num_heads
     keep = num_input_dependent(label, total, cfg.rounding)
-    baseline = keep == total
+    baseline, replace_all = keep == total, keep == 0
+    # Fraction 1 involves no constants and no selection, fraction 0 no selection: such points are computed once
+    # and recorded with "none", whatever kinds and methods the grid names.
     row_kind = "none" if baseline else kind
-    row_method = "none" if baseline else method
+    row_method = "none" if baseline or replace_all else method
     corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
+    ranked = row_method in ("lambda", "reversed_lambda")
     base = dict(model=ctrl.signature.model_name, task=cfg.task, constants=row_kind, constants_corpus=corpus,
                 selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
                 train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
                 corpus_limit=None if corpus == "none" else s.profile.corpus_limit,
-                epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if method in (
-                    "lambda", "reversed_lambda") and not baseline else None)
+                epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
     ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
     todo = [seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])]
     bar.update(len(cfg.seeds) - len(todo))
@@ -227,9 +230,10 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
     ctrl.keep_all()
     trainable = kind.startswith("trainable_") and not baseline
     if not baseline:
-        order = _order(s, kind, method, progress)
         ctrl.set_constants(_constants(s, kind, progress), trainable=trainable)
-        ctrl.replace(heads_to_replace(order, label, ctrl.num_layers, ctrl.num_heads, cfg.rounding))
+        order = None if replace_all else _order(s, kind, method, progress)
+        ctrl.replace(None if replace_all else heads_to_replace(order, label, ctrl.num_layers, ctrl.num_heads,
+                                                               cfg.rounding))
     initial = ctrl.constants.detach().clone() if trainable else None
     settings = TrainSettings.from_task(s.spec, epochs=s.profile.epochs)
     sources = None if trainable else (FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress,

@@ -25,17 +25,21 @@ def _cfg(tmp_path, data_dir, **kw):
 
 
 def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
-    rows = run_grid(_cfg(tmp_path, data_dir), progress=False)
-    assert len(rows) == 4  # 2 fractions x 2 seeds
-    assert set(rows["fraction_label"]) == {"1", "0"} and set(rows["seed"]) == {0, 1}
+    cfg = _cfg(tmp_path, data_dir, fractions=("1", "1/2", "0"))
+    rows = run_grid(cfg, progress=False)
+    assert len(rows) == 6  # 3 fractions x 2 seeds
+    assert set(rows["fraction_label"]) == {"1", "1/2", "0"} and set(rows["seed"]) == {0, 1}
     assert rows.loc[rows.fraction_label == "1", "constants"].eq("none").all()
     zero = rows[rows.fraction_label == "0"]
     assert zero["constants"].eq("average").all() and zero["n_input_dependent"].eq(0).all()
+    assert zero["selection"].eq("none").all()  # every head replaced: no selection is involved
+    half = rows[rows.fraction_label == "1/2"]
+    assert half["selection"].eq("lambda").all() and half["n_input_dependent"].eq(36).all()
     assert rows["value"].between(0, 1).all() and rows["metric"].eq("accuracy").all()
     assert len(list((tmp_path / "constants").glob("*.safetensors"))) == 1
-    assert len(list((tmp_path / "rankings").glob("*.safetensors"))) == 1
+    assert len(list((tmp_path / "rankings").glob("*.safetensors"))) == 1  # learned for fraction 1/2 only
     agg = aggregate(ResultsTable(tmp_path / "results.csv").read())
-    assert list(agg["n"]) == [2, 2]
+    assert list(agg["n"]) == [2, 2, 2]
 
     # A second run finds every piece done: nothing is trained again and the table is unchanged.
     import papa.experiment as experiment
@@ -46,7 +50,7 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
     monkeypatch.setattr(experiment, "train_probe", fail)
     monkeypatch.setattr(experiment, "extract_constants", fail)
     monkeypatch.setattr(experiment, "learn_lambdas", fail)
-    again = run_grid(_cfg(tmp_path, data_dir), progress=False)
+    again = run_grid(cfg, progress=False)
     pd.testing.assert_frame_equal(again, rows)
 
 
@@ -72,12 +76,13 @@ def test_cli_extract_probe_report(tmp_path, data_dir, capsys):
     assert cli.main(["extract", "--task", "mrpc", "--limit", "16", "--max-length", "64", "--out", str(tmp_path),
                      *common]) == 0
     assert "16 examples from mrpc:train[:16]" in capsys.readouterr().out
-    assert cli.main(["probe", "--task", "sst2", "--profile", "test", "--fractions", "0", "--seeds", "0",
+    assert cli.main(["probe", "--task", "sst2", "--profile", "test", "--fractions", "1/2", "--seeds", "0",
                      "--selection", "first_to_last", "--constants", "zeros", "--out", str(tmp_path), *common]) == 0
     out = capsys.readouterr().out
     assert "zeros" in out and "first_to_last" in out
     assert cli.main(["report", "--results", str(tmp_path / "results.csv")]) == 0
     assert "first_to_last" in capsys.readouterr().out
+    assert cli.main(["report", "--results", str(tmp_path / "results.csv"), "--task", "cola"]) == 1
     assert cli.main(["probe", "--task", "sst2", "--profile", "test", "--fractions", "1/16", "--rounding", "exact",
                      "--out", str(tmp_path), *common]) == 2
     assert "4.5" in capsys.readouterr().err
@@ -89,3 +94,16 @@ def test_cli_help_lists_commands(capsys):
     out = capsys.readouterr().out
     for command in ("extract", "rank", "probe", "report", "reproduce"):
         assert command in out
+
+
+def test_trainable_constants_and_another_corpus(tmp_path, data_dir):
+    """Table 1's trainable rows and Table 2's constants from another corpus, as grid points at fraction 0."""
+    rows = run_grid(_cfg(tmp_path, data_dir, fractions=("0",), seeds=(0,), constants=("trainable_toeplitz",),
+                         selections=("lambda", "random")), progress=False)
+    assert len(rows) == 1  # fraction 0 needs no selection: one run serves both methods
+    assert rows.loc[0, "constants"] == "trainable_toeplitz" and rows.loc[0, "selection"] == "none"
+    assert not (tmp_path / "rankings").exists()  # and no ranking was learned for it
+    other = run_grid(_cfg(tmp_path, data_dir, fractions=("0",), seeds=(0,), constants_corpus="mrpc"),
+                     progress=False)
+    assert other.loc[0, "constants_corpus"] == "mrpc"
+    assert [p.name.split("__")[1] for p in (tmp_path / "constants").glob("*.safetensors")] == ["mrpc-train-48"]
