@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 export PAPA_DATA_DIR ?= $(abspath ../shared/data)
 PROFILE ?= quick
 
-.PHONY: test reproduce install lock clean
+.PHONY: test test-fast reproduce notebooks install lock clean
 
 install: $(VENV)/.installed
 
@@ -19,11 +19,21 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
 	touch $@
 
+# Everything: unit, integration and acceptance tests, then nbval re-executes the seven notebooks (quick profile).
 test: install
 	$(PY) -m pytest
 
+# The unit tests alone (tiny random models; about a minute).
+test-fast: install
+	$(PY) -m pytest tests -m "not integration"
+
 reproduce: install
 	$(VENV)/bin/papa reproduce --profile $(PROFILE)
+
+# Re-run the notebooks in place with their own (quick) parameters: the outputs stored in git, which nbval checks.
+notebooks: install
+	cd notebooks && ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
+		--ExecutePreprocessor.timeout=3600 0*.ipynb explorer.ipynb
 
 lock: install
 	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^papa' | sed 's/+cpu$$//'; } > constraints.new

@@ -17,3 +17,7 @@ def ranking_filename(model_name: str, task: str, constants: str, corpus: str, ma
     """<model>__<task>__lambda-<constants>-<corpus>-n<N>-<profile>.safetensors"""
     return (f"{_slug(model_name)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-n{max_length}"
             f"-{_slug(profile)}.safetensors")
+
+# The section notebooks in run order (notebooks/<name>.ipynb), here so `papa --help` needs no papermill.
+NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_alternative_matrices",
+             "05_data_dependence", "06_head_selection", "07_mlm_electra")
