@@ -29,8 +29,9 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from .architectures import EncoderInfo, ModelSignature, describe_encoder, model_signature
+from .attention_free import QK_HEADS, RESTORE, constant_attention
 from .capture import AttentionStats
-from .constants import ConstantMatrices
+from .constants import DATA_FREE_KINDS, ConstantMatrices
 from .errors import InputError, PapaError
 
 KEEP, REPLACE, MIX = 0, 1, 2
@@ -74,6 +75,9 @@ class PapaController(nn.Module):
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
+        # False: every changed layer materialises [B, H, n, n] probabilities (the reference the fast paths of
+        # papa.attention_free are tested against).
+        self.fast_paths = True
 
     # ---- identity ---------------------------------------------------------------------------------------------
     @property
@@ -208,6 +212,16 @@ class PapaController(nn.Module):
                 f"the input has {n} positions but the constants were made at length {self.max_length}: encode inputs "
                 f"at max_length={self.max_length} (papa.layout.encode) or extract constants at a larger length."
             )
+        meta = self.constant_set.metadata if self.constant_set is not None else None
+        if (meta is not None and meta.layout == "sep_last" and meta.kind not in DATA_FREE_KINDS and n is not None
+                and n != self.max_length and bool((self.modes != KEEP).any())):
+            # In the sep_last layout slot n-1 holds the final separator, so the rows of constants learned at another
+            # length belong to other tokens: the numbers would be plausible but wrong.
+            raise InputError(
+                f"the input has {n} positions but these {meta.kind} constants were made for inputs padded to exactly "
+                f"{self.max_length} in the sep_last layout: encode inputs at max_length={self.max_length} "
+                "(papa.layout.encode), or use constants made at that length."
+            )
         if self.stats is not None and n is not None:
             valid = self._valid if self._valid is not None else torch.ones(ref.shape[0], n, dtype=torch.bool)
             self.stats.add_counts(valid.to(self.stats.counts.device))
@@ -228,13 +242,15 @@ class PapaController(nn.Module):
         modes = self.modes[layer]
         return bool((modes != KEEP).any()), bool((modes == MIX).any())
 
+    def constant_matrices(self, layer: int, n: int, heads: torch.Tensor | slice = slice(None)) -> torch.Tensor:
+        """The raw constant matrices of `heads` at length `n`, [h, n, n] (trainable ones clamped to ≥ 0)."""
+        c = self._constants[layer, heads, :n, :n]
+        return c.clamp_min(0.0) if isinstance(self._constants, nn.Parameter) else c
+
     def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | None, n: int,
                        dtype: torch.dtype) -> torch.Tensor:
         """Constant matrices of `heads` masked to real keys and renormalised row-wise: [B or 1, h, n, n]."""
-        c = self._constants[layer, heads, :n, :n]
-        if isinstance(self._constants, nn.Parameter):
-            c = c.clamp_min(0.0)
-        c = c.to(dtype).unsqueeze(0)
+        c = self.constant_matrices(layer, n, heads).to(dtype).unsqueeze(0)
         if valid is not None:
             c = c * valid[:, None, None, :].to(dtype)
         s = c.sum(-1, keepdim=True)
@@ -262,28 +278,49 @@ class PapaController(nn.Module):
         """The registered attention function's body (BERT, RoBERTa, ELECTRA)."""
         layer = site.layer
         any_changed, any_mixed = self._layer_needs(layer)
-        if not any_changed and self.stats is None:
+        qk_heads = module.__dict__.get(QK_HEADS)  # set by papa.attention_free.drop_query_key
+        if not any_changed and self.stats is None and qk_heads is None:
             return site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-        batch, heads, n, _ = query.shape
-        valid = self._valid_for(batch, n, query.device)
+        batch, heads, n, _ = value.shape
+        valid = self._valid_for(batch, n, value.device)
+        modes = self.modes[layer]
+        keep = (modes == KEEP).nonzero().squeeze(1)
+        if qk_heads is not None and (any_mixed or self.stats is not None or not torch.equal(qk_heads, keep.cpu())):
+            raise PapaError("the query/key projections were dropped for another head configuration (or for no "
+                            "capture): call papa.attention_free.restore_query_key(controller) first")
+        # Dropout on B cannot be moved past the matmul with V, so training with attention dropout stays exact.
+        fast = self.fast_paths and (dropout == 0.0 or not module.training)
+        if any_mixed and fast and self.stats is None:
+            # B·V = w·(A·V) + (1 − w)·(C·V) per head: no [B, H, n, n] tensor, and A·V comes from the original
+            # (fused) attention function.
+            out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                                     **kwargs)
+            out_c = constant_attention(self.constant_matrices(layer, n), value, valid)
+            w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer]), (modes == KEEP).to(self.theta.dtype))
+            w = w.to(out_a.dtype)[None, None, :, None]
+            return w * out_a + (1 - w) * out_c.to(out_a.dtype), None
         if any_mixed or self.stats is not None:
             probs = self.transform_probs(layer, _attention_probs(query, key, attention_mask, scaling), valid)
             probs = nn.functional.dropout(probs, p=dropout, training=module.training)
             return torch.matmul(probs, value).transpose(1, 2).contiguous(), probs
         # Only keep and replace: the kept heads run the original function on their slice, replaced heads skip Q·Kᵀ.
-        modes = self.modes[layer]
-        keep = (modes == KEEP).nonzero().squeeze(1)
         repl = (modes == REPLACE).nonzero().squeeze(1)
-        c = self.constant_probs(layer, repl, valid, n, value.dtype)
-        c = nn.functional.dropout(c, p=dropout, training=module.training)
-        out_repl = torch.matmul(c, value[:, repl]).transpose(1, 2)
+        if fast:
+            every = repl.numel() == heads  # no gather of V when the whole layer is constant
+            out_repl = constant_attention(self.constant_matrices(layer, n, slice(None) if every else repl),
+                                          value if every else value[:, repl], valid)
+        else:
+            c = self.constant_probs(layer, repl, valid, n, value.dtype)
+            c = nn.functional.dropout(c, p=dropout, training=module.training)
+            out_repl = torch.matmul(c, value[:, repl]).transpose(1, 2)
         if keep.numel() == 0:
             return out_repl.contiguous(), None
-        out_keep, _ = site.fallback(module, query[:, keep], key[:, keep], value[:, keep], attention_mask,
-                                    scaling=scaling, dropout=dropout, **kwargs)
+        q, k = (query, key) if qk_heads is not None else (query[:, keep], key[:, keep])
+        out_keep, _ = site.fallback(module, q, k, value[:, keep], attention_mask, scaling=scaling, dropout=dropout,
+                                    **kwargs)
         out = value.new_empty(batch, n, heads, value.shape[-1])
         out[:, :, keep] = out_keep
-        out[:, :, repl] = out_repl
+        out[:, :, repl] = out_repl.to(out.dtype)
         return out, None
 
     def dropout_pre_hook(self, layer: int, probs: torch.Tensor) -> torch.Tensor:
@@ -322,6 +359,10 @@ class PapaController(nn.Module):
         if not self.attached:
             return
         model, info = self.model, self.info
+        for module in info.attention_modules:  # papa.attention_free.drop_query_key swapped projections
+            undo = module.__dict__.get(RESTORE)
+            if undo is not None:
+                undo()
         for h in self._handles:
             h.remove()
         self._handles.clear()

@@ -1,0 +1,471 @@
+"""PAPA performance suite (issue 6): one process, the same batches for every variant, a markdown table at the end.
+
+    python benchmarks/bench.py            # full run (2 CPU threads: several minutes)
+    python benchmarks/bench.py --quick    # smoke run: small batches, fewer repeats
+    python benchmarks/bench.py --dtype bf16 --device cuda
+
+Comparisons, per model (the offline all-MiniLM-L6-v2 and a random BERT-base: 12 layers, 768 hidden, 12 heads)
+and sequence length (128, 512):
+
+1. capture of attention statistics inside attention (`ctrl.capturing`) vs the plain sdpa forward and vs the naive
+   method (eager model, ``output_attentions=True``, every layer stacked and accumulated);
+2. attention-free inference (every head constant, Q/K projections dropped) vs the plain model, beside the
+   section-3.4 head-level ratio and the whole-model multiply-accumulate ceiling;
+3. partial replacement (1/2, 1/8, 1/16 of heads input-dependent, heads in a seeded random ranking order, Q/K
+   computed for kept heads only) vs the plain model;
+5. one λ-mixing training step (forward + backward, θ and a probe trainable) vs plain forward + backward steps;
+
+and once, on MiniLM:
+
+4. the probing grid of CoLA (5 fractions x 3 seeds x 15 epochs) with cached features vs re-running the backbone
+   for every batch, on a subset (sizes printed).
+
+Timings interleave the variants (round-robin, `--repeats` rounds) and report medians, so slow drift of a shared
+machine hits every variant alike. Peak memory on the CPU is the rise of the process's peak RSS during one batch
+(Linux /proc; large allocations are forced to mmap so freed memory is returned), on CUDA the allocator's peak.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import ctypes
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+
+import torch
+
+import papa
+from papa.attention_free import drop_query_key, restore_query_key
+from papa.cost import config_speedups
+from papa.layout import encode
+from papa.selection import heads_to_replace, replacement_order
+
+FRACTIONS = ("1/2", "1/8", "1/16")
+
+
+# ---- measurement helpers ----------------------------------------------------------------------------------------
+
+def _mmap_threshold(size: int) -> None:
+    """glibc's M_MMAP_THRESHOLD: blocks above it are mmap-ed and go back to the OS when freed."""
+    try:
+        ctypes.CDLL("libc.so.6").mallopt(-3, size)
+    except (OSError, AttributeError):
+        pass
+
+
+def _rss_kib(field_name: str) -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith(field_name):
+                    return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def peak_mib(fn: Callable[[], None], device: torch.device) -> float | None:
+    """Extra peak memory (MiB) of one call of `fn`."""
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        base = torch.cuda.memory_allocated()
+        fn()
+        torch.cuda.synchronize()
+        return (torch.cuda.max_memory_allocated() - base) / 2**20
+    # Small threshold while measuring only: every large block then shows in RSS and is returned on free (timed
+    # runs keep glibc's large threshold, since page-faulting fresh mmaps would slow them down).
+    _mmap_threshold(1 << 16)
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")  # resets VmHWM to the current RSS
+    except (OSError, AttributeError):
+        _mmap_threshold(32 << 20)
+        return None
+    base = _rss_kib("VmRSS:")
+    fn()
+    top = _rss_kib("VmHWM:")
+    _mmap_threshold(32 << 20)
+    return None if base is None or top is None else (top - base) / 1024
+
+
+Variant = Callable[[], None] | tuple[Callable[[], None], Callable[[], None]]
+
+
+def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device) -> dict[str, float]:
+    """Median seconds of each variant, measured round-robin after one warm-up round.
+
+    A variant is a callable, or (setup, callable) where the untimed setup runs before each timed call.
+    """
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    for r in range(repeats + 1):
+        for name, variant in variants.items():
+            setup, fn = variant if isinstance(variant, tuple) else (None, variant)
+            if setup is not None:
+                setup()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            start = time.perf_counter()
+            fn()
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            if r > 0:
+                times[name].append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+# ---- inputs and models ------------------------------------------------------------------------------------------
+
+def texts_for(count: int, data_dir: str | None) -> tuple[list[str], str]:
+    """Long real texts (WikiText paragraphs) when the data directory has them, else seeded random words."""
+    try:
+        from papa.corpus import task_corpus
+
+        texts = [t for t in task_corpus("mlm", "train", data_dir=data_dir).texts if len(t.split()) > 60]
+        if len(texts) >= count:
+            return texts[:count], "WikiText-103 validation paragraphs (> 60 words)"
+    except Exception as exc:  # noqa: BLE001 -- any data problem: fall back to synthetic text
+        print(f"(no WikiText: {exc}; using random words)", file=sys.stderr)
+    g = torch.Generator().manual_seed(0)
+    words = "the a of and to in is was film good bad very not it this that plot actor story city river".split()
+    texts = [" ".join(words[i] for i in torch.randint(len(words), (400,), generator=g).tolist()) for _ in range(count)]
+    return texts, "seeded random words"
+
+
+def bert_base(vocab_size: int, seed: int = 0):
+    """A random BERT-base-sized encoder (12 layers, 768 hidden, 12 heads, 3072 feed-forward)."""
+    from transformers import AutoModel, BertConfig
+
+    config = BertConfig(vocab_size=vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        intermediate_size=3072, max_position_embeddings=512)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config, attn_implementation="sdpa").eval()
+    model.config._name_or_path = "random-bert-base"
+    return model
+
+
+@dataclass
+class Row:
+    model: str
+    n: int
+    what: str
+    seq_s: float | None = None
+    ratio: float | None = None
+    ratio_of: str = ""
+    peak_mib: float | None = None
+    target: str = ""
+    met: bool | None = None
+    note: str = ""
+
+
+@dataclass
+class Report:
+    rows: list[Row] = field(default_factory=list)
+
+    def add(self, *args, **kwargs) -> Row:
+        row = Row(*args, **kwargs)
+        self.rows.append(row)
+        print(_format_row(row), flush=True)
+        return row
+
+
+def _fmt(x: float | None, spec: str) -> str:
+    return "–" if x is None else format(x, spec)
+
+
+def _format_row(r: Row) -> str:
+    verdict = "" if r.met is None else ("met" if r.met else "**not met**")
+    ratio = "" if r.ratio is None else f"{r.ratio:.2f}× {r.ratio_of}".strip()
+    return (f"| {r.model} | {r.n} | {r.what} | {_fmt(r.seq_s, '.1f')} | {ratio} | {_fmt(r.peak_mib, '.0f')} | "
+            f"{r.target} | {verdict} | {r.note} |")
+
+
+HEADER = ("| model | n | what | seq/s | ratio | peak MiB | target | verdict | note |\n"
+          "|---|---|---|---|---|---|---|---|---|")
+
+
+# ---- parts 1, 2, 3, 5 on one model and one length -----------------------------------------------------------------
+
+def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches: int, repeats: int, texts: list[str],
+                autocast, device: torch.device, report: Report) -> None:
+    batches = []
+    for i in range(n_batches):
+        chunk = texts[i * batch_size:(i + 1) * batch_size]
+        inputs = encode(tokenizer, chunk, max_length=n, model_type=model.config.model_type).inputs
+        batches.append({k: v.to(device) for k, v in inputs.items()})
+    seqs = batch_size * n_batches
+    cfg = model.config
+    plain = model
+    eager = copy.deepcopy(model)
+    eager.set_attn_implementation("eager")
+    work = copy.deepcopy(model)
+    ctrl = papa.attach(work, model_name=name)
+
+    def run(m, **kw):
+        def go():
+            with torch.no_grad(), autocast():
+                for b in batches:
+                    m(**b, **kw)
+        return go
+
+    # 1. capture vs plain vs naive --------------------------------------------------------------------------------
+    def capture():
+        with ctrl.capturing(n), torch.no_grad(), autocast():
+            for b in batches:
+                work(**b)
+
+    def naive():
+        L, H = cfg.num_hidden_layers, cfg.num_attention_heads
+        sums = torch.zeros(L, H, n, n, dtype=torch.float64, device=device)
+        counts = torch.zeros(n, n, dtype=torch.float64, device=device)
+        with torch.no_grad(), autocast():
+            for b in batches:
+                out = eager(**b, output_attentions=True)
+                probs = torch.stack(out.attentions, dim=1).float()  # [B, L, H, n, n]
+                v = b["attention_mask"].to(probs.dtype)
+                sums += torch.einsum("blhij,bi,bj->lhij", probs, v, v).double()
+                counts += torch.einsum("bi,bj->ij", v, v).double()
+        naive.result = (sums, counts)
+
+    t = interleaved({"plain": run(plain), "capture": capture, "naive": naive}, repeats, device)
+    with ctrl.capturing(n) as stats, torch.no_grad(), autocast():
+        for b in batches:
+            work(**b)
+    sums, counts = naive.result
+    agree = float((stats.sums.to(device) - sums).abs().max() / sums.abs().max())
+    mem = {k: peak_mib(fn_one, device) for k, fn_one in (
+        ("plain", lambda: run(plain)()), ("capture", capture), ("naive", naive))}
+    report.add(name, n, "plain forward (sdpa)", seqs / t["plain"], peak_mib=mem["plain"])
+    report.add(name, n, "capture (papa)", seqs / t["capture"], t["plain"] / t["capture"], "of plain",
+               mem["capture"], "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
+               f"sums equal naive's to {agree:.0e} (relative)")
+    ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
+    report.add(name, n, "naive (eager, output_attentions)", seqs / t["naive"], t["naive"] / t["capture"],
+               "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
+
+    constants = stats.to_constants(ctrl.signature, layout="sep_last")
+    ctrl.set_constants(constants)
+    del eager, stats, sums, counts
+    gc.collect()
+
+    # 2. attention-free and 3. partial replacement ----------------------------------------------------------------
+    order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
+    configs = {"all replaced, Q/K dropped": "0", **{f"{f} input-dependent, Q/K dropped": f for f in FRACTIONS}}
+
+    def configured(fraction: str):
+        def setup():
+            restore_query_key(ctrl)
+            ctrl.keep_all()
+            ctrl.replace(heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down"))
+            drop_query_key(ctrl)
+        return setup, run(work)
+
+    t = interleaved({"plain": run(plain), **{k: configured(f) for k, f in configs.items()}}, repeats, device)
+    theory = config_speedups(cfg, n)
+    ceiling, head = theory["model_speedup_ceiling"], theory["head_speedup"]
+    report.add(name, n, "plain forward (sdpa), again", seqs / t["plain"])
+    speed = t["plain"] / t["all replaced, Q/K dropped"]
+    report.add(name, n, "attention-free (all heads constant, Q/K dropped)", seqs / t["all replaced, Q/K dropped"],
+               speed, "of plain", None, f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
+               f"{speed / ceiling:.0%} of ceiling; MAC ceiling {ceiling:.2f}×, §3.4 head-level {head:.2f}×")
+    for key, fraction in configs.items():
+        if fraction == "0":
+            continue
+        kept = int((~heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down")).sum())
+        r = t["plain"] / t[key]
+        report.add(name, n, key, seqs / t[key], r, "of plain", None, "≥ 1.0×", r >= 1.0, f"{kept} heads kept")
+    restore_query_key(ctrl)
+    ctrl.keep_all()
+
+    # 5. λ-mixing training step -----------------------------------------------------------------------------------
+    from papa.features import hidden_features
+    from papa.probes import SentenceProbe
+
+    labels = [torch.randint(2, (b["input_ids"].shape[0],), generator=torch.Generator().manual_seed(i)).to(device)
+              for i, b in enumerate(batches)]
+    probe = SentenceProbe(cfg.num_hidden_layers + 1, cfg.hidden_size, n, 2).to(device)
+
+    def step_on(m, embeds: bool = False):
+        def go():
+            for b, y in zip(batches, labels):
+                with autocast():
+                    if embeds:  # frozen weights, gradient through every layer's activations (as λ needs)
+                        x = m.embeddings.word_embeddings(b["input_ids"]).detach().requires_grad_()
+                        rest = {k: v for k, v in b.items() if k != "input_ids"}
+                        feats = torch.stack(m(inputs_embeds=x, **rest, output_hidden_states=True).hidden_states, 1)
+                    else:
+                        feats = hidden_features(m, b)
+                    loss = torch.nn.functional.cross_entropy(probe(feats.float(), b["attention_mask"]), y)
+                loss.backward()
+            probe.zero_grad(set_to_none=True)
+            m.zero_grad(set_to_none=True)
+            ctrl.theta.grad = None
+        return go
+
+    finetune = copy.deepcopy(model).train()
+    for mod in finetune.modules():  # dropout off: time the arithmetic, not the random masks
+        if isinstance(mod, torch.nn.Dropout):
+            mod.p = 0.0
+    frozen = copy.deepcopy(model)
+    frozen.requires_grad_(False)
+    ctrl.mix()
+
+    def lam(fast: bool):
+        def go():
+            ctrl.fast_paths = fast
+            step_on(work)()
+            ctrl.fast_paths = True
+        return go
+
+    t = interleaved({"lambda": lam(True), "lambda_plain_path": lam(False), "frozen": step_on(frozen, embeds=True),
+                     "finetune": step_on(finetune)}, repeats, device)
+    mem_lam = peak_mib(lam(True), device)
+    report.add(name, n, "plain step: frozen weights, grad through activations", seqs / t["frozen"],
+               peak_mib=peak_mib(step_on(frozen, embeds=True), device))
+    report.add(name, n, "plain step: fine-tuning (all weights trainable)", seqs / t["finetune"])
+    r = t["lambda"] / t["frozen"]
+    report.add(name, n, "λ step (θ + probe trainable)", seqs / t["lambda"], r, "time of frozen plain step", mem_lam,
+               "≤ 1.3×", r <= 1.3, f"{t['lambda'] / t['finetune']:.2f}× the fine-tuning step's time")
+    report.add(name, n, "λ step, materialised probabilities (fast_paths=False)", seqs / t["lambda_plain_path"],
+               t["lambda_plain_path"] / t["frozen"], "time of frozen plain step")
+    ctrl.keep_all()
+    papa.detach(work)
+    del work, finetune, frozen
+
+
+# ---- part 4: the probing grid with and without cached features ---------------------------------------------------
+
+def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
+    from papa.data import load_examples
+    from papa.features import FeatureSource, encode_task
+    from papa.probing import TrainSettings, evaluate_probe, make_probe, train_probe
+    from papa.tasks import get_task
+
+    spec = get_task("cola")
+    n = spec.hparams.max_length
+    train_examples = load_examples(spec, "train", data_dir, limit=train_size)
+    train = encode_task(tokenizer, spec, train_examples, max_length=n, model_type="bert")
+    dev = encode_task(tokenizer, spec, load_examples(spec, "eval", data_dir, limit=eval_size), max_length=n,
+                      model_type="bert")
+    work = copy.deepcopy(model)
+    # Average constants from the training inputs (paper 3.1); not timed, both variants share them.
+    ctrl = papa.attach(work, papa.extract_constants(work, tokenizer, [e.text for e in train_examples], max_length=n,
+                                                    progress=False))
+    order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
+    settings = TrainSettings.from_task(spec)
+    fractions, seeds = ("1", "1/2", "1/8", "1/16", "0"), (0, 1, 2)
+
+    def grid(budget_gb: str) -> tuple[float, list[float], list[list[float]]]:
+        os.environ["PAPA_FEATURE_CACHE_GB"] = budget_gb
+        start = time.perf_counter()
+        scores, losses = [], []
+        for fraction in fractions:
+            ctrl.keep_all()
+            if fraction != "1":
+                ctrl.replace(heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down"))
+            with autocast():
+                sources = [FeatureSource(work, d, trainable_backbone=False, progress=False) for d in (train, dev)]
+            for seed in seeds:
+                torch.manual_seed(seed)
+                probe = make_probe(spec, work, n)
+                with autocast():
+                    losses.append(train_probe(probe, spec.kind, sources[0], settings, seed=seed, progress=False))
+                    scores.append(evaluate_probe(probe, spec, sources[1]))
+        return time.perf_counter() - start, scores, losses
+
+    saved = os.environ.get("PAPA_FEATURE_CACHE_GB")
+    try:
+        cached_s, cached_scores, cached_losses = grid("4")
+        fresh_s, fresh_scores, fresh_losses = grid("0")
+    finally:
+        if saved is None:
+            os.environ.pop("PAPA_FEATURE_CACHE_GB", None)
+        else:
+            os.environ["PAPA_FEATURE_CACHE_GB"] = saved
+    papa.detach(work)
+    identical = cached_scores == fresh_scores and cached_losses == fresh_losses
+    loss_diff = max(abs(a - b) for x, y in zip(cached_losses, fresh_losses) for a, b in zip(x, y))
+    runs = len(fractions) * len(seeds)
+    what = f"CoLA grid, {runs} runs × {settings.epochs} epochs, {train_size} train / {eval_size} eval"
+    report.add("MiniLM-L6", n, f"{what}: backbone re-run per batch", runs / fresh_s, note="runs/s")
+    r = fresh_s / cached_s
+    report.add("MiniLM-L6", n, f"{what}: cached features", runs / cached_s, r, "faster", None,
+               "≥ 10×, identical results", r >= 10 and identical,
+               f"{cached_s:.0f} s vs {fresh_s:.0f} s; results {'identical' if identical else 'differ'} "
+               f"(max loss difference {loss_diff:.1e})")
+
+
+# ---- main ---------------------------------------------------------------------------------------------------------
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="small batches, few repeats (a smoke run)")
+    parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
+                        help="autocast dtype for every variant (bf16 on CPU or GPU, fp16 on GPU)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
+    parser.add_argument("--models", nargs="+", default=["minilm", "bert-base"], choices=("minilm", "bert-base"))
+    parser.add_argument("--lengths", nargs="+", type=int, default=[128, 512])
+    parser.add_argument("--batch", nargs="+", type=int, default=None,
+                        help="batch size per length (default 8 at 128, 2 at 512; --quick 4 and 1)")
+    parser.add_argument("--batches", type=int, default=1, help="distinct batches per timed pass (default 1)")
+    parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 3, --quick 1)")
+    parser.add_argument("--grid-size", type=int, default=None,
+                        help="CoLA train and eval examples for part 4 (default 32, --quick 8; 0 skips part 4)")
+    parser.add_argument("--data-dir", default=None, help="local data directory (default: $PAPA_DATA_DIR)")
+    parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    args = parser.parse_args(argv)
+
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local data or synthetic text: never wait on the hub
+    torch.set_num_threads(args.threads)
+    _mmap_threshold(32 << 20)  # fixed (glibc's dynamic maximum), so every variant sees the same allocator
+    from papa.models import load_model, resolve_device
+
+    device = resolve_device(args.device)
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
+    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype is not None else nullcontext
+    repeats = args.repeats or (1 if args.quick else 3)
+    n_batches = args.batches
+    default_batch = {128: 4 if args.quick else 8, 512: 1 if args.quick else 2}
+    batch_for = dict(zip(args.lengths, args.batch)) if args.batch else {}
+    grid_size = args.grid_size if args.grid_size is not None else (8 if args.quick else 32)
+
+    minilm, tok = load_model(device=device)
+    texts, source = texts_for(n_batches * max(default_batch.values()) * 4, args.data_dir)
+    print(f"# papa benchmarks: torch {torch.__version__}, {platform.processor() or platform.machine()}, "
+          f"device {device}, {torch.get_num_threads()} threads, dtype {args.dtype}, repeats {repeats}, "
+          f"{n_batches} batches per pass; inputs: {source}\n")
+    report = Report()
+    print(HEADER, flush=True)
+    for which in args.models:
+        model = minilm if which == "minilm" else bert_base(len(tok)).to(device)
+        label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
+        for n in args.lengths:
+            bs = batch_for.get(n, default_batch.get(n, 2))
+            bench_model(label, model, tok, n, bs, n_batches, repeats, texts, autocast, device, report)
+        if which != "minilm":
+            del model
+            gc.collect()
+    if grid_size:
+        bench_grid(minilm, tok, grid_size, grid_size, autocast, report, args.data_dir)
+    print("\n" + HEADER)
+    for row in report.rows:
+        print(_format_row(row))
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump([r.__dict__ for r in report.rows], fh, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
