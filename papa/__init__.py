@@ -16,7 +16,7 @@ _EXPORTS = {
     "controller": ["PapaController", "attach", "controller_of", "detach"],
     "capture": ["AttentionStats"],
     "constants": ["ConstantMatrices", "ConstantsMetadata", "data_free_constants", "load_constants"],
-    "errors": ["CorruptArtifactError", "IncompatibleArtifactError", "InputError", "PapaError",
+    "errors": ["CorruptArtifactError", "IncompatibleArtifactError", "InputError", "ModelNotFoundError", "PapaError",
                "UnsupportedModelError"],
     "extract": ["extract_constants"],
     "layout": ["LayoutBatch", "encode"],

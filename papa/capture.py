@@ -64,12 +64,13 @@ class AttentionStats:
         return avg.float().cpu()
 
     def to_constants(self, signature: ModelSignature, *, layout: str, corpus: str = "", corpus_fingerprint: str = "",
-                     preprocessing: str = "") -> ConstantMatrices:
+                     preprocessing: str = "", pairs: bool = False) -> ConstantMatrices:
         """Package the averages as `ConstantMatrices` of kind ``average``."""
         if self.num_examples == 0:
             raise InputError("no examples were seen: the corpus is empty, so there is nothing to average.")
         meta = ConstantsMetadata(
             kind="average", model=signature, max_length=self.max_length, layout=layout, corpus=corpus,
             corpus_fingerprint=corpus_fingerprint, num_examples=self.num_examples, preprocessing=preprocessing,
+            pairs=pairs,
         )
         return ConstantMatrices(matrices=self.averages(), metadata=meta, counts=self.counts.cpu())

@@ -6,15 +6,18 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_names import constants_filename
+from .cli_names import NOTEBOOKS as NOTEBOOK_NAMES, constants_filename
 from .models import DEFAULT_MODEL
 
 
 def _extract(args: argparse.Namespace) -> int:
     from .corpus import file_corpus, task_corpus
     from .extract import extract_constants
-    from .models import canonical_model_name, load_model
+    from .models import canonical_model_name, load_model, resolve_device
 
+    resolve_device(args.device)  # before any data is read
+    if Path(args.task).suffix.lower() in (".txt", ".tsv") and not Path(args.task).is_file():
+        raise FileNotFoundError(f"no corpus file at {args.task}: give an existing .txt/.tsv file or a task name")
     if Path(args.task).is_file():
         corpus = file_corpus(args.task, args.text_column, args.pair_column, limit=args.limit)
     else:
@@ -58,7 +61,8 @@ def _probe(args: argparse.Namespace) -> int:
     from .results import aggregate
 
     cfg = _grid_config(args, constants=tuple(args.constants), selections=tuple(args.selection),
-                       fractions=tuple(args.fractions or ()), seeds=tuple(args.seeds or ()))
+                       fractions=None if args.fractions is None else tuple(args.fractions),
+                       seeds=None if args.seeds is None else tuple(args.seeds))
     rows = run_grid(cfg, progress=not args.quiet)
     print(_table(aggregate(rows)))
     print(f"results: {cfg.out_dir}/results.csv")
@@ -88,15 +92,16 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from .experiment import REPRODUCE_TASKS, reproduce
-    from .results import aggregate
+    from .notebooks import run_notebooks
 
     start = time.perf_counter()
-    rows = reproduce(args.profile, tasks=tuple(args.tasks or REPRODUCE_TASKS), model=args.model,
-                     data_dir=args.data_dir, out_dir=args.out, device=args.device, force=args.force,
-                     progress=not args.quiet)
-    print(_table(aggregate(rows)))
-    print(f"done in {time.perf_counter() - start:.0f}s; results: {args.out or f'artifacts/{args.profile}'}/results.csv")
+    times = run_notebooks(args.profile, names=tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES,
+                          out_dir=args.out, data_dir=args.data_dir, device=args.device, force=args.force,
+                          progress=not args.quiet)
+    print(times[["notebook", "seconds"]].to_string(index=False))
+    out = args.out or f"artifacts/{args.profile}"
+    print(f"done in {time.perf_counter() - start:.0f}s; executed notebooks in {out}/notebooks, figures in "
+          f"{out}/figures, tables in {out}/tables, results in {out}/results.csv")
     return 0
 
 
@@ -109,7 +114,8 @@ def _table(agg) -> str:
 
 def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) -> None:
     p.add_argument("--task", required=task_required, help="cola, sst2, mrpc, mnli, ner, pos or mlm")
-    p.add_argument("--profile", default="quick", help="quick (minutes on a CPU) or full (the paper's settings)")
+    p.add_argument("--profile", default="quick",
+                   help="quick (minutes on a CPU), full (the paper's settings) or a JSON profile file (papa.profiles)")
     p.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
     p.add_argument("--constants-corpus", default="task",
                    help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
@@ -178,12 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", nargs="+", default=None, help="only these profiles")
     p.set_defaults(func=_report)
 
-    p = sub.add_parser("reproduce", help="the main probing results on every available task",
-                       description="Run the λ-selected grid (fractions x seeds) on each task and report.")
-    _add_common(p)
-    p.add_argument("--profile", default="quick", help="quick or full")
-    p.add_argument("--tasks", nargs="+", default=None, help="default: cola sst2 mrpc ner pos mlm")
+    p = sub.add_parser("reproduce", help="run the seven section notebooks with papermill (every paper section)",
+                       description="Execute notebooks/01_method … 07_mlm_electra for a profile; finished pieces "
+                                   "(constants, rankings, runs) are reused, --force recomputes them.")
+    p.add_argument("--profile", default="quick", help="quick (minutes on a CPU) or full (the paper's grid)")
+    p.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
+                   help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
     p.add_argument("--out", default=None, help="default: artifacts/<profile>")
+    p.add_argument("--data-dir", default=None,
+                   help="local data directory (GLUE TSVs, CoNLL-2003, WikiText); default $PAPA_DATA_DIR, else the hub")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … or auto (default: cpu)")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
     p.set_defaults(func=_reproduce)
     return parser
@@ -200,7 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (PapaError, FileNotFoundError, ValueError) as exc:
-        print(f"papa {args.command}: error: {exc}", file=sys.stderr)
+        # One line, whatever the message holds (library messages may span lines).
+        print(f"papa {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
         return 2
 
 

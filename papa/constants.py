@@ -39,6 +39,7 @@ class ConstantsMetadata:
     corpus_fingerprint: str = ""
     num_examples: int = 0
     preprocessing: str = ""
+    pairs: bool = False  # the corpus held sentence pairs (a middle separator in slot n/2)
     format_version: int = FORMAT_VERSION
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -138,7 +139,8 @@ def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: Constan
             "are non-negative: re-create the constants."
         )
     if counts is not None and tuple(counts.shape) != expected[2:]:
-        raise CorruptArtifactError(f"{source}: counts have shape {tuple(counts.shape)}, expected {expected[2:]}.")
+        raise CorruptArtifactError(f"{source}: counts have shape {tuple(counts.shape)}, expected {expected[2:]}; the "
+                                   "file does not match its own metadata: re-create it.")
 
 
 def load_constants(path: str | os.PathLike) -> ConstantMatrices:
@@ -156,7 +158,8 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
             f"{path} is not a readable safetensors file ({exc}); it may be truncated: delete it and re-run `papa extract`."
         ) from exc
     if "papa" not in header or "matrices" not in tensors:
-        raise CorruptArtifactError(f"{path} is a safetensors file but not a papa constants file (no 'papa' metadata).")
+        raise CorruptArtifactError(f"{path} is a safetensors file but not a papa constants file (no 'papa' metadata "
+                                   "or no 'matrices' tensor): pass a file written by `papa extract`.")
     try:
         meta = ConstantsMetadata.from_json(header["papa"])
     except (ValueError, TypeError, KeyError) as exc:

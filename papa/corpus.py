@@ -52,7 +52,7 @@ def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_co
         with open(path, encoding="utf-8-sig", newline="") as fh:
             rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
         if not rows:
-            raise InputError(f"{path} is empty")
+            raise InputError(f"{path} is empty: a .tsv corpus needs a header row and one example per line")
         header, body = rows[0], rows[1:]
         partners = {"sentence1": "sentence2", "#1 String": "#2 String", "question": "sentence"}
         if text_column is None:
@@ -68,7 +68,8 @@ def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_co
         pi = header.index(pair_column) if pair_column else None
         for line_no, row in enumerate(body, start=2):
             if len(row) != len(header):
-                raise InputError(f"{path}, line {line_no}: {len(row)} fields, the header has {len(header)}")
+                raise InputError(f"{path}, line {line_no}: {len(row)} tab-separated fields, the header has "
+                                 f"{len(header)}: fix or remove that line")
         texts = [row[ti] for row in body]
         pairs = [row[pi] for row in body] if pi is not None else None
     if limit is not None:

@@ -98,7 +98,7 @@ def load_examples(
     if root is not None and not root.is_dir():
         origin = "data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
         raise DataNotFoundError(
-            f"data directory {root} (from the {origin}) does not exist; point it at the folder that holds "
+            f"data directory {root} (from the {origin}) does not exist: point it at the folder that holds "
             f"glue_data/, conll2003/ and wikitext/, or unset it to download from the Hugging Face hub."
         )
     if root is not None:
@@ -113,7 +113,8 @@ def load_examples(
         examples = _mlm_examples(examples, spec, split)
     out = _take(examples, limit)
     if not out:
-        raise DataFormatError(f"task {spec.name!r}, split {split!r}: no examples in {where}")
+        raise DataFormatError(f"task {spec.name!r}, split {split!r}: no examples in {where}: check that it is the "
+                              "complete file (or the right hub split)")
     return out
 
 
@@ -146,7 +147,8 @@ def read_tsv(
             index = {name: i for i, name in enumerate(names)}
             for column in (text_column, text_pair_column, label_column):
                 if column is not None and column not in index:
-                    raise DataFormatError(f"{path}, line 1: header {names} has no column {column!r}")
+                    raise DataFormatError(f"{path}, line 1: header {names} has no column {column!r}: "
+                                          "is it the right (unmodified GLUE) file?")
             n_fields = len(names)
         if n_fields is None:
             raise ValueError("read_tsv: n_fields is required when the file has no header")
@@ -163,7 +165,8 @@ def read_tsv(
                 continue  # a blank line (e.g. a trailing one) carries no example
             if len(fields) != n_fields:
                 raise DataFormatError(
-                    f"{path}, line {line_no}: expected {n_fields} tab-separated fields, got {len(fields)}"
+                    f"{path}, line {line_no}: expected {n_fields} tab-separated fields, got {len(fields)}: "
+                    "fix or remove that line (a stray tab, or a cut-off copy of the file?)"
                 )
             label = None
             if label_i is not None:
@@ -208,13 +211,14 @@ def read_conll(
             if len(fields) != 4:
                 raise DataFormatError(
                     f"{path}, line {line_no}: expected 4 space-separated fields (word POS chunk NER), "
-                    f"got {len(fields)}"
+                    f"got {len(fields)}: fix or remove that line"
                 )
             tag = fields[label_column]
             if tag not in ids:
-                raise DataFormatError(f"{path}, line {line_no}: unknown tag {tag!r}; known: {list(label_names)}")
+                raise DataFormatError(f"{path}, line {line_no}: unknown tag {tag!r}; known: {list(label_names)}: "
+                                      "fix that line")
             if iob1_to_iob2_tags and not (tag == "O" or tag[:2] in ("B-", "I-")):
-                raise DataFormatError(f"{path}, line {line_no}: tag {tag!r} is not an IOB tag")
+                raise DataFormatError(f"{path}, line {line_no}: tag {tag!r} is not an IOB tag: fix that line")
             words.append(fields[0])
             tags.append(tag)
         if words:
@@ -301,8 +305,8 @@ def _local_examples(spec: TaskSpec, split: str, root: Path) -> Iterable[Example]
 def _check_exists(path: Path) -> None:
     if not path.is_file():
         raise DataNotFoundError(
-            f"data file not found: {path}. Pass data_dir= (or set ${DATA_DIR_ENV}) to the folder that holds "
-            f"glue_data/, conll2003/ and wikitext/, or unset both to download from the Hugging Face hub."
+            f"data file not found: {path}. Point --data-dir (data_dir=) or ${DATA_DIR_ENV} at the folder that "
+            f"holds glue_data/, conll2003/ and wikitext/, or unset both to download from the Hugging Face hub."
         )
 
 
@@ -322,7 +326,7 @@ def _parse_label(raw: str, names: tuple[str, ...], is_name: bool, path: Path, li
     elif raw.isdigit() and int(raw) < len(names):
         return int(raw)
     expected = list(names) if is_name else f"an id in 0..{len(names) - 1}"
-    raise DataFormatError(f"{path}, line {line_no}: bad label {raw!r}, expected {expected}")
+    raise DataFormatError(f"{path}, line {line_no}: bad label {raw!r}, expected {expected}: fix that line")
 
 
 # ------------------------------------------------------------------------------------------------- hub

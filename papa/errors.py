@@ -20,3 +20,7 @@ class CorruptArtifactError(PapaError, ValueError):
 
 class InputError(PapaError, ValueError):
     """The model input does not fit the attached PAPA state (e.g. longer than the constants)."""
+
+
+class ModelNotFoundError(PapaError, OSError):
+    """A model name is neither a local directory, nor cached, nor reachable on the hub."""

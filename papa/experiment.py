@@ -19,6 +19,7 @@ constants kind and recorded with selection ``none``.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -27,6 +28,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from .architectures import model_signature
 from .cli_names import constants_filename, ranking_filename
 from .constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
 from .controller import PapaController, attach
@@ -34,12 +36,12 @@ from .corpus import task_corpus
 from .data import load_examples, resolve_data_dir
 from .extract import extract_constants
 from .features import FeatureSource, encode_task
-from .models import DEFAULT_MODEL, canonical_model_name, load_model
+from .models import DEFAULT_MODEL, canonical_model_name, load_model, resolve_device
 from .probing import TrainSettings, evaluate_probe, make_probe, train_probe
 from .profiles import Profile, get_profile
 from .ranking import learn_lambdas
 from .results import ResultRow, ResultsTable, run_id
-from .selection import (SELECTION_METHODS, HeadRanking, as_fraction, fraction_label, heads_to_replace,
+from .selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, as_fraction, fraction_label, heads_to_replace,
                         load_ranking, num_input_dependent, replacement_order)
 from .tasks import get_task
 
@@ -49,14 +51,15 @@ RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ran
 
 @dataclass(frozen=True)
 class GridConfig:
-    """What to run. Empty `fractions`/`seeds` take the profile's; `constants_corpus` "task" = the task's own data."""
+    """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
+    "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.profiles)."""
 
     task: str
     model: str = DEFAULT_MODEL
     constants: tuple[str, ...] = ("average",)
     selections: tuple[str, ...] = ("lambda",)
-    fractions: tuple[str, ...] = ()
-    seeds: tuple[int, ...] = ()
+    fractions: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
     profile: str = "quick"
     constants_corpus: str = "task"
     rounding: str | None = None
@@ -77,13 +80,24 @@ class GridConfig:
         for method in self.selections:
             if method not in SELECTION_METHODS:
                 raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
-        fractions = tuple(fraction_label(f) for f in (self.fractions or prof.fractions))
-        seeds = tuple(self.seeds or prof.seeds)
+        fractions = tuple(fraction_label(f) for f in (prof.fractions if self.fractions is None else self.fractions))
+        if not fractions:
+            raise ValueError("the fraction list is empty: give at least one fraction (e.g. --fractions 1 1/2 0), "
+                             "or leave it out for the profile's")
+        seeds = tuple(prof.seeds if self.seeds is None else self.seeds)
         if not seeds:
-            raise ValueError("the seed list is empty: give at least one seed")
+            raise ValueError("the seed list is empty: give at least one seed (e.g. --seeds 0 1 2), or leave it out "
+                             "for the profile's")
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in seeds):
+            raise ValueError(f"seeds must be integers, got {list(seeds)}")
         if not self.constants or not self.selections:
             raise ValueError("give at least one constants kind and one selection method")
-        return replace(self, fractions=fractions, seeds=seeds, rounding=self.rounding or prof.rounding)
+        rounding = self.rounding or prof.rounding
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+        resolve_device(self.device)  # an unavailable device fails here, before the model and data are loaded
+        # A profile file is recorded by the name it defines, never by its path.
+        return replace(self, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name)
 
 
 @dataclass
@@ -109,6 +123,9 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     cfg = cfg.resolved()
     s = _open_session(cfg, progress)
     try:
+        total_heads = s.controller.num_layers * s.controller.num_heads
+        for label in cfg.fractions:  # a fraction that is no whole number of heads fails before the first run
+            num_input_dependent(label, total_heads, cfg.rounding)
         ids = []
         total = len(cfg.fractions) * len(cfg.seeds) * len(cfg.constants) * len(cfg.selections)
         bar = tqdm(total=total, desc=f"{cfg.task} grid", unit="run", disable=not progress)
@@ -123,11 +140,18 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     return df[df["run_id"].isin(ids)].reset_index(drop=True)
 
 
+@functools.lru_cache(maxsize=1)
+def _load_model(name: str, device: str):
+    """`load_model`, keeping the last model: grids of one model over many tasks load it once. Safe to share because
+    every grid detaches its controller, which restores the model exactly."""
+    return load_model(name, device=device)
+
+
 def _open_session(cfg: GridConfig, progress: bool) -> _Session:
     prof = get_profile(cfg.profile)
     spec = get_task(cfg.task)
     data_dir = resolve_data_dir(cfg.data_dir)
-    model, tokenizer = load_model(cfg.model, device=cfg.device)
+    model, tokenizer = _load_model(cfg.model, cfg.device)
     n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit)
@@ -141,21 +165,43 @@ def _open_session(cfg: GridConfig, progress: bool) -> _Session:
 # ---- artifacts ---------------------------------------------------------------------------------------------------
 
 def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
-    """The task's average constants: loaded from ``<out>/constants/`` if there, else extracted and saved."""
-    cfg, name = s.cfg, s.controller.signature.model_name
+    """The session's average constants (its task's, or `constants_corpus`'s): cached under ``<out>/constants/``."""
+    cfg = s.cfg
     corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
-    limit = s.profile.corpus_limit
+    return cached_average_constants(s.model, s.tokenizer, s.controller.signature, corpus_task,
+                                    limit=s.profile.corpus_limit, max_length=s.max_length, out_dir=s.out,
+                                    data_dir=cfg.data_dir, force=cfg.force, progress=progress)
+
+
+def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, limit: int | None, max_length: int,
+                             out_dir: str | Path, data_dir: str | None = None, force: bool = False,
+                             progress: bool = True) -> ConstantMatrices:
+    """Average constants of `corpus_task`'s training inputs: loaded from ``<out_dir>/constants/`` if there (and
+    made for this model and length), else extracted and saved there."""
     corpus_name = f"{corpus_task}:train" + (f"[:{limit}]" if limit else "")
-    path = s.out / "constants" / constants_filename(name, corpus_name, s.max_length, "sep_last")
-    if path.is_file() and not cfg.force:
+    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, corpus_name, max_length, "sep_last")
+    if path.is_file() and not force:
         constants = load_constants(path)
-        constants.check_compatible(s.controller.signature, max_length=s.max_length, layout="sep_last")
+        constants.check_compatible(signature, max_length=max_length, layout="sep_last")
         return constants
-    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(cfg.data_dir), limit=limit)
-    constants = extract_constants(s.model, s.tokenizer, corpus.texts, corpus.pairs, max_length=s.max_length,
-                                  corpus=corpus.name, progress=progress)
+    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit)
+    constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
+                                  corpus=corpus.name, model_name=signature.model_name, progress=progress)
     constants.save(path)
     return constants
+
+
+def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
+                   corpus: str = "task", data_dir: str | None = None, device: str = "cpu", force: bool = False,
+                   progress: bool = True) -> tuple[ConstantMatrices, object, object]:
+    """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to."""
+    spec, prof = get_task(task), get_profile(profile)
+    loaded, tokenizer = _load_model(model, device)
+    signature = model_signature(loaded, canonical_model_name(model))
+    constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
+                                         limit=prof.corpus_limit, max_length=spec.hparams.max_length,
+                                         out_dir=out_dir, data_dir=data_dir, force=force, progress=progress)
+    return constants, loaded, tokenizer
 
 
 def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
@@ -175,7 +221,8 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile)
     if path.is_file() and not cfg.force:
         ranking = load_ranking(path)
-        ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name)
+        ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
+                                 max_length=s.max_length, layout="sep_last")
         return ranking
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
     prof = s.profile
@@ -279,22 +326,3 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = Tr
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     return ranking, s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length,
                                                           cfg.profile)
-
-
-REPRODUCE_TASKS = ("cola", "sst2", "mrpc", "ner", "pos", "mlm")
-
-
-def reproduce(profile: str = "quick", *, tasks: tuple[str, ...] = REPRODUCE_TASKS, model: str = DEFAULT_MODEL,
-              data_dir: str | None = None, out_dir: str | None = None, device: str = "cpu", force: bool = False,
-              progress: bool = True) -> pd.DataFrame:
-    """The main probing results (paper 4.2) for `tasks`: λ-selected heads at every fraction, every seed."""
-    out = out_dir or f"artifacts/{profile}"
-    frames = []
-    for task in tasks:
-        cfg = GridConfig(task=task, model=model, profile=profile, data_dir=data_dir, out_dir=out, device=device,
-                         force=force)
-        start = time.perf_counter()
-        frames.append(run_grid(cfg, progress=progress))
-        if progress:
-            print(f"{task}: {time.perf_counter() - start:.0f}s", flush=True)
-    return pd.concat(frames, ignore_index=True)

@@ -13,6 +13,17 @@ from .errors import InputError
 from .layout import encode
 
 
+def max_positions(config) -> int | None:
+    """How many positions a model's absolute position embeddings cover (None: relative positions only)."""
+    if not getattr(config, "position_biased_input", True):
+        return None
+    n = getattr(config, "max_position_embeddings", None)
+    if n is None:
+        return None
+    # RoBERTa numbers positions from pad_token_id + 1.
+    return n - (config.pad_token_id + 1) if config.model_type == "roberta" else n
+
+
 def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
                       text_pairs: Sequence[str] | None = None, *, max_length: int, batch_size: int = 32,
                       layout: str = "sep_last", corpus: str = "", model_name: str | None = None,
@@ -24,6 +35,10 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     """
     if len(texts) == 0:
         raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
+    limit = max_positions(model.config)
+    if limit is not None and max_length > limit:
+        raise InputError(f"max_length={max_length} is longer than the {limit} positions the model has: extract at "
+                         f"--max-length {limit} or less.")
     existing = controller_of(model)
     controller: PapaController = existing or attach(model, model_name=model_name)
     device = next(model.parameters()).device
@@ -46,4 +61,5 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
                      f"tokenizer={getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)}; "
                      f"truncated={truncated}/{len(texts)}")
     return stats.to_constants(controller.signature, layout=layout, corpus=corpus,
-                              corpus_fingerprint=fingerprint_texts(flat), preprocessing=preprocessing)
+                              corpus_fingerprint=fingerprint_texts(flat), preprocessing=preprocessing,
+                              pairs=text_pairs is not None)

@@ -45,9 +45,15 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
     if device in (None, "auto"):
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"cannot read {device!r} as a device ({exc}): use cpu, cuda, cuda:N, mps or auto") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {device!r} was asked for but CUDA is not available here: use --device cpu")
+    if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
+        raise ValueError(f"device {device!r} was asked for but there are only {torch.cuda.device_count()} CUDA "
+                         f"device(s): use cuda:0 .. cuda:{torch.cuda.device_count() - 1}")
     if dev.type == "mps" and not torch.backends.mps.is_available():
         raise ValueError(f"device {device!r} was asked for but MPS is not available here: use --device cpu")
     return dev
@@ -55,13 +61,39 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None = "cpu",
                dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, object]:
-    """Load an encoder (`AutoModel`, eval mode) and its tokenizer."""
-    from transformers import AutoModel, AutoTokenizer
+    """Load an encoder (`AutoModel`, eval mode) and its tokenizer.
 
+    The device and the architecture are checked before any weights are read; a name that is neither a local
+    directory, nor in the local Hugging Face cache, nor reachable on the hub raises `ModelNotFoundError`.
+    """
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from .architectures import SUPPORTED_MODEL_TYPES
+    from .errors import ModelNotFoundError, UnsupportedModelError
+
+    dev = resolve_device(device)
     path = resolve_model_path(name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    kwargs = {"dtype": dtype} if dtype is not None else {}
-    model = AutoModel.from_pretrained(path, **kwargs)
-    model.to(resolve_device(device)).eval()
+    if str(name).startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():
+        raise ModelNotFoundError(f"no model directory at {name}: pass an existing directory holding config.json and "
+                                 "the weights, or a hub id.")
+    try:
+        config = AutoConfig.from_pretrained(path)
+        if config.model_type not in SUPPORTED_MODEL_TYPES:
+            raise UnsupportedModelError(
+                f"model {name!r} has model_type {config.model_type!r}, which papa cannot attach to: use a model of "
+                f"one of the supported types {', '.join(sorted(SUPPORTED_MODEL_TYPES))}."
+            )
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        kwargs = {"dtype": dtype} if dtype is not None else {}
+        model = AutoModel.from_pretrained(path, **kwargs)
+    except (OSError, ValueError) as exc:
+        if isinstance(exc, UnsupportedModelError):
+            raise
+        # transformers says "not a local folder and not a valid model identifier" (or cannot reach the hub) as OSError.
+        raise ModelNotFoundError(
+            f"could not load model {name!r}: {' '.join(str(exc).split())} -- pass a local directory holding config.json and the weights, "
+            "or a hub id (with network access, or already in the local Hugging Face cache)."
+        ) from exc
+    model.to(dev).eval()
     model.config._name_or_path = canonical_model_name(name)
     return model, tokenizer

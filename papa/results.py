@@ -121,25 +121,27 @@ def _empty_frame() -> pd.DataFrame:
 
 
 @contextmanager
-def _directory_lock(directory: Path) -> Iterator[None]:
+def _directory_lock(directory: Path) -> Iterator[bool]:
     """Best-effort exclusive lock on the table's directory, so concurrent appends do not drop each other's rows.
 
-    The directory (not the CSV) is locked because the CSV is replaced by rename on every append. Where flock is
-    unavailable the append still cannot corrupt the file, it can only lose a concurrent writer's rows.
+    Yields whether the lock is held. The directory (not the CSV) is locked because the CSV is replaced by rename on
+    every append. Where flock is unavailable the append still cannot corrupt the file, it can only lose a concurrent
+    writer's rows.
     """
     try:
         import fcntl
     except ImportError:
-        yield
+        yield False
         return
     directory.mkdir(parents=True, exist_ok=True)
     fd = os.open(directory, os.O_RDONLY)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
+            locked = True
         except OSError:
-            pass
-        yield
+            locked = False
+        yield locked
     finally:
         os.close(fd)  # closing releases the lock
 
@@ -203,7 +205,12 @@ class ResultsTable:
         if not new_rows:
             return
         new = pd.DataFrame([r.to_dict() for r in new_rows], columns=list(COLUMNS)).astype(DTYPES)
-        with _directory_lock(self.path.parent):
+        with _directory_lock(self.path.parent) as locked:
+            if locked:
+                # Every writer of this table holds the lock while its temporary file exists, so one found now was
+                # left by a writer that was killed mid-write (SIGKILL skips atomic_path's cleanup).
+                for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+                    stale.unlink(missing_ok=True)
             old = self.read()
             kept = old[~old["run_id"].isin(set(new["run_id"]))]
             parts = [kept, new] if len(kept) else [new]

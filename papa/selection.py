@@ -283,8 +283,13 @@ class HeadRanking:
             save_file(tensors, str(tmp), metadata={RANKING_HEADER_KEY: text})
         return path
 
-    def check_compatible(self, num_layers: int, num_heads: int, model_name: str | None = None) -> None:
-        """Raise `IncompatibleArtifactError` unless this ranking fits a model of this shape (and name, if given)."""
+    def check_compatible(self, num_layers: int, num_heads: int, model_name: str | None = None, *,
+                         signature: Any = None, max_length: int | None = None, layout: str | None = None) -> None:
+        """Raise `IncompatibleArtifactError` unless this ranking fits a model of this shape (and name, if given).
+
+        With `signature` (a `papa.ModelSignature`) the recorded config and weights fingerprints must match it; with
+        `max_length` / `layout` the recorded ones must (values the ranking does not record are not checked).
+        """
         where = f"head ranking (made for {self.model_name!r})" if self.model_name else "head ranking"
         fix = f"learn a ranking for this model with {RANK_COMMAND}"
         if (self.num_layers, self.num_heads) != (num_layers, num_heads):
@@ -297,6 +302,21 @@ class HeadRanking:
                 f"{where} belongs to model {self.model_name!r}, not {model_name!r} (both {num_layers} x {num_heads}): "
                 f"{fix}."
             )
+        recorded = self.metadata.get("model") if isinstance(self.metadata.get("model"), Mapping) else {}
+        if signature is not None:
+            for attr in ("config_fingerprint", "weights_fingerprint"):
+                mine, theirs = recorded.get(attr), getattr(signature, attr, None)
+                if mine is not None and theirs is not None and mine != theirs:
+                    raise IncompatibleArtifactError(
+                        f"{where} belongs to another model: {attr} {mine} != {theirs} of "
+                        f"{getattr(signature, 'model_name', 'the model')!r}: {fix}."
+                    )
+        for key, wanted, what in (("max_length", max_length, "sequence length"), ("layout", layout, "input layout")):
+            mine = self.metadata.get(key)
+            if wanted is not None and mine is not None and mine != wanted:
+                raise IncompatibleArtifactError(
+                    f"{where} was learned at {what} {mine!r}, not {wanted!r}: {fix} at {key}={wanted!r}."
+                )
 
 
 def _validate_ranking(r: HeadRanking, source: str) -> None:

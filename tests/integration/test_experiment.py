@@ -55,20 +55,11 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
 
 
 def test_same_seed_same_rows(tmp_path, data_dir):
+    """Determinism on the CPU: the same configuration and seed give identical rows (all but the run time), from
+    separately extracted constants. (Across processes and an interruption: test_reliability.py.)"""
     a = run_grid(_cfg(tmp_path / "a", data_dir, fractions=("0",), seeds=(0,)), progress=False)
     b = run_grid(_cfg(tmp_path / "b", data_dir, fractions=("0",), seeds=(0,)), progress=False)
-    assert a["value"].tolist() == b["value"].tolist() and a["run_id"].tolist() == b["run_id"].tolist()
-
-
-def test_grid_config_errors(tmp_path, data_dir):
-    with pytest.raises(ValueError, match="unknown profile"):
-        run_grid(_cfg(tmp_path, data_dir, profile="huge"), progress=False)
-    with pytest.raises(ValueError, match="unknown constants kind"):
-        run_grid(_cfg(tmp_path, data_dir, constants=("gaussian",)), progress=False)
-    with pytest.raises(ValueError, match="unknown selection"):
-        run_grid(_cfg(tmp_path, data_dir, selections=("best",)), progress=False)
-    with pytest.raises(ValueError, match="unknown task"):
-        run_grid(GridConfig(task="squad", profile="test", out_dir=str(tmp_path)), progress=False)
+    pd.testing.assert_frame_equal(a.drop(columns="runtime_s"), b.drop(columns="runtime_s"), check_exact=True)
 
 
 def test_cli_extract_probe_report(tmp_path, data_dir, capsys):

@@ -1,0 +1,282 @@
+"""Every kind of bad input, in one place: each is refused with an error that names the problem and the fix, before any
+work and without leaving a partial artifact, and the CLI turns it into one line ``papa <cmd>: error: ...`` and exit 2.
+
+Cases tested elsewhere are listed where they are (not repeated); the rest are tested here. Cases that need the real
+model or data are in tests/integration/test_reliability.py.
+
+| bad input | tested in |
+|---|---|
+| unsupported architecture (attach) | test_attach.py::test_unsupported_architecture |
+| unsupported architecture (load, CLI) | here: test_unsupported_architecture_fails_before_loading_weights |
+| constants for another model / head count | test_constants.py::test_attach_validates_model_identity |
+| constants for another length / layout | test_constants.py::test_check_compatible_length_and_layout; here (use time) |
+| ranking for another model / head count | test_selection.py::test_check_compatible |
+| ranking for another checkpoint / length / layout | here: test_ranking_for_another_checkpoint_length_or_layout |
+| input longer than the constants | test_attach.py::test_input_longer_than_constants |
+| length beyond the model's positions | here: test_max_length_beyond_the_model_positions |
+| truncated or corrupted safetensors | test_constants.py::test_truncated_and_garbled_files, |
+|   | test_selection.py::test_truncated_ranking_file; CLI: test_reliability.py |
+| metadata that does not match its tensors | test_constants.py::test_bad_contents_are_named, |
+|   | test_selection.py::test_inconsistent_ranking_files_rejected |
+| NaN or negative constants | test_constants.py::test_bad_contents_are_named, ::test_in_memory_validation |
+| unknown task, profile, kind, method | here: test_grid_config_errors, test_cli_unknown_names |
+| bad profile file | here: test_profile_file_errors |
+| data directory without the task's files | test_data_readers.py::test_missing_file_says_where_and_what_to_set, |
+|   | ::test_missing_data_directory; CLI here: test_cli_data_directory_without_the_files |
+| malformed TSV / CoNLL line (file and line) | test_data_readers.py::test_malformed_line_names_file_and_line, |
+|   | ::test_bad_label_names_file_and_line, ::test_malformed_conll_line; corpus files here |
+| empty dataset or subset | test_data_readers.py::test_header_only_file_is_an_error, |
+|   | test_features.py::test_empty_examples_are_an_error; corpus, extraction and limits here |
+| fraction outside [0, 1] / no whole number of heads | test_selection.py::test_fraction_out_of_range_raises, |
+|   | ::test_num_input_dependent; grid config here; "before any run" in test_reliability.py |
+| empty seed list | here: test_empty_lists |
+| device that is not available | here: test_unavailable_device |
+| model that cannot be found | here: test_model_not_found |
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import DistilBertConfig
+
+import papa
+from papa import cli
+from papa.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
+from papa.corpus import file_corpus
+from papa.errors import InputError
+from papa.experiment import GridConfig, run_grid
+from papa.layout import encode
+from papa.models import load_model, resolve_device
+from papa.profiles import PROFILES, Profile, get_profile
+from papa.selection import HeadRanking
+
+from conftest import tiny_model, tiny_tokenizer
+
+
+def cli_error(capsys, argv: list[str]) -> str:
+    """Run the CLI, check it failed with one `papa <cmd>: error: ...` line and exit code 2; return that line."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"papa {argv[0]}: error: "), err
+    return err
+
+
+def _nothing_written(path: Path) -> bool:
+    return not path.exists() or not any(path.rglob("*"))
+
+
+# ---- the model -----------------------------------------------------------------------------------------------------
+
+def test_unsupported_architecture_fails_before_loading_weights(tmp_path, capsys):
+    """Only config.json is there: the architecture is refused before weights or tokenizer are looked for."""
+    model_dir = tmp_path / "distilbert"
+    DistilBertConfig(n_layers=1, dim=8, n_heads=2, hidden_dim=8).save_pretrained(model_dir)
+    with pytest.raises(papa.UnsupportedModelError, match="'distilbert'.*bert, deberta, deberta-v2, electra, roberta"):
+        load_model(str(model_dir))
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    out = tmp_path / "out"
+    err = cli_error(capsys, ["extract", "--model", str(model_dir), "--task", str(corpus), "--max-length", "16",
+                             "--out", str(out), "--quiet"])
+    assert "supported types" in err and _nothing_written(out)
+
+
+def test_model_not_found(tmp_path, capsys):
+    with pytest.raises(papa.ModelNotFoundError, match="no model directory at .*nope.*pass an existing directory"):
+        load_model(str(tmp_path / "nope"))
+    # A hub id that is neither cached nor reachable (the tests run with HF_HUB_OFFLINE=1).
+    with pytest.raises(papa.ModelNotFoundError, match="could not load model 'papa-tests/no-such-model'.*local directory"):
+        load_model("papa-tests/no-such-model")
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    out = tmp_path / "out"
+    err = cli_error(capsys, ["extract", "--model", str(tmp_path / "nope"), "--task", str(corpus), "--max-length",
+                             "16", "--out", str(out), "--quiet"])
+    assert "no model directory" in err and _nothing_written(out)
+
+
+def test_max_length_beyond_the_model_positions():
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")  # 128 absolute positions
+    with pytest.raises(InputError, match="max_length=200 is longer than the 128 positions.*--max-length 128"):
+        papa.extract_constants(model, tok, ["the cat sat"], max_length=200, progress=False)
+    roberta, rtok = tiny_model("roberta"), tiny_tokenizer("roberta")  # positions start after the pad id
+    limit = 128 - roberta.config.pad_token_id - 1
+    with pytest.raises(InputError, match=f"the {limit} positions"):
+        papa.extract_constants(roberta, rtok, ["a b"], max_length=limit + 1, progress=False)
+
+
+# ---- artifacts made for something else -----------------------------------------------------------------------------
+
+def _average_like(ctrl, n: int, layout: str) -> ConstantMatrices:
+    """Average-kind constants (as `papa extract` makes) for `ctrl`'s model, with random non-negative entries."""
+    g = torch.Generator().manual_seed(0)
+    mats = torch.rand(ctrl.num_layers, ctrl.num_heads, n, n, generator=g)
+    meta = ConstantsMetadata(kind="average", model=ctrl.signature, max_length=n, layout=layout)
+    return ConstantMatrices(matrices=mats, metadata=meta)
+
+
+def test_sep_last_constants_refuse_inputs_of_another_length():
+    """In the sep_last layout the last slot is the final separator, so average constants only fit their length."""
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    ctrl = papa.attach(model)
+    ctrl.set_constants(_average_like(ctrl, 16, "sep_last"))
+    ctrl.replace([(0, 1)])
+    short = encode(tok, ["the cat sat"], max_length=12, model_type="bert").inputs
+    with pytest.raises(InputError, match="12 positions.*padded to exactly 16.*max_length=16"):
+        model(**short)
+    model(**encode(tok, ["the cat sat"], max_length=16, model_type="bert").inputs)  # the right length is fine
+    ctrl.keep_all()
+    model(**short)  # nothing replaced: the constants are not used
+    # Data-free constants are defined by slot alone, and standard-layout constants are cut to the input.
+    for constants in (data_free_constants("toeplitz", ctrl.signature, 16), _average_like(ctrl, 16, "standard")):
+        ctrl.set_constants(constants)
+        ctrl.replace()
+        model(**short)
+
+
+def test_ranking_for_another_checkpoint_length_or_layout():
+    model = tiny_model("bert")
+    sig = papa.model_signature(model, "tiny-bert")
+    ranking = HeadRanking.from_lambdas(torch.full((2, 4), 0.5), signature=sig, max_length=64, layout="sep_last")
+    ranking.check_compatible(2, 4, "tiny-bert", signature=sig, max_length=64, layout="sep_last")
+    other = papa.model_signature(tiny_model("bert", seed=1), "tiny-bert")  # same name and shape, other weights
+    with pytest.raises(papa.IncompatibleArtifactError, match="weights_fingerprint.*papa rank"):
+        ranking.check_compatible(2, 4, "tiny-bert", signature=other)
+    with pytest.raises(papa.IncompatibleArtifactError, match="sequence length 64, not 128.*papa rank"):
+        ranking.check_compatible(2, 4, "tiny-bert", max_length=128)
+    with pytest.raises(papa.IncompatibleArtifactError, match="input layout 'sep_last', not 'standard'"):
+        ranking.check_compatible(2, 4, "tiny-bert", layout="standard")
+
+
+# ---- names: task, profile, kinds, methods --------------------------------------------------------------------------
+
+def test_grid_config_errors(tmp_path):
+    """Checked by GridConfig.resolved, before any model or data is loaded (out_dir stays empty)."""
+    cfg = dict(task="sst2", out_dir=str(tmp_path / "out"))
+    with pytest.raises(ValueError, match="unknown profile 'huge'; choose one of quick, full"):
+        run_grid(GridConfig(**cfg, profile="huge"), progress=False)
+    with pytest.raises(ValueError, match="unknown constants kind 'gaussian'; choose from average"):
+        run_grid(GridConfig(**cfg, constants=("gaussian",)), progress=False)
+    with pytest.raises(ValueError, match="unknown selection method 'best'; choose from lambda"):
+        run_grid(GridConfig(**cfg, selections=("best",)), progress=False)
+    with pytest.raises(ValueError, match="unknown task 'squad'; known tasks: cola"):
+        run_grid(GridConfig(task="squad", out_dir=str(tmp_path / "out")), progress=False)
+    with pytest.raises(ValueError, match="unknown task 'squad'"):
+        GridConfig(**cfg, constants_corpus="squad").resolved()
+    with pytest.raises(ValueError, match=r"\[0, 1\], got '3/2'"):
+        GridConfig(**cfg, fractions=("1", "3/2")).resolved()
+    with pytest.raises(ValueError, match="unknown rounding 'up'"):
+        GridConfig(**cfg, rounding="up").resolved()
+    assert _nothing_written(tmp_path / "out")
+
+
+def test_cli_unknown_names(tmp_path, capsys):
+    out = ["--out", str(tmp_path / "out"), "--quiet"]
+    assert "unknown task 'squad'" in cli_error(capsys, ["probe", "--task", "squad", *out])
+    assert "unknown profile 'huge'" in cli_error(capsys, ["probe", "--task", "sst2", "--profile", "huge", *out])
+    assert "unknown constants kind" in cli_error(capsys, ["probe", "--task", "sst2", "--constants", "gauss", *out])
+    assert "[0, 1]" in cli_error(capsys, ["probe", "--task", "sst2", "--fractions", "2", *out])
+    assert "unknown task 'squad'" in cli_error(capsys, ["rank", "--task", "squad", *out])
+    assert "no corpus file at" in cli_error(capsys, ["extract", "--task", str(tmp_path / "missing.txt"),
+                                                     "--max-length", "16", *out])
+    assert _nothing_written(tmp_path / "out")
+
+
+def test_profile_file_errors(tmp_path, monkeypatch):
+    monkeypatch.setattr("papa.profiles.PROFILES", dict(PROFILES))  # registrations stay inside this test
+
+    def write(obj) -> Path:
+        path = tmp_path / "p.json"
+        path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
+        return path
+
+    good = get_profile(write({"name": "tiny", "train_limit": 8, "seeds": [3]}))
+    assert (good.train_limit, good.seeds, good.eval_limit) == (8, (3,), PROFILES["quick"].eval_limit)
+    assert GridConfig(task="sst2", profile=str(tmp_path / "p.json")).resolved().profile == "tiny"
+    with pytest.raises(FileNotFoundError, match="no profile file at"):
+        get_profile(tmp_path / "none.json")
+    with pytest.raises(ValueError, match="not valid JSON"):
+        get_profile(write("{"))
+    with pytest.raises(ValueError, match="unknown field.*train_limt"):
+        get_profile(write({"name": "x", "train_limt": 8}))
+    with pytest.raises(ValueError, match="needs a \"name\""):
+        get_profile(write({"train_limit": 8}))
+    with pytest.raises(ValueError, match="train_limit must be a positive integer or null .*got 0"):
+        get_profile(write({"name": "x", "train_limit": 0}))
+    with pytest.raises(ValueError, match="seed list is empty"):
+        get_profile(write({"name": "x", "seeds": []}))
+    with pytest.raises(ValueError, match="defines 'quick' differently.*another name"):
+        get_profile(write({"name": "quick", "epochs": 1}))
+
+
+# ---- data ------------------------------------------------------------------------------------------------------------
+
+def test_cli_data_directory_without_the_files(tmp_path, capsys):
+    empty = tmp_path / "data"
+    empty.mkdir()
+    out = tmp_path / "out"
+    err = cli_error(capsys, ["extract", "--task", "cola", "--max-length", "16", "--out", str(out),
+                             "--data-dir", str(empty), "--quiet"])
+    assert str(empty / "glue_data/CoLA/train.tsv") in err and "--data-dir" in err and "PAPA_DATA_DIR" in err
+    assert _nothing_written(out)
+
+
+def test_malformed_corpus_file_names_file_and_line(tmp_path, capsys):
+    path = tmp_path / "corpus.tsv"
+    path.write_text("sentence\tlabel\na good film\t1\nno label here\nthe end\t0\n")
+    with pytest.raises(InputError, match=r"corpus\.tsv, line 3: 1 tab-separated fields, the header has 2: fix"):
+        file_corpus(path)
+    err = cli_error(capsys, ["extract", "--task", str(path), "--max-length", "16", "--out", str(tmp_path / "out"),
+                             "--quiet"])
+    assert "line 3" in err and _nothing_written(tmp_path / "out")
+
+
+def test_empty_corpus_and_subsets(tmp_path):
+    blank = tmp_path / "blank.txt"
+    blank.write_text("\n  \n")
+    with pytest.raises(InputError, match="has no examples"):
+        file_corpus(blank)
+    empty_tsv = tmp_path / "empty.tsv"
+    empty_tsv.write_text("")
+    with pytest.raises(InputError, match="is empty: a .tsv corpus needs a header"):
+        file_corpus(empty_tsv)
+    with pytest.raises(InputError, match="corpus is empty"):
+        papa.extract_constants(tiny_model("bert"), tiny_tokenizer("bert"), [], max_length=8, progress=False)
+    with pytest.raises(ValueError, match="eval_limit must be a positive integer"):
+        Profile("x", train_limit=8, eval_limit=0, corpus_limit=8, rank_limit=8, rank_epochs=1, epochs=1)
+
+
+# ---- the grid ----------------------------------------------------------------------------------------------------
+
+def test_empty_lists(capsys, tmp_path):
+    with pytest.raises(ValueError, match="seed list is empty: give at least one seed"):
+        GridConfig(task="sst2", seeds=()).resolved()
+    with pytest.raises(ValueError, match="fraction list is empty"):
+        GridConfig(task="sst2", fractions=()).resolved()
+    with pytest.raises(ValueError, match="seeds must be integers"):
+        GridConfig(task="sst2", seeds=(0, "1")).resolved()
+    assert GridConfig(task="sst2").resolved().seeds == PROFILES["quick"].seeds  # None: the profile's
+    with pytest.raises(ValueError, match="seed list is empty"):
+        Profile("x", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1, epochs=1, seeds=())
+    with pytest.raises(SystemExit) as exc:  # argparse: --seeds needs at least one value
+        cli.main(["probe", "--task", "sst2", "--seeds", "--out", str(tmp_path)])
+    assert exc.value.code == 2 and "--seeds: expected at least one argument" in capsys.readouterr().err
+
+
+def test_unavailable_device(tmp_path, capsys):
+    with pytest.raises(ValueError, match="cannot read 'gpu' as a device.*use cpu, cuda"):
+        resolve_device("gpu")
+    if torch.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ValueError, match="CUDA is not available here: use --device cpu"):
+        resolve_device("cuda:1")
+    with pytest.raises(ValueError, match="CUDA is not available"):
+        GridConfig(task="sst2", device="cuda").resolved()
+    out = ["--out", str(tmp_path / "out"), "--quiet"]
+    assert "--device cpu" in cli_error(capsys, ["probe", "--task", "sst2", "--device", "cuda", *out])
+    assert "--device cpu" in cli_error(capsys, ["extract", "--task", "sst2", "--max-length", "16", "--device",
+                                                "cuda", *out])
+    assert _nothing_written(tmp_path / "out")
