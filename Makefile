@@ -9,7 +9,7 @@ TORCH_INDEX ?=
 export PAPA_DATA_DIR ?= $(abspath ../shared/data)
 PROFILE ?= quick
 
-.PHONY: test test-fast reproduce notebooks install lock clean
+.PHONY: test test-fast reproduce notebooks bench install lock clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,11 @@ reproduce: install
 notebooks: install
 	cd notebooks && ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=3600 0*.ipynb explorer.ipynb
+
+# Performance suite (issue 6); BENCH_ARGS="--quick" for a smoke run, "--dtype bf16", "--device cuda", ...
+BENCH_ARGS ?=
+bench: install
+	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
 lock: install
 	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^papa' | sed 's/+cpu$$//'; } > constraints.new
