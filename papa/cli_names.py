@@ -1,4 +1,4 @@
-"""File names that say what an artifact is, shared by the CLI and the experiment runner."""
+"""Names shared by the CLI and the library without heavy imports: artifact file names and the section notebooks."""
 from __future__ import annotations
 
 import re
