@@ -16,7 +16,9 @@ from pathlib import Path
 import ipywidgets as widgets
 import torch
 
+from .architectures import model_signature
 from .constants import ConstantMatrices, load_constants
+from .controller import attach
 from .errors import InputError
 from .figures import attention_vs_constant, png_bytes
 from .inspection import live_attention, mean_pooled
@@ -94,8 +96,6 @@ class HeadExplorer:
         self.replaced.max, self.replaced.value = L * H, min(self.replaced.value, L * H)
 
     def _signature(self):
-        from .architectures import model_signature
-
         return model_signature(self.model, self.constants.metadata.model.model_name)
 
     def _on_choice(self, label: str) -> None:
@@ -136,8 +136,6 @@ class HeadExplorer:
                 "patterns": row.to_dict(), "png": self.image.value}
 
     def _similarity(self, text: str) -> float:
-        from .controller import attach
-
         n = self.constants.max_length
         inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type).inputs
         reference = mean_pooled(self.model, inputs)

@@ -25,12 +25,9 @@ def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: i
     mask = batch.inputs["attention_mask"][0].tolist()
     pos = batch.inputs.get("position_ids")
     types = batch.inputs.get("token_type_ids")
-    rows = []
-    for slot, token in enumerate(ids):
-        rows.append({"slot": slot, "token": tokenizer.convert_ids_to_tokens(token), "attention_mask": mask[slot],
-                     "position_id": None if pos is None else int(pos[0, slot]),
-                     "token_type_id": None if types is None else int(types[0, slot])})
-    df = pd.DataFrame(rows)
+    rows = [{"slot": slot, "token": tokenizer.convert_ids_to_tokens(token), "attention_mask": mask[slot],
+             "position_id": None if pos is None else int(pos[0, slot]),
+             "token_type_id": None if types is None else int(types[0, slot])} for slot, token in enumerate(ids)]
     # Collapse each run of pads longer than `edge` into one "… k pads …" row, so the table stays readable.
     out, run = [], []
     for row in rows + [None]:
@@ -45,7 +42,7 @@ def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: i
         run = []
         if row is not None:
             out.append(row)
-    table = pd.DataFrame(out, columns=df.columns).astype({"position_id": "Int64", "token_type_id": "Int64"})
+    table = pd.DataFrame(out, columns=list(rows[0])).astype({"position_id": "Int64", "token_type_id": "Int64"})
     return table.set_index("slot")
 
 
