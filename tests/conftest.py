@@ -56,15 +56,18 @@ def tiny_tokenizer(arch: str):
 
 
 def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hidden: int = 32,
-               attn_implementation: str | None = None):
-    """A random encoder of `arch` sized for unit tests, in eval mode, vocabulary matching `tiny_tokenizer`."""
+               attn_implementation: str | None = None, init_std: float = 0.02):
+    """A random encoder of `arch` sized for unit tests, in eval mode, vocabulary matching `tiny_tokenizer`.
+
+    A larger `init_std` than transformers' 0.02 makes attention visibly matter to the outputs.
+    """
     import torch
     from transformers import AutoModel, BertConfig, DebertaConfig, DebertaV2Config, ElectraConfig, RobertaConfig
 
     tok = tiny_tokenizer(arch)
     common = dict(vocab_size=max(len(tok), 64), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                   intermediate_size=2 * hidden + 3, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
-                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1)
+                  hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=init_std)
     if arch == "bert":
         config = BertConfig(**common)
     elif arch == "roberta":
@@ -87,6 +90,16 @@ def minilm():
     from papa.models import load_model
 
     return load_model()
+
+
+@pytest.fixture
+def minilm_model(minilm):
+    """The shared MiniLM, detached again after the test whatever the test attached."""
+    import papa
+
+    model, _ = minilm
+    yield model
+    papa.detach(model)
 
 
 @pytest.fixture(params=ARCHS)

@@ -19,10 +19,8 @@ N = 64
 
 
 @pytest.fixture
-def model(minilm):
-    model, _ = minilm
-    yield model
-    papa.detach(model)
+def model(minilm_model):
+    return minilm_model
 
 
 def _hidden(model, inputs):

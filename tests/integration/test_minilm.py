@@ -21,10 +21,8 @@ def sentences(data_dir):
 
 
 @pytest.fixture
-def model(minilm):
-    model, _ = minilm
-    yield model
-    papa.detach(model)
+def model(minilm_model):
+    return minilm_model
 
 
 def _inputs(tok, texts):

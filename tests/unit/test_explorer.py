@@ -14,12 +14,7 @@ TEXTS = ["the cat sat on the mat", "a dog ran in london", "it was a very good mo
 
 @pytest.fixture
 def explorer(tmp_path):
-    model, tok = tiny_model("bert", layers=2, heads=4), tiny_tokenizer("bert")
-    torch.manual_seed(0)
-    with torch.no_grad():  # larger weights than the 0.02 init, so that attention visibly matters
-        for module in model.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(0.0, 0.3)
+    model, tok = tiny_model("bert", layers=2, heads=4, init_std=0.3), tiny_tokenizer("bert")
     constants = extract_constants(model, tok, TEXTS * 3, max_length=12, corpus="toy", model_name="tiny-bert",
                                   progress=False)
     constants.save(tmp_path / "c.safetensors")

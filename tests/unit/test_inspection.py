@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from conftest import tiny_model, tiny_tokenizer
 from papa.errors import InputError
@@ -22,12 +21,7 @@ def test_layout_table_collapses_padding_and_keeps_sep_last():
 
 
 def test_replacement_effect_counts_heads_and_moves_representations():
-    model, tok = tiny_model("bert", layers=2, heads=4), tiny_tokenizer("bert")
-    torch.manual_seed(0)
-    with torch.no_grad():  # larger weights than the 0.02 init, so that attention visibly matters
-        for module in model.modules():
-            if isinstance(module, torch.nn.Linear):
-                module.weight.normal_(0.0, 0.3)
+    model, tok = tiny_model("bert", layers=2, heads=4, init_std=0.3), tiny_tokenizer("bert")
     texts = ["the cat sat on the mat", "a dog ran in london"]
     constants = extract_constants(model, tok, texts * 2, max_length=12, progress=False)
     order = replacement_order("first_to_last", 2, 4)
