@@ -115,7 +115,8 @@ def _table(agg) -> str:
 def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) -> None:
     p.add_argument("--task", required=task_required, help="cola, sst2, mrpc, mnli, ner, pos or mlm")
     p.add_argument("--profile", default="quick",
-                   help="quick (minutes on a CPU), full (the paper's settings) or a JSON profile file (papa.profiles)")
+                   help="quick (minutes on a CPU), cpu (about an hour on a CPU), full (the paper's settings) or a JSON "
+                        "profile file (papa.profiles)")
     p.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
     p.add_argument("--constants-corpus", default="task",
                    help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
@@ -187,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reproduce", help="run the seven section notebooks with papermill (every paper section)",
                        description="Execute notebooks/01_method … 07_mlm_electra for a profile; finished pieces "
                                    "(constants, rankings, runs) are reused, --force recomputes them.")
-    p.add_argument("--profile", default="quick", help="quick (minutes on a CPU) or full (the paper's grid)")
+    p.add_argument("--profile", default="quick",
+                   help="quick (minutes on a CPU), cpu (about an hour on a CPU) or full (the paper's grid)")
     p.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
                    help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
     p.add_argument("--out", default=None, help="default: artifacts/<profile>")

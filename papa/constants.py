@@ -174,6 +174,27 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
 
 # ---- data-free kinds (paper 5.2) -------------------------------------------------------------------------------
 
+def write_constants_index(directory: str | os.PathLike) -> Path:
+    """Write ``<directory>/index.json``: every constants file there with its size, metadata and the sha256 of its
+    matrices (each file loaded and validated), so the constants behind published results can be described without
+    shipping them, and a rebuild checked against them (the file's own bytes hold a creation time)."""
+    import hashlib
+
+    from .artifacts import atomic_path
+
+    directory = Path(directory)
+    entries = []
+    for path in sorted(directory.glob("*.safetensors")):
+        constants = load_constants(path)
+        digest = hashlib.sha256(constants.matrices.contiguous().numpy().tobytes()).hexdigest()
+        entries.append({"file": path.name, "bytes": path.stat().st_size, "matrices_sha256": digest,
+                        "metadata": json.loads(constants.metadata.to_json())})
+    index = directory / "index.json"
+    with atomic_path(index) as tmp:
+        Path(tmp).write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return index
+
+
 def _row_normalised(m: torch.Tensor) -> torch.Tensor:
     s = m.sum(-1, keepdim=True)
     return torch.where(s > 0, m / s.clamp_min(torch.finfo(m.dtype).tiny), torch.zeros_like(m))

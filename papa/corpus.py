@@ -22,17 +22,25 @@ class Corpus:
 
 
 def task_corpus(task: str, split: str = "train", data_dir: str | os.PathLike | None = None,
-                limit: int | None = None) -> Corpus:
-    """The inputs of a registered task's split (paper 3.1: the task's own training set, labels unused)."""
+                limit: int | None = None, sample: str = "first") -> Corpus:
+    """The inputs of a registered task's split (paper 3.1: the task's own training set, labels unused); `limit` and
+    `sample` as in :func:`papa.data.load_examples`."""
     from .data import load_examples
 
-    examples = load_examples(task, split, data_dir=data_dir, limit=limit)
+    examples = load_examples(task, split, data_dir=data_dir, limit=limit, sample=sample)
     if examples[0].words is not None:
         texts = [list(e.words) for e in examples]
     else:
         texts = [e.text for e in examples]
     pairs = [e.text_pair for e in examples] if examples[0].text_pair is not None else None
-    return Corpus(name=f"{task}:{split}" + (f"[:{limit}]" if limit else ""), texts=texts, pairs=pairs)
+    return Corpus(name=corpus_name(task, split, limit, sample), texts=texts, pairs=pairs)
+
+
+def corpus_name(task: str, split: str, limit: int | None, sample: str = "first") -> str:
+    """``sst2:train``, ``sst2:train[:96]`` (first 96) or ``sst2:train[random:500]``: recorded in the constants."""
+    if not limit:
+        return f"{task}:{split}"
+    return f"{task}:{split}[:{limit}]" if sample == "first" else f"{task}:{split}[{sample}:{limit}]"
 
 
 def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,

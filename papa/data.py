@@ -16,6 +16,7 @@ Decisions that make the two sources agree:
 from __future__ import annotations
 
 import os
+import random
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path
 from datasets import DatasetDict, load_dataset
 
 from papa.errors import PapaError
+from papa.profiles import SAMPLES
 from papa.tasks import LocalSource, TaskSpec, get_task
 
 __all__ = [
@@ -43,6 +45,7 @@ __all__ = [
 
 DATA_DIR_ENV = "PAPA_DATA_DIR"
 SPLITS = ("train", "eval")
+SUBSET_SEED = 0
 
 
 class DataNotFoundError(PapaError, FileNotFoundError):
@@ -86,13 +89,20 @@ def load_examples(
     split: str,
     data_dir: str | os.PathLike[str] | None = None,
     limit: int | None = None,
+    sample: str = "first",
 ) -> list[Example]:
-    """Load the ``"train"`` or ``"eval"`` examples of ``task``; ``limit`` keeps the first ``limit`` of them."""
+    """Load the ``"train"`` or ``"eval"`` examples of ``task``.
+
+    ``limit`` keeps ``limit`` of them: the first ones (``sample="first"``) or a fixed random subset in file order
+    (``sample="random"``, seed `SUBSET_SEED`), which matters for files sorted by source, such as CoLA's.
+    """
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     if split not in SPLITS:
         raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    if sample not in SAMPLES:
+        raise ValueError(f"sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
 
     root = resolve_data_dir(data_dir)
     if root is not None and not root.is_dir():
@@ -111,7 +121,7 @@ def load_examples(
 
     if spec.kind == "mlm":
         examples = _mlm_examples(examples, spec, split)
-    out = _take(examples, limit)
+    out = _take(examples, limit) if sample == "first" else _random_subset(list(examples), limit)
     if not out:
         raise DataFormatError(f"task {spec.name!r}, split {split!r}: no examples in {where}: check that it is the "
                               "complete file (or the right hub split)")
@@ -394,6 +404,13 @@ def _mlm_examples(paragraphs: Iterable[tuple[int, str]], spec: TaskSpec, split: 
     for article, text in paragraphs:
         if every is None or (article % every == spec.holdout_offset) == want_eval:
             yield Example(text=text)
+
+
+def _random_subset(examples: list[Example], limit: int | None) -> list[Example]:
+    if limit is None or limit >= len(examples):
+        return examples
+    keep = sorted(random.Random(SUBSET_SEED).sample(range(len(examples)), limit))
+    return [examples[i] for i in keep]
 
 
 def _take(examples: Iterable[Example], limit: int | None) -> list[Example]:

@@ -32,7 +32,7 @@ from .architectures import model_signature
 from .cli_names import constants_filename, ranking_filename
 from .constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
 from .controller import PapaController, attach
-from .corpus import task_corpus
+from .corpus import corpus_name, task_corpus
 from .data import load_examples, resolve_data_dir
 from .extract import extract_constants
 from .features import FeatureSource, encode_task
@@ -153,8 +153,8 @@ def _open_session(cfg: GridConfig, progress: bool) -> _Session:
     data_dir = resolve_data_dir(cfg.data_dir)
     model, tokenizer = _load_model(cfg.model, cfg.device)
     n = spec.hparams.max_length
-    train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit)
-    eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit)
+    train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
+    eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
     encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type)  # noqa
     out = Path(cfg.out_dir)
     controller = attach(model, model_name=canonical_model_name(cfg.model))
@@ -169,22 +169,23 @@ def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
     cfg = s.cfg
     corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
     return cached_average_constants(s.model, s.tokenizer, s.controller.signature, corpus_task,
-                                    limit=s.profile.corpus_limit, max_length=s.max_length, out_dir=s.out,
+                                    limit=s.profile.corpus_limit, sample=s.profile.sample, max_length=s.max_length,
+                                    out_dir=s.out,
                                     data_dir=cfg.data_dir, force=cfg.force, progress=progress)
 
 
 def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, limit: int | None, max_length: int,
-                             out_dir: str | Path, data_dir: str | None = None, force: bool = False,
-                             progress: bool = True) -> ConstantMatrices:
+                             out_dir: str | Path, sample: str = "first", data_dir: str | None = None,
+                             force: bool = False, progress: bool = True) -> ConstantMatrices:
     """Average constants of `corpus_task`'s training inputs: loaded from ``<out_dir>/constants/`` if there (and
     made for this model and length), else extracted and saved there."""
-    corpus_name = f"{corpus_task}:train" + (f"[:{limit}]" if limit else "")
-    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, corpus_name, max_length, "sep_last")
+    name = corpus_name(corpus_task, "train", limit, sample)
+    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, "sep_last")
     if path.is_file() and not force:
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=max_length, layout="sep_last")
         return constants
-    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit)
+    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit, sample=sample)
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
                                   corpus=corpus.name, model_name=signature.model_name, progress=progress)
     constants.save(path)
@@ -199,7 +200,8 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
     loaded, tokenizer = _load_model(model, device)
     signature = model_signature(loaded, canonical_model_name(model))
     constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
-                                         limit=prof.corpus_limit, max_length=spec.hparams.max_length,
+                                         limit=prof.corpus_limit, sample=prof.sample,
+                                         max_length=spec.hparams.max_length,
                                          out_dir=out_dir, data_dir=data_dir, force=force, progress=progress)
     return constants, loaded, tokenizer
 
@@ -268,6 +270,8 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
                 corpus_limit=None if corpus == "none" else s.profile.corpus_limit,
                 epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
+    if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
+        base["sample"] = s.profile.sample
     ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
     todo = [seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])]
     bar.update(len(cfg.seeds) - len(todo))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -22,6 +23,12 @@ def max_positions(config) -> int | None:
         return None
     # RoBERTa numbers positions from pad_token_id + 1.
     return n - (config.pad_token_id + 1) if config.model_type == "roberta" else n
+
+
+def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
+    """The tokenizer as recorded in metadata: the model's name when known, never a local directory's path."""
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    return model_name if model_name and Path(name).is_absolute() else name
 
 
 def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
@@ -58,7 +65,7 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     flat = list(texts) if text_pairs is None else [f"{a}\t{b}" for a, b in zip(texts, text_pairs)]
     flat = [t if isinstance(t, str) else " ".join(t) for t in flat]
     preprocessing = (f"papa.layout.encode(layout={layout}, max_length={max_length}); "
-                     f"tokenizer={getattr(tokenizer, 'name_or_path', type(tokenizer).__name__)}; "
+                     f"tokenizer={tokenizer_name(tokenizer, model_name)}; "
                      f"truncated={truncated}/{len(texts)}")
     return stats.to_constants(controller.signature, layout=layout, corpus=corpus,
                               corpus_fingerprint=fingerprint_texts(flat), preprocessing=preprocessing,

@@ -11,6 +11,8 @@ second run, or a run after an interruption, only re-executes the cells, which th
 """
 from __future__ import annotations
 
+import json
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +34,7 @@ PAPER_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
 # Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
     "quick": {},
+    "cpu": {},  # the notebooks' own models and tasks (the offline model; MNLI only if its data is there)
     "full": {
         "01_method": {"model": "roberta-base"},
         "02_main_results": {"models": [*PAPER_BASE, *PAPER_LARGE], "tasks": list(PAPER_TASKS)},
@@ -46,12 +49,19 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
 
 
 def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
-                        device: str = "cpu", force: bool = False) -> dict:
-    """The parameters papermill injects into notebook `name` for `profile`."""
+                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
+    """The parameters papermill injects into notebook `name` for `profile`.
+
+    `out_dir` is given relative to the notebooks' folder (where they run) when it lies in the same clone, so that
+    executed notebooks name no path of the machine that ran them.
+    """
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
     get_profile(profile)
-    params = {"profile": profile, "out_dir": str(Path(out_dir).resolve()), "device": device, "force": force}
+    out, here = Path(out_dir).resolve(), Path(notebook_dir).resolve()
+    if out.is_relative_to(here.parent):
+        out = Path(os.path.relpath(out, here))
+    params = {"profile": profile, "out_dir": out.as_posix(), "device": device, "force": force}
     if data_dir is not None:
         params["data_dir"] = str(data_dir)
     params.update(PROFILE_PARAMETERS.get(profile, {}).get(name, {}))
@@ -78,7 +88,8 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         source = notebook_dir / f"{name}.ipynb"
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
-        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force)
+        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
+                                     notebook_dir=notebook_dir)
         target = out / "notebooks" / f"{name}.ipynb"
         start = time.perf_counter()
         if progress:
@@ -93,6 +104,7 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
             if running.exists():
                 running.replace(target.with_name(f"{name}.failed.ipynb"))
             raise
+        portable_paths(running, _path_names(notebook_dir, data_dir))
         running.replace(target)
         seconds = time.perf_counter() - start
         rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target)})
@@ -101,4 +113,29 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
     times = pd.DataFrame(rows)
     with atomic_path(out / "notebook_times.csv") as tmp:
         times.to_csv(tmp, index=False)
+    if (out / "constants").is_dir():  # what the constants were, for results published without them
+        from .constants import write_constants_index
+
+        write_constants_index(out / "constants")
     return times
+
+
+def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:
+    from .data import resolve_data_dir
+
+    names = {f"{notebook_dir.resolve().parent}{os.sep}": ""}  # the clone's root: paths become relative to it
+    data = resolve_data_dir(data_dir)
+    if data is not None:
+        names[str(Path(data).resolve())] = "$PAPA_DATA_DIR"
+    return names
+
+
+def portable_paths(notebook: str | Path, names: dict[str, str]) -> None:
+    """Rewrite this machine's absolute paths in an executed notebook (parameters, printed paths) as `names` says,
+    so that executed notebooks can be shared and committed without them."""
+    notebook = Path(notebook)
+    text = notebook.read_text(encoding="utf-8")
+    for path, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(json.dumps(path)[1:-1], name)
+    with atomic_path(notebook) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")

@@ -2,6 +2,8 @@
 
 * ``quick``: small subsets so a whole task grid on the offline model finishes in minutes on 2 CPU cores;
   numbers are noisy and only show that everything runs end to end.
+* ``cpu``: random subsets of 400 training / 400 evaluation examples, 4 epochs: the seven sections on the offline
+  model in about an hour on 2 CPU cores; the scale of the README's "Results".
 * ``full``: the paper's settings (whole training sets, Table 3 epochs, 3 seeds).
 
 Fractions are shares of heads that stay input-dependent. When a share is not a whole number of heads (1/16 of
@@ -25,6 +27,8 @@ from pathlib import Path
 
 PAPER_FRACTIONS = ("1", "1/2", "1/8", "1/16", "0")
 ROUNDINGS = ("exact", "down", "nearest")
+#: How a limit picks its examples (papa.data.load_examples): the file's first ones, or a fixed random subset.
+SAMPLES = ("first", "random")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
@@ -42,6 +46,7 @@ class Profile:
     seeds: tuple[int, ...] = (0, 1, 2)
     fractions: tuple[str, ...] = PAPER_FRACTIONS
     rounding: str = "down"
+    sample: str = "first"         # how limits pick examples: the first ones or a fixed random subset (papa.data)
 
     def __post_init__(self) -> None:
         # Checked here so that a bad profile fails when it is made, not after the first runs of a grid.
@@ -59,6 +64,8 @@ class Profile:
         fractions = tuple(str(f) for f in self.fractions)
         if not fractions:
             raise ValueError(f"{where}: the fraction list is empty: give e.g. [\"1\", \"1/2\", \"0\"].")
+        if self.sample not in SAMPLES:
+            raise ValueError(f"{where}: unknown sample {self.sample!r}; choose one of {', '.join(SAMPLES)}.")
         if self.rounding not in ROUNDINGS:
             raise ValueError(f"{where}: unknown rounding {self.rounding!r}; choose one of {', '.join(ROUNDINGS)}.")
         object.__setattr__(self, "seeds", seeds)
@@ -70,6 +77,11 @@ PROFILES: dict[str, Profile] = {
     # every section, not a measurement.
     "quick": Profile("quick", train_limit=96, eval_limit=96, corpus_limit=96, rank_limit=48, rank_epochs=1,
                      epochs=2),
+    # About an hour on 2 CPU cores for the seven notebooks on the offline model (README "Results"): random subsets,
+    # because some training files are sorted by source (CoLA); 4 probe epochs (Table 3's for SST-2, NER and POS)
+    # for every run, including Table 1's trainable constants, whose backbone passes dominate the time.
+    "cpu": Profile("cpu", train_limit=400, eval_limit=400, corpus_limit=1000, rank_limit=400, rank_epochs=1,
+                   epochs=4, sample="random"),
     "full": Profile("full", train_limit=None, eval_limit=None, corpus_limit=None, rank_limit=None, rank_epochs=None,
                     epochs=None),
 }

@@ -122,6 +122,22 @@ def test_limit_is_a_prefix(data_dir: Path) -> None:
         "sst2", "eval", data_dir=data_dir)[:5]
 
 
+def test_random_limit_is_a_fixed_subset_in_file_order(data_dir: Path) -> None:
+    every = load_examples("cola", "train", data_dir=data_dir)
+    picked = load_examples("cola", "train", data_dir=data_dir, limit=400, sample="random")
+    again = load_examples("cola", "train", data_dir=data_dir, limit=400, sample="random")
+    assert picked == again and len(picked) == 400
+    index = [every.index(e) for e in picked]
+    assert index == sorted(index) and len(set(index)) == 400
+    # CoLA's training file is sorted by source (its first 400 lines come from three of them); a random subset
+    # reaches the end of the file.
+    assert index[-1] > 8_000 and index[:5] != list(range(5))
+    assert load_examples("cola", "eval", data_dir=data_dir, limit=5000, sample="random") == load_examples(
+        "cola", "eval", data_dir=data_dir)
+    with pytest.raises(ValueError, match="sample must be one of first, random, got 'shuffled'"):
+        load_examples("cola", "train", data_dir=data_dir, limit=4, sample="shuffled")
+
+
 def test_missing_file_message(data_dir: Path) -> None:
     path = data_dir / "glue_data/MNLI/dev_mismatched.tsv"
     if path.exists():

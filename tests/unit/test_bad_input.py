@@ -156,7 +156,7 @@ def test_ranking_for_another_checkpoint_length_or_layout():
 def test_grid_config_errors(tmp_path):
     """Checked by GridConfig.resolved, before any model or data is loaded (out_dir stays empty)."""
     cfg = dict(task="sst2", out_dir=str(tmp_path / "out"))
-    with pytest.raises(ValueError, match="unknown profile 'huge'; choose one of quick, full"):
+    with pytest.raises(ValueError, match="unknown profile 'huge'; choose one of quick, cpu, full"):
         run_grid(GridConfig(**cfg, profile="huge"), progress=False)
     with pytest.raises(ValueError, match="unknown constants kind 'gaussian'; choose from average"):
         run_grid(GridConfig(**cfg, constants=("gaussian",)), progress=False)
@@ -208,6 +208,8 @@ def test_profile_file_errors(tmp_path, monkeypatch):
         get_profile(write({"name": "x", "train_limit": 0}))
     with pytest.raises(ValueError, match="seed list is empty"):
         get_profile(write({"name": "x", "seeds": []}))
+    with pytest.raises(ValueError, match="unknown sample 'shuffled'; choose one of first, random"):
+        get_profile(write({"name": "x", "sample": "shuffled"}))
     with pytest.raises(ValueError, match="defines 'quick' differently.*another name"):
         get_profile(write({"name": "quick", "epochs": 1}))
 

@@ -9,7 +9,8 @@ import torch
 from safetensors.torch import save_file
 
 import papa
-from papa.constants import ConstantMatrices, data_free_constants, load_constants, toeplitz_matrix, with_matrices
+from papa.constants import (ConstantMatrices, data_free_constants, load_constants, toeplitz_matrix, with_matrices,
+                            write_constants_index)
 
 from conftest import tiny_model, tiny_tokenizer
 
@@ -146,3 +147,16 @@ def test_trained_constants_keep_provenance(tmp_path, average):
     trained = with_matrices(average, average.matrices - 0.01, "trained:average")
     assert trained.metadata.kind == "trained:average" and (trained.matrices >= 0).all()
     assert load_constants(trained.save(tmp_path / "t.safetensors")).metadata.kind == "trained:average"
+
+
+def test_constants_index(tmp_path, average):
+    average.save(tmp_path / "a.safetensors")
+    average.save(tmp_path / "b.safetensors")
+    index = json.loads(write_constants_index(tmp_path).read_text())
+    assert [e["file"] for e in index] == ["a.safetensors", "b.safetensors"]
+    assert index[0]["metadata"] == json.loads(average.metadata.to_json())
+    assert index[0]["bytes"] == (tmp_path / "a.safetensors").stat().st_size
+    assert index[0]["matrices_sha256"] == index[1]["matrices_sha256"] and len(index[0]["matrices_sha256"]) == 64
+    (tmp_path / "b.safetensors").write_bytes(b"not safetensors")  # every file is validated on the way
+    with pytest.raises(papa.CorruptArtifactError):
+        write_constants_index(tmp_path)

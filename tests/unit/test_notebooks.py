@@ -8,7 +8,7 @@ import pytest
 
 from conftest import REPO
 from papa.errors import InputError
-from papa.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters
+from papa.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths
 
 COMMON = {"profile", "seeds", "fractions", "device", "data_dir", "out_dir", "force"}
 
@@ -54,9 +54,23 @@ def test_parameters_for_profiles(tmp_path):
     quick = notebook_parameters("02_main_results", "quick", out_dir=tmp_path, data_dir="d", force=True)
     assert quick == {"profile": "quick", "out_dir": str(tmp_path.resolve()), "device": "cpu", "force": True,
                      "data_dir": "d"}
+    # Inside the clone the output folder is given relative to notebooks/, where the notebooks run.
+    inside = notebook_parameters("02_main_results", "cpu", out_dir=REPO / "artifacts" / "cpu")
+    assert inside["out_dir"] == "../artifacts/cpu" and inside["profile"] == "cpu"
     full = notebook_parameters("02_main_results", "full", out_dir=tmp_path)
     assert len(full["models"]) == 6 and "mnli" in full["tasks"]
     with pytest.raises(InputError, match="unknown notebook"):
         notebook_parameters("08_extra", "quick", out_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown profile"):
         notebook_parameters("01_method", "huge", out_dir=tmp_path)
+
+
+def test_portable_paths(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'print("x")', outputs=[nbformat.v4.new_output("stream", text=f"wrote {tmp_path}/artifacts/cpu/a.png\n"
+                                                                       f"read {tmp_path / 'data'}/glue_data\n")])])
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    portable_paths(path, {f"{tmp_path}/": "", str(tmp_path / "data"): "$PAPA_DATA_DIR"})
+    text = nbformat.read(path, as_version=4).cells[0].outputs[0].text
+    assert text == "wrote artifacts/cpu/a.png\nread $PAPA_DATA_DIR/glue_data\n" and str(tmp_path) not in path.read_text()
