@@ -11,6 +11,7 @@ from .models import DEFAULT_MODEL
 
 
 def _extract(args: argparse.Namespace) -> int:
+    from . import distributed
     from .corpus import file_corpus, task_corpus
     from .extract import extract_constants
     from .models import canonical_model_name, load_model, resolve_device
@@ -22,12 +23,14 @@ def _extract(args: argparse.Namespace) -> int:
         corpus = file_corpus(args.task, args.text_column, args.pair_column, limit=args.limit)
     else:
         corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
-    model, tokenizer = load_model(args.model, device=args.device)
+    model, tokenizer = load_model(args.model, device=distributed.process_device(args.device))
     start = time.perf_counter()
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=args.max_length,
                                   batch_size=args.batch_size, layout=args.layout, corpus=corpus.name,
                                   model_name=canonical_model_name(args.model), progress=not args.quiet)
     name = canonical_model_name(args.model)
+    if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
+        return 0
     path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length, args.layout))
     meta = constants.metadata
     print(f"wrote {path}\n  model {name} ({meta.model.num_layers} layers x {meta.model.num_heads} heads), "
@@ -47,9 +50,12 @@ def _grid_config(args: argparse.Namespace, **overrides):
 
 
 def _rank(args: argparse.Namespace) -> int:
+    from . import distributed
     from .experiment import learn_ranking
 
     ranking, path = learn_ranking(_grid_config(args), kind=args.constants, progress=not args.quiet)
+    if not distributed.is_main():
+        return 0
     lam = ranking.lambdas
     print(f"wrote {path}\n  λ over {lam.numel()} heads: min {lam.min():.4f}, median {lam.median():.4f}, "
           f"max {lam.max():.4f}; first to replace: {ranking.order[:5]}")
@@ -57,6 +63,7 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
+    from . import distributed
     from .experiment import run_grid
     from .results import aggregate
 
@@ -64,6 +71,8 @@ def _probe(args: argparse.Namespace) -> int:
                        fractions=None if args.fractions is None else tuple(args.fractions),
                        seeds=None if args.seeds is None else tuple(args.seeds))
     rows = run_grid(cfg, progress=not args.quiet)
+    if not distributed.is_main():
+        return 0
     print(_table(aggregate(rows)))
     print(f"results: {cfg.out_dir}/results.csv")
     return 0
@@ -91,10 +100,61 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _executor(args: argparse.Namespace, out: Path):
+    """A submitit executor when --submitit is given (None: the local pool or this process)."""
+    if not args.submitit:
+        return None
+    from .jobs import submitit_executor
+
+    params = {"timeout_min": args.slurm_time}
+    if args.submitit == "slurm":
+        params.update(gpus_per_node=args.slurm_gpus, slurm_array_parallelism=args.slurm_array_parallelism)
+        if args.slurm_partition:
+            params["slurm_partition"] = args.slurm_partition
+    return submitit_executor(out / "jobs" / "submitit", cluster=args.submitit, **params)
+
+
+def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
+    from .jobs import run_jobs
+
+    report = run_jobs(jobs, out, data_dir=args.data_dir, device=args.device, workers=args.workers,
+                      executor=_executor(args, out), progress=not args.quiet)
+    print(report.summary(), file=sys.stderr if report.failed else sys.stdout)
+    return 1 if report.failed else 0
+
+
+def _jobs(args: argparse.Namespace) -> int:
+    from .jobs import finished, notebook_jobs, select
+
+    out = Path(args.out or f"artifacts/{args.profile}")
+    jobs = notebook_jobs(args.profile, tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES, out_dir=out,
+                         data_dir=args.data_dir, device=args.device)
+    if args.action == "list":
+        done = finished(jobs, out)
+        for j in jobs:
+            print(f"{j.id}  {'done' if j.key in done else 'todo'}  {j.key}")
+        print(f"{len(done)} of {len(jobs)} jobs done ({out}/results.csv)")
+        return 0
+    if not args.ids:
+        raise ValueError("give the ids (or keys) of the jobs to run: `papa jobs list --profile P` lists them")
+    return _run_job_list(select(jobs, args.ids), args, out)
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     from .notebooks import run_notebooks
 
     start = time.perf_counter()
+    if args.workers > 1 or args.submitit:
+        # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
+        from .jobs import notebook_jobs
+
+        out = Path(args.out or f"artifacts/{args.profile}")
+        names = tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES
+        jobs = notebook_jobs(args.profile, names, out_dir=out, data_dir=args.data_dir, device=args.device)
+        if _run_job_list(jobs, args, out):
+            print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
+                  file=sys.stderr)
+            return 1
     times = run_notebooks(args.profile, names=tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES,
                           out_dir=args.out, data_dir=args.data_dir, device=args.device, force=args.force,
                           progress=not args.quiet)
@@ -198,8 +258,46 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … or auto (default: cpu)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
+    _add_scale_out(p)
     p.set_defaults(func=_reproduce)
+
+    p = sub.add_parser("jobs", help="the reproduction's probe runs as jobs: list them, or run some alone",
+                       description="List the jobs (id, done/todo, key) that the section notebooks run for a profile, "
+                                   "or run chosen jobs (e.g. one that failed) here, on a pool or through submitit.")
+    p.add_argument("action", choices=["list", "run"])
+    p.add_argument("ids", nargs="*", help="run: the ids (or keys) of the jobs to run")
+    p.add_argument("--profile", default="quick", help="quick, cpu, full or a JSON profile file")
+    p.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
+                   help="only the jobs of these notebooks (default: all)")
+    p.add_argument("--out", default=None, help="default: artifacts/<profile>")
+    p.add_argument("--data-dir", default=None, help="local data directory; default $PAPA_DATA_DIR, else the hub")
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default: cpu)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_scale_out(p)
+    p.set_defaults(func=_jobs)
     return parser
+
+
+def _add_scale_out(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--workers", type=_positive, default=1,
+                   help="run the grid's jobs on N local processes first (with GPUs: one GPU each, round robin)")
+    p.add_argument("--submitit", choices=["slurm", "local"], default=None,
+                   help="submit the jobs through submitit: to Slurm, or to its local executor")
+    p.add_argument("--slurm-partition", default=None, help="Slurm partition (--submitit slurm)")
+    p.add_argument("--slurm-time", type=_positive, default=120, help="minutes per job (default: 120)")
+    p.add_argument("--slurm-gpus", type=int, default=1, help="GPUs per job (default: 1)")
+    p.add_argument("--slurm-array-parallelism", type=_positive, default=32,
+                   help="jobs running at once (default: 32)")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:

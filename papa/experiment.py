@@ -28,6 +28,7 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from . import distributed
 from .architectures import model_signature
 from .cli_names import constants_filename, ranking_filename
 from .constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
@@ -121,6 +122,7 @@ class _Session:
 def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the grid; returns its rows from the results table."""
     cfg = cfg.resolved()
+    progress = progress and distributed.is_main()
     s = _open_session(cfg, progress)
     try:
         total_heads = s.controller.num_layers * s.controller.num_heads
@@ -136,6 +138,7 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
         bar.close()
     finally:
         s.controller.detach()
+    distributed.barrier()  # the main process has written every row
     df = s.table.read()
     return df[df["run_id"].isin(ids)].reset_index(drop=True)
 
@@ -151,7 +154,7 @@ def _open_session(cfg: GridConfig, progress: bool) -> _Session:
     prof = get_profile(cfg.profile)
     spec = get_task(cfg.task)
     data_dir = resolve_data_dir(cfg.data_dir)
-    model, tokenizer = _load_model(cfg.model, cfg.device)
+    model, tokenizer = _load_model(cfg.model, distributed.process_device(cfg.device))
     n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
@@ -181,14 +184,15 @@ def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, l
     made for this model and length), else extracted and saved there."""
     name = corpus_name(corpus_task, "train", limit, sample)
     path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, "sep_last")
-    if path.is_file() and not force:
+    if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=max_length, layout="sep_last")
         return constants
     corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit, sample=sample)
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
                                   corpus=corpus.name, model_name=signature.model_name, progress=progress)
-    constants.save(path)
+    if distributed.is_main():
+        constants.save(path)
     return constants
 
 
@@ -197,7 +201,7 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
                    progress: bool = True) -> tuple[ConstantMatrices, object, object]:
     """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to."""
     spec, prof = get_task(task), get_profile(profile)
-    loaded, tokenizer = _load_model(model, device)
+    loaded, tokenizer = _load_model(model, distributed.process_device(device))
     signature = model_signature(loaded, canonical_model_name(model))
     constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
                                          limit=prof.corpus_limit, sample=prof.sample,
@@ -221,7 +225,7 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     cfg, sig = s.cfg, s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile)
-    if path.is_file() and not cfg.force:
+    if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = load_ranking(path)
         ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
                                  max_length=s.max_length, layout="sep_last")
@@ -235,7 +239,8 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
         max_length=s.max_length, layout="sep_last", examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, profile=cfg.profile)
-    ranking.save(path)
+    if distributed.is_main():
+        ranking.save(path)
     return ranking
 
 
@@ -273,7 +278,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
     if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         base["sample"] = s.profile.sample
     ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
-    todo = [seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])]
+    todo = distributed.main_decides([seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])])
     bar.update(len(cfg.seeds) - len(todo))
     if not todo:
         return list(ids.values())
@@ -306,12 +311,13 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
         train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra, progress=progress,
                     desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
         value = evaluate_probe(probe, s.spec, eval_src)
-        s.table.append([ResultRow(
-            model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus, selection=row_method,
-            fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile, metric=s.spec.metric,
-            value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
-            extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
-                   "features_cached": bool(sources and sources[0].cached)})])
+        if distributed.is_main():  # every process trained the same probe; one writes it down
+            s.table.append([ResultRow(
+                model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus, selection=row_method,
+                fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile, metric=s.spec.metric,
+                value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
+                extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
+                       "features_cached": bool(sources and sources[0].cached)})])
         bar.update(1)
     if trainable:
         ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
@@ -321,6 +327,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
 def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = True) -> tuple[HeadRanking, Path]:
     """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants; returns it and where it is saved."""
     cfg = cfg.resolved()
+    progress = progress and distributed.is_main()
     s = _open_session(cfg, progress)
     try:
         ranking = head_ranking(s, kind, progress)

@@ -7,6 +7,7 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
+from . import distributed
 from .artifacts import fingerprint_texts
 from .controller import PapaController, attach, controller_of
 from .constants import ConstantMatrices
@@ -51,10 +52,12 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     device = next(model.parameters()).device
     truncated = 0
     try:
+        # Under `accelerate launch` each process takes a block of the batches; the statistics are summed below.
+        batches = distributed.batch_block(-(-len(texts) // batch_size))
         with controller.capturing(max_length) as stats, torch.no_grad():
-            for start in tqdm(range(0, len(texts), batch_size), desc="extract constants", unit="batch",
-                              disable=not progress):
-                end = start + batch_size
+            for b in tqdm(batches, desc="extract constants", unit="batch",
+                          disable=not progress or not distributed.is_main()):
+                start, end = b * batch_size, (b + 1) * batch_size
                 batch = encode(tokenizer, texts[start:end], None if text_pairs is None else text_pairs[start:end],
                                max_length=max_length, layout=layout, model_type=model.config.model_type)
                 truncated += sum(batch.truncated)
@@ -62,6 +65,10 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     finally:
         if existing is None:
             controller.detach()
+    if distributed.launched():
+        stats.sums, stats.counts = distributed.sum_across(stats.sums), distributed.sum_across(stats.counts)
+        seen = distributed.sum_across(torch.tensor([stats.num_examples, truncated], dtype=torch.long))
+        stats.num_examples, truncated = int(seen[0]), int(seen[1])
     flat = list(texts) if text_pairs is None else [f"{a}\t{b}" for a, b in zip(texts, text_pairs)]
     flat = [t if isinstance(t, str) else " ".join(t) for t in flat]
     preprocessing = (f"papa.layout.encode(layout={layout}, max_length={max_length}); "

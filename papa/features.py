@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import torch
 from tqdm.auto import tqdm
 
+from . import distributed
 from .data import Example
 from .errors import InputError
 from .layout import encode
@@ -91,14 +92,22 @@ def cache_budget_bytes() -> int:
 @torch.no_grad()
 def compute_features(model, data: EncodedTask, *, batch_size: int = 64, progress: bool = True,
                      desc: str = "features") -> torch.Tensor:
-    """All features of `data` on the CPU, [N, L+1, n, d] float32."""
+    """All features of `data` on the CPU, [N, L+1, n, d] float32.
+
+    Under `accelerate launch` each process computes a block of the batches and the blocks are gathered, so every
+    process ends with all of them (papa.distributed).
+    """
     device = next(model.parameters()).device
     parts = []
-    for start in tqdm(range(0, len(data), batch_size), desc=desc, unit="batch", disable=not progress, leave=False):
-        idx = torch.arange(start, min(start + batch_size, len(data)))
+    for b in tqdm(distributed.batch_block(-(-len(data) // batch_size)), desc=desc, unit="batch",
+                  disable=not progress or not distributed.is_main(), leave=False):
+        idx = torch.arange(b * batch_size, min((b + 1) * batch_size, len(data)))
         inputs, _ = data.batch(idx)
         parts.append(hidden_features(model, {k: v.to(device) for k, v in inputs.items()}).float().cpu())
-    return torch.cat(parts)
+    c = model.config
+    block = torch.cat(parts) if parts else torch.empty(0, c.num_hidden_layers + 1, data.inputs["input_ids"].shape[1],
+                                                       c.hidden_size)
+    return distributed.gather_blocks(block)
 
 
 class FeatureSource:

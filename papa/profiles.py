@@ -126,9 +126,17 @@ def load_profile_file(path: str | os.PathLike) -> Profile:
         profile = Profile(**values)
     except ValueError as exc:
         raise ValueError(f"profile file {path}: {exc}") from None
-    existing = PROFILES.get(name)
+    try:
+        return register_profile(profile)
+    except ValueError as exc:
+        raise ValueError(f"profile file {path}: {exc}") from None
+
+
+def register_profile(profile: Profile) -> Profile:
+    """Make `profile` known by its name (e.g. in a worker process that runs jobs of a profile file)."""
+    existing = PROFILES.get(profile.name)
     if existing is not None and existing != profile:
-        raise ValueError(f"profile file {path} defines {name!r} differently from the profile already known by "
-                         "that name: give it another name.")
-    PROFILES[name] = profile
+        raise ValueError(f"it defines {profile.name!r} differently from the profile already known by that name: "
+                         "give it another name.")
+    PROFILES[profile.name] = profile
     return profile

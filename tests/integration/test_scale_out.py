@@ -1,0 +1,168 @@
+"""Scale-out on the real offline model and data: `accelerate launch` with 2 CPU processes (gloo) gives the
+single-process constants and results; the reproduction's jobs run on a local pool and through submitit's local
+executor into the same table, finished jobs are not re-run, and a failing job is reported without stopping the
+others."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+from papa import cli
+from papa.constants import load_constants
+from papa.corpus import task_corpus
+from papa.experiment import GridConfig
+from papa.extract import extract_constants
+from papa.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
+from papa.models import DEFAULT_MODEL
+from papa.profiles import PROFILES
+from papa.results import ResultsTable
+from papa.selection import load_ranking
+
+pytestmark = pytest.mark.integration
+
+# Large enough that each of two processes gets feature batches (64 examples each) and extraction batches.
+PROFILE = {"name": "scale-out-test", "base": "quick", "train_limit": 130, "eval_limit": 70, "corpus_limit": 70,
+           "rank_limit": 32, "epochs": 1, "seeds": [0, 1], "fractions": ["1", "1/2", "0"]}
+
+
+# Jobs need no split batches: smaller.
+SMALL = {**PROFILE, "name": "scale-out-jobs-test", "train_limit": 32, "eval_limit": 16, "corpus_limit": 16,
+         "rank_limit": 16}
+
+
+def _profile(tmp_path: Path, spec: dict) -> Path:
+    path = tmp_path / f"{spec['name']}.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+@pytest.fixture
+def profile_file(tmp_path) -> Path:
+    yield _profile(tmp_path, PROFILE)
+    PROFILES.pop(PROFILE["name"], None)
+
+
+@pytest.fixture
+def small_profile(tmp_path) -> Path:
+    yield _profile(tmp_path, SMALL)
+    PROFILES.pop(SMALL["name"], None)
+
+
+def _accelerate(*args: str, cwd: Path) -> None:
+    """`accelerate launch` of the papa CLI on 2 processes; without GPUs accelerate forms a gloo group."""
+    launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([launcher, "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+                           "--mixed_precision", "no", "--dynamo_backend", "no", "--main_process_port", "29517",
+                           "-m", "papa.cli", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+
+def test_extraction_on_two_processes_equals_one(tmp_path, data_dir, minilm):
+    model, tokenizer = minilm
+    corpus = task_corpus("mrpc", "train", data_dir=data_dir, limit=70)  # 9 batches of 8: blocks of 4 and 5
+    one = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=48, batch_size=8,
+                            corpus=corpus.name, model_name=DEFAULT_MODEL, progress=False)
+    _accelerate("extract", "--task", "mrpc", "--limit", "70", "--max-length", "48", "--batch-size", "8",
+                "--data-dir", str(data_dir), "--out", str(tmp_path / "two"), "--quiet", cwd=tmp_path)
+    (path,) = (tmp_path / "two").glob("*.safetensors")
+    two = load_constants(path)
+    # Counts are integers; sums differ only in the order of float64 additions, which float32 averages absorb.
+    assert torch.equal(two.counts, one.counts) and torch.equal(two.matrices, one.matrices)
+    assert two.metadata.num_examples == 70 and two.metadata.preprocessing == one.metadata.preprocessing
+    assert two.metadata.corpus_fingerprint == one.metadata.corpus_fingerprint
+
+
+def test_probing_on_two_processes_equals_one(tmp_path, data_dir, profile_file):
+    args = ["probe", "--task", "sst2", "--profile", str(profile_file), "--data-dir", str(data_dir), "--quiet"]
+    assert cli.main([*args, "--out", str(tmp_path / "one")]) == 0
+    _accelerate(*args, "--out", str(tmp_path / "two"), cwd=tmp_path)
+    keys = ["run_id", "value", "n_input_dependent"]
+    one = ResultsTable(tmp_path / "one" / "results.csv").read().sort_values("run_id")[keys].reset_index(drop=True)
+    two = ResultsTable(tmp_path / "two" / "results.csv").read().sort_values("run_id")[keys].reset_index(drop=True)
+    assert len(one) == 6  # fractions 1, 1/2, 0 x 2 seeds, each written once (by the main process)
+    pd.testing.assert_frame_equal(one, two)
+    # The same constants and λ ranking (files differ only in their creation time).
+    (c1,), (c2,) = (tmp_path / "one" / "constants").iterdir(), (tmp_path / "two" / "constants").iterdir()
+    assert c1.name == c2.name and torch.equal(load_constants(c1).matrices, load_constants(c2).matrices)
+    (r1,), (r2,) = (tmp_path / "one" / "rankings").iterdir(), (tmp_path / "two" / "rankings").iterdir()
+    assert r1.name == r2.name and torch.equal(load_ranking(r1).lambdas, load_ranking(r2).lambdas)
+
+
+def _values(out: Path) -> pd.Series:
+    df = ResultsTable(out / "results.csv").read()
+    return df.set_index("run_id")["value"].sort_index()
+
+
+def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
+    # The workers are fresh processes: they learn the profile read from a file with their units.
+    cfg = GridConfig(task="sst2", profile=str(small_profile), constants=("average", "zeros"), data_dir=str(data_dir))
+    jobs = grid_jobs(cfg)
+    # fraction 1 once, 1/2 with average (zeros at 1/2 too: ranked with zeros), fraction 0 per kind; 2 seeds each
+    assert len(jobs) == 10 and len({j.id for j in jobs}) == 10
+    assert {(j.constants, j.selection, j.fraction) for j in jobs} == {
+        ("none", "none", "1"), ("average", "lambda", "1/2"), ("average", "none", "0"), ("zeros", "lambda", "1/2"),
+        ("zeros", "none", "0")}
+
+    sequential = run_jobs(jobs, tmp_path / "here", data_dir=str(data_dir), progress=False)
+    pool = run_jobs(jobs, tmp_path / "pool", data_dir=str(data_dir), workers=2, progress=False)
+    executor = submitit_executor(tmp_path / "submitit", cluster="local", timeout_min=20)
+    submitted = run_jobs(jobs, tmp_path / "sub", data_dir=str(data_dir), executor=executor, progress=False)
+    for report in (sequential, pool, submitted):
+        assert not report.failed, report.summary()
+    pd.testing.assert_series_equal(_values(tmp_path / "pool"), _values(tmp_path / "here"))
+    pd.testing.assert_series_equal(_values(tmp_path / "sub"), _values(tmp_path / "here"))
+    assert finished(jobs, tmp_path / "pool") == {j.key for j in jobs}
+
+    # Finished jobs are never dispatched again.
+    again = run_jobs(jobs, tmp_path / "pool", data_dir=str(data_dir), workers=2, progress=False)
+    assert not again.done and not again.failed
+    before = (tmp_path / "pool" / "results.csv").read_bytes()
+
+    # A failing job (MNLI's data is not in the data directory) is reported with its id; the others still run.
+    broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"])
+    fresh = [j for j in jobs if j.fraction == "0" and j.constants == "zeros"]
+    report = run_jobs([broken, *fresh], tmp_path / "mixed", data_dir=str(data_dir), workers=2, progress=False)
+    assert [j.id for j in report.failed_jobs()] == [broken.id] and len(report.done) == 1
+    assert broken.id in report.summary() and "papa jobs run" in report.summary()
+    assert "MNLI" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text() or \
+        "mnli" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text()
+    assert finished(fresh, tmp_path / "mixed") == {j.key for j in fresh}
+    assert (tmp_path / "pool" / "results.csv").read_bytes() == before
+
+
+def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):
+    monkeypatch.setenv("PAPA_DATA_DIR", str(data_dir))
+    jobs = notebook_jobs("quick")
+    keys = [j.key for j in jobs]
+    assert len(keys) == len(set(keys))
+    by = pd.Series([(j.task, j.constants, j.constants_corpus, j.selection) for j in jobs]).value_counts()
+    # 02: 5 tasks x (fraction 1, three λ fractions, fraction 0) x 3 seeds; 04: five more kinds at fraction 0;
+    # 05: constants from WikiText ("mlm", MNLI not being here); 06: four more selection methods on SST-2;
+    # 07: the MLM task's own curve.
+    assert len(jobs) == 75 + 75 + 15 + 36 + 15
+    assert by[("sst2", "average", "task", "lambda")] == 9 and by[("cola", "zeros", "none", "none")] == 3
+    assert by[("ner", "average", "mlm", "none")] == 3 and by[("sst2", "average", "task", "random")] == 9
+    assert by[("mlm", "average", "task", "lambda")] == 9
+    assert {j.profile for j in jobs} == {"quick"}
+
+
+def test_jobs_cli(tmp_path, data_dir, capsys):
+    out = ["--profile", "quick", "--notebooks", "07_mlm_electra", "--out", str(tmp_path), "--data-dir",
+           str(data_dir)]
+    assert cli.main(["jobs", "list", *out]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1] == "0 of 30 jobs done (%s/results.csv)" % tmp_path
+    assert cli.main(["jobs", "run", "nosuchjob", *out]) == 2
+    assert "no job nosuchjob in this reproduction" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["reproduce", "--workers", "0"])
+    assert "expected a positive whole number" in capsys.readouterr().err
