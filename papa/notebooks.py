@@ -136,6 +136,6 @@ def portable_paths(notebook: str | Path, names: dict[str, str]) -> None:
     notebook = Path(notebook)
     text = notebook.read_text(encoding="utf-8")
     for path, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
-        text = text.replace(json.dumps(path)[1:-1], name)
+        text = text.replace(json.dumps(path)[1:-1], json.dumps(name)[1:-1])  # both as they appear inside JSON
     with atomic_path(notebook) as tmp:
         Path(tmp).write_text(text, encoding="utf-8")

@@ -74,3 +74,5 @@ def test_portable_paths(tmp_path):
     portable_paths(path, {f"{tmp_path}/": "", str(tmp_path / "data"): "$PAPA_DATA_DIR"})
     text = nbformat.read(path, as_version=4).cells[0].outputs[0].text
     assert text == "wrote artifacts/cpu/a.png\nread $PAPA_DATA_DIR/glue_data\n" and str(tmp_path) not in path.read_text()
+    portable_paths(path, {"wrote artifacts": 'wrote "quoted"'})  # names with quotes keep the file valid JSON
+    assert nbformat.read(path, as_version=4).cells[0].outputs[0].text.startswith('wrote "quoted"/cpu/a.png')
