@@ -202,16 +202,15 @@ class Unit:
     def grid(self):
         """The one-point `GridConfig` that computes this unit."""
         from .experiment import GridConfig
+        from .selection import SELECTION_METHODS
 
         j = self.jobs[0]
         return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,
                           device=self.device, constants=("average" if j.constants == "none" else j.constants,),
-                          selections=(j.selection if j.selection in _METHODS else "lambda",),
+                          selections=(j.selection if j.selection in SELECTION_METHODS else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs),
                           constants_corpus="task" if j.constants_corpus == "none" else j.constants_corpus)
 
-
-_METHODS = ("lambda", "reversed_lambda", "first_to_last", "last_to_first", "random")
 
 
 def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None = None,
