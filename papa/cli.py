@@ -123,12 +123,19 @@ def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
     return 1 if report.failed else 0
 
 
+def _out_dir(args: argparse.Namespace) -> Path:
+    return Path(args.out or f"artifacts/{args.profile}")
+
+
+def _notebook_names(args: argparse.Namespace) -> tuple[str, ...]:
+    return tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES
+
+
 def _jobs(args: argparse.Namespace) -> int:
     from .jobs import finished, notebook_jobs, select
 
-    out = Path(args.out or f"artifacts/{args.profile}")
-    jobs = notebook_jobs(args.profile, tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES, out_dir=out,
-                         data_dir=args.data_dir, device=args.device)
+    out = _out_dir(args)
+    jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=out, data_dir=args.data_dir, device=args.device)
     if args.action == "list":
         done = finished(jobs, out)
         for j in jobs:
@@ -148,18 +155,17 @@ def _reproduce(args: argparse.Namespace) -> int:
         # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
         from .jobs import notebook_jobs
 
-        out = Path(args.out or f"artifacts/{args.profile}")
-        names = tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES
-        jobs = notebook_jobs(args.profile, names, out_dir=out, data_dir=args.data_dir, device=args.device)
-        if _run_job_list(jobs, args, out):
+        jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
+                             device=args.device)
+        if _run_job_list(jobs, args, _out_dir(args)):
             print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
                   file=sys.stderr)
             return 1
-    times = run_notebooks(args.profile, names=tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES,
+    times = run_notebooks(args.profile, names=_notebook_names(args),
                           out_dir=args.out, data_dir=args.data_dir, device=args.device, force=args.force,
                           progress=not args.quiet)
     print(times[["notebook", "seconds"]].to_string(index=False))
-    out = args.out or f"artifacts/{args.profile}"
+    out = _out_dir(args)
     print(f"done in {time.perf_counter() - start:.0f}s; executed notebooks in {out}/notebooks, figures in "
           f"{out}/figures, tables in {out}/tables, results in {out}/results.csv")
     return 0
@@ -175,7 +181,7 @@ def _table(agg) -> str:
 def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) -> None:
     p.add_argument("--task", required=task_required, help="cola, sst2, mrpc, mnli, ner, pos or mlm")
     p.add_argument("--profile", default="quick",
-                   help="quick (minutes on a CPU), cpu (about an hour on a CPU), full (the paper's settings) or a JSON "
+                   help="quick (minutes on a CPU), cpu (about 1.5 h on a CPU), full (the paper's settings) or a JSON "
                         "profile file (papa.profiles)")
     p.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
     p.add_argument("--constants-corpus", default="task",
@@ -249,7 +255,7 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Execute notebooks/01_method … 07_mlm_electra for a profile; finished pieces "
                                    "(constants, rankings, runs) are reused, --force recomputes them.")
     p.add_argument("--profile", default="quick",
-                   help="quick (minutes on a CPU), cpu (about an hour on a CPU) or full (the paper's grid)")
+                   help="quick (minutes on a CPU), cpu (about 1.5 h on a CPU) or full (the paper's grid)")
     p.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
                    help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
     p.add_argument("--out", default=None, help="default: artifacts/<profile>")

@@ -172,8 +172,6 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
     return ConstantMatrices(matrices=matrices.float(), metadata=meta, counts=counts)
 
 
-# ---- data-free kinds (paper 5.2) -------------------------------------------------------------------------------
-
 def write_constants_index(directory: str | os.PathLike) -> Path:
     """Write ``<directory>/index.json``: every constants file there with its size, metadata and the sha256 of its
     matrices (each file loaded and validated), so the constants behind published results can be described without
@@ -194,6 +192,8 @@ def write_constants_index(directory: str | os.PathLike) -> Path:
         Path(tmp).write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return index
 
+
+# ---- data-free kinds (paper 5.2) -------------------------------------------------------------------------------
 
 def _row_normalised(m: torch.Tensor) -> torch.Tensor:
     s = m.sum(-1, keepdim=True)

@@ -76,7 +76,7 @@ def _group():
 
 
 def sum_across(tensor: torch.Tensor) -> torch.Tensor:
-    """`tensor` summed over all processes (in place where possible); itself with one process."""
+    """`tensor` summed over all processes (a new tensor on `tensor`'s device); itself with one process."""
     if not launched():
         return tensor
     dist, device = _group()

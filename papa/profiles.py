@@ -3,7 +3,7 @@
 * ``quick``: small subsets so a whole task grid on the offline model finishes in minutes on 2 CPU cores;
   numbers are noisy and only show that everything runs end to end.
 * ``cpu``: random subsets of 400 training / 400 evaluation examples, 4 epochs: the seven sections on the offline
-  model in about an hour on 2 CPU cores; the scale of the README's "Results".
+  model in about 90 minutes on 2 CPU cores; the scale of the README's "Results".
 * ``full``: the paper's settings (whole training sets, Table 3 epochs, 3 seeds).
 
 Fractions are shares of heads that stay input-dependent. When a share is not a whole number of heads (1/16 of
@@ -77,7 +77,7 @@ PROFILES: dict[str, Profile] = {
     # every section, not a measurement.
     "quick": Profile("quick", train_limit=96, eval_limit=96, corpus_limit=96, rank_limit=48, rank_epochs=1,
                      epochs=2),
-    # About an hour on 2 CPU cores for the seven notebooks on the offline model (README "Results"): random subsets,
+    # About 90 minutes on 2 CPU cores for the seven notebooks on the offline model (README "Results"): random subsets,
     # because some training files are sorted by source (CoLA); 4 probe epochs (Table 3's for SST-2, NER and POS)
     # for every run, including Table 1's trainable constants, whose backbone passes dominate the time.
     "cpu": Profile("cpu", train_limit=400, eval_limit=400, corpus_limit=1000, rank_limit=400, rank_epochs=1,
