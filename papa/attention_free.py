@@ -17,6 +17,9 @@ change: their attention module runs value projection + constants alone. `restore
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import torch
 from torch import nn
 
@@ -151,6 +154,16 @@ def restore_query_key(controller) -> None:
         undo = module.__dict__.get(RESTORE)
         if undo is not None:
             undo()
+
+
+@contextmanager
+def query_key_dropped_while(controller) -> Iterator[None]:
+    """`drop_query_key` for the block, `restore_query_key` after it (also on errors)."""
+    drop_query_key(controller)
+    try:
+        yield
+    finally:
+        restore_query_key(controller)
 
 
 def query_key_dropped(controller) -> bool:

@@ -39,14 +39,17 @@ class AttentionStats:
         self.num_examples += valid.shape[0]
 
     @torch.no_grad()
-    def add(self, layer: int, probs: torch.Tensor, valid: torch.Tensor) -> None:
-        """Add one layer's attention probabilities [B, H, n, n], masked to real query and key positions."""
-        n = probs.shape[-1]
+    def add(self, layer: int, probs: torch.Tensor, valid: torch.Tensor, heads: slice = slice(None),
+            rows: slice = slice(None)) -> None:
+        """Add one layer's attention probabilities [B, h, r, n] of `heads` and query `rows` (all by default), masked
+        to real query and key positions."""
+        n = valid.shape[1]
         self._check_length(n)
         v = valid.to(probs.dtype)
-        # Reduce over the batch in the working precision, then accumulate in float64.
-        part = torch.einsum("bhij,bi,bj->hij", probs, v, v)
-        self.sums[layer, :, :n, :n] += part.to(self.sums.dtype)
+        pair = (v[:, rows, None] * v[:, None, :])[:, None]  # [B, 1, r, n]: query and key both real
+        # Reduce over the batch in the working precision, then accumulate in float64 (add_ promotes in place). A
+        # product and a sum, not a three-operand einsum: torch runs that einsum as a permuted bmm, ~9x slower on CPU.
+        self.sums[layer, heads, :n][:, rows, :n].add_((probs * pair).sum(0))
 
     def merge_(self, other: "AttentionStats") -> "AttentionStats":
         """Add another accumulator's statistics into this one (e.g. from another process)."""

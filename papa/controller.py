@@ -40,6 +40,7 @@ MODE_NAMES = {"keep": KEEP, "replace": REPLACE, "mix": MIX}
 _SITE = "_papa_site"          # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
 _CONTROLLER = "_papa_controller"
 _PREFIX = "papa_"             # registered attention implementations are named papa_<original>
+CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture (see _attention_in_blocks)
 
 HeadSpec = Iterable[tuple[int, int]] | torch.Tensor | None
 
@@ -256,21 +257,49 @@ class PapaController(nn.Module):
         s = c.sum(-1, keepdim=True)
         return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
 
-    def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
-        """Apply the layer's head modes to full attention probabilities [B, H, n, n] (capturing them first)."""
+    def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
+                        heads: slice = slice(None), rows: slice = slice(None)) -> torch.Tensor:
+        """Apply the layer's head modes to attention probabilities [B, h, r, n] of `heads` and query `rows` (all by
+        default), capturing them first."""
         if self.stats is not None:
             v = valid if valid is not None else torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool,
                                                            device=probs.device)
-            self.stats.add(layer, probs.detach(), v)
-        if not self._layer_needs(layer)[0]:
+            self.stats.add(layer, probs.detach(), v, heads, rows)
+        modes = self.modes[layer, heads]
+        if not bool((modes != KEEP).any()):
             return probs
-        c = self.constant_probs(layer, slice(None), valid, probs.shape[-1], probs.dtype)
-        modes = self.modes[layer]
+        c = self.constant_probs(layer, heads, valid, probs.shape[-1], probs.dtype)[:, :, rows]
         w = (modes == KEEP).to(probs.dtype)
         if bool((modes == MIX).any()):  # λ joins the graph only where it is used
-            w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer]).to(probs.dtype), w)
+            w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer, heads]).to(probs.dtype), w)
         w = w[None, :, None, None]
         return w * probs + (1 - w) * c
+
+    def _attention_in_blocks(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                             attention_mask: torch.Tensor | None, scaling: float | None,
+                             valid: torch.Tensor | None) -> torch.Tensor:
+        """Materialised attention (capture, modes) one block of heads and query rows at a time, output [B, n, H, d].
+
+        A block holds about `CAPTURE_BLOCK_BYTES` of probabilities, so it stays in cache and reuses freed memory;
+        one [B, H, n, n] tensor per layer is several times slower on the CPU at n = 512. Every entry is still reduced
+        over the whole batch at once, so the statistics do not depend on the blocking.
+        """
+        batch, heads, n, d = value.shape
+        per_head = batch * n * n * value.element_size()
+        head_block = max(1, CAPTURE_BLOCK_BYTES // per_head)
+        row_block = n if per_head <= CAPTURE_BLOCK_BYTES else max(1, CAPTURE_BLOCK_BYTES * n // per_head)
+        out = value.new_empty(batch, n, heads, d)
+        for h in range(0, heads, head_block):
+            hs = slice(h, min(h + head_block, heads))
+            for r in range(0, n, row_block):
+                rs = slice(r, min(r + row_block, n))
+                mask = attention_mask
+                if mask is not None and mask.shape[-2] != 1:
+                    mask = mask[..., rs, :]
+                probs = _attention_probs(query[:, hs, rs], key[:, hs], mask, scaling)
+                probs = self.transform_probs(layer, probs, valid, hs, rs)
+                out[:, rs, hs] = torch.matmul(probs, value[:, hs]).transpose(1, 2)
+        return out
 
     def attention_forward(self, site: _Site, module: nn.Module, query: torch.Tensor, key: torch.Tensor,
                           value: torch.Tensor, attention_mask: torch.Tensor | None, scaling: float | None = None,
@@ -299,6 +328,8 @@ class PapaController(nn.Module):
             w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer]), (modes == KEEP).to(self.theta.dtype))
             w = w.to(out_a.dtype)[None, None, :, None]
             return w * out_a + (1 - w) * out_c.to(out_a.dtype), None
+        if self.stats is not None and fast:
+            return self._attention_in_blocks(layer, query, key, value, attention_mask, scaling, valid), None
         if any_mixed or self.stats is not None:
             probs = self.transform_probs(layer, _attention_probs(query, key, attention_mask, scaling), valid)
             probs = nn.functional.dropout(probs, p=dropout, training=module.training)
@@ -396,12 +427,13 @@ def _attention_probs(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor 
     """softmax(Q·Kᵀ·scaling + mask), as the eager implementation computes it."""
     if scaling is None:
         scaling = query.shape[-1] ** -0.5
-    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    # In place on the fresh scores tensor: matmul's backward needs Q and K, not its output.
+    scores = torch.matmul(query, key.transpose(2, 3)).mul_(scaling)
     if mask is not None:
         if mask.dtype == torch.bool:
-            scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
         else:
-            scores = scores + mask
+            scores.add_(mask)
     return nn.functional.softmax(scores, dim=-1)
 
 

@@ -9,8 +9,10 @@ same), and the pieces are combined:
 * probing gathers every process's block of features (`gather_blocks`), so every process holds all features and
   trains the same probe from the same seed; the main process alone writes results, constants and rankings.
 
-λ learning and Table 1's trainable constants, whose backbone passes are part of a training step, are not split:
-every process runs them whole (same result). Spreading a grid's independent runs is `papa.jobs`' job.
+λ learning and Table 1's trainable constants, whose backbone passes are part of a training step, are deliberately
+not split: every process runs them whole, so the result is exactly the single-process one (a split step sums its
+gradients in another order, which moves λ in its last bits and can reorder nearly tied heads). Spreading a grid's
+independent runs is `papa.jobs`' job.
 
 With one process (no launcher) nothing here initialises a process group, and every function is the identity.
 Accelerate chooses the backend: NCCL on GPUs, gloo on CPUs.

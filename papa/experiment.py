@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from tqdm.auto import tqdm
 
 from . import distributed
 from .architectures import model_signature
+from .attention_free import query_key_dropped_while
 from .cli_names import constants_filename, ranking_filename
 from .constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
 from .controller import PapaController, attach
@@ -292,33 +294,34 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                                                                cfg.rounding))
     initial = ctrl.constants.detach().clone() if trainable else None
     settings = TrainSettings.from_task(s.spec, epochs=s.profile.epochs)
-    sources = None if trainable else (FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress,
-                                                    desc=f"features {label}"),
-                                      FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress,
-                                                    desc="eval features"))
-    for seed in todo:
-        start = time.perf_counter()
-        if trainable:
-            with torch.no_grad():
-                ctrl.constants.copy_(initial)
-            train_src = FeatureSource(s.model, s.train, trainable_backbone=True, progress=False)
-            eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
-        else:
-            train_src, eval_src = sources
-        torch.manual_seed(seed)
-        probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
-        extra = [ctrl.constants] if trainable else []
-        train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra, progress=progress,
-                    desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
-        value = evaluate_probe(probe, s.spec, eval_src)
-        if distributed.is_main():  # every process trained the same probe; one writes it down
-            s.table.append([ResultRow(
-                model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus, selection=row_method,
-                fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile, metric=s.spec.metric,
-                value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
-                extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
-                       "features_cached": bool(sources and sources[0].cached)})])
-        bar.update(1)
+    # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
+    with nullcontext() if baseline else query_key_dropped_while(ctrl):
+        sources = None if trainable else (
+            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}"),
+            FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
+        for seed in todo:
+            start = time.perf_counter()
+            if trainable:
+                with torch.no_grad():
+                    ctrl.constants.copy_(initial)
+                train_src = FeatureSource(s.model, s.train, trainable_backbone=True, progress=False)
+                eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
+            else:
+                train_src, eval_src = sources
+            torch.manual_seed(seed)
+            probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
+            extra = [ctrl.constants] if trainable else []
+            train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
+                        progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
+            value = evaluate_probe(probe, s.spec, eval_src)
+            if distributed.is_main():  # every process trained the same probe; one writes it down
+                s.table.append([ResultRow(
+                    model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
+                    selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
+                    metric=s.spec.metric, value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
+                    extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
+                           "features_cached": bool(sources and sources[0].cached)})])
+            bar.update(1)
     if trainable:
         ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
     return list(ids.values())

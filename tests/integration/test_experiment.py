@@ -98,3 +98,29 @@ def test_trainable_constants_and_another_corpus(tmp_path, data_dir):
                      progress=False)
     assert other.loc[0, "constants_corpus"] == "mrpc"
     assert [p.name.split("__")[1] for p in (tmp_path / "constants").glob("*.safetensors")] == ["mrpc-train-48"]
+
+
+def test_grid_drops_query_key_of_replaced_heads(tmp_path, data_dir, monkeypatch):
+    """Features at a fraction < 1 are computed with the replaced heads' Q/K projections dropped (paper 3.4), which
+    gives the same results as computing them."""
+    import contextlib
+
+    import papa
+    import papa.experiment as experiment
+    from papa.attention_free import query_key_dropped
+
+    seen = []
+    source = experiment.FeatureSource
+
+    def recording_source(model, *args, **kwargs):
+        seen.append(query_key_dropped(papa.controller_of(model)))
+        return source(model, *args, **kwargs)
+
+    monkeypatch.setattr(experiment, "FeatureSource", recording_source)
+    cfg = dict(fractions=("1", "1/2"), seeds=(0,))
+    fast = run_grid(_cfg(tmp_path / "fast", data_dir, **cfg), progress=False)
+    assert seen == [False, False, True, True]  # fraction 1: train + eval; fraction 1/2: train + eval
+
+    monkeypatch.setattr(experiment, "query_key_dropped_while", lambda ctrl: contextlib.nullcontext())
+    plain = run_grid(_cfg(tmp_path / "plain", data_dir, **cfg), progress=False)
+    assert plain["value"].tolist() == pytest.approx(fast["value"].tolist(), abs=1e-6)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import papa
-from papa.attention_free import constant_attention, drop_query_key, query_key_dropped, restore_query_key
+from papa.attention_free import (constant_attention, drop_query_key, query_key_dropped, query_key_dropped_while,
+                                 restore_query_key)
 from papa.constants import data_free_constants
 from papa.layout import encode
 
@@ -138,6 +139,18 @@ def test_detach_undoes_dropped_projections(tiny):
     papa.detach(model)
     assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
     assert torch.equal(_hidden(model, inputs), before)
+
+
+def test_query_key_dropped_while_restores_even_on_errors(tiny):
+    model, tok = tiny
+    ctrl = _setup(model, tok)
+    ctrl.replace()
+    with query_key_dropped_while(ctrl):
+        assert query_key_dropped(ctrl)
+    assert not query_key_dropped(ctrl)
+    with pytest.raises(RuntimeError, match="boom"), query_key_dropped_while(ctrl):
+        raise RuntimeError("boom")
+    assert not query_key_dropped(ctrl)
 
 
 def test_changing_modes_after_dropping_is_an_error(arch):

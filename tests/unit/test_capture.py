@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import papa
+from papa.constants import data_free_constants
 from papa.layout import encode
 
 from conftest import tiny_model, tiny_tokenizer
@@ -86,3 +87,31 @@ def test_capture_rejects_longer_inputs():
         with ctrl.capturing(8):
             model(**encode(tok, ["the cat"], max_length=12).inputs)
     assert ctrl.stats is None  # the failed capture was cleaned up
+
+
+@pytest.mark.parametrize("arch", ["bert", "roberta", "electra"])
+@pytest.mark.parametrize("block_bytes", [1, 3 * N * 4 * 7, 3 * N * N * 4 * 2 + 1])  # 1 row; 7 rows; 2 heads
+def test_capture_in_blocks_matches_one_block(arch, block_bytes, monkeypatch):
+    """Capture materialises attention a block of heads and query rows at a time; the statistics, the model's
+    outputs and mixed heads' outputs must not depend on the blocking."""
+    tok = tiny_tokenizer(arch)
+    inputs = encode(tok, BATCHES[1], max_length=N, model_type=arch).inputs
+
+    def run(nbytes):
+        monkeypatch.setattr(papa.controller, "CAPTURE_BLOCK_BYTES", nbytes)
+        model = tiny_model(arch)
+        ctrl = papa.attach(model)
+        ctrl.set_constants(data_free_constants("toeplitz", ctrl.signature, N))
+        ctrl.mix(heads=[(0, 0), (1, 1)])
+        with torch.no_grad():
+            ctrl.theta.copy_(torch.linspace(-2, 2, ctrl.theta.numel()).view_as(ctrl.theta))
+        ctrl.replace(heads=[(0, 1)])
+        with ctrl.capturing(N) as stats, torch.no_grad():
+            out = model(**inputs).last_hidden_state
+        return stats, out
+
+    whole_stats, whole_out = run(1 << 40)
+    stats, out = run(block_bytes)
+    assert torch.allclose(stats.sums, whole_stats.sums, atol=1e-6, rtol=0)
+    assert torch.equal(stats.counts, whole_stats.counts)
+    assert torch.allclose(out, whole_out, atol=1e-5)
