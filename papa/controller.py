@@ -294,8 +294,8 @@ class PapaController(nn.Module):
             for r in range(0, n, row_block):
                 rs = slice(r, min(r + row_block, n))
                 mask = attention_mask
-                if mask is not None and mask.shape[-2] != 1:
-                    mask = mask[..., rs, :]
+                if mask is not None and mask.dim() == 4:  # [B, 1 or H, 1 or n, n]: the block's heads and rows
+                    mask = mask[:, hs if mask.shape[1] > 1 else slice(None), rs if mask.shape[2] > 1 else slice(None)]
                 probs = _attention_probs(query[:, hs, rs], key[:, hs], mask, scaling)
                 probs = self.transform_probs(layer, probs, valid, hs, rs)
                 out[:, rs, hs] = torch.matmul(probs, value[:, hs]).transpose(1, 2)

@@ -115,3 +115,22 @@ def test_capture_in_blocks_matches_one_block(arch, block_bytes, monkeypatch):
     assert torch.allclose(stats.sums, whole_stats.sums, atol=1e-6, rtol=0)
     assert torch.equal(stats.counts, whole_stats.counts)
     assert torch.allclose(out, whole_out, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", ["per_head", "broadcast_rows"])
+def test_blocks_slice_masks_of_every_shape(shape, monkeypatch):
+    """A 4D mask may carry one slice per head ([B, H, n, n]) or broadcast its rows ([B, 1, 1, n])."""
+    ctrl = papa.attach(tiny_model("bert"))
+    B, H, n, d = 3, ctrl.num_heads, N, 8
+    q, k, v = (torch.randn(B, H, n, d, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    valid = torch.ones(B, n, dtype=torch.bool)
+    valid[0, 12:] = False
+    mask = torch.where(valid, 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
+    if shape == "per_head":
+        mask = mask.expand(B, H, n, n).contiguous()
+    outs = []
+    for nbytes in (1, 1 << 40):
+        monkeypatch.setattr(papa.controller, "CAPTURE_BLOCK_BYTES", nbytes)
+        with ctrl.capturing(n):
+            outs.append(ctrl._attention_in_blocks(0, q, k, v, mask, None, valid))
+    assert torch.allclose(outs[0], outs[1], atol=1e-6)
