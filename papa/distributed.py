@@ -64,6 +64,12 @@ def batch_block(num_batches: int) -> range:
     return range(r * num_batches // w, (r + 1) * num_batches // w)
 
 
+def batch_spans(length: int, batch_size: int) -> list[tuple[int, int]]:
+    """(start, end) of the batches of `length` items this process computes: its `batch_block` of the batches a
+    single process would make."""
+    return [(b * batch_size, min((b + 1) * batch_size, length)) for b in batch_block(-(-length // batch_size))]
+
+
 def barrier() -> None:
     if launched():
         _state().wait_for_everyone()

@@ -53,11 +53,9 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     truncated = 0
     try:
         # Under `accelerate launch` each process takes a block of the batches; the statistics are summed below.
-        batches = distributed.batch_block(-(-len(texts) // batch_size))
         with controller.capturing(max_length) as stats, torch.no_grad():
-            for b in tqdm(batches, desc="extract constants", unit="batch",
-                          disable=not progress or not distributed.is_main()):
-                start, end = b * batch_size, (b + 1) * batch_size
+            for start, end in tqdm(distributed.batch_spans(len(texts), batch_size), desc="extract constants",
+                                   unit="batch", disable=not progress or not distributed.is_main()):
                 batch = encode(tokenizer, texts[start:end], None if text_pairs is None else text_pairs[start:end],
                                max_length=max_length, layout=layout, model_type=model.config.model_type)
                 truncated += sum(batch.truncated)

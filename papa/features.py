@@ -99,9 +99,9 @@ def compute_features(model, data: EncodedTask, *, batch_size: int = 64, progress
     """
     device = next(model.parameters()).device
     parts = []
-    for b in tqdm(distributed.batch_block(-(-len(data) // batch_size)), desc=desc, unit="batch",
-                  disable=not progress or not distributed.is_main(), leave=False):
-        idx = torch.arange(b * batch_size, min((b + 1) * batch_size, len(data)))
+    for start, end in tqdm(distributed.batch_spans(len(data), batch_size), desc=desc, unit="batch",
+                           disable=not progress or not distributed.is_main(), leave=False):
+        idx = torch.arange(start, end)
         inputs, _ = data.batch(idx)
         parts.append(hidden_features(model, {k: v.to(device) for k, v in inputs.items()}).float().cpu())
     c = model.config
