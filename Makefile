@@ -5,8 +5,9 @@ PY := $(VENV)/bin/python
 # torch first, alone: with torch==2.13.0 already installed nothing pulls another build. On a CPU-only Linux machine
 # add TORCH_INDEX="--index-url https://download.pytorch.org/whl/cpu" to skip the CUDA wheels.
 TORCH_INDEX ?=
-# The local data directory (GLUE TSVs, CoNLL-2003, WikiText); unset it to use the Hugging Face hub.
-export PAPA_DATA_DIR ?= $(abspath ../shared/data)
+# The local data directory (GLUE TSVs, CoNLL-2003, WikiText): ../shared/data when it exists; empty (the Hugging
+# Face hub) otherwise or when set empty.
+export PAPA_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data))
 PROFILE ?= quick
 
 .PHONY: test test-fast reproduce notebooks bench install lock clean
