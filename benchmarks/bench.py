@@ -382,7 +382,7 @@ def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, repo
                 sources = [FeatureSource(work, d, trainable_backbone=False, progress=False) for d in (train, dev)]
             for seed in seeds:
                 torch.manual_seed(seed)
-                probe = make_probe(spec, work, n)
+                probe = make_probe(spec, work, n).to(next(work.parameters()).device)
                 with autocast():
                     losses.append(train_probe(probe, spec.kind, sources[0], settings, seed=seed, progress=False))
                     scores.append(evaluate_probe(probe, spec, sources[1]))

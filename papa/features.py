@@ -127,6 +127,7 @@ class FeatureSource:
 
     def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features, attention_mask, labels) of the examples `idx`, on the model's device."""
+        idx = idx.cpu()  # the split and the cache live on the CPU
         inputs, labels = self.data.batch(idx)
         mask = inputs["attention_mask"].to(self.device)
         if self._features is not None:

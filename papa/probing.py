@@ -73,7 +73,7 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
     steps = settings.epochs * ((n + settings.batch_size - 1) // settings.batch_size)
     bar = tqdm(total=steps, desc=desc, unit="step", disable=not progress, leave=False)
     for _ in range(settings.epochs):
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator, device="cpu")  # the seed decides the order on any device
         for start in range(0, n, settings.batch_size):
             idx = order[start:start + settings.batch_size]
             feats, mask, labels = source(idx)

@@ -22,6 +22,26 @@ def data_dir() -> Path:
     return path
 
 
+# ---- the device tests run on -------------------------------------------------------------------------------------
+
+#: ``PAPA_TEST_DEVICE=cuda`` runs the device-agnostic tests on a GPU: tensors and models made without a device go
+#: there (torch's default device), so the fast paths, capture and bf16 checks run unchanged on CUDA.
+TEST_DEVICE = os.environ.get("PAPA_TEST_DEVICE", "cpu")
+
+
+@pytest.fixture(autouse=True)
+def _test_device():
+    if TEST_DEVICE == "cpu":
+        yield
+        return
+    import torch
+
+    if torch.device(TEST_DEVICE).type == "cuda" and not torch.cuda.is_available():
+        pytest.skip(f"PAPA_TEST_DEVICE={TEST_DEVICE} but CUDA is not available here")
+    with torch.device(TEST_DEVICE):
+        yield
+
+
 # ---- tiny random models of every supported architecture ----------------------------------------------------------
 
 ARCHS = ("bert", "roberta", "electra", "deberta", "deberta-v2")
@@ -81,7 +101,7 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
                      position_biased_input=False, **extra, **common)
     torch.manual_seed(seed)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
-    return AutoModel.from_config(config, **kwargs).eval()
+    return AutoModel.from_config(config, **kwargs).to(TEST_DEVICE).eval()
 
 
 @pytest.fixture(scope="session")
@@ -89,7 +109,7 @@ def minilm():
     """The real offline default model (all-MiniLM-L6-v2) and its tokenizer, loaded once."""
     from papa.models import load_model
 
-    return load_model()
+    return load_model(device=TEST_DEVICE)
 
 
 @pytest.fixture

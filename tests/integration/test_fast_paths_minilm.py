@@ -48,7 +48,7 @@ def test_fast_paths_equal_plain_paths_on_minilm(model, minilm, data_dir):
         restore_query_key(ctrl)
     ctrl.mix()
     with torch.no_grad():
-        ctrl.theta.normal_(generator=torch.Generator().manual_seed(0))
+        ctrl.theta.copy_(torch.randn(ctrl.theta.shape, generator=torch.Generator().manual_seed(0), device="cpu"))
     grads = []
     for fast in (True, False):
         ctrl.fast_paths = fast
@@ -59,15 +59,16 @@ def test_fast_paths_equal_plain_paths_on_minilm(model, minilm, data_dir):
 
 
 def test_bf16_features_keep_the_probe_metric_within_seed_spread(model, minilm, data_dir):
-    """SST-2, 192 train / 192 eval examples, 3 seeds, 2 epochs: features under CPU bf16 autocast vs float32."""
+    """SST-2, 192 train / 192 eval examples, 3 seeds, 2 epochs: features under bf16 autocast vs float32."""
     tok = minilm[1]
+    device_type = next(model.parameters()).device.type
     spec = get_task("sst2")
     train = encode_task(tok, spec, load_examples(spec, "train", data_dir, limit=192), max_length=N, model_type="bert")
     dev = encode_task(tok, spec, load_examples(spec, "eval", data_dir, limit=192), max_length=N, model_type="bert")
     settings = TrainSettings.from_task(spec, epochs=2)
     scores = {}
     for precision in ("float32", "bf16"):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        with torch.autocast(device_type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             sources = [FeatureSource(model, d, trainable_backbone=False, progress=False) for d in (train, dev)]
         scores[precision] = []
         for seed in (0, 1, 2):

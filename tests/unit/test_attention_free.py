@@ -45,7 +45,7 @@ def _setup(model, tok, kind="average"):
 def _heads(ctrl, fraction_kept: float, seed: int = 0) -> torch.Tensor:
     """[L, H] mask of replaced heads, spread over layers as a ranking spreads them."""
     g = torch.Generator().manual_seed(seed)
-    order = torch.randperm(ctrl.num_layers * ctrl.num_heads, generator=g)
+    order = torch.randperm(ctrl.num_layers * ctrl.num_heads, generator=g, device="cpu")
     mask = torch.zeros(ctrl.num_layers * ctrl.num_heads, dtype=torch.bool)
     mask[order[: round((1 - fraction_kept) * mask.numel())]] = True
     return mask.view(ctrl.num_layers, ctrl.num_heads)
@@ -61,12 +61,13 @@ def _reference(ctrl, model, inputs):
 
 def test_constant_attention_equals_masked_renormalised_product():
     g = torch.Generator().manual_seed(0)
-    c = torch.rand(3, 6, 6, generator=g)
+    c = torch.rand(3, 6, 6, generator=g, device="cpu")
     c[1, 2] = 0.0                                   # an empty row stays 0
     c[2, :, 4:] = 0.0                                # mass only where keys 4, 5 are pads in example 0 ...
     c[2, 0, :4] = 0.0                                # ... so row 0 of head 2 is empty for that example
-    value = torch.randn(2, 3, 6, 5, generator=g)
+    value = torch.randn(2, 3, 6, 5, generator=g, device="cpu")
     valid = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    c, value = c.to(valid.device), value.to(valid.device)  # the test device (PAPA_TEST_DEVICE)
     for v in (valid, None):
         m = c.unsqueeze(0) * (v[:, None, None, :].float() if v is not None else 1.0)
         s = m.sum(-1, keepdim=True)
@@ -180,7 +181,7 @@ def test_fast_mixing_matches_plain_path_and_gradients(tiny):
     ctrl.replace([(0, 1)])  # one replaced and one kept head beside the mixed ones
     ctrl.set_modes("keep", [(1, 2)])
     with torch.no_grad():
-        ctrl.theta.copy_(torch.randn(ctrl.theta.shape, generator=torch.Generator().manual_seed(1)))
+        ctrl.theta.copy_(torch.randn(ctrl.theta.shape, generator=torch.Generator().manual_seed(1), device="cpu"))
     results = []
     for fast in (True, False):
         ctrl.fast_paths = fast
@@ -227,13 +228,14 @@ def test_training_mode_with_attention_dropout_uses_the_plain_path(tiny):
 
 @pytest.mark.parametrize("setting", ["plain", "replace_half", "attention_free", "mix"])
 def test_bf16_autocast_stays_close_to_float32(tiny, setting):
-    """CPU bf16 autocast (what `benchmarks/bench.py --dtype bf16` runs) changes outputs by bf16 rounding only."""
+    """bf16 autocast (what `benchmarks/bench.py --dtype bf16` runs) changes outputs by bf16 rounding only."""
     model, tok = tiny
     inputs = _inputs(model, tok)
+    device_type = next(model.parameters()).device.type
     if model.config.model_type == "deberta" and setting != "attention_free":
-        with pytest.raises(RuntimeError, match="BFloat16"), torch.autocast("cpu", dtype=torch.bfloat16):
+        with pytest.raises(RuntimeError, match="BFloat16"), torch.autocast(device_type, dtype=torch.bfloat16):
             _hidden(model, inputs)  # the unattached model: transformers' own masked_fill overflows
-        pytest.skip("transformers' DeBERTa v1 does not run under CPU bf16 autocast, papa or not")
+        pytest.skip("transformers' DeBERTa v1 does not run under bf16 autocast (CPU or CUDA), papa or not")
     ctrl = _setup(model, tok)
     if setting == "replace_half":
         ctrl.replace(_heads(ctrl, 1 / 2))
@@ -243,7 +245,7 @@ def test_bf16_autocast_stays_close_to_float32(tiny, setting):
     elif setting == "mix":
         ctrl.mix()
     full = _real(_hidden(model, inputs), inputs)
-    with torch.autocast("cpu", dtype=torch.bfloat16):
+    with torch.autocast(device_type, dtype=torch.bfloat16):
         half = _real(_hidden(model, inputs), inputs).float()
     # bf16 keeps 8 bits of mantissa (relative step 2^-8 ≈ 0.4%); two layers of it stay within a few percent.
     rel = (half - full).norm() / full.norm()

@@ -31,7 +31,7 @@ def _explicit_average(model, tok, n):
         counts += pair.sum(0)
         for layer, a in enumerate(attentions):
             sums[layer] += (a.double() * pair[:, None]).sum(0)
-    return torch.where(counts > 0, sums / counts.clamp_min(1), 0.0).float(), counts
+    return torch.where(counts > 0, sums / counts.clamp_min(1), 0.0).float().cpu(), counts.cpu()
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta", "electra", "deberta", "deberta-v2"])
@@ -89,6 +89,12 @@ def test_capture_rejects_longer_inputs():
     assert ctrl.stats is None  # the failed capture was cleaned up
 
 
+def _block_bytes(monkeypatch, nbytes: int) -> None:
+    """The block budget on every device (PAPA_TEST_DEVICE=cuda runs these tests on a GPU)."""
+    monkeypatch.setattr(papa.controller, "CAPTURE_BLOCK_BYTES", nbytes)
+    monkeypatch.setattr(papa.controller, "CAPTURE_BLOCK_BYTES_ACCELERATOR", nbytes)
+
+
 @pytest.mark.parametrize("arch", ["bert", "roberta", "electra"])
 @pytest.mark.parametrize("block_bytes", [1, 3 * N * 4 * 7, 3 * N * N * 4 * 2 + 1])  # 1 row; 7 rows; 2 heads
 def test_capture_in_blocks_matches_one_block(arch, block_bytes, monkeypatch):
@@ -98,7 +104,7 @@ def test_capture_in_blocks_matches_one_block(arch, block_bytes, monkeypatch):
     inputs = encode(tok, BATCHES[1], max_length=N, model_type=arch).inputs
 
     def run(nbytes):
-        monkeypatch.setattr(papa.controller, "CAPTURE_BLOCK_BYTES", nbytes)
+        _block_bytes(monkeypatch, nbytes)
         model = tiny_model(arch)
         ctrl = papa.attach(model)
         ctrl.set_constants(data_free_constants("toeplitz", ctrl.signature, N))
@@ -122,15 +128,16 @@ def test_blocks_slice_masks_of_every_shape(shape, monkeypatch):
     """A 4D mask may carry one slice per head ([B, H, n, n]) or broadcast its rows ([B, 1, 1, n])."""
     ctrl = papa.attach(tiny_model("bert"))
     B, H, n, d = 3, ctrl.num_heads, N, 8
-    q, k, v = (torch.randn(B, H, n, d, generator=torch.Generator().manual_seed(i)) for i in range(3))
+    q, k, v = (torch.randn(B, H, n, d, generator=torch.Generator().manual_seed(i), device="cpu") for i in range(3))
     valid = torch.ones(B, n, dtype=torch.bool)
     valid[0, 12:] = False
+    q, k, v = (x.to(valid.device) for x in (q, k, v))
     mask = torch.where(valid, 0.0, torch.finfo(torch.float32).min)[:, None, None, :]
     if shape == "per_head":
         mask = mask.expand(B, H, n, n).contiguous()
     outs = []
     for nbytes in (1, 1 << 40):
-        monkeypatch.setattr(papa.controller, "CAPTURE_BLOCK_BYTES", nbytes)
+        _block_bytes(monkeypatch, nbytes)
         with ctrl.capturing(n):
             outs.append(ctrl._attention_in_blocks(0, q, k, v, mask, None, valid))
     assert torch.allclose(outs[0], outs[1], atol=1e-6)
