@@ -467,8 +467,11 @@ def main(argv: list[str] | None = None) -> int:
     for row in report.rows:
         print(_format_row(row))
     if args.json:
+        meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+                "torch": torch.__version__, "dtype": args.dtype, "repeats": repeats, "inputs": source,
+                "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
         with open(args.json, "w") as fh:
-            json.dump([r.__dict__ for r in report.rows], fh, indent=1)
+            json.dump({**meta, "rows": [r.__dict__ for r in report.rows]}, fh, indent=1)
     return 0
 
 
