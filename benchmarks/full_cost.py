@@ -29,6 +29,7 @@ import platform
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -162,7 +163,7 @@ def step_times(model_dir: Path, label: str, device: torch.device, tasks, steps: 
             else:
                 ctrl.replace(heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down"))
             probe = make_probe(spec, model, n, vocab).to(device)
-            with query_key_dropped_while(ctrl) if kind == "probe" else _null():
+            with query_key_dropped_while(ctrl) if kind == "probe" else nullcontext():
                 source = FeatureSource(model, d, trainable_backbone=kind != "probe", progress=False)
                 train_probe(probe, spec.kind, source, settings, seed=0, extra_parameters=extra, progress=False)
             if kind == "trainable":
@@ -186,14 +187,6 @@ def step_times(model_dir: Path, label: str, device: torch.device, tasks, steps: 
         print(json.dumps(row), flush=True)
     papa.detach(model)
     return rows
-
-
-class _null:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def main(argv: list[str] | None = None) -> int:
