@@ -128,7 +128,7 @@ def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
     before = (tmp_path / "pool" / "results.csv").read_bytes()
 
     # A failing job (MNLI's data is not in the data directory) is reported with its id; the others still run.
-    broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"])
+    broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"], "official")
     fresh = [j for j in jobs if j.fraction == "0" and j.constants == "zeros"]
     report = run_jobs([broken, *fresh], tmp_path / "mixed", data_dir=str(data_dir), workers=2, progress=False)
     assert [j.id for j in report.failed_jobs()] == [broken.id] and len(report.done) == 1
