@@ -217,8 +217,8 @@ class PapaController(nn.Module):
         meta = self.constant_set.metadata if self.constant_set is not None else None
         if (meta is not None and meta.layout in SEPARATOR_LAST and meta.kind not in DATA_FREE_KINDS and n is not None
                 and n != self.max_length and bool((self.modes != KEEP).any())):
-            # In the sep_last and official layouts slot n-1 holds the final separator, so the rows of constants learned at another
-            # length belong to other tokens: the numbers would be plausible but wrong.
+            # In the sep_last and official layouts slot n-1 holds the final separator, so the rows of constants
+            # learned at another length belong to other tokens: the numbers would be plausible but wrong.
             raise InputError(
                 f"the input has {n} positions but these {meta.kind} constants were made for inputs padded to exactly "
                 f"{self.max_length} in the {meta.layout} layout: encode inputs at max_length={self.max_length} "
