@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from .cli_names import NOTEBOOKS as NOTEBOOK_NAMES, constants_filename
+from .layout import LAYOUTS, REPRODUCTION_LAYOUT
 from .models import DEFAULT_MODEL
 
 
@@ -19,14 +20,19 @@ def _extract(args: argparse.Namespace) -> int:
     resolve_device(args.device)  # before any data is read
     if Path(args.task).suffix.lower() in (".txt", ".tsv") and not Path(args.task).is_file():
         raise FileNotFoundError(f"no corpus file at {args.task}: give an existing .txt/.tsv file or a task name")
+    token_task = False
     if Path(args.task).is_file():
         corpus = file_corpus(args.task, args.text_column, args.pair_column, limit=args.limit)
     else:
+        from .tasks import get_task
+
+        token_task = get_task(args.task).token_level
         corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
     model, tokenizer = load_model(args.model, device=distributed.process_device(args.device))
     start = time.perf_counter()
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=args.max_length,
                                   batch_size=args.batch_size, layout=args.layout, corpus=corpus.name,
+                                  token_task=token_task,
                                   model_name=canonical_model_name(args.model), progress=not args.quiet)
     name = canonical_model_name(args.model)
     if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
@@ -44,7 +50,7 @@ def _grid_config(args: argparse.Namespace, **overrides):
 
     values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
-                  force=getattr(args, "force", False))
+                  force=getattr(args, "force", False), layout=args.layout)
     values.update(overrides)
     return GridConfig(**values)
 
@@ -172,7 +178,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "constants", "selection", "fraction_label", "n", "mean", "ci95"]
+    cols = ["model", "task", "layout", "constants", "selection", "fraction_label", "n", "mean", "ci95"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     view["model"] = view["model"].str.split("/").str[-1]
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
@@ -189,6 +195,9 @@ def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) ->
     p.add_argument("--rounding", default=None, choices=["exact", "down", "nearest"],
                    help="when a fraction is not a whole number of heads (default: the profile's)")
     p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
+    p.add_argument("--layout", default=None, choices=LAYOUTS,
+                   help=f"input layout (default: the profile's, {REPRODUCTION_LAYOUT!r} = the authors' released "
+                        "preprocessing; 'sep_last' = papa's own, see papa.layout)")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -218,8 +227,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--limit", type=int, default=None, help="use only the first LIMIT examples")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--layout", default="sep_last", choices=["sep_last", "standard"],
-                   help="input layout (default: sep_last, paper Appendix A)")
+    p.add_argument("--layout", default=REPRODUCTION_LAYOUT, choices=LAYOUTS,
+                   help=f"input layout (default: {REPRODUCTION_LAYOUT}, the authors' released preprocessing; "
+                        "sep_last: papa's own; see papa.layout)")
     p.add_argument("--text-column", default=None, help="TSV column holding the text")
     p.add_argument("--pair-column", default=None, help="TSV column holding the second text of a pair")
     p.set_defaults(func=_extract)

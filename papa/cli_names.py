@@ -13,10 +13,11 @@ def constants_filename(model_name: str, corpus: str, max_length: int, layout: st
     return f"{_slug(model_name)}__{_slug(corpus)}__{kind}-{layout}-n{max_length}.safetensors"
 
 
-def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str) -> str:
-    """<model>__<task>__lambda-<constants>-<corpus>-n<N>-<profile>.safetensors"""
-    return (f"{_slug(model_name)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-n{max_length}"
-            f"-{_slug(profile)}.safetensors")
+def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str,
+                     layout: str) -> str:
+    """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>.safetensors"""
+    return (f"{_slug(model_name)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
+            f"-n{max_length}-{_slug(profile)}.safetensors")
 
 # The section notebooks in run order (notebooks/<name>.ipynb), here so `papa --help` needs no papermill.
 NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_alternative_matrices",

@@ -20,11 +20,11 @@ from safetensors.torch import save_file
 from .architectures import ModelSignature
 from .artifacts import atomic_path
 from .errors import CorruptArtifactError, IncompatibleArtifactError
+from .layout import LAYOUTS
 
 FORMAT_VERSION = 1
 DATA_FREE_KINDS = ("identity", "toeplitz", "zeros")
 KINDS = ("average", *DATA_FREE_KINDS)
-LAYOUTS = ("sep_last", "standard")
 
 
 @dataclass(frozen=True)
@@ -110,8 +110,8 @@ class ConstantMatrices:
             )
         if layout is not None and layout != meta.layout:
             raise IncompatibleArtifactError(
-                f"{where} were made with input layout {meta.layout!r}, not {layout!r}: encode inputs the same way "
-                "they were extracted (papa.layout)."
+                f"{where} were made with input layout {meta.layout!r}, not {layout!r}: use constants made in "
+                f"{layout!r} (papa extract --layout {layout}), or encode inputs in {meta.layout!r}."
             )
 
 
@@ -119,7 +119,8 @@ def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: Constan
     if meta.kind not in KINDS and not meta.kind.startswith("trained:"):
         raise CorruptArtifactError(f"{source}: unknown constants kind {meta.kind!r}; expected one of {KINDS}.")
     if meta.layout not in LAYOUTS:
-        raise CorruptArtifactError(f"{source}: unknown input layout {meta.layout!r}; expected one of {LAYOUTS}.")
+        raise CorruptArtifactError(f"{source}: unknown input layout {meta.layout!r}; expected one of "
+                                   f"{', '.join(LAYOUTS)}.")
     expected = (meta.model.num_layers, meta.model.num_heads, meta.max_length, meta.max_length)
     if tuple(matrices.shape) != expected:
         raise CorruptArtifactError(

@@ -33,6 +33,7 @@ from .attention_free import QK_HEADS, RESTORE, constant_attention
 from .capture import AttentionStats
 from .constants import DATA_FREE_KINDS, ConstantMatrices
 from .errors import InputError, PapaError
+from .layout import SEPARATOR_LAST
 
 KEEP, REPLACE, MIX = 0, 1, 2
 MODE_NAMES = {"keep": KEEP, "replace": REPLACE, "mix": MIX}
@@ -217,13 +218,13 @@ class PapaController(nn.Module):
                 f"at max_length={self.max_length} (papa.layout.encode) or extract constants at a larger length."
             )
         meta = self.constant_set.metadata if self.constant_set is not None else None
-        if (meta is not None and meta.layout == "sep_last" and meta.kind not in DATA_FREE_KINDS and n is not None
+        if (meta is not None and meta.layout in SEPARATOR_LAST and meta.kind not in DATA_FREE_KINDS and n is not None
                 and n != self.max_length and bool((self.modes != KEEP).any())):
-            # In the sep_last layout slot n-1 holds the final separator, so the rows of constants learned at another
-            # length belong to other tokens: the numbers would be plausible but wrong.
+            # In the sep_last and official layouts slot n-1 holds the final separator, so the rows of constants
+            # learned at another length belong to other tokens: the numbers would be plausible but wrong.
             raise InputError(
                 f"the input has {n} positions but these {meta.kind} constants were made for inputs padded to exactly "
-                f"{self.max_length} in the sep_last layout: encode inputs at max_length={self.max_length} "
+                f"{self.max_length} in the {meta.layout} layout: encode inputs at max_length={self.max_length} "
                 "(papa.layout.encode), or use constants made at that length."
             )
         if self.stats is not None and n is not None:

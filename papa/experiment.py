@@ -2,7 +2,8 @@
 
 `run_grid` does, for one model and one task:
 
-1. encode the task's train/eval subsets (the profile's sizes) in the PAPA layout at Table 3's length;
+1. encode the task's train/eval subsets (the profile's sizes) in the grid's input layout (the profile's, by default
+   the released code's: `papa.layout`) at Table 3's length;
 2. get each constants kind: average constants are extracted from the task's training inputs (or another corpus,
    paper 5.3) once and saved under ``<out>/constants/``; data-free kinds are built; ``trainable_*`` kinds start from
    Toeplitz or average constants and train with the probe (Table 1's "labeled data" rows);
@@ -13,7 +14,8 @@
 
 Every finished run is one row of ``<out>/results.csv`` (written atomically at once), identified by a hash of its
 configuration, so an interrupted grid resumes where it stopped and a finished one is not recomputed (``force``
-recomputes). Fraction 1 (nothing replaced) is the same for every kind and method: it is run once and recorded with
+recomputes). The layout is part of that configuration and of every artifact's name and metadata, so runs in
+different layouts never mix and artifacts of one layout are refused in another. Fraction 1 (nothing replaced) is the same for every kind and method: it is run once and recorded with
 constants and selection ``none``. Fraction 0 (every head replaced) is the same for every method: it is run once per
 constants kind and recorded with selection ``none``.
 """
@@ -39,6 +41,7 @@ from .corpus import corpus_name, task_corpus
 from .data import load_examples, resolve_data_dir
 from .extract import extract_constants
 from .features import FeatureSource, encode_task
+from .layout import LEGACY_LAYOUT, check_layout
 from .models import DEFAULT_MODEL, canonical_model_name, load_model, resolve_device
 from .probing import TrainSettings, evaluate_probe, make_probe, train_probe
 from .profiles import Profile, get_profile
@@ -55,7 +58,8 @@ RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ran
 @dataclass(frozen=True)
 class GridConfig:
     """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
-    "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.profiles)."""
+    "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.profiles); `layout` None
+    takes the profile's (papa.layout)."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -70,6 +74,7 @@ class GridConfig:
     out_dir: str = "artifacts/runs"
     device: str = "cpu"
     force: bool = False
+    layout: str | None = None
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -98,9 +103,10 @@ class GridConfig:
         rounding = self.rounding or prof.rounding
         if rounding not in ROUNDINGS:
             raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+        layout = check_layout(self.layout or prof.layout)
         resolve_device(self.device)  # an unavailable device fails here, before the model and data are loaded
         # A profile file is recorded by the name it defines, never by its path.
-        return replace(self, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name)
+        return replace(self, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name, layout=layout)
 
 
 @dataclass
@@ -160,7 +166,8 @@ def _open_session(cfg: GridConfig, progress: bool) -> _Session:
     n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
-    encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type)  # noqa
+    encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type,  # noqa
+                                    layout=cfg.layout)
     out = Path(cfg.out_dir)
     controller = attach(model, model_name=canonical_model_name(cfg.model))
     return _Session(cfg, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
@@ -175,23 +182,27 @@ def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
     corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
     return cached_average_constants(s.model, s.tokenizer, s.controller.signature, corpus_task,
                                     limit=s.profile.corpus_limit, sample=s.profile.sample, max_length=s.max_length,
-                                    out_dir=s.out,
+                                    out_dir=s.out, layout=cfg.layout,
                                     data_dir=cfg.data_dir, force=cfg.force, progress=progress)
 
 
 def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, limit: int | None, max_length: int,
-                             out_dir: str | Path, sample: str = "first", data_dir: str | None = None,
+                             out_dir: str | Path, layout: str, sample: str = "first", data_dir: str | None = None,
                              force: bool = False, progress: bool = True) -> ConstantMatrices:
-    """Average constants of `corpus_task`'s training inputs: loaded from ``<out_dir>/constants/`` if there (and
-    made for this model and length), else extracted and saved there."""
+    """Average constants of `corpus_task`'s training inputs in `layout`: loaded from ``<out_dir>/constants/`` if
+    there (and made for this model, length and layout), else extracted and saved there.
+
+    The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
+    the constants then serve (paper 5.3 uses MNLI's constants for every task)."""
     name = corpus_name(corpus_task, "train", limit, sample)
-    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, "sep_last")
+    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, layout)
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
-        constants.check_compatible(signature, max_length=max_length, layout="sep_last")
+        constants.check_compatible(signature, max_length=max_length, layout=layout)
         return constants
     corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit, sample=sample)
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
+                                  layout=layout, token_task=get_task(corpus_task).token_level,
                                   corpus=corpus.name, model_name=signature.model_name, progress=progress)
     if distributed.is_main():
         constants.save(path)
@@ -200,14 +211,16 @@ def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, l
 
 def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
                    corpus: str = "task", data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                   progress: bool = True) -> tuple[ConstantMatrices, object, object]:
-    """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to."""
+                   layout: str | None = None, progress: bool = True) -> tuple[ConstantMatrices, object, object]:
+    """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
+    `layout` None takes the profile's."""
     spec, prof = get_task(task), get_profile(profile)
+    layout = check_layout(layout or prof.layout)
     loaded, tokenizer = _load_model(model, distributed.process_device(device))
     signature = model_signature(loaded, canonical_model_name(model))
     constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
                                          limit=prof.corpus_limit, sample=prof.sample,
-                                         max_length=spec.hparams.max_length,
+                                         max_length=spec.hparams.max_length, layout=layout,
                                          out_dir=out_dir, data_dir=data_dir, force=force, progress=progress)
     return constants, loaded, tokenizer
 
@@ -218,7 +231,7 @@ def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
         if base == "average":
             s.constants[kind] = average_constants(s, progress)
         else:
-            s.constants[kind] = data_free_constants(base, s.controller.signature, s.max_length)
+            s.constants[kind] = data_free_constants(base, s.controller.signature, s.max_length, s.cfg.layout)
     return s.constants[kind]
 
 
@@ -226,11 +239,12 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     """The learned λ ranking for `kind`'s constants: loaded if saved, else learned and saved."""
     cfg, sig = s.cfg, s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
-    path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile)
+    path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile,
+                                                 cfg.layout)
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = load_ranking(path)
         ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
-                                 max_length=s.max_length, layout="sep_last")
+                                 max_length=s.max_length, layout=cfg.layout)
         return ranking
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
     prof = s.profile
@@ -239,7 +253,7 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=RANKING_SEED, progress=progress)
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
-        max_length=s.max_length, layout="sep_last", examples=len(rank_data), epochs=settings.epochs,
+        max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, profile=cfg.profile)
     if distributed.is_main():
         ranking.save(path)
@@ -279,6 +293,8 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
     if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         base["sample"] = s.profile.sample
+    if cfg.layout != LEGACY_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
+        base["layout"] = cfg.layout
     ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
     todo = distributed.main_decides([seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])])
     bar.update(len(cfg.seeds) - len(todo))
@@ -318,7 +334,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 s.table.append([ResultRow(
                     model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
                     selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
-                    metric=s.spec.metric, value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
+                    layout=cfg.layout, metric=s.spec.metric, value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
                     extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
                            "features_cached": bool(sources and sources[0].cached)})])
             bar.update(1)
@@ -339,4 +355,4 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = Tr
     sig = s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     return ranking, s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length,
-                                                          cfg.profile)
+                                                          cfg.profile, cfg.layout)

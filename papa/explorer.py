@@ -112,11 +112,12 @@ class HeadExplorer:
             self.stats.value = "<b>type a sentence</b>"
             return {}
         n = self.constants.max_length
-        live = live_attention(self.model, self.tokenizer, text, max_length=n)[layer, head]
-        real = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type
-                      ).inputs["attention_mask"][0].bool()
-        slots = real.nonzero().flatten().tolist()
-        ids = encode(self.tokenizer, [text], max_length=n).inputs["input_ids"][0]
+        layout = self.constants.metadata.layout  # the sentence is laid out as the constants' corpus was
+        live = live_attention(self.model, self.tokenizer, text, max_length=n, layout=layout)[layer, head]
+        inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type,
+                        layout=layout).inputs
+        slots = inputs["attention_mask"][0].bool().nonzero().flatten().tolist()
+        ids = inputs["input_ids"][0]
         tokens = self.tokenizer.convert_ids_to_tokens(ids[slots].tolist())
         constant = self.constants.matrices[layer, head][slots][:, slots]
         constant = constant / constant.sum(-1, keepdim=True).clamp_min(1e-12)  # as at use: masked, renormalised
@@ -137,7 +138,8 @@ class HeadExplorer:
 
     def _similarity(self, text: str) -> float:
         n = self.constants.max_length
-        inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type).inputs
+        inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type,
+                        layout=self.constants.metadata.layout).inputs
         reference = mean_pooled(self.model, inputs)
         k = int(self.replaced.value)
         if k == 0:

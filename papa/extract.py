@@ -12,7 +12,7 @@ from .artifacts import fingerprint_texts
 from .controller import PapaController, attach, controller_of
 from .constants import ConstantMatrices
 from .errors import InputError
-from .layout import encode
+from .layout import check_layout, encode
 
 
 def max_positions(config) -> int | None:
@@ -35,14 +35,17 @@ def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
 def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
                       text_pairs: Sequence[str] | None = None, *, max_length: int, batch_size: int = 32,
                       layout: str = "sep_last", corpus: str = "", model_name: str | None = None,
-                      progress: bool = True) -> ConstantMatrices:
+                      token_task: bool = False, progress: bool = True) -> ConstantMatrices:
     """Average every head's attention over `texts` (optionally paired), encoded at `max_length` in `layout`.
+
+    `token_task`: the texts are a token-level task's (MLM), encoded as such (`papa.layout.encode`).
 
     Runs inside the attention computation with the model's own attention implementation otherwise untouched;
     heads of an already attached model keep whatever modes they have (normally all 'keep').
     """
     if len(texts) == 0:
         raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
+    check_layout(layout)
     limit = max_positions(model.config)
     if limit is not None and max_length > limit:
         raise InputError(f"max_length={max_length} is longer than the {limit} positions the model has: extract at "
@@ -57,7 +60,8 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
             for start, end in tqdm(distributed.batch_spans(len(texts), batch_size), desc="extract constants",
                                    unit="batch", disable=not progress or not distributed.is_main()):
                 batch = encode(tokenizer, texts[start:end], None if text_pairs is None else text_pairs[start:end],
-                               max_length=max_length, layout=layout, model_type=model.config.model_type)
+                               max_length=max_length, layout=layout, model_type=model.config.model_type,
+                               token_task=token_task)
                 truncated += sum(batch.truncated)
                 model(**{k: v.to(device) for k, v in batch.inputs.items()})
     finally:
@@ -69,7 +73,8 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
         stats.num_examples, truncated = int(seen[0]), int(seen[1])
     flat = list(texts) if text_pairs is None else [f"{a}\t{b}" for a, b in zip(texts, text_pairs)]
     flat = [t if isinstance(t, str) else " ".join(t) for t in flat]
-    preprocessing = (f"papa.layout.encode(layout={layout}, max_length={max_length}); "
+    preprocessing = (f"papa.layout.encode(layout={layout}, max_length={max_length}"
+                     f"{', token_task=True' if token_task else ''}); "
                      f"tokenizer={tokenizer_name(tokenizer, model_name)}; "
                      f"truncated={truncated}/{len(texts)}")
     return stats.to_constants(controller.signature, layout=layout, corpus=corpus,

@@ -28,7 +28,7 @@ MLM_MASK_SEED = 0  # one fixed masking of the MLM data, so features can be cache
 
 @dataclass
 class EncodedTask:
-    """A task split in the PAPA layout: model `inputs` [N, n] and `labels` ([N] or [N, n] with -100 = none)."""
+    """A task split in one input layout: model `inputs` [N, n] and `labels` ([N] or [N, n] with -100 = none)."""
 
     kind: str
     inputs: dict[str, torch.Tensor]
@@ -59,7 +59,7 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
                 previous = word
     elif spec.kind == "mlm":
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type)
+                       model_type=model_type, token_task=True)
         ids = batch.inputs["input_ids"]
         special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
         masked, labels = mask_tokens(ids, special, batch.inputs["attention_mask"], tokenizer.mask_token_id,

@@ -13,17 +13,19 @@ from .constants import ConstantMatrices
 from .controller import attach, controller_of
 from .errors import InputError
 from .extract import extract_constants
-from .layout import encode
+from .layout import encode, model_positions
 from .selection import heads_to_replace
 
 
 def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: int, model_type: str,
-                 edge: int = 8) -> pd.DataFrame:
-    """One row per slot of `text` (and `pair`) in the PAPA layout; runs of padding are shown as one row."""
-    batch = encode(tokenizer, [text], None if pair is None else [pair], max_length=max_length, model_type=model_type)
+                 edge: int = 8, layout: str = "sep_last") -> pd.DataFrame:
+    """One row per slot of `text` (and `pair`) in `layout`; runs of padding are shown as one row. `position_id` is
+    the position the model gives the slot (passed, or numbered by the model itself: `papa.layout.model_positions`)."""
+    batch = encode(tokenizer, [text], None if pair is None else [pair], max_length=max_length, model_type=model_type,
+                   layout=layout)
     ids = batch.inputs["input_ids"][0].tolist()
     mask = batch.inputs["attention_mask"][0].tolist()
-    pos = batch.inputs.get("position_ids")
+    pos = model_positions(batch.inputs, model_type, tokenizer.pad_token_id)
     types = batch.inputs.get("token_type_ids")
     rows = [{"slot": slot, "token": tokenizer.convert_ids_to_tokens(token), "attention_mask": mask[slot],
              "position_id": None if pos is None else int(pos[0, slot]),
@@ -46,13 +48,14 @@ def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: i
     return table.set_index("slot")
 
 
-def live_attention(model, tokenizer, text: str, pair: str | None = None, *, max_length: int) -> torch.Tensor:
-    """Every head's attention on one input, [L, H, n, n] (0 at pad rows and columns), in the PAPA layout.
+def live_attention(model, tokenizer, text: str, pair: str | None = None, *, max_length: int,
+                   layout: str = "sep_last") -> torch.Tensor:
+    """Every head's attention on one input, [L, H, n, n] (0 at pad rows and columns), in `layout`.
 
     The heads' current modes apply (normally all 'keep'); the capture is the same one that builds constants.
     """
     return extract_constants(model, tokenizer, [text], None if pair is None else [pair], max_length=max_length,
-                             progress=False).matrices
+                             layout=layout, progress=False).matrices
 
 
 def mean_pooled(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -67,13 +70,14 @@ def replacement_effect(model, tokenizer, texts: Sequence[str], constants: Consta
                        order: Sequence[tuple[int, int]], fractions: Sequence[str]) -> pd.DataFrame:
     """How far the sentence representations move when all but `fraction` of the heads use their constants.
 
-    Heads are replaced in `order` (e.g. a λ ranking). Returns, per fraction, the number of input-dependent heads
+    Texts are laid out as the constants' corpus was. Heads are replaced in `order` (e.g. a λ ranking). Returns, per fraction, the number of input-dependent heads
     and the cosine similarity of each text's mean-pooled representation to the unmodified model's (1 = unchanged).
     """
     if not texts:
         raise InputError("replacement_effect needs at least one text")
     n = constants.max_length
-    batch = encode(tokenizer, list(texts), max_length=n, model_type=model.config.model_type)
+    batch = encode(tokenizer, list(texts), max_length=n, model_type=model.config.model_type,
+                   layout=constants.metadata.layout)
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.inputs.items()}
     existing = controller_of(model)

@@ -1,6 +1,7 @@
 """The reproduction as a list of independent jobs, run in this process, on a pool of workers, or through submitit.
 
-A `Job` is one probe run: (model, task, constants, constants corpus, selection, fraction, seed, profile). Its
+A `Job` is one probe run: (model, task, constants, constants corpus, selection, fraction, seed, profile, input
+layout). Its
 `key` spells these out and its `id` is a short hash of the key; both are stable across machines and runs.
 The jobs of a reproduction are read off the section notebooks themselves (`notebook_jobs`): their cells are
 executed up to their last grid with the grid runner replaced by a recorder, so the notebooks stay the one place
@@ -50,6 +51,7 @@ class Job:
     fraction: str           # label: "1", "1/2", ..., "0"
     seed: int
     profile: str
+    layout: str             # input layout (papa.layout); rows written before layouts were recorded: sep_last
 
     @property
     def key(self) -> str:
@@ -63,7 +65,7 @@ class Job:
     def point(self) -> tuple:
         """What the jobs of one unit share: everything but the seed."""
         return (self.model, self.task, self.constants, self.constants_corpus, self.selection, self.fraction,
-                self.profile)
+                self.profile, self.layout)
 
 
 def grid_jobs(cfg) -> list[Job]:
@@ -82,7 +84,7 @@ def grid_jobs(cfg) -> list[Job]:
                 corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
                 selection = "none" if baseline or replace_all else method
                 for seed in cfg.seeds:
-                    job = Job(model, cfg.task, constants, corpus, selection, label, seed, cfg.profile)
+                    job = Job(model, cfg.task, constants, corpus, selection, label, seed, cfg.profile, cfg.layout)
                     jobs.setdefault(job.key, job)
     return list(jobs.values())
 
@@ -162,7 +164,7 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
         return set()
     df = ResultsTable(path).read()
     done = {Job(r.model, r.task, r.constants, r.constants_corpus, r.selection, r.fraction_label, int(r.seed),
-                r.profile).key for r in df.itertuples()}
+                r.profile, r.layout).key for r in df.itertuples()}
     return {j.key for j in jobs if j.key in done}
 
 
@@ -208,7 +210,7 @@ class Unit:
         return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,
                           device=self.device, constants=("average" if j.constants == "none" else j.constants,),
                           selections=(j.selection if j.selection in SELECTION_METHODS else "lambda",),
-                          fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs),
+                          fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
                           constants_corpus="task" if j.constants_corpus == "none" else j.constants_corpus)
 
 
@@ -240,7 +242,8 @@ def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None
 
 def _preparation(job: Job) -> tuple:
     """Jobs with the same preparation share its constants (and λ ranking)."""
-    return job.model, job.task, job.constants_corpus, job.constants.removeprefix("trainable_"), job.profile
+    return (job.model, job.task, job.constants_corpus, job.constants.removeprefix("trainable_"), job.profile,
+            job.layout)
 
 
 def run_unit(unit: Unit) -> list[str]:
@@ -256,7 +259,8 @@ def run_unit(unit: Unit) -> list[str]:
             learn_ranking(cfg, kind=cfg.constants[0], progress=False)
         else:
             task_constants(cfg.task, model=cfg.model, profile=cfg.profile, out_dir=cfg.out_dir,
-                           corpus=cfg.constants_corpus, data_dir=cfg.data_dir, device=cfg.device, progress=False)
+                           corpus=cfg.constants_corpus, data_dir=cfg.data_dir, device=cfg.device, layout=cfg.layout,
+                           progress=False)
     else:
         run_grid(cfg, progress=False)
     return [j.id for j in unit.jobs]

@@ -24,16 +24,50 @@ on ordinary inputs. Hence:
   the modeling code, so for DeBERTa the final [SEP] is seen at its slot distance (as in the paper's setup).
 
 ``layout="standard"`` gives the ordinary right-padded layout with the same truncation, for comparisons.
+
+``layout="official"`` reproduces the preprocessing of the authors' released scripts (``run_papa_glue.py`` and
+``run_papa_ner.py``), which is what the paper's numbers were computed with; reproductions use it
+(`REPRODUCTION_LAYOUT`). It starts from the tokenizer's ordinary encoding (truncated and padded to n) and moves
+tokens, as those scripts do:
+
+* sentences and pairs (the GLUE script): slots 0 .. n/2-1 take the first segment's leading tokens (the
+  tokenizer's prefix included), so a single sentence keeps at most n/2 - 1 of its own tokens however short the
+  input is otherwise; the first separator and everything after it up to the last separator (a pair's second
+  sentence) are copied from slot n/2 on, stopping before slot n-1; slot n-1 gets the last separator. RoBERTa's
+  ``</s></s>`` thus lands in slots n/2 and n/2+1.
+* token tasks (the NER/POS script, and papa's MLM, for which no script was released): the sentence's own
+  separator becomes padding and slot n-1 becomes the separator; no n/2 cut. RoBERTa's and DeBERTa's tokenizers
+  add a space before the first word (``add_prefix_space=True``), as that script loads them.
+* no position ids are passed: BERT and ELECTRA number slots (the final separator is at position n-1, a pair's
+  second sentence starts at n/2+1); RoBERTa numbers real tokens itself.
+* token type ids are the ordinary encoding's, not moved with the tokens (the scripts replace only input ids and
+  the attention mask), so in a BERT/ELECTRA pair the second sentence's type-1 ids stay in the slots where the
+  ordinary layout had it.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
+import copy
+import json
+import weakref
+from typing import TYPE_CHECKING
 
-LAYOUTS = ("sep_last", "standard")
+if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout names cost nothing to import
+    import torch
+
+#: The input layouts; constants, rankings and result rows record which one they were made in.
+LAYOUTS = ("official", "sep_last", "standard")
+#: What reproductions (profiles, notebooks, `papa reproduce`, the CLI) use: the authors' released preprocessing.
+REPRODUCTION_LAYOUT = "official"
+#: Layouts whose last slot always holds the final separator (constants only fit inputs of their own length).
+SEPARATOR_LAST = ("official", "sep_last")
+#: Result rows and ranking files written before layouts were recorded were made in this one.
+LEGACY_LAYOUT = "sep_last"
 _NO_POSITION_IDS = {"roberta"}  # derives position ids from the padding itself
+# run_papa_ner.py loads these tokenizers with add_prefix_space=True (its set also names gpt2, which papa lacks).
+PREFIX_SPACE_MODEL_TYPES = frozenset({"roberta", "deberta"})
 
 
 @dataclass(frozen=True)
@@ -77,14 +111,23 @@ def _content(tokenizer, text, pretokenized: bool) -> tuple[list[int], list[int |
     return ids, (enc.word_ids() if pretokenized else [None] * len(ids))
 
 
+def check_layout(layout: str) -> str:
+    """`layout` if it is one of `LAYOUTS`, else a ValueError naming them."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    return layout
+
+
 def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs: Sequence[str] | None = None, *,
-           max_length: int, layout: str = "sep_last", model_type: str | None = None) -> LayoutBatch:
+           max_length: int, layout: str = "sep_last", model_type: str | None = None,
+           token_task: bool = False) -> LayoutBatch:
     """Encode single texts (or word lists, for token tasks) or text pairs into a fixed-length batch.
 
-    `model_type` (a transformers ``config.model_type``) decides whether ``position_ids`` are added (see module doc).
+    `model_type` (a transformers ``config.model_type``) decides whether ``position_ids`` are added and, in the
+    official layout, whether token-task inputs get a prefix space (see module doc). `token_task` marks texts of a
+    token-level task (MLM): the official layout encodes them with the token-task rule (word lists always are).
     """
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {LAYOUTS}")
+    check_layout(layout)
     if len(texts) == 0:
         raise ValueError("encode() got no texts: the batch is empty")
     if text_pairs is not None and len(text_pairs) != len(texts):
@@ -92,6 +135,9 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     pretokenized = not isinstance(texts[0], str)
     if pretokenized and text_pairs is not None:
         raise ValueError("word-list inputs (token tasks) cannot be paired")
+    if layout == "official":
+        return _encode_official(tokenizer, texts, text_pairs, max_length, model_type, pretokenized,
+                                token_task or pretokenized)
     t = _template(tokenizer, pair=text_pairs is not None)
     n = max_length
     pad_id = tokenizer.pad_token_id
@@ -141,6 +187,8 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
         all_words.append(words)
         truncated.append(cut)
 
+    import torch
+
     attention_mask = torch.tensor(all_mask, dtype=torch.long)
     inputs = {"input_ids": torch.tensor(all_ids, dtype=torch.long), "attention_mask": attention_mask}
     if "token_type_ids" in getattr(tokenizer, "model_input_names", ["token_type_ids"]):
@@ -169,3 +217,133 @@ def _place(body, body_types, body_words, tail, tail_types, length, pad_id, layou
 def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
     """Each real token's position in the ordinary layout: cumsum(mask) - 1 (pads get the previous position)."""
     return (attention_mask.long().cumsum(-1) - 1).clamp_min(0)
+
+
+def model_positions(inputs: dict[str, torch.Tensor], model_type: str, pad_token_id: int) -> torch.Tensor:
+    """The 0-based position the model gives each slot of `inputs` (e.g. a `LayoutBatch`'s): the position ids passed,
+    else what the model numbers itself: RoBERTa counts non-pad tokens (pads: -1, its padding position), BERT and
+    ELECTRA number slots, DeBERTa's relative positions are slot distances."""
+    if "position_ids" in inputs:
+        return inputs["position_ids"]
+    ids = inputs["input_ids"]
+    if model_type in _NO_POSITION_IDS:
+        real = (ids != pad_token_id).long()
+        return real.cumsum(-1) * real - 1
+    return ids.new_ones(ids.shape).cumsum(-1) - 1
+
+
+# ---- the released scripts' layout ---------------------------------------------------------------------------------
+
+def _encode_official(tokenizer, texts, text_pairs, n: int, model_type: str | None, pretokenized: bool,
+                     token_task: bool) -> LayoutBatch:
+    """The `official` layout (module doc): the ordinary encoding, rearranged as the released scripts do."""
+    sep, pad = tokenizer.sep_token_id, tokenizer.pad_token_id
+    if sep is None or pad is None:
+        raise ValueError("the tokenizer has no separator or pad token; the official layout needs both")
+    if n < 4:
+        raise ValueError(f"max_length={n} leaves no room for text after the special tokens; use a longer length")
+    if token_task:
+        if model_type is None:
+            raise ValueError("the official layout encodes token-task inputs as the released code does, which "
+                             "depends on the model: pass model_type=model.config.model_type")
+        if model_type in PREFIX_SPACE_MODEL_TYPES:
+            tokenizer = prefix_space_tokenizer(tokenizer)
+    args = (list(texts),) if text_pairs is None else (list(texts), list(text_pairs))
+    words = [list(t) for t in texts] if pretokenized else None
+    if words is not None:
+        args = (words,)
+    ordinary = tokenizer(*args, padding="max_length", truncation=True, max_length=n,
+                         is_split_into_words=pretokenized)
+    # Untruncated lengths, only to report which inputs lost tokens (the layout keeps every special token once).
+    full = tokenizer(*args, is_split_into_words=pretokenized, verbose=False)["input_ids"]
+    all_ids, all_mask, all_words, truncated = [], [], [], []
+    for i, ids in enumerate(ordinary["input_ids"]):
+        if len(ids) != n:
+            raise ValueError(f"the tokenizer did not pad/truncate input {i} to {n} tokens (got {len(ids)})")
+        if token_task:
+            ids, mask = official_token_slots(ids, ordinary["attention_mask"][i], sep, pad)
+        else:
+            ids, mask = official_sequence_slots(ids, n, sep, pad)
+        all_ids.append(ids)
+        all_mask.append(mask)
+        all_words.append(ordinary.word_ids(i) if pretokenized else None)
+        truncated.append(sum(mask) < len(full[i]))
+    import torch
+
+    inputs = {"input_ids": torch.tensor(all_ids, dtype=torch.long),
+              "attention_mask": torch.tensor(all_mask, dtype=torch.long)}
+    if "token_type_ids" in ordinary:  # as the tokenizer laid them out: the released scripts leave them in place
+        inputs["token_type_ids"] = torch.tensor(ordinary["token_type_ids"], dtype=torch.long)
+    return LayoutBatch(inputs=inputs, word_ids=all_words if pretokenized else None, truncated=truncated)
+
+
+def official_sequence_slots(ids: Sequence[int], n: int, sep: int, pad: int) -> tuple[list[int], list[int]]:
+    """run_papa_glue.py's rule on one ordinary encoding `ids` (length n): (input ids, attention mask).
+
+    The first segment (up to the first separator) keeps at most n/2 slots; the first separator and what follows it,
+    up to the last separator, start at slot n/2 and stop before slot n-1; the last separator goes to slot n-1.
+    """
+    first = ids.index(sep)
+    last = len(ids) - 1 - ids[::-1].index(sep)
+    half = n // 2
+    out, mask = [pad] * n, [0] * n
+    head = min(first, half)
+    out[:head], mask[:head] = ids[:head], [1] * head
+    tail = min(last - first, n - 1 - half)  # slots n/2 .. n-2
+    out[half:half + tail], mask[half:half + tail] = ids[first:first + tail], [1] * tail
+    out[n - 1], mask[n - 1] = ids[last], 1
+    return out, mask
+
+
+def official_token_slots(ids: Sequence[int], attention_mask: Sequence[int], sep: int,
+                         pad: int) -> tuple[list[int], list[int]]:
+    """run_papa_ner.py's rule on one ordinary encoding (`ids`, `attention_mask`, padded to n): the sentence's
+    separator becomes padding and the last slot the separator."""
+    out, mask = list(ids), list(attention_mask)
+    at = out.index(sep)
+    out[at], mask[at] = pad, 0
+    out[-1], mask[-1] = sep, 1
+    return out, mask
+
+
+_PREFIX_SPACE_TWINS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def prefix_space_tokenizer(tokenizer):
+    """`tokenizer` as if loaded with ``add_prefix_space=True`` (byte-level BPE: RoBERTa, DeBERTa); cached per
+    tokenizer, which itself is left unchanged."""
+    if getattr(tokenizer, "add_prefix_space", False):
+        return tokenizer
+    twin = _PREFIX_SPACE_TWINS.get(tokenizer)
+    if twin is not None:
+        return twin
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        raise ValueError(f"{type(tokenizer).__name__} has no fast (tokenizers) backend: the official layout cannot "
+                         "add the prefix space the released code uses; load the tokenizer with add_prefix_space=True")
+    from tokenizers import Tokenizer
+
+    state = json.loads(backend.to_str())
+    changed = _set_prefix_space(state.get("pre_tokenizer")) | _set_prefix_space(state.get("post_processor"))
+    if not changed:
+        raise ValueError(f"{type(tokenizer).__name__}'s pre-tokenizer has no add_prefix_space setting: load the "
+                         "tokenizer with add_prefix_space=True")
+    twin = copy.copy(tokenizer)
+    twin._tokenizer = Tokenizer.from_str(json.dumps(state))
+    twin.add_prefix_space = True
+    _PREFIX_SPACE_TWINS[tokenizer] = twin
+    return twin
+
+
+def _set_prefix_space(component) -> bool:
+    """Set add_prefix_space in a tokenizers component's JSON (and in the members of a Sequence); whether any was."""
+    if not isinstance(component, dict):
+        return False
+    changed = False
+    if "add_prefix_space" in component:
+        component["add_prefix_space"] = True
+        changed = True
+    for key in ("pretokenizers", "processors"):
+        for member in component.get(key) or []:
+            changed |= _set_prefix_space(member)
+    return changed

@@ -27,12 +27,12 @@ DIAGONAL_THRESHOLD = 0.5
 SPECIAL_THRESHOLD = 0.5
 
 
-def special_slots(tokenizer, max_length: int, *, pair: bool, model_type: str) -> list[int]:
-    """Slots that hold special tokens in the PAPA layout at `max_length`, learnt from the tokenizer itself."""
+def special_slots(tokenizer, max_length: int, *, pair: bool, model_type: str, layout: str = "sep_last") -> list[int]:
+    """Slots that hold special tokens in `layout` at `max_length`, learnt from the tokenizer itself."""
     from .layout import encode
 
-    batch = (encode(tokenizer, ["a"], ["b"], max_length=max_length, model_type=model_type) if pair
-             else encode(tokenizer, ["a"], max_length=max_length, model_type=model_type))
+    batch = encode(tokenizer, ["a"], ["b"] if pair else None, max_length=max_length, model_type=model_type,
+                   layout=layout)
     ids = batch.inputs["input_ids"][0].tolist()
     special = set(tokenizer.all_special_ids) - {tokenizer.pad_token_id}
     return [slot for slot, token in enumerate(ids) if token in special]

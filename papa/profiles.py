@@ -16,6 +16,9 @@ profile name goes (``papa probe --profile tiny.json``)::
 
 Fields left out are taken from ``base`` (default ``quick``). The file's ``name`` is what result rows, run ids and
 ranking file names record, so its runs never mix with those of a built-in profile.
+
+Every profile encodes inputs in ``layout`` (`papa.layout`): by default the authors' released preprocessing
+(``official``); ``"layout": "sep_last"`` in a profile file, or ``--layout`` on the command line, runs papa's own.
 """
 from __future__ import annotations
 
@@ -24,6 +27,8 @@ import os
 import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
+
+from .layout import LAYOUTS, REPRODUCTION_LAYOUT
 
 PAPER_FRACTIONS = ("1", "1/2", "1/8", "1/16", "0")
 ROUNDINGS = ("exact", "down", "nearest")
@@ -47,6 +52,7 @@ class Profile:
     fractions: tuple[str, ...] = PAPER_FRACTIONS
     rounding: str = "down"
     sample: str = "first"         # how limits pick examples: the first ones or a fixed random subset (papa.data)
+    layout: str = REPRODUCTION_LAYOUT  # input layout of every run (papa.layout)
 
     def __post_init__(self) -> None:
         # Checked here so that a bad profile fails when it is made, not after the first runs of a grid.
@@ -66,6 +72,8 @@ class Profile:
             raise ValueError(f"{where}: the fraction list is empty: give e.g. [\"1\", \"1/2\", \"0\"].")
         if self.sample not in SAMPLES:
             raise ValueError(f"{where}: unknown sample {self.sample!r}; choose one of {', '.join(SAMPLES)}.")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"{where}: unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}.")
         if self.rounding not in ROUNDINGS:
             raise ValueError(f"{where}: unknown rounding {self.rounding!r}; choose one of {', '.join(ROUNDINGS)}.")
         object.__setattr__(self, "seeds", seeds)

@@ -25,20 +25,24 @@ from scipy import stats
 
 from .artifacts import atomic_path
 from .errors import CorruptArtifactError
+from .layout import LAYOUTS, LEGACY_LAYOUT
 from .profiles import PROFILES
 from .selection import as_fraction, fraction_label
 # Kinds the experiments write; `ResultRow` accepts others (e.g. "trained:average") so new kinds need no change here.
 CONSTANTS_KINDS = ("average", "identity", "toeplitz", "zeros", "trainable_toeplitz", "trainable_average", "none")
 
 COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
-           "n_input_dependent", "seed", "profile", "metric", "value", "runtime_s", "run_id", "extra")
+           "n_input_dependent", "seed", "profile", "layout", "metric", "value", "runtime_s", "run_id", "extra")
+# Columns that tables written by older versions may lack, with the value their rows had.
+_ADDED_COLUMNS = {"layout": LEGACY_LAYOUT}
 _FLOAT_COLUMNS = ("fraction", "value", "runtime_s")
 _INT_COLUMNS = ("n_input_dependent", "seed")
 _STR_COLUMNS = tuple(c for c in COLUMNS if c not in _FLOAT_COLUMNS + _INT_COLUMNS)
 DTYPES = {**{c: "float64" for c in _FLOAT_COLUMNS}, **{c: "int64" for c in _INT_COLUMNS},
           **{c: str for c in _STR_COLUMNS}}
 
-GROUP_KEYS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "metric")
+GROUP_KEYS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "layout",
+              "metric")
 STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
 
 
@@ -46,7 +50,8 @@ STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
 
 @dataclass(kw_only=True)
 class ResultRow:
-    """One metric of one run. `fraction` is the share of heads that stay input-dependent (1 = original model)."""
+    """One metric of one run. `fraction` is the share of heads that stay input-dependent (1 = original model);
+    `layout` the input layout the run encoded its inputs in (papa.layout)."""
 
     model: str
     task: str
@@ -58,6 +63,7 @@ class ResultRow:
     n_input_dependent: int
     seed: int
     profile: str
+    layout: str = LEGACY_LAYOUT
     metric: str
     value: float
     runtime_s: float = float("nan")
@@ -73,6 +79,8 @@ class ResultRow:
             self.extra = json.dumps(self.extra, sort_keys=True, default=_json_default)
         if self.profile not in PROFILES:
             raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}.")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}.")
         for name in _INT_COLUMNS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -166,6 +174,9 @@ class ResultsTable:
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
             raise CorruptArtifactError(f"results table {path} is not a readable CSV ({exc}): move it aside and "
                                        "re-run, or point to another file.") from exc
+        for col, value in _ADDED_COLUMNS.items():
+            if col not in raw.columns:  # written before the column existed: every row had this value
+                raw[col] = value
         missing = [c for c in COLUMNS if c not in raw.columns]
         if missing:
             raise CorruptArtifactError(

@@ -101,6 +101,11 @@ class TaskSpec:
     holdout_offset: int = 0
 
     @property
+    def token_level(self) -> bool:
+        """Whether the probe labels tokens (NER, POS, MLM): such inputs follow the token-task layout rule."""
+        return self.kind in ("token", "mlm")
+
+    @property
     def num_labels(self) -> int:
         """Number of classes (0 for MLM, whose targets are the vocabulary)."""
         return len(self.label_names)

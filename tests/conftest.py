@@ -22,6 +22,15 @@ def data_dir() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def hub_dir() -> Path:
+    """Real tokenizers and configs (no weights) of the paper's models: $PAPA_HUB_DIR, else ../shared/hub."""
+    path = Path(os.environ.get("PAPA_HUB_DIR", REPO.parent / "shared" / "hub"))
+    if not path.is_dir():
+        pytest.skip(f"no hub directory at {path}: set PAPA_HUB_DIR to the folder holding the models' tokenizers")
+    return path
+
+
 # ---- the device tests run on -------------------------------------------------------------------------------------
 
 #: ``PAPA_TEST_DEVICE=cuda`` runs the device-agnostic tests on a GPU: tensors and models made without a device go

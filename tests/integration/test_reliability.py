@@ -117,7 +117,7 @@ def test_bad_input_fails_before_any_run(tmp_path, data_dir, profile_file, capsys
 
     # A truncated constants file where the grid keeps its cached constants: named, with the fix, nothing run.
     corpus = f"sst2:train[:{PROFILE['corpus_limit']}]"
-    cached = out / "constants" / constants_filename(DEFAULT_MODEL, corpus, 64, "sep_last")
+    cached = out / "constants" / constants_filename(DEFAULT_MODEL, corpus, 64, "official")
     cached.parent.mkdir(parents=True)
     cached.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{\"a\":")
     assert cli.main(_probe_args(profile_file, data_dir, out, "--fractions", "0", "--seeds", "0")) == 2

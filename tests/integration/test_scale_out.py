@@ -70,7 +70,8 @@ def test_extraction_on_two_processes_equals_one(tmp_path, data_dir, minilm):
     model, tokenizer = minilm
     corpus = task_corpus("mrpc", "train", data_dir=data_dir, limit=70)  # 9 batches of 8: blocks of 4 and 5
     one = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=48, batch_size=8,
-                            corpus=corpus.name, model_name=DEFAULT_MODEL, progress=False)
+                            layout="official", corpus=corpus.name, model_name=DEFAULT_MODEL,
+                            progress=False)  # papa extract's default layout
     _accelerate("extract", "--task", "mrpc", "--limit", "70", "--max-length", "48", "--batch-size", "8",
                 "--data-dir", str(data_dir), "--out", str(tmp_path / "two"), "--quiet", cwd=tmp_path)
     (path,) = (tmp_path / "two").glob("*.safetensors")
@@ -128,7 +129,7 @@ def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
     before = (tmp_path / "pool" / "results.csv").read_bytes()
 
     # A failing job (MNLI's data is not in the data directory) is reported with its id; the others still run.
-    broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"])
+    broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"], "official")
     fresh = [j for j in jobs if j.fraction == "0" and j.constants == "zeros"]
     report = run_jobs([broken, *fresh], tmp_path / "mixed", data_dir=str(data_dir), workers=2, progress=False)
     assert [j.id for j in report.failed_jobs()] == [broken.id] and len(report.done) == 1

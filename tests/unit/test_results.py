@@ -94,6 +94,22 @@ def test_append_is_atomic(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
 
 
+def test_tables_without_a_layout_column_load_as_sep_last(tmp_path):
+    """Tables written before layouts were recorded (e.g. artifacts/cpu/results.csv) hold sep_last runs."""
+    path = tmp_path / "results.csv"
+    old = pd.DataFrame([row(s).to_dict() for s in range(2)]).drop(columns="layout")
+    old.to_csv(path, index=False)
+    table = ResultsTable(path)
+    df = table.read()
+    assert list(df.columns) == list(COLUMNS) and set(df["layout"]) == {"sep_last"}
+    table.append(row(5, layout="official"))  # an append keeps the old rows, now with their layout written out
+    df = table.read()
+    assert sorted(df["layout"]) == ["official", "sep_last", "sep_last"]
+    assert aggregate(df).groupby("layout")["n"].sum().to_dict() == {"official": 1, "sep_last": 2}
+    with pytest.raises(ValueError, match="unknown layout"):
+        row(layout="left")
+
+
 def test_read_validates_columns(tmp_path):
     path = tmp_path / "results.csv"
     path.write_text("model,task,value\nbert,sst2,0.5\n")
@@ -110,7 +126,8 @@ def test_aggregate_three_seeds_by_hand():
                       + [row(0, 0.7, fraction=0.0).to_dict()])
     agg = aggregate(df)
     assert list(agg.columns) == ["model", "task", "constants", "constants_corpus", "selection", "fraction",
-                                 "fraction_label", "profile", "metric", "n", "mean", "std", "ci95", "low", "high"]
+                                 "fraction_label", "profile", "layout", "metric", "n", "mean", "std", "ci95", "low",
+                                     "high"]
     assert agg["fraction"].tolist() == [0.0, 1.0]  # sorted by the group keys
     full = agg[agg.fraction == 1.0].iloc[0]
     mean = sum(values) / 3
