@@ -13,22 +13,24 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
+def _shared_dir(variable: str, name: str, holds: str) -> Path:
+    """$`variable`, else ../shared/`name`; the test is skipped, saying what to set, when it is missing."""
+    path = Path(os.environ.get(variable, REPO.parent / "shared" / name))
+    if not path.is_dir():
+        pytest.skip(f"no {name} directory at {path}: set {variable} to the folder holding {holds}")
+    return path
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     """The local data directory (GLUE TSVs, CoNLL-2003, WikiText): $PAPA_DATA_DIR, else ../shared/data."""
-    path = Path(os.environ.get("PAPA_DATA_DIR", REPO.parent / "shared" / "data"))
-    if not path.is_dir():
-        pytest.skip(f"no data directory at {path}: set PAPA_DATA_DIR to the folder holding glue_data/ and conll2003/")
-    return path
+    return _shared_dir("PAPA_DATA_DIR", "data", "glue_data/ and conll2003/")
 
 
 @pytest.fixture(scope="session")
 def hub_dir() -> Path:
     """Real tokenizers and configs (no weights) of the paper's models: $PAPA_HUB_DIR, else ../shared/hub."""
-    path = Path(os.environ.get("PAPA_HUB_DIR", REPO.parent / "shared" / "hub"))
-    if not path.is_dir():
-        pytest.skip(f"no hub directory at {path}: set PAPA_HUB_DIR to the folder holding the models' tokenizers")
-    return path
+    return _shared_dir("PAPA_HUB_DIR", "hub", "the models' tokenizers")
 
 
 # ---- the device tests run on -------------------------------------------------------------------------------------
