@@ -44,10 +44,10 @@ from dataclasses import dataclass, field
 import torch
 
 import papa
-from papa.attention_free import drop_query_key, restore_query_key
-from papa.cost import config_speedups
-from papa.layout import encode
-from papa.selection import heads_to_replace, replacement_order
+from papa.method.attention_free import drop_query_key, restore_query_key
+from papa.method.cost import config_speedups
+from papa.method.layout import encode
+from papa.method.selection import heads_to_replace, replacement_order
 
 FRACTIONS = ("1/2", "1/8", "1/16")
 
@@ -130,7 +130,7 @@ def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device
 def texts_for(count: int, data_dir: str | None) -> tuple[list[str], str]:
     """Long real texts (WikiText paragraphs) when the data directory has them, else seeded random words."""
     try:
-        from papa.corpus import task_corpus
+        from papa.tasks.corpus import task_corpus
 
         texts = [t for t in task_corpus("mlm", "train", data_dir=data_dir).texts if len(t.split()) > 60]
         if len(texts) >= count:
@@ -293,8 +293,8 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
     ctrl.keep_all()
 
     # 5. λ-mixing training step -----------------------------------------------------------------------------------
-    from papa.features import hidden_features
-    from papa.probes import SentenceProbe
+    from papa.probing.features import hidden_features
+    from papa.probing.probes import SentenceProbe
 
     labels = [torch.randint(2, (b["input_ids"].shape[0],), generator=torch.Generator().manual_seed(i)).to(device)
               for i, b in enumerate(batches)]
@@ -351,10 +351,10 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
 # ---- part 4: the probing grid with and without cached features ---------------------------------------------------
 
 def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
-    from papa.data import load_examples
-    from papa.features import FeatureSource, encode_task
-    from papa.probing import TrainSettings, evaluate_probe, make_probe, train_probe
-    from papa.tasks import get_task
+    from papa.tasks.data import load_examples
+    from papa.probing.features import FeatureSource, encode_task
+    from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+    from papa.tasks.registry import get_task
 
     spec = get_task("cola")
     n = spec.hparams.max_length
@@ -434,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local data or synthetic text: never wait on the hub
     torch.set_num_threads(args.threads)
     _mmap_threshold(32 << 20)  # fixed (glibc's dynamic maximum), so every variant sees the same allocator
-    from papa.models import load_model, resolve_device
+    from papa.method.models import load_model, resolve_device
 
     device = resolve_device(args.device)
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]

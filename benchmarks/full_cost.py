@@ -5,7 +5,7 @@
 DIR holds the paper's model folders (config.json and tokenizer files, e.g. ``roberta-base/``, ``roberta-large/``);
 the models are built from their configs with seeded random weights (time does not depend on the weights' values).
 
-Part A, the grid runner itself (`papa.experiment`) on the whole SST-2 training set (67,349 sentences, n = 64):
+Part A, the grid runner itself (`papa.runs.experiment`) on the whole SST-2 training set (67,349 sentences, n = 64):
 
 * BASE (roberta-base): average constants over the whole training set; the λ ranking; one λ-ranked point
   (fraction 1/2, the features re-computed every batch, as they are whenever they exceed the cache budget); one
@@ -35,13 +35,13 @@ from pathlib import Path
 import torch
 
 import papa
-from papa.attention_free import query_key_dropped_while
-from papa.constants import data_free_constants
-from papa.experiment import GridConfig, learn_ranking, run_grid, task_constants
-from papa.features import EncodedTask, FeatureSource
-from papa.probing import TrainSettings, make_probe, train_probe
-from papa.selection import heads_to_replace, replacement_order
-from papa.tasks import get_task
+from papa.method.attention_free import query_key_dropped_while
+from papa.method.constants import data_free_constants
+from papa.runs.experiment import GridConfig, learn_ranking, run_grid, task_constants
+from papa.probing.features import EncodedTask, FeatureSource
+from papa.probing.training import TrainSettings, make_probe, train_probe
+from papa.method.selection import heads_to_replace, replacement_order
+from papa.tasks.registry import get_task
 
 #: A profile that is `full` in everything but epochs and seeds: one epoch of one seed of every run.
 ONE_EPOCH = {"name": "full-one-epoch", "base": "full", "epochs": 1, "rank_epochs": 1, "seeds": [0]}
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                              "67,349) and are scaled to the whole set; the constants always see the whole set")
     parser.add_argument("--json", default=None, help="write the measurements to this JSON file")
     args = parser.parse_args(argv)
-    from papa.models import resolve_device
+    from papa.method.models import resolve_device
 
     device = resolve_device(args.device)
     report = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),

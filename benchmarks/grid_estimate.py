@@ -2,7 +2,7 @@
 
     python benchmarks/grid_estimate.py artifacts/gpu/full_cost.json [--workers 1 4 8] [--array 861]
 
-The grid is read off the notebooks (`papa.jobs.notebook_jobs("full")`: every probe run, with its model, task,
+The grid is read off the notebooks (`papa.reproduce.jobs.notebook_jobs("full")`: every probe run, with its model, task,
 constants, selection and fraction) and grouped into what actually runs: per (model, constants corpus) one
 extraction of average constants; per (model, task, kind) one λ ranking; per job one probe run. Costs:
 
@@ -25,8 +25,8 @@ import math
 import sys
 from collections import defaultdict
 
-from papa.jobs import notebook_jobs
-from papa.tasks import get_task
+from papa.reproduce.jobs import notebook_jobs
+from papa.tasks.registry import get_task
 
 #: Examples per split at full size (GLUE, CoNLL-2003, WikiText validation held-out articles; MNLI mismatched dev).
 SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "mnli": (392702, 9832),

@@ -1,7 +1,7 @@
 """papa: Probing Analysis for PLMs' Attention (Hassid et al., Findings of EMNLP 2022).
 
 Replace the input-dependent attention of a frozen pretrained encoder with constant matrices, for all heads or a
-chosen subset, and probe what is left. Start with `attach`, `extract_constants` and `papa.layout.encode`.
+chosen subset, and probe what is left. Start with `attach`, `extract_constants` and `papa.method.layout.encode`.
 
 Names are imported lazily, so ``import papa`` (and ``papa --help``) does not pay for torch and transformers.
 """
@@ -12,15 +12,15 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "architectures": ["SUPPORTED_MODEL_TYPES", "ModelSignature", "model_signature"],
-    "controller": ["PapaController", "attach", "controller_of", "detach"],
-    "capture": ["AttentionStats"],
-    "constants": ["ConstantMatrices", "ConstantsMetadata", "data_free_constants", "load_constants"],
-    "errors": ["CorruptArtifactError", "IncompatibleArtifactError", "InputError", "ModelNotFoundError", "PapaError",
+    "method.architectures": ["SUPPORTED_MODEL_TYPES", "ModelSignature", "model_signature"],
+    "method.controller": ["PapaController", "attach", "controller_of", "detach"],
+    "method.capture": ["AttentionStats"],
+    "method.constants": ["ConstantMatrices", "ConstantsMetadata", "data_free_constants", "load_constants"],
+    "core.errors": ["CorruptArtifactError", "IncompatibleArtifactError", "InputError", "ModelNotFoundError", "PapaError",
                "UnsupportedModelError"],
-    "extract": ["extract_constants"],
-    "layout": ["LayoutBatch", "encode"],
-    "models": ["DEFAULT_MODEL", "load_model"],
+    "method.extract": ["extract_constants"],
+    "method.layout": ["LayoutBatch", "encode"],
+    "method.models": ["DEFAULT_MODEL", "load_model"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [*_WHERE, "__version__"]

@@ -6,16 +6,16 @@ import sys
 import time
 from pathlib import Path
 
-from .cli_names import NOTEBOOKS as NOTEBOOK_NAMES, constants_filename
-from .layout import LAYOUTS, REPRODUCTION_LAYOUT
-from .models import DEFAULT_MODEL
+from papa.runs.names import NOTEBOOKS as NOTEBOOK_NAMES, constants_filename
+from papa.method.layout import LAYOUTS, REPRODUCTION_LAYOUT
+from papa.method.models import DEFAULT_MODEL
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from . import distributed
-    from .corpus import file_corpus, task_corpus
-    from .extract import extract_constants
-    from .models import canonical_model_name, load_model, resolve_device
+    from papa.core import distributed
+    from papa.tasks.corpus import file_corpus, task_corpus
+    from papa.method.extract import extract_constants
+    from papa.method.models import canonical_model_name, load_model, resolve_device
 
     resolve_device(args.device)  # before any data is read
     if Path(args.task).suffix.lower() in (".txt", ".tsv") and not Path(args.task).is_file():
@@ -24,7 +24,7 @@ def _extract(args: argparse.Namespace) -> int:
     if Path(args.task).is_file():
         corpus = file_corpus(args.task, args.text_column, args.pair_column, limit=args.limit)
     else:
-        from .tasks import get_task
+        from papa.tasks.registry import get_task
 
         token_task = get_task(args.task).token_level
         corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
@@ -46,7 +46,7 @@ def _extract(args: argparse.Namespace) -> int:
 
 
 def _grid_config(args: argparse.Namespace, **overrides):
-    from .experiment import GridConfig
+    from papa.runs.experiment import GridConfig
 
     values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
@@ -56,8 +56,8 @@ def _grid_config(args: argparse.Namespace, **overrides):
 
 
 def _rank(args: argparse.Namespace) -> int:
-    from . import distributed
-    from .experiment import learn_ranking
+    from papa.core import distributed
+    from papa.runs.experiment import learn_ranking
 
     ranking, path = learn_ranking(_grid_config(args), kind=args.constants, progress=not args.quiet)
     if not distributed.is_main():
@@ -69,9 +69,9 @@ def _rank(args: argparse.Namespace) -> int:
 
 
 def _probe(args: argparse.Namespace) -> int:
-    from . import distributed
-    from .experiment import run_grid
-    from .results import aggregate
+    from papa.core import distributed
+    from papa.runs.experiment import run_grid
+    from papa.runs.results import aggregate
 
     cfg = _grid_config(args, constants=tuple(args.constants), selections=tuple(args.selection),
                        fractions=None if args.fractions is None else tuple(args.fractions),
@@ -85,7 +85,7 @@ def _probe(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .results import ResultsTable, aggregate
+    from papa.runs.results import ResultsTable, aggregate
 
     df = ResultsTable(args.results).read()
     for column in ("model", "task", "profile"):
@@ -97,7 +97,7 @@ def _report(args: argparse.Namespace) -> int:
         return 1
     agg = aggregate(df)
     if args.out:
-        from .artifacts import atomic_path
+        from papa.core.artifacts import atomic_path
 
         with atomic_path(args.out) as tmp:
             agg.to_csv(tmp, index=False)
@@ -110,7 +110,7 @@ def _executor(args: argparse.Namespace, out: Path):
     """A submitit executor when --submitit is given (None: the local pool or this process)."""
     if not args.submitit:
         return None
-    from .jobs import submitit_executor
+    from papa.reproduce.jobs import submitit_executor
 
     params = {"timeout_min": args.slurm_time}
     if args.submitit == "slurm":
@@ -121,7 +121,7 @@ def _executor(args: argparse.Namespace, out: Path):
 
 
 def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
-    from .jobs import run_jobs
+    from papa.reproduce.jobs import run_jobs
 
     report = run_jobs(jobs, out, data_dir=args.data_dir, device=args.device, workers=args.workers,
                       executor=_executor(args, out), progress=not args.quiet)
@@ -138,7 +138,7 @@ def _notebook_names(args: argparse.Namespace) -> tuple[str, ...]:
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from .jobs import finished, notebook_jobs, select
+    from papa.reproduce.jobs import finished, notebook_jobs, select
 
     out = _out_dir(args)
     jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=out, data_dir=args.data_dir, device=args.device)
@@ -154,12 +154,12 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from .notebooks import run_notebooks
+    from papa.reproduce.notebooks import run_notebooks
 
     start = time.perf_counter()
     if args.workers > 1 or args.submitit:
         # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
-        from .jobs import notebook_jobs
+        from papa.reproduce.jobs import notebook_jobs
 
         jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
                              device=args.device)
@@ -188,7 +188,7 @@ def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) ->
     p.add_argument("--task", required=task_required, help="cola, sst2, mrpc, mnli, ner, pos or mlm")
     p.add_argument("--profile", default="quick",
                    help="quick (minutes on a CPU), cpu (about 1.5 h on a CPU), full (the paper's settings) or a JSON "
-                        "profile file (papa.profiles)")
+                        "profile file (papa.runs.profiles)")
     p.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
     p.add_argument("--constants-corpus", default="task",
                    help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
@@ -197,7 +197,7 @@ def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) ->
     p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
     p.add_argument("--layout", default=None, choices=LAYOUTS,
                    help=f"input layout (default: the profile's, {REPRODUCTION_LAYOUT!r} = the authors' released "
-                        "preprocessing; 'sep_last' = papa's own, see papa.layout)")
+                        "preprocessing; 'sep_last' = papa's own, see papa.method.layout)")
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--layout", default=REPRODUCTION_LAYOUT, choices=LAYOUTS,
                    help=f"input layout (default: {REPRODUCTION_LAYOUT}, the authors' released preprocessing; "
-                        "sep_last: papa's own; see papa.layout)")
+                        "sep_last: papa's own; see papa.method.layout)")
     p.add_argument("--text-column", default=None, help="TSV column holding the text")
     p.add_argument("--pair-column", default=None, help="TSV column holding the second text of a pair")
     p.set_defaults(func=_extract)
@@ -322,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
-    from .errors import PapaError
+    from papa.core.errors import PapaError
 
     try:
         return args.func(args)

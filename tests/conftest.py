@@ -118,7 +118,7 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
 @pytest.fixture(scope="session")
 def minilm():
     """The real offline default model (all-MiniLM-L6-v2) and its tokenizer, loaded once."""
-    from papa.models import load_model
+    from papa.method.models import load_model
 
     return load_model(device=TEST_DEVICE)
 

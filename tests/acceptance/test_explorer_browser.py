@@ -79,7 +79,7 @@ class DevTools:
 @pytest.fixture
 def explorer_notebook(tmp_path, minilm):
     """A copy of notebooks/explorer.ipynb whose constants folder holds MiniLM constants from a few sentences."""
-    from papa.extract import extract_constants
+    from papa.method.extract import extract_constants
 
     model, tok = minilm
     sentences = ["a gripping , funny film .", "the plot is thin .", "it rains in paris .", "what a mess ."]

@@ -14,9 +14,9 @@ from typing import Any
 import datasets
 import pytest
 
-import papa.data
-from papa.data import DATA_DIR_ENV, DataNotFoundError, Example, load_examples, read_wikitext, split_mlm_paragraphs
-from papa.tasks import CONLL_NER_LABELS, CONLL_POS_LABELS, get_task
+import papa.tasks.data
+from papa.tasks.data import DATA_DIR_ENV, DataNotFoundError, Example, load_examples, read_wikitext, split_mlm_paragraphs
+from papa.tasks.registry import CONLL_NER_LABELS, CONLL_POS_LABELS, get_task
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +159,7 @@ def test_environment_variable_selects_local_files(data_dir: Path, monkeypatch: p
     def no_hub(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the hub must not be used when PAPA_DATA_DIR is set")
 
-    monkeypatch.setattr(papa.data, "load_dataset", no_hub)
+    monkeypatch.setattr(papa.tasks.data, "load_dataset", no_hub)
     monkeypatch.setenv(DATA_DIR_ENV, str(data_dir))
     assert load_examples("cola", "eval") == load_examples("cola", "eval", data_dir=data_dir)
 
@@ -214,7 +214,7 @@ def _install_hub(monkeypatch: pytest.MonkeyPatch, hub_split: str, dataset: datas
         return dataset
 
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    monkeypatch.setattr(papa.data, "load_dataset", load_dataset)
+    monkeypatch.setattr(papa.tasks.data, "load_dataset", load_dataset)
 
 
 GLUE_HUB = {

@@ -5,9 +5,9 @@ import pandas as pd
 import pytest
 
 from papa import cli
-from papa.experiment import GridConfig, run_grid
-from papa.profiles import PROFILES, Profile
-from papa.results import ResultsTable, aggregate
+from papa.runs.experiment import GridConfig, run_grid
+from papa.runs.profiles import PROFILES, Profile
+from papa.runs.results import ResultsTable, aggregate
 
 pytestmark = pytest.mark.integration
 
@@ -42,7 +42,7 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
     assert list(agg["n"]) == [2, 2, 2]
 
     # A second run finds every piece done: nothing is trained again and the table is unchanged.
-    import papa.experiment as experiment
+    import papa.runs.experiment as experiment
 
     def fail(*a, **k):
         raise AssertionError("a finished run was recomputed")
@@ -106,8 +106,8 @@ def test_grid_drops_query_key_of_replaced_heads(tmp_path, data_dir, monkeypatch)
     import contextlib
 
     import papa
-    import papa.experiment as experiment
-    from papa.attention_free import query_key_dropped
+    import papa.runs.experiment as experiment
+    from papa.method.attention_free import query_key_dropped
 
     seen = []
     source = experiment.FeatureSource

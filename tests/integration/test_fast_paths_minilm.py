@@ -5,14 +5,14 @@ import pytest
 import torch
 
 import papa
-from papa.attention_free import drop_query_key, restore_query_key
-from papa.corpus import task_corpus
-from papa.data import load_examples
-from papa.features import FeatureSource, encode_task
-from papa.layout import encode
-from papa.probing import TrainSettings, evaluate_probe, make_probe, train_probe
-from papa.selection import heads_to_replace, replacement_order
-from papa.tasks import get_task
+from papa.method.attention_free import drop_query_key, restore_query_key
+from papa.tasks.corpus import task_corpus
+from papa.tasks.data import load_examples
+from papa.probing.features import FeatureSource, encode_task
+from papa.method.layout import encode
+from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+from papa.method.selection import heads_to_replace, replacement_order
+from papa.tasks.registry import get_task
 
 pytestmark = pytest.mark.integration
 N = 64

@@ -6,10 +6,10 @@ import torch
 from transformers import AutoModel
 
 import papa
-from papa.constants import data_free_constants
-from papa.corpus import task_corpus
-from papa.layout import encode
-from papa.models import resolve_model_path
+from papa.method.constants import data_free_constants
+from papa.tasks.corpus import task_corpus
+from papa.method.layout import encode
+from papa.method.models import resolve_model_path
 
 pytestmark = pytest.mark.integration
 N = 64

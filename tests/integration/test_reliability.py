@@ -14,11 +14,11 @@ import pandas as pd
 import pytest
 
 from papa import cli
-from papa.cli_names import constants_filename
-from papa.constants import load_constants
-from papa.models import DEFAULT_MODEL
-from papa.profiles import PROFILES
-from papa.results import ResultsTable
+from papa.runs.names import constants_filename
+from papa.method.constants import load_constants
+from papa.method.models import DEFAULT_MODEL
+from papa.runs.profiles import PROFILES
+from papa.runs.results import ResultsTable
 
 pytestmark = pytest.mark.integration
 

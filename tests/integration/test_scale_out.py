@@ -16,15 +16,15 @@ import pytest
 import torch
 
 from papa import cli
-from papa.constants import load_constants
-from papa.corpus import task_corpus
-from papa.experiment import GridConfig
-from papa.extract import extract_constants
-from papa.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
-from papa.models import DEFAULT_MODEL
-from papa.profiles import PROFILES
-from papa.results import ResultsTable
-from papa.selection import load_ranking
+from papa.method.constants import load_constants
+from papa.tasks.corpus import task_corpus
+from papa.runs.experiment import GridConfig
+from papa.method.extract import extract_constants
+from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
+from papa.method.models import DEFAULT_MODEL
+from papa.runs.profiles import PROFILES
+from papa.runs.results import ResultsTable
+from papa.method.selection import load_ranking
 
 pytestmark = pytest.mark.integration
 

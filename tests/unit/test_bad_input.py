@@ -44,14 +44,14 @@ from transformers import DistilBertConfig
 
 import papa
 from papa import cli
-from papa.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
-from papa.corpus import file_corpus
-from papa.errors import InputError
-from papa.experiment import GridConfig, run_grid
-from papa.layout import encode
-from papa.models import load_model, resolve_device
-from papa.profiles import PROFILES, Profile, get_profile
-from papa.selection import HeadRanking
+from papa.method.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
+from papa.tasks.corpus import file_corpus
+from papa.core.errors import InputError
+from papa.runs.experiment import GridConfig, run_grid
+from papa.method.layout import encode
+from papa.method.models import load_model, resolve_device
+from papa.runs.profiles import PROFILES, Profile, get_profile
+from papa.method.selection import HeadRanking
 
 from conftest import tiny_model, tiny_tokenizer
 
@@ -186,7 +186,7 @@ def test_cli_unknown_names(tmp_path, capsys):
 
 
 def test_profile_file_errors(tmp_path, monkeypatch):
-    monkeypatch.setattr("papa.profiles.PROFILES", dict(PROFILES))  # registrations stay inside this test
+    monkeypatch.setattr("papa.runs.profiles.PROFILES", dict(PROFILES))  # registrations stay inside this test
 
     def write(obj) -> Path:
         path = tmp_path / "p.json"

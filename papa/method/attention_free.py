@@ -1,0 +1,171 @@
+"""Fast paths for constant heads: their output without [B, h, n, n] tensors, and dropping their query/key work.
+
+A replaced head's attention is its constant matrix C masked to the current input's real keys and renormalised
+row-wise (`PapaController.constant_probs`). Because the mask acts on keys only,
+
+    softmax-free output = diag(1 / (C·m)) · C · (V ⊙ m),         m = the real-key mask of one example,
+
+so `constant_attention` masks V (n·d′ work) instead of C (n² work) and runs one GEMM per head that the whole batch
+shares. The controller uses it for every replaced head, and for the constant half of mixed heads.
+
+`drop_query_key(controller)` then makes the model attention-free where heads are replaced (paper 3.4): the query
+and key projections of BERT, RoBERTa and ELECTRA are sliced to the kept heads (transformers 5 has no `head_mask` /
+`prune_heads`), so Q, K and Q·Kᵀ are computed only for heads that still need them. DeBERTa computes its scores
+inside the attention module (with relative-position terms), so there only layers whose heads are *all* replaced
+change: their attention module runs value projection + constants alone. `restore_query_key` (also run by
+`papa.detach`) puts the original projections back; the model's weights are never modified.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from papa.core.errors import PapaError
+
+QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
+RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoes `drop_query_key` on the module
+KEEP_MODE = 0                     # papa.method.controller.KEEP (not imported: the controller imports this module)
+
+
+def constant_attention(constants: torch.Tensor, value: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+    """Output of heads whose attention is `constants` [h, n, n] masked to real keys and renormalised row-wise.
+
+    `value` is [B, h, n, d′], `valid` [B, n] (True at real tokens) or None (no padding). Returns [B, n, h, d′], the
+    layout attention functions return. Rows with no mass on real keys give 0 (the zeros kind prunes the head).
+    """
+    batch, heads, n, dv = value.shape
+    c = constants.to(value.dtype)
+    v = value if valid is None else value * valid[:, None, :, None].to(value.dtype)
+    # [h, n, B·d′]: every example shares C, so one GEMM per head covers the batch.
+    out = torch.bmm(c, v.permute(1, 2, 0, 3).reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
+    # Row sums in float32 even under bf16 autocast: they decide which rows are empty.
+    c32 = constants.float()
+    sums = c32.sum(-1, keepdim=True) if valid is None else c32 @ valid.t().to(torch.float32)  # [h, n, 1 or B]
+    scale = torch.where(sums > 0, 1.0 / sums.clamp_min(torch.finfo(torch.float32).tiny), torch.zeros_like(sums))
+    out = out * scale.unsqueeze(-1).to(out.dtype)
+    return out.permute(2, 1, 0, 3)
+
+
+class _NoHeads(nn.Module):
+    """Stands in for a query/key projection with no head left: a zero [B, n, d′] view, no arithmetic."""
+
+    def __init__(self, head_dim: int):
+        super().__init__()
+        self.head_dim = head_dim
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        # Shaped as one head so the module's view(..., -1, d′) still works; the controller never reads it.
+        return hidden_states.new_zeros(()).expand(*hidden_states.shape[:-1], self.head_dim)
+
+
+def _sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Module:
+    if heads.numel() == 0:
+        return _NoHeads(head_dim)
+    rows = (heads[:, None] * head_dim + torch.arange(head_dim, device=heads.device)).reshape(-1)
+    rows = rows.to(linear.weight.device)
+    out = nn.Linear(linear.in_features, rows.numel(), bias=linear.bias is not None,
+                    device=linear.weight.device, dtype=linear.weight.dtype)
+    with torch.no_grad():
+        out.weight.copy_(linear.weight[rows])
+        if linear.bias is not None:
+            out.bias.copy_(linear.bias[rows])
+    out.requires_grad_(False)
+    return out
+
+
+def _drop_bert_like(controller, layer: int, module: nn.Module) -> None:
+    keep = (controller.modes[layer] == KEEP_MODE).nonzero().squeeze(1).cpu()
+    if keep.numel() == controller.num_heads:
+        return
+    head_dim = module.attention_head_size
+    query, key = module.query, module.key
+    module.query = _sliced_linear(query, keep, head_dim)
+    module.key = _sliced_linear(key, keep, head_dim)
+    module.__dict__[QK_HEADS] = keep
+
+    def restore() -> None:
+        module.query, module.key = query, key
+        module.__dict__.pop(QK_HEADS, None)
+        module.__dict__.pop(RESTORE, None)
+
+    module.__dict__[RESTORE] = restore
+
+
+def _deberta_value(module: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+    """DeBERTa's value states [B, h, n, d′] (v1 interleaves q, k, v per head in one `in_proj`)."""
+    batch, n, _ = hidden_states.shape
+    heads, head_dim = module.num_attention_heads, module.attention_head_size
+    if hasattr(module, "value_proj"):
+        v = module.value_proj(hidden_states)
+    else:
+        w = module.in_proj.weight.view(heads, 3, head_dim, -1)[:, 2].reshape(heads * head_dim, -1)
+        v = nn.functional.linear(hidden_states, w.to(hidden_states.dtype)) + module.v_bias.to(hidden_states.dtype)
+    return v.view(batch, n, heads, head_dim).transpose(1, 2)
+
+
+def _drop_deberta(controller, layer: int, module: nn.Module) -> None:
+    if bool((controller.modes[layer] == KEEP_MODE).any()):
+        return  # scores of kept heads need Q, K and the relative terms: the layer runs unchanged
+    if getattr(module, "head_weights_proj", None) is not None:
+        raise PapaError("DeBERTa with talking heads mixes probabilities across heads: attention-free layers are "
+                        "not supported for it")
+
+    def forward(hidden_states, attention_mask=None, output_attentions=False, *args, **kwargs):
+        value = _deberta_value(module, hidden_states)
+        batch, _, n, _ = value.shape
+        valid = controller._valid_for(batch, n, value.device)
+        out = constant_attention(controller.constant_matrices(layer, n), value, valid)
+        return out.reshape(batch, n, -1), None
+
+    module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it
+    module.__dict__[QK_HEADS] = torch.zeros(0, dtype=torch.long)
+
+    def restore() -> None:
+        module.__dict__.pop("forward", None)
+        module.__dict__.pop(QK_HEADS, None)
+        module.__dict__.pop(RESTORE, None)
+
+    module.__dict__[RESTORE] = restore
+
+
+def drop_query_key(controller) -> None:
+    """Compute Q, K and Q·Kᵀ only for kept heads (see the module doc); replaced heads become attention-free.
+
+    Requires constants and only 'keep'/'replace' modes (mixing needs every head's attention). The head modes must
+    not change until `restore_query_key`; the controller raises if they do.
+    """
+    if controller.constants is None:
+        raise PapaError("drop_query_key needs constants for the replaced heads: call set_constants(...) first")
+    if bool((controller.modes == 2).any()):
+        raise PapaError("mixed heads need their own attention: drop_query_key works with 'keep' and 'replace' only")
+    restore_query_key(controller)
+    controller.signature  # noqa: B018 -- fingerprint the original projections before they are swapped
+    drop = _drop_bert_like if controller.info.hook == "attention_function" else _drop_deberta
+    for layer, module in enumerate(controller.info.attention_modules):
+        drop(controller, layer, module)
+
+
+def restore_query_key(controller) -> None:
+    """Put back the original query/key projections (no-op where nothing was dropped)."""
+    for module in controller.info.attention_modules:
+        undo = module.__dict__.get(RESTORE)
+        if undo is not None:
+            undo()
+
+
+@contextmanager
+def query_key_dropped_while(controller) -> Iterator[None]:
+    """`drop_query_key` for the block, `restore_query_key` after it (also on errors)."""
+    drop_query_key(controller)
+    try:
+        yield
+    finally:
+        restore_query_key(controller)
+
+
+def query_key_dropped(controller) -> bool:
+    """Whether any layer currently runs with dropped query/key projections."""
+    return any(QK_HEADS in m.__dict__ for m in controller.info.attention_modules)

@@ -1,0 +1,233 @@
+"""Constant attention matrices: the average kind (paper 3.1), the data-free kinds (5.2), and their one file format.
+
+A `ConstantMatrices` holds one [max_length, max_length] matrix per (layer, head) plus metadata. It is saved as a
+single safetensors file (tensors ``matrices`` [L, H, N, N] float32 and, for averages, ``counts`` [N, N] float64)
+whose header carries the metadata as JSON under the key ``papa``. Loading validates the file against itself
+(shapes, finiteness, non-negativity) and `check_compatible` validates it against a model.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from papa.method.architectures import ModelSignature
+from papa.core.artifacts import atomic_path
+from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
+from papa.method.layout import LAYOUTS
+
+FORMAT_VERSION = 1
+DATA_FREE_KINDS = ("identity", "toeplitz", "zeros")
+KINDS = ("average", *DATA_FREE_KINDS)
+
+
+@dataclass(frozen=True)
+class ConstantsMetadata:
+    """Provenance of a set of constant matrices."""
+
+    kind: str
+    model: ModelSignature
+    max_length: int
+    layout: str
+    corpus: str = ""
+    corpus_fingerprint: str = ""
+    num_examples: int = 0
+    preprocessing: str = ""
+    pairs: bool = False  # the corpus held sentence pairs (a middle separator in slot n/2)
+    format_version: int = FORMAT_VERSION
+    created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "ConstantsMetadata":
+        d = json.loads(text)
+        d["model"] = ModelSignature(**d["model"])
+        return cls(**d)
+
+
+@dataclass
+class ConstantMatrices:
+    """One constant attention matrix per head: ``matrices[layer, head]`` is [max_length, max_length]."""
+
+    matrices: torch.Tensor
+    metadata: ConstantsMetadata
+    counts: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        _validate(self.matrices, self.counts, self.metadata, source="ConstantMatrices")
+
+    @property
+    def num_layers(self) -> int:
+        return self.matrices.shape[0]
+
+    @property
+    def num_heads(self) -> int:
+        return self.matrices.shape[1]
+
+    @property
+    def max_length(self) -> int:
+        return self.matrices.shape[-1]
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write atomically as safetensors with the metadata in the header; returns the path."""
+        path = Path(path)
+        tensors = {"matrices": self.matrices.detach().to("cpu", torch.float32).contiguous()}
+        if self.counts is not None:
+            tensors["counts"] = self.counts.detach().to("cpu", torch.float64).contiguous()
+        with atomic_path(path) as tmp:
+            save_file(tensors, str(tmp), metadata={"papa": self.metadata.to_json()})
+        return path
+
+    def check_compatible(self, signature: ModelSignature, *, max_length: int | None = None,
+                         layout: str | None = None) -> None:
+        """Raise `IncompatibleArtifactError` unless these constants fit the model (and length/layout if given)."""
+        meta, where = self.metadata, f"constants ({self.metadata.kind}, made for {self.metadata.model.model_name!r})"
+        fix = "extract constants for this model with `papa extract` (or build data-free ones for it)"
+        if (self.num_layers, self.num_heads) != (signature.num_layers, signature.num_heads):
+            raise IncompatibleArtifactError(
+                f"{where} have {self.num_layers} layers x {self.num_heads} heads but the model "
+                f"{signature.model_name!r} has {signature.num_layers} x {signature.num_heads}: {fix}."
+            )
+        if meta.kind not in DATA_FREE_KINDS:
+            for attr in ("config_fingerprint", "weights_fingerprint"):
+                mine, theirs = getattr(meta.model, attr), getattr(signature, attr)
+                if mine != theirs:
+                    raise IncompatibleArtifactError(
+                        f"{where} belong to another model: {attr} {mine} != {theirs} of {signature.model_name!r}: {fix}."
+                    )
+        if max_length is not None and max_length != self.max_length:
+            raise IncompatibleArtifactError(
+                f"{where} were made at sequence length {self.max_length}, not {max_length}: "
+                f"re-extract with --max-length {max_length} or encode inputs at {self.max_length}."
+            )
+        if layout is not None and layout != meta.layout:
+            raise IncompatibleArtifactError(
+                f"{where} were made with input layout {meta.layout!r}, not {layout!r}: use constants made in "
+                f"{layout!r} (papa extract --layout {layout}), or encode inputs in {meta.layout!r}."
+            )
+
+
+def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: ConstantsMetadata, source: str) -> None:
+    if meta.kind not in KINDS and not meta.kind.startswith("trained:"):
+        raise CorruptArtifactError(f"{source}: unknown constants kind {meta.kind!r}; expected one of {KINDS}.")
+    if meta.layout not in LAYOUTS:
+        raise CorruptArtifactError(f"{source}: unknown input layout {meta.layout!r}; expected one of "
+                                   f"{', '.join(LAYOUTS)}.")
+    expected = (meta.model.num_layers, meta.model.num_heads, meta.max_length, meta.max_length)
+    if tuple(matrices.shape) != expected:
+        raise CorruptArtifactError(
+            f"{source}: matrices have shape {tuple(matrices.shape)} but the metadata says {expected} "
+            "(layers, heads, length, length); the file does not match its own metadata: re-create it."
+        )
+    if not torch.isfinite(matrices).all():
+        bad = (~torch.isfinite(matrices)).nonzero()[0].tolist()
+        raise CorruptArtifactError(
+            f"{source}: non-finite (NaN/inf) entry in the constant matrix of layer {bad[0]}, head {bad[1]} "
+            "(unobserved entries must be 0): re-create the constants."
+        )
+    if (matrices < 0).any():
+        bad = (matrices < 0).nonzero()[0].tolist()
+        raise CorruptArtifactError(
+            f"{source}: negative entry in the constant matrix of layer {bad[0]}, head {bad[1]}; attention weights "
+            "are non-negative: re-create the constants."
+        )
+    if counts is not None and tuple(counts.shape) != expected[2:]:
+        raise CorruptArtifactError(f"{source}: counts have shape {tuple(counts.shape)}, expected {expected[2:]}; the "
+                                   "file does not match its own metadata: re-create it.")
+
+
+def load_constants(path: str | os.PathLike) -> ConstantMatrices:
+    """Load and validate a constants file written by `ConstantMatrices.save`."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no constants file at {path}: create one with `papa extract`.")
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            names = set(f.keys())
+            tensors = {k: f.get_tensor(k) for k in names}
+    except Exception as exc:  # safetensors raises several types for truncated/garbled files
+        raise CorruptArtifactError(
+            f"{path} is not a readable safetensors file ({exc}); it may be truncated: delete it and re-run `papa extract`."
+        ) from exc
+    if "papa" not in header or "matrices" not in tensors:
+        raise CorruptArtifactError(f"{path} is a safetensors file but not a papa constants file (no 'papa' metadata "
+                                   "or no 'matrices' tensor): pass a file written by `papa extract`.")
+    try:
+        meta = ConstantsMetadata.from_json(header["papa"])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptArtifactError(f"{path}: unreadable papa metadata ({exc}): re-create the file.") from exc
+    if meta.format_version > FORMAT_VERSION:
+        raise CorruptArtifactError(f"{path} has format version {meta.format_version}; this papa reads up to "
+                                   f"{FORMAT_VERSION}: upgrade papa.")
+    matrices, counts = tensors["matrices"], tensors.get("counts")
+    _validate(matrices, counts, meta, source=str(path))
+    return ConstantMatrices(matrices=matrices.float(), metadata=meta, counts=counts)
+
+
+def write_constants_index(directory: str | os.PathLike) -> Path:
+    """Write ``<directory>/index.json``: every constants file there with its size, metadata and the sha256 of its
+    matrices (each file loaded and validated), so the constants behind published results can be described without
+    shipping them, and a rebuild checked against them (the file's own bytes hold a creation time)."""
+    import hashlib
+
+    from papa.core.artifacts import atomic_path
+
+    directory = Path(directory)
+    entries = []
+    for path in sorted(directory.glob("*.safetensors")):
+        constants = load_constants(path)
+        digest = hashlib.sha256(constants.matrices.contiguous().numpy().tobytes()).hexdigest()
+        entries.append({"file": path.name, "bytes": path.stat().st_size, "matrices_sha256": digest,
+                        "metadata": json.loads(constants.metadata.to_json())})
+    index = directory / "index.json"
+    with atomic_path(index) as tmp:
+        Path(tmp).write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    return index
+
+
+# ---- data-free kinds (paper 5.2) -------------------------------------------------------------------------------
+
+def _row_normalised(m: torch.Tensor) -> torch.Tensor:
+    s = m.sum(-1, keepdim=True)
+    return torch.where(s > 0, m / s.clamp_min(torch.finfo(m.dtype).tiny), torch.zeros_like(m))
+
+
+def toeplitz_matrix(n: int) -> torch.Tensor:
+    """Harmonic Toeplitz matrix: entry (i, j) proportional to 1 / (|i - j| + 1), rows summing to 1.
+
+    Most mass on the token itself, decaying with distance (paper 5.2, after Liu et al. 2021).
+    """
+    idx = torch.arange(n)
+    return _row_normalised(1.0 / ((idx[:, None] - idx[None, :]).abs() + 1).float())
+
+
+def data_free_constants(kind: str, signature: ModelSignature, max_length: int, layout: str = "sep_last") -> ConstantMatrices:
+    """Identity, Toeplitz or zeros matrices for every head of the model described by `signature`."""
+    n = max_length
+    if kind == "identity":
+        base = torch.eye(n)
+    elif kind == "toeplitz":
+        base = toeplitz_matrix(n)
+    elif kind == "zeros":
+        base = torch.zeros(n, n)
+    else:
+        raise ValueError(f"unknown data-free constants kind {kind!r}; choose one of {DATA_FREE_KINDS}.")
+    mats = base.expand(signature.num_layers, signature.num_heads, n, n).contiguous()
+    meta = ConstantsMetadata(kind=kind, model=signature, max_length=n, layout=layout,
+                             preprocessing="data-free")
+    return ConstantMatrices(matrices=mats, metadata=meta)
+
+
+def with_matrices(constants: ConstantMatrices, matrices: torch.Tensor, kind: str) -> ConstantMatrices:
+    """A copy with new matrices (e.g. after training) and the kind renamed (e.g. ``trained:average``)."""
+    return ConstantMatrices(matrices=matrices.detach().float().cpu().clamp_min(0),
+                            metadata=replace(constants.metadata, kind=kind), counts=constants.counts)

@@ -1,0 +1,82 @@
+"""Extracting average constant matrices from an unlabeled corpus (paper 3.1)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+
+from papa.core import distributed
+from papa.core.artifacts import fingerprint_texts
+from papa.method.controller import PapaController, attach, controller_of
+from papa.method.constants import ConstantMatrices
+from papa.core.errors import InputError
+from papa.method.layout import check_layout, encode
+
+
+def max_positions(config) -> int | None:
+    """How many positions a model's absolute position embeddings cover (None: relative positions only)."""
+    if not getattr(config, "position_biased_input", True):
+        return None
+    n = getattr(config, "max_position_embeddings", None)
+    if n is None:
+        return None
+    # RoBERTa numbers positions from pad_token_id + 1.
+    return n - (config.pad_token_id + 1) if config.model_type == "roberta" else n
+
+
+def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
+    """The tokenizer as recorded in metadata: the model's name when known, never a local directory's path."""
+    name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+    return model_name if model_name and Path(name).is_absolute() else name
+
+
+def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
+                      text_pairs: Sequence[str] | None = None, *, max_length: int, batch_size: int = 32,
+                      layout: str = "sep_last", corpus: str = "", model_name: str | None = None,
+                      token_task: bool = False, progress: bool = True) -> ConstantMatrices:
+    """Average every head's attention over `texts` (optionally paired), encoded at `max_length` in `layout`.
+
+    `token_task`: the texts are a token-level task's (MLM), encoded as such (`papa.method.layout.encode`).
+
+    Runs inside the attention computation with the model's own attention implementation otherwise untouched;
+    heads of an already attached model keep whatever modes they have (normally all 'keep').
+    """
+    if len(texts) == 0:
+        raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
+    check_layout(layout)
+    limit = max_positions(model.config)
+    if limit is not None and max_length > limit:
+        raise InputError(f"max_length={max_length} is longer than the {limit} positions the model has: extract at "
+                         f"--max-length {limit} or less.")
+    existing = controller_of(model)
+    controller: PapaController = existing or attach(model, model_name=model_name)
+    device = next(model.parameters()).device
+    truncated = 0
+    try:
+        # Under `accelerate launch` each process takes a block of the batches; the statistics are summed below.
+        with controller.capturing(max_length) as stats, torch.no_grad():
+            for start, end in tqdm(distributed.batch_spans(len(texts), batch_size), desc="extract constants",
+                                   unit="batch", disable=not progress or not distributed.is_main()):
+                batch = encode(tokenizer, texts[start:end], None if text_pairs is None else text_pairs[start:end],
+                               max_length=max_length, layout=layout, model_type=model.config.model_type,
+                               token_task=token_task)
+                truncated += sum(batch.truncated)
+                model(**{k: v.to(device) for k, v in batch.inputs.items()})
+    finally:
+        if existing is None:
+            controller.detach()
+    if distributed.launched():
+        stats.sums, stats.counts = distributed.sum_across(stats.sums), distributed.sum_across(stats.counts)
+        seen = distributed.sum_across(torch.tensor([stats.num_examples, truncated], dtype=torch.long))
+        stats.num_examples, truncated = int(seen[0]), int(seen[1])
+    flat = list(texts) if text_pairs is None else [f"{a}\t{b}" for a, b in zip(texts, text_pairs)]
+    flat = [t if isinstance(t, str) else " ".join(t) for t in flat]
+    preprocessing = (f"papa.method.layout.encode(layout={layout}, max_length={max_length}"
+                     f"{', token_task=True' if token_task else ''}); "
+                     f"tokenizer={tokenizer_name(tokenizer, model_name)}; "
+                     f"truncated={truncated}/{len(texts)}")
+    return stats.to_constants(controller.signature, layout=layout, corpus=corpus,
+                              corpus_fingerprint=fingerprint_texts(flat), preprocessing=preprocessing,
+                              pairs=text_pairs is not None)

@@ -1,0 +1,1 @@
+"""The paper's sections and figures: section computations, pattern statistics, inspection and the explorer."""

@@ -1,0 +1,161 @@
+"""The paper's figures from papa's frames (matplotlib), and saving them as PNG and SVG.
+
+Each function takes the frame a `papa.paper.sections` function returns and gives a `matplotlib.figure.Figure`; nothing
+here computes results. The x-axis of the fraction plots is the paper's: 1, 1/2, 1/8, 1/16, 0 of the heads input-
+dependent, evenly spaced.
+"""
+from __future__ import annotations
+
+import io
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import torch
+from matplotlib.figure import Figure
+
+from papa.core.artifacts import atomic_path
+from papa.paper.sections import short_model
+
+FRACTION_ORDER = ("1", "1/2", "1/8", "1/16", "0")
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "matthews": "Matthews corr.", "seqeval_f1": "F1",
+                "neg_log_perplexity": "−log perplexity"}
+
+
+def _grid(n: int, ncols: int = 3, size: float = 3.4) -> tuple[plt.Figure, list[plt.Axes]]:
+    ncols = max(1, min(ncols, n))
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(size * ncols, size * 0.85 * nrows), squeeze=False)
+    flat = list(axes.flat)
+    for ax in flat[n:]:
+        ax.set_visible(False)
+    return fig, flat[:n]
+
+
+def _fraction_axis(ax: plt.Axes, labels: Sequence[str]) -> None:
+    ax.set_xticks(range(len(labels)), labels)
+    ax.set_xlabel("fraction of input-dependent heads")
+    ax.grid(alpha=0.3)
+
+
+def _curve(ax: plt.Axes, rows: pd.DataFrame, labels: Sequence[str], label: str, **style) -> None:
+    rows = rows.set_index("fraction_label").reindex(labels)
+    x = range(len(labels))
+    ax.plot(x, rows["mean"], marker="o", label=label, **style)
+    ci = rows["ci95"].fillna(0)
+    ax.fill_between(x, rows["mean"] - ci, rows["mean"] + ci, alpha=0.2, **{k: v for k, v in style.items()
+                                                                            if k == "color"})
+
+
+def _labels(curves: pd.DataFrame) -> list[str]:
+    present = set(curves["fraction_label"])
+    return [f for f in FRACTION_ORDER if f in present] + sorted(present - set(FRACTION_ORDER))
+
+
+def _metric_name(rows: pd.DataFrame) -> str:
+    metric = rows["metric"].iloc[0] if "metric" in rows and len(rows) else ""
+    return METRIC_NAMES.get(metric, metric)
+
+
+def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "") -> plt.Figure:
+    """Fig. 2 (and 5, 6): one panel per task, metric vs fraction with the 95% interval, one line per `by` value."""
+    if curves.empty:
+        raise ValueError("no results to plot: run the section's grid first")
+    tasks = list(dict.fromkeys(curves["task"]))
+    labels = _labels(curves)
+    fig, axes = _grid(len(tasks))
+    for ax, task in zip(axes, tasks):
+        rows = curves[curves.task == task]
+        for key, group in rows.groupby(by, sort=False):
+            _curve(ax, group, labels, short_model(key) if by == "model" else str(key))
+        _fraction_axis(ax, labels)
+        ax.set_title(task)
+        ax.set_ylabel(_metric_name(rows))
+    axes[0].legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
+    """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model."""
+    if summary.empty:
+        raise ValueError("no model has results at fractions 1 and 0: run the main grid first")
+    fig, ax = plt.subplots(figsize=(4.5, 3.6))
+    ax.scatter(summary["relative_drop"] * 100, summary["original"])
+    for row in summary.itertuples():
+        ax.annotate(short_model(row.model), (row.relative_drop * 100, row.original), fontsize=8,
+                    xytext=(4, 4), textcoords="offset points")
+    ax.set_xlabel("relative drop with no input-dependent heads (%)")
+    ax.set_ylabel("original average performance")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], *, length: int | None = None,
+                      title: str = "") -> plt.Figure:
+    """Fig. 4: heatmaps of the constant matrices of `heads` ((layer, head) pairs), rows renormalised as at use.
+
+    `length` crops to the first `length` slots plus the last one (the final [SEP]) to show short inputs.
+    """
+    fig, axes = _grid(len(heads), ncols=min(len(heads), 3), size=3.0)
+    n = matrices.shape[-1]
+    keep = list(range(min(length, n - 1))) + [n - 1] if length else list(range(n))
+    for ax, (layer, head) in zip(axes, heads):
+        c = matrices[layer, head].to(torch.float32)
+        c = c / c.sum(-1, keepdim=True).clamp_min(1e-12)
+        c = c[keep][:, keep]
+        ax.imshow(c.numpy(), cmap="viridis", vmin=0)
+        ax.set_title(f"({layer}, {head})", fontsize=9)
+        ax.set_xlabel("key slot")
+        ax.set_ylabel("query slot")
+        if length:
+            ticks = [0, len(keep) - 1]
+            ax.set_xticks(ticks, [0, n - 1])
+            ax.set_yticks(ticks, [0, n - 1])
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def attention_vs_constant(constant: torch.Tensor, live: torch.Tensor, tokens: Sequence[str], *,
+                          title: str = "") -> Figure:
+    """A head's constant matrix (renormalised over the input's tokens) beside its live attention on that input."""
+    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+    for ax, (matrix, name) in zip(axes, ((constant, "constant matrix C"), (live, "live attention A"))):
+        ax.imshow(matrix.numpy(), cmap="viridis", vmin=0, vmax=max(float(matrix.max()), 1e-6))
+        ax.set_title(name, fontsize=10)
+        ax.set_xticks(range(len(tokens)), tokens, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(tokens)), tokens, fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
+    """`fig` rendered as PNG (for widgets), then closed so pyplot does not also display it."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi)
+    plt.close(fig)
+    return buf.getvalue()
+
+
+def save_figure(fig: plt.Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
+    """Write `fig` as ``<name>.png`` and ``<name>.svg`` under `out_dir` (atomically); returns the paths."""
+    paths = []
+    for ext in ("png", "svg"):
+        path = Path(out_dir) / f"{name}.{ext}"
+        with atomic_path(path) as tmp:
+            # SVGs carry a date and random ids by default: fix them so a re-run writes the same bytes.
+            meta = {"Date": None} if ext == "svg" else {"Software": None}
+            with plt.rc_context({"svg.hashsalt": "papa"}):
+                fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight", metadata=meta)
+        paths.append(path)
+    return paths

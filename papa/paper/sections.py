@@ -1,0 +1,207 @@
+"""The paper's sections as runs and tables: what each notebook computes, kept out of the notebooks.
+
+`run_grids` runs one probing grid per (model, task) through `papa.runs.experiment.run_grid`, so every section shares
+one results table (``<out>/results.csv``) and one cache of constants and rankings: a point computed for Fig. 2 is
+reused by Table 1 and Fig. 5. The other functions select a section's rows from that table and aggregate them over
+seeds (mean, 95% interval).
+
+Conventions of the results table (see `papa.runs.experiment`): fraction 1 is recorded with constants and selection
+``none`` (nothing replaced), fraction 0 with selection ``none`` (every head replaced, no selection involved).
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.artifacts import atomic_path
+from papa.runs.experiment import GridConfig, run_grid
+from papa.runs.results import aggregate, relative_drop
+
+# Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
+DOWNSTREAM_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
+_ORDER = {label: i for i, label in enumerate(("1", "1/2", "1/8", "1/16", "0"))}
+
+
+def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
+              data_dir: str | None = None, device: str = "cpu", seeds: Sequence[int] | None = None,
+              fractions: Sequence[str] | None = None, constants: Sequence[str] = ("average",),
+              selections: Sequence[str] = ("lambda",), constants_corpus: str = "task", force: bool = False,
+              progress: bool = True) -> pd.DataFrame:
+    """Run (or resume) one grid per model and task; returns all their rows. Prints the time each grid took.
+
+    `seeds` and `fractions` None take the profile's.
+    """
+    if not models or not tasks:
+        raise ValueError("give at least one model and one task")
+    frames = []
+    for model in models:
+        for task in tasks:
+            cfg = GridConfig(task=task, model=model, profile=profile, data_dir=data_dir, out_dir=out_dir,
+                             device=device, seeds=None if seeds is None else tuple(seeds),
+                             fractions=None if fractions is None else tuple(fractions),
+                             constants=tuple(constants), selections=tuple(selections),
+                             constants_corpus=constants_corpus, force=force)
+            start = time.perf_counter()
+            frames.append(run_grid(cfg, progress=progress))
+            if progress:
+                print(f"{model.split('/')[-1]} {task}: {time.perf_counter() - start:.0f}s", flush=True)
+    return pd.concat(frames, ignore_index=True)
+
+
+def task_available(task: str, data_dir: str | None = None) -> bool:
+    """Whether `task`'s training file is in the local data directory (always True on the hub path)."""
+    from papa.tasks.data import resolve_data_dir
+    from papa.tasks.registry import get_task
+
+    root = resolve_data_dir(data_dir)
+    return root is None or (root / get_task(task).local.train_file).is_file()
+
+
+def other_corpus(preferred: str = "mnli", fallback: str = "mlm", data_dir: str | None = None) -> str:
+    """The corpus for Table 2's "constants from another corpus": `preferred` (MNLI, as the paper) when its data is
+    available, else `fallback` (WikiText, the MLM task's unlabeled text)."""
+    return preferred if task_available(preferred, data_dir) else fallback
+
+
+def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
+    """Write `table` as ``<out_dir>/tables/<name>.csv`` (atomically); returns the path."""
+    path = Path(out_dir) / "tables" / f"{name}.csv"
+    with atomic_path(path) as tmp:
+        table.to_csv(tmp)
+    return path
+
+
+def short_model(name: str) -> str:
+    """The last part of a hub id or path (``sentence-transformers/all-MiniLM-L6-v2`` -> ``all-MiniLM-L6-v2``)."""
+    return str(name).rstrip("/").split("/")[-1]
+
+
+def _sorted(agg: pd.DataFrame) -> pd.DataFrame:
+    keys = [c for c in ("model", "task", "constants", "constants_corpus", "selection") if c in agg.columns]
+    agg = agg.assign(_order=agg["fraction_label"].map(_ORDER).fillna(99))
+    return agg.sort_values([*keys, "_order"], kind="stable").drop(columns="_order").reset_index(drop=True)
+
+
+def main_curves(results: pd.DataFrame, *, selection: str = "lambda", constants: str = "average",
+                constants_corpus: str = "task") -> pd.DataFrame:
+    """Fig. 2 / 6: per model and task, mean and 95% interval at every fraction, for one constants kind and method.
+
+    Fractions 1 and 0 come from the shared rows (constants/selection ``none``); the result has
+    constants = `constants` and selection = `selection` on every row.
+    """
+    r = results
+    base = r[(r.constants == "none") & (r.selection == "none")]
+    zero = r[(r.constants == constants) & (r.constants_corpus == constants_corpus) & (r.selection == "none")]
+    mid = r[(r.constants == constants) & (r.constants_corpus == constants_corpus) & (r.selection == selection)]
+    rows = pd.concat([base, zero, mid], ignore_index=True)
+    if rows.empty:
+        return aggregate(rows)
+    rows = rows.assign(constants=constants, constants_corpus=constants_corpus, selection=selection)
+    return _sorted(aggregate(rows))
+
+
+def selection_curves(results: pd.DataFrame, methods: Sequence[str], *, constants: str = "average") -> pd.DataFrame:
+    """Fig. 5: `main_curves` for each selection method, stacked (the end points 1 and 0 are shared by all)."""
+    frames = [main_curves(results, selection=m, constants=constants) for m in methods]
+    return pd.concat(frames, ignore_index=True)
+
+
+def performance_vs_drop(curves: pd.DataFrame, tasks: Sequence[str] = DOWNSTREAM_TASKS) -> pd.DataFrame:
+    """Fig. 3: per model, the original performance averaged over tasks and the mean relative drop at fraction 0.
+
+    Only tasks present for the model at both fractions count; ``tasks`` lists how many were averaged.
+    """
+    agg = curves[curves.task.isin(tasks)]
+    drops = relative_drop(agg, 1, 0, match=("model", "task", "profile", "metric")).dropna(subset=["relative_drop"])
+    if drops.empty:
+        return pd.DataFrame(columns=["model", "original", "relative_drop", "max_relative_drop", "tasks"])
+    out = drops.groupby("model").agg(original=("baseline", "mean"), relative_drop=("relative_drop", "mean"),
+                                     max_relative_drop=("relative_drop", "max"), tasks=("task", "count"))
+    return out.reset_index()
+
+
+def format_cell(mean: float, ci95: float, digits: int = 3) -> str:
+    """``0.812 ± 0.010``; the interval is left out when there is only one seed."""
+    if pd.isna(mean):
+        return "—"
+    return f"{mean:.{digits}f}" if pd.isna(ci95) else f"{mean:.{digits}f} ± {ci95:.{digits}f}"
+
+
+def alternatives_table(results: pd.DataFrame, kinds: Sequence[str]) -> pd.DataFrame:
+    """Table 1 for every model: rows (model, constants kind), columns tasks, cells mean ± 95% interval.
+
+    ``none`` is the original model (fraction 1); every other kind is the attention-free model (fraction 0).
+    """
+    r = results
+    rows = pd.concat([r[(r.constants == "none") & (r.fraction == 1.0)],
+                      r[r.constants.isin(kinds) & (r.fraction == 0.0) & r.constants_corpus.isin(["task", "none"])]])
+    return _pivot(aggregate(rows), "constants", ["none", *[k for k in kinds if k != "none"]])
+
+
+def data_dependence_table(results: pd.DataFrame, other_corpus: str) -> pd.DataFrame:
+    """Table 2 for every model: average constants from the task's own training set vs `other_corpus`, fraction 0."""
+    r = results
+    rows = r[(r.constants == "average") & (r.fraction == 0.0) & r.constants_corpus.isin(["task", other_corpus])]
+    return _pivot(aggregate(rows), "constants_corpus", ["task", other_corpus])
+
+
+def _pivot(agg: pd.DataFrame, row_key: str, row_order: Sequence[str]) -> pd.DataFrame:
+    if agg.empty:
+        return pd.DataFrame()
+    agg = agg.assign(model=agg.model.map(short_model), cell=[format_cell(m, c) for m, c in zip(agg["mean"],
+                                                                                                 agg["ci95"])])
+    table = agg.pivot_table(index=["model", row_key], columns="task", values="cell", aggfunc="first")
+    tasks = [t for t in (*DOWNSTREAM_TASKS, "mlm") if t in table.columns]
+    order = {k: i for i, k in enumerate(row_order)}
+    table = table[tasks].reset_index()
+    table = table.assign(_o=table[row_key].map(order)).sort_values(["model", "_o"]).drop(columns="_o")
+    return table.set_index(["model", row_key]).fillna("—")
+
+
+def means(table_agg: pd.DataFrame) -> pd.DataFrame:
+    """The numeric means behind a curve frame, wide: one row per (model, task, selection), one column per fraction."""
+    wide = table_agg.assign(model=table_agg.model.map(short_model)).pivot_table(
+        index=["model", "task", "selection"], columns="fraction_label", values="mean", aggfunc="first")
+    return wide[[c for c in _ORDER if c in wide.columns]]
+
+
+
+def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
+    """Per model and task: the original score, the drop at 1/2 in points, and the relative drop at 0 (Fig. 2)."""
+    wide = means(curves)
+    out = pd.DataFrame(index=wide.index)
+    out["original"] = wide.get("1")
+    if "1/2" in wide:
+        out["at_half"] = wide["1/2"]
+        out["drop_at_half"] = wide["1"] - wide["1/2"]
+    if "0" in wide:
+        out["at_0"] = wide["0"]
+        out["relative_drop_at_0"] = (wide["1"] - wide["0"]) / wide["1"].abs()
+    return out
+
+
+def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:
+    """Table 1's claim per model and task: does the average-constants model (fraction 0) beat each of `others`?"""
+    agg = aggregate(results[results.fraction == 0.0])
+    agg = agg.assign(model=agg.model.map(short_model))
+    wide = agg.pivot_table(index=["model", "task"], columns="constants", values="mean", aggfunc="first")
+    if "average" not in wide:
+        return pd.DataFrame()
+    return pd.DataFrame({f"beats {k}": wide["average"] > wide[k] for k in others if k in wide})
+
+
+def method_ranks(curves: pd.DataFrame) -> pd.DataFrame:
+    """Fig. 5's claim: each method's rank (1 = best mean) per model, task and fraction strictly between 0 and 1."""
+    mid = curves[(curves.fraction > 0) & (curves.fraction < 1)]
+    if mid.empty:
+        return pd.DataFrame()
+    mid = mid.assign(model=mid.model.map(short_model))
+    mid = mid.assign(rank=mid.groupby(["model", "task", "fraction_label"])["mean"].rank(ascending=False,
+                                                                                        method="min"))
+    table = mid.pivot_table(index=["model", "task", "fraction_label"], columns="selection", values="rank",
+                            aggfunc="first").astype(int)
+    order = [m for m in ("lambda", "first_to_last", "last_to_first", "random", "reversed_lambda") if m in table]
+    return table[order]

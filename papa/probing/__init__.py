@@ -1,0 +1,1 @@
+"""Probing a frozen (PAPA-modified) backbone: probe heads, feature caching, training and the λ head ranking."""

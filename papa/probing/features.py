@@ -1,0 +1,138 @@
+"""From task examples to model inputs and labels, and from a (PAPA-attached) backbone to probe features.
+
+Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer).
+When nothing in the backbone trains (no λ, no trainable constants), `FeatureCache` computes them once per head
+configuration and keeps them in memory for every epoch and seed, up to a byte budget
+(``PAPA_FEATURE_CACHE_GB``, default 4); beyond it the backbone is re-run for every batch, with the same results.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from tqdm.auto import tqdm
+
+from papa.core import distributed
+from papa.tasks.data import Example
+from papa.core.errors import InputError
+from papa.method.layout import encode
+from papa.tasks.mlm_masking import mask_tokens
+from papa.probing.probes import IGNORE_INDEX
+from papa.tasks.registry import TaskSpec
+
+CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"
+MLM_MASK_SEED = 0  # one fixed masking of the MLM data, so features can be cached and seeds compare like with like
+
+
+@dataclass
+class EncodedTask:
+    """A task split in one input layout: model `inputs` [N, n] and `labels` ([N] or [N, n] with -100 = none)."""
+
+    kind: str
+    inputs: dict[str, torch.Tensor]
+    labels: torch.Tensor
+    truncated: int = 0
+
+    def __len__(self) -> int:
+        return self.labels.shape[0]
+
+    def batch(self, idx: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        return {k: v[idx] for k, v in self.inputs.items()}, self.labels[idx]
+
+
+def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_length: int, model_type: str,
+                layout: str = "sep_last", mlm_seed: int = MLM_MASK_SEED) -> EncodedTask:
+    """Encode examples for `spec`'s kind; token tasks label the first sub-token of each word (as the official code)."""
+    if len(examples) == 0:
+        raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
+    if spec.kind == "token":
+        batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
+                       model_type=model_type)
+        labels = torch.full(batch.inputs["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)
+        for i, (example, word_ids) in enumerate(zip(examples, batch.word_ids)):
+            previous = None
+            for slot, word in enumerate(word_ids):
+                if word is not None and word != previous:
+                    labels[i, slot] = example.label[word]
+                previous = word
+    elif spec.kind == "mlm":
+        batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
+                       model_type=model_type, token_task=True)
+        ids = batch.inputs["input_ids"]
+        special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
+        masked, labels = mask_tokens(ids, special, batch.inputs["attention_mask"], tokenizer.mask_token_id,
+                                     len(tokenizer), torch.Generator().manual_seed(mlm_seed))
+        batch.inputs["input_ids"] = masked
+    else:
+        pairs = [e.text_pair for e in examples] if spec.kind == "pair" else None
+        batch = encode(tokenizer, [e.text for e in examples], pairs, max_length=max_length, layout=layout,
+                       model_type=model_type)
+        labels = torch.tensor([e.label for e in examples], dtype=torch.long)
+    return EncodedTask(kind=spec.kind, inputs=batch.inputs, labels=labels, truncated=sum(batch.truncated))
+
+
+def hidden_features(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Run the backbone; return its hidden states stacked as [B, L+1, n, d]."""
+    out = model(**inputs, output_hidden_states=True)
+    return torch.stack(out.hidden_states, dim=1)
+
+
+def feature_bytes(model, n_examples: int, max_length: int) -> int:
+    """Bytes that cached float32 features of `n_examples` take."""
+    c = model.config
+    return n_examples * (c.num_hidden_layers + 1) * max_length * c.hidden_size * 4
+
+
+def cache_budget_bytes() -> int:
+    return int(float(os.environ.get(CACHE_BUDGET_ENV, "4")) * 2**30)
+
+
+@torch.no_grad()
+def compute_features(model, data: EncodedTask, *, batch_size: int = 64, progress: bool = True,
+                     desc: str = "features") -> torch.Tensor:
+    """All features of `data` on the CPU, [N, L+1, n, d] float32.
+
+    Under `accelerate launch` each process computes a block of the batches and the blocks are gathered, so every
+    process ends with all of them (papa.core.distributed).
+    """
+    device = next(model.parameters()).device
+    parts = []
+    for start, end in tqdm(distributed.batch_spans(len(data), batch_size), desc=desc, unit="batch",
+                           disable=not progress or not distributed.is_main(), leave=False):
+        idx = torch.arange(start, end)
+        inputs, _ = data.batch(idx)
+        parts.append(hidden_features(model, {k: v.to(device) for k, v in inputs.items()}).float().cpu())
+    c = model.config
+    block = torch.cat(parts) if parts else torch.empty(0, c.num_hidden_layers + 1, data.inputs["input_ids"].shape[1],
+                                                       c.hidden_size)
+    return distributed.gather_blocks(block)
+
+
+class FeatureSource:
+    """Features for batches of one encoded split: from a cache when the backbone is frozen, else from the model.
+
+    `cached` is decided once: True when nothing in the backbone trains and the features fit the byte budget.
+    """
+
+    def __init__(self, model, data: EncodedTask, *, trainable_backbone: bool, progress: bool = True,
+                 desc: str = "features"):
+        self.model, self.data = model, data
+        self.device = next(model.parameters()).device
+        size = feature_bytes(model, len(data), data.inputs["input_ids"].shape[1])
+        self.cached = not trainable_backbone and size <= cache_budget_bytes()
+        self._features = compute_features(model, data, progress=progress, desc=desc) if self.cached else None
+        self.trainable_backbone = trainable_backbone
+
+    def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(features, attention_mask, labels) of the examples `idx`, on the model's device."""
+        idx = idx.cpu()  # the split and the cache live on the CPU
+        inputs, labels = self.data.batch(idx)
+        mask = inputs["attention_mask"].to(self.device)
+        if self._features is not None:
+            feats = self._features[idx].to(self.device)
+        else:
+            with torch.set_grad_enabled(self.trainable_backbone and torch.is_grad_enabled()):
+                feats = hidden_features(self.model, {k: v.to(self.device) for k, v in inputs.items()})
+        return feats, mask, labels.to(self.device)

@@ -1,0 +1,118 @@
+"""Training a probe on a frozen (PAPA-modified) backbone and evaluating it (paper 3.3, Appendix B).
+
+Table 3's learning rate, batch size and epochs; a constant learning rate with AdamW (no decay), as the official
+scripts' Trainer setup; evaluation on the validation split after training. A seed fixes the probe's initial
+weights and the batch order, so a run is deterministic on the CPU.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+from tqdm.auto import tqdm
+
+from papa.probing.features import FeatureSource
+from papa.tasks.metrics import compute_metric
+from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe, mlm_probe, probe_loss
+from papa.tasks.registry import TaskSpec
+
+
+@dataclass(frozen=True)
+class TrainSettings:
+    """How one probe is trained: Table 3's values by default (`from_task`)."""
+
+    learning_rate: float
+    batch_size: int
+    epochs: int
+
+    @classmethod
+    def from_task(cls, spec: TaskSpec, epochs: int | None = None) -> "TrainSettings":
+        h = spec.hparams
+        return cls(h.learning_rate, h.batch_size, h.epochs if epochs is None else epochs)
+
+
+def make_probe(spec: TaskSpec, model, max_length: int, vocab_size: int | None = None) -> nn.Module:
+    """The probe for `spec`'s kind on `model`'s hidden states (L+1 layers of width d)."""
+    layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
+    if spec.kind in ("sentence", "pair"):
+        return SentenceProbe(layers, d, max_length, spec.num_labels)
+    if spec.kind == "token":
+        return TokenProbe(layers, d, spec.num_labels)
+    if spec.kind == "mlm":
+        return mlm_probe(layers, d, vocab_size or model.config.vocab_size)
+    raise ValueError(f"task {spec.name!r} has unknown kind {spec.kind!r}")
+
+
+def _loss_kind(kind: str) -> str:
+    return "sentence" if kind in ("sentence", "pair") else kind
+
+
+def _forward(probe: nn.Module, kind: str, feats, mask, labels):
+    """(logits, labels) aligned for the loss; MLM classifies only the masked positions."""
+    if kind == "mlm":
+        select = labels != IGNORE_INDEX
+        return probe(feats, mask, select=select), labels[select]
+    return probe(feats, mask), labels
+
+
+def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: TrainSettings, *, seed: int,
+                extra_parameters: Iterable[nn.Parameter] = (), extra_lr: float | None = None,
+                progress: bool = True, desc: str = "train probe") -> list[float]:
+    """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step."""
+    generator = torch.Generator().manual_seed(seed)
+    groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
+    extra = [p for p in extra_parameters if p.requires_grad]
+    if extra:
+        groups.append({"params": extra, "lr": extra_lr or settings.learning_rate})
+    optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
+    probe.train()
+    losses = []
+    n = len(source.data)
+    steps = settings.epochs * ((n + settings.batch_size - 1) // settings.batch_size)
+    bar = tqdm(total=steps, desc=desc, unit="step", disable=not progress, leave=False)
+    for _ in range(settings.epochs):
+        order = torch.randperm(n, generator=generator, device="cpu")  # the seed decides the order on any device
+        for start in range(0, n, settings.batch_size):
+            idx = order[start:start + settings.batch_size]
+            feats, mask, labels = source(idx)
+            logits, targets = _forward(probe, kind, feats, mask, labels)
+            loss = probe_loss(_loss_kind(kind), logits, targets)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+            bar.update(1)
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+    bar.close()
+    probe.eval()
+    return losses
+
+
+@torch.no_grad()
+def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, batch_size: int = 64) -> float:
+    """The task's metric on `source` (the validation split)."""
+    probe.eval()
+    preds, refs = [], []
+    total_loss, total_tokens = 0.0, 0
+    n = len(source.data)
+    for start in range(0, n, batch_size):
+        idx = torch.arange(start, min(start + batch_size, n))
+        feats, mask, labels = source(idx)
+        logits, targets = _forward(probe, spec.kind, feats, mask, labels)
+        if spec.kind == "mlm":
+            total_loss += nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+            total_tokens += targets.numel()
+        elif spec.kind == "token":
+            predicted = logits.argmax(-1)
+            for p_row, l_row in zip(predicted.cpu(), labels.cpu()):
+                keep = l_row != IGNORE_INDEX
+                preds.append(p_row[keep].tolist())
+                refs.append(l_row[keep].tolist())
+        else:
+            preds.extend(logits.argmax(-1).cpu().tolist())
+            refs.extend(targets.cpu().tolist())
+    if spec.kind == "mlm":
+        return compute_metric(spec.metric, total_loss / max(total_tokens, 1), None)
+    return compute_metric(spec.metric, preds, refs, label_names=spec.label_names)

@@ -1,0 +1,398 @@
+"""The reproduction as a list of independent jobs, run in this process, on a pool of workers, or through submitit.
+
+A `Job` is one probe run: (model, task, constants, constants corpus, selection, fraction, seed, profile, input
+layout). Its
+`key` spells these out and its `id` is a short hash of the key; both are stable across machines and runs.
+The jobs of a reproduction are read off the section notebooks themselves (`notebook_jobs`): their cells are
+executed up to their last grid with the grid runner replaced by a recorder, so the notebooks stay the one place
+that says what each section runs.
+
+Jobs are run in two waves of units (`plan_units`):
+
+1. preparation: per (model, task, constants corpus, kind), extract the average constants and learn the λ ranking
+   the jobs need, so that no two workers compute the same artifact;
+2. points: the jobs that differ only in their seed share one unit, because they share the backbone features.
+
+A job is finished when ``<out>/results.csv`` holds its row; finished jobs are never dispatched, and the grid runner
+below skips any run already in the table. A unit that fails is reported with its jobs' ids and does not stop the
+others; `papa jobs run ID` re-runs a job alone. Every worker appends to the same results table (appends are
+locked and atomic) and reads and writes the same constants and rankings (written atomically).
+
+Executors: ``workers=1`` runs units here; ``workers=N`` runs them on N local processes (each with its own GPU when
+there are several); a submitit executor (`submitit_executor`: Slurm, or its local executor) runs each unit as a
+cluster job.
+"""
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import os
+import traceback
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from papa.runs.names import NOTEBOOKS
+from papa.core.errors import InputError
+
+RANKED = ("lambda", "reversed_lambda")
+
+
+@dataclass(frozen=True, order=True)
+class Job:
+    """One probe run of the reproduction, as recorded in the results table."""
+
+    model: str
+    task: str
+    constants: str          # "none" at fraction 1 (nothing replaced)
+    constants_corpus: str   # "task", another task's name, or "none" (fraction 1, data-free kinds)
+    selection: str          # "none" at fractions 1 and 0
+    fraction: str           # label: "1", "1/2", ..., "0"
+    seed: int
+    profile: str
+    layout: str             # input layout (papa.method.layout); rows written before layouts were recorded: sep_last
+
+    @property
+    def key(self) -> str:
+        return "|".join(str(v) for v in asdict(self).values())
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(self.key.encode("utf-8")).hexdigest()[:10]
+
+    @property
+    def point(self) -> tuple:
+        """What the jobs of one unit share: everything but the seed."""
+        return (self.model, self.task, self.constants, self.constants_corpus, self.selection, self.fraction,
+                self.profile, self.layout)
+
+
+def grid_jobs(cfg) -> list[Job]:
+    """The jobs of one `papa.runs.experiment.GridConfig`, recorded as the grid runner records its rows."""
+    from papa.method.constants import DATA_FREE_KINDS
+    from papa.method.models import canonical_model_name
+
+    cfg = cfg.resolved()
+    model = canonical_model_name(cfg.model)
+    jobs: dict[str, Job] = {}  # fraction 1 is one job whatever the kinds and methods, fraction 0 one per kind
+    for kind in cfg.constants:
+        for method in cfg.selections:
+            for label in cfg.fractions:
+                baseline, replace_all = label == "1", label == "0"
+                constants = "none" if baseline else kind
+                corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
+                selection = "none" if baseline or replace_all else method
+                for seed in cfg.seeds:
+                    job = Job(model, cfg.task, constants, corpus, selection, label, seed, cfg.profile, cfg.layout)
+                    jobs.setdefault(job.key, job)
+    return list(jobs.values())
+
+
+# ---- what the notebooks run --------------------------------------------------------------------------------------
+
+def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: str | Path | None = None) -> list:
+    """The `GridConfig`s notebook `name` runs with `parameters` (e.g. `papa.reproduce.notebooks.notebook_parameters`).
+
+    Executes the notebook's cells in this process up to its last grid, with `papa.paper.sections`' grid runner
+    recording instead of running; cells after that (tables, figures) are not executed.
+    """
+    import nbformat
+    import pandas as pd
+
+    from papa.paper import sections
+    from papa.reproduce.notebooks import NOTEBOOK_DIR
+    from papa.runs.results import COLUMNS
+
+    path = Path(notebook_dir or NOTEBOOK_DIR) / f"{name}.ipynb"
+    if not path.is_file():
+        raise InputError(f"notebook {path} not found; the notebooks are {', '.join(NOTEBOOKS)}")
+    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    last = max((i for i, c in enumerate(cells) if "run_grids" in c.source), default=-1)
+    recorded = []
+
+    def record(cfg, progress=True):
+        recorded.append(cfg)
+        return pd.DataFrame(columns=list(COLUMNS))
+
+    namespace: dict = {}
+    original = sections.run_grid
+    sections.run_grid = record
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), _cwd(path.parent):
+            for i, cell in enumerate(cells[: last + 1]):
+                exec(compile(cell.source, f"{name}.ipynb cell {i}", "exec"), namespace)
+                if "parameters" in cell.metadata.get("tags", []):
+                    namespace.update(parameters or {})
+    finally:
+        sections.run_grid = original
+    return recorded
+
+
+def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
+                  data_dir: str | None = None, device: str = "cpu") -> list[Job]:
+    """Every job the section notebooks `names` run for `profile`, without duplicates, in a stable order."""
+    from papa.reproduce.notebooks import notebook_parameters
+
+    out = Path(out_dir or f"artifacts/{profile}")
+    jobs: dict[str, Job] = {}
+    for name in names:
+        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device)
+        for cfg in notebook_grids(name, params):
+            jobs.update((j.key, j) for j in grid_jobs(cfg))
+    return list(jobs.values())
+
+
+@contextlib.contextmanager
+def _cwd(path: Path):
+    before = Path.cwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+# ---- status ------------------------------------------------------------------------------------------------------
+
+def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
+    """Keys of the `jobs` whose row is in ``<out_dir>/results.csv``."""
+    from papa.runs.results import ResultsTable
+
+    path = Path(out_dir) / "results.csv"
+    if not path.is_file():
+        return set()
+    df = ResultsTable(path).read()
+    done = {Job(r.model, r.task, r.constants, r.constants_corpus, r.selection, r.fraction_label, int(r.seed),
+                r.profile, r.layout).key for r in df.itertuples()}
+    return {j.key for j in jobs if j.key in done}
+
+
+def select(jobs: Sequence[Job], wanted: Iterable[str]) -> list[Job]:
+    """The jobs whose id or key is in `wanted`; an unknown one is an error that says how to list them."""
+    by_name = {**{j.id: j for j in jobs}, **{j.key: j for j in jobs}}
+    wanted = list(wanted)
+    unknown = [w for w in wanted if w not in by_name]
+    if unknown:
+        raise InputError(f"no job {', '.join(unknown)} in this reproduction: `papa jobs list --profile P` lists the "
+                         "ids and keys")
+    return list({by_name[w].key: by_name[w] for w in wanted}.values())
+
+
+# ---- units -------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Unit:
+    """What one worker runs: a preparation step (constants, λ ranking) or the seeds of one point."""
+
+    kind: str                    # "prepare" or "point"
+    jobs: tuple[Job, ...]
+    out_dir: str
+    data_dir: str | None = None
+    device: str = "cpu"
+    ranking: bool = False        # prepare: learn the λ ranking too (else only the constants)
+    profile: object = None       # the jobs' Profile, so that workers know profiles read from files
+
+    @property
+    def name(self) -> str:
+        j = self.jobs[0]
+        what = (f"prepare {j.constants}@{j.constants_corpus}" + (" + λ ranking" if self.ranking else "")
+                if self.kind == "prepare" else f"{j.constants}/{j.selection} {j.fraction} seeds "
+                                               f"{','.join(str(x.seed) for x in self.jobs)}")
+        return f"{j.model.split('/')[-1]} {j.task} {what}"
+
+    def grid(self):
+        """The one-point `GridConfig` that computes this unit."""
+        from papa.runs.experiment import GridConfig
+        from papa.method.selection import SELECTION_METHODS
+
+        j = self.jobs[0]
+        return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,
+                          device=self.device, constants=("average" if j.constants == "none" else j.constants,),
+                          selections=(j.selection if j.selection in SELECTION_METHODS else "lambda",),
+                          fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
+                          constants_corpus="task" if j.constants_corpus == "none" else j.constants_corpus)
+
+
+
+def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None = None,
+               device: str = "cpu") -> tuple[list[Unit], list[Unit]]:
+    """(preparation units, point units) for the jobs not yet finished."""
+    from papa.runs.profiles import get_profile
+
+    done = finished(jobs, out_dir)
+    todo = [j for j in jobs if j.key not in done]
+    common = dict(out_dir=str(out_dir), data_dir=data_dir, device=device)
+    points: dict[tuple, list[Job]] = {}
+    for j in todo:
+        points.setdefault(j.point, []).append(j)
+    profiles = {j.profile: get_profile(j.profile) for j in todo}
+    prepare: dict[tuple, Unit] = {}
+    for group in points.values():
+        j = group[0]
+        ranked = j.selection in RANKED
+        if not (ranked or j.constants.removeprefix("trainable_") == "average"):
+            continue  # nothing to prepare: no constants to extract, no ranking to learn
+        previous = prepare.get(_preparation(j))
+        if previous is None or (ranked and not previous.ranking):  # the unit carries a job that is ranked
+            prepare[_preparation(j)] = Unit("prepare", (j,), ranking=ranked, profile=profiles[j.profile], **common)
+    return list(prepare.values()), [Unit("point", tuple(g), profile=profiles[g[0].profile], **common)
+                                    for g in points.values()]
+
+
+def _preparation(job: Job) -> tuple:
+    """Jobs with the same preparation share its constants (and λ ranking)."""
+    return (job.model, job.task, job.constants_corpus, job.constants.removeprefix("trainable_"), job.profile,
+            job.layout)
+
+
+def run_unit(unit: Unit) -> list[str]:
+    """Compute one unit in this process; returns the ids of its jobs."""
+    from papa.runs.experiment import learn_ranking, run_grid, task_constants
+    from papa.runs.profiles import register_profile
+
+    if unit.profile is not None:
+        register_profile(unit.profile)
+    cfg = unit.grid()
+    if unit.kind == "prepare":
+        if unit.ranking:
+            learn_ranking(cfg, kind=cfg.constants[0], progress=False)
+        else:
+            task_constants(cfg.task, model=cfg.model, profile=cfg.profile, out_dir=cfg.out_dir,
+                           corpus=cfg.constants_corpus, data_dir=cfg.data_dir, device=cfg.device, layout=cfg.layout,
+                           progress=False)
+    else:
+        run_grid(cfg, progress=False)
+    return [j.id for j in unit.jobs]
+
+
+# ---- executors ---------------------------------------------------------------------------------------------------
+
+@dataclass
+class Report:
+    """What a batch of units did: finished units, and failed ones with their error."""
+
+    done: list[Unit] = field(default_factory=list)
+    failed: list[tuple[Unit, str]] = field(default_factory=list)
+
+    def failed_jobs(self) -> list[Job]:
+        return [j for unit, _ in self.failed for j in unit.jobs]
+
+    def summary(self) -> str:
+        lines = [f"{len(self.done)} unit(s) done, {len(self.failed)} failed"]
+        for unit, error in self.failed:
+            lines.append(f"FAILED {unit.name}: {error.strip().splitlines()[-1] if error.strip() else 'error'}")
+            lines += [f"  job {j.id}  {j.key}" for j in unit.jobs]
+        if self.failed:
+            lines.append("re-run one alone with `papa jobs run ID --profile P` (the error's traceback is in "
+                         "<out>/jobs/failed.log)")
+        return "\n".join(lines)
+
+
+def _guarded(unit: Unit) -> tuple[bool, str]:
+    try:
+        run_unit(unit)
+        return True, ""
+    except Exception:  # a failed unit is reported; the others go on
+        return False, traceback.format_exc()
+
+
+def _init_worker(slots, threads: int, gpus: list[str]) -> None:
+    """Give a pool worker its share of the CPU threads and, with GPUs, one GPU of its own (round robin)."""
+    index = slots.get()
+    if gpus:
+        os.environ["CUDA_VISIBLE_DEVICES"] = gpus[index % len(gpus)]
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def run_units(units: Sequence[Unit], *, workers: int = 1, executor=None,
+              progress: bool = True, on_done: Callable[[Unit, bool], None] | None = None) -> Report:
+    """Run `units` here (workers=1), on `workers` local processes, or through a submitit `executor`."""
+    from tqdm.auto import tqdm
+
+    report = Report()
+    bar = tqdm(total=len(units), desc="jobs", unit="unit", disable=not progress or not units)
+
+    def finish(unit: Unit, ok: bool, error: str) -> None:
+        (report.done.append(unit) if ok else report.failed.append((unit, error)))
+        bar.update(1)
+        if on_done:
+            on_done(unit, ok)
+
+    if not units:
+        return report
+    if executor is not None:
+        submitted = executor.map_array(_guarded, list(units))
+        for unit, job in zip(units, submitted):
+            try:
+                ok, error = job.result()
+            except Exception:  # the cluster job itself died (time limit, node failure)
+                ok, error = False, traceback.format_exc()
+            finish(unit, ok, error)
+    elif workers <= 1:
+        for unit in units:
+            finish(unit, *_guarded(unit))
+    else:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        ctx = mp.get_context("spawn")  # fresh interpreters: no inherited CUDA or thread state
+        slots = ctx.Manager().Queue()
+        for i in range(workers):
+            slots.put(i)
+        threads = max(1, (os.cpu_count() or 1) // workers)
+        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                 initargs=(slots, threads, _gpu_ids())) as pool:
+            futures = {pool.submit(_guarded, unit): unit for unit in units}
+            for future in as_completed(futures):
+                try:
+                    ok, error = future.result()
+                except Exception:  # the worker process died
+                    ok, error = False, traceback.format_exc()
+                finish(futures[future], ok, error)
+    bar.close()
+    return report
+
+
+def _gpu_ids() -> list[str]:
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        return [g for g in visible.split(",") if g.strip()]
+    import torch
+
+    return [str(i) for i in range(torch.cuda.device_count())]
+
+
+def run_jobs(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None = None, device: str = "cpu",
+             workers: int = 1, executor=None, progress: bool = True) -> Report:
+    """Run the unfinished `jobs` (preparation first, then points); failures are collected, not raised."""
+    prepare, points = plan_units(jobs, out_dir, data_dir=data_dir, device=device)
+    report = run_units(prepare, workers=workers, executor=executor, progress=progress)
+    # A point whose preparation failed would fail the same way: it waits for a re-run.
+    broken = {_preparation(u.jobs[0]) for u, _ in report.failed}
+    runnable = [u for u in points if _preparation(u.jobs[0]) not in broken]
+    second = run_units(runnable, workers=workers, executor=executor, progress=progress)
+    report.done += second.done
+    report.failed += second.failed
+    if report.failed:
+        from papa.core.artifacts import atomic_path
+
+        log = Path(out_dir) / "jobs" / "failed.log"
+        with atomic_path(log) as tmp:
+            Path(tmp).write_text("\n\n".join(f"# {u.name}\n# jobs: {' '.join(j.id for j in u.jobs)}\n{error}"
+                                             for u, error in report.failed), encoding="utf-8")
+    return report
+
+
+def submitit_executor(folder: str | Path, cluster: str | None = None, **parameters):
+    """A submitit executor writing its logs under `folder`: Slurm when `cluster` is "slurm" (or None and Slurm is
+    there), its local executor when "local". `parameters` go to ``update_parameters`` (e.g. timeout_min=60,
+    gpus_per_node=1, slurm_partition="gpu", slurm_array_parallelism=16)."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)
+    if parameters:
+        executor.update_parameters(**parameters)
+    return executor

@@ -1,0 +1,141 @@
+"""Batch regeneration: execute the seven section notebooks with papermill for one profile.
+
+Each notebook in ``notebooks/`` has a cell tagged ``parameters`` whose values are the quick profile's; a batch run
+injects the common parameters (profile, output and data directories, device, force) and the profile's own
+overrides from `PROFILE_PARAMETERS` (e.g. the paper's six models for ``full``). Executed notebooks go to
+``<out>/notebooks/``, figures to ``<out>/figures/``, tables to ``<out>/tables/``.
+
+Work is cached by configuration below the notebooks (constants, rankings and result rows under ``<out>``), so a
+second run, or a run after an interruption, only re-executes the cells, which then find every piece done;
+``force=True`` recomputes everything.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.artifacts import atomic_path
+from papa.runs.names import NOTEBOOKS
+from papa.core.errors import InputError
+from papa.runs.profiles import get_profile
+
+NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+
+PAPER_BASE = ("bert-base-uncased", "roberta-base", "microsoft/deberta-base")
+PAPER_LARGE = ("bert-large-uncased", "roberta-large", "microsoft/deberta-large")
+ELECTRA_BASE = "google/electra-base-discriminator"
+PAPER_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
+
+# Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
+PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
+    "quick": {},
+    "cpu": {},  # the notebooks' own models and tasks (the offline model; MNLI only if its data is there)
+    "full": {
+        "01_method": {"model": "roberta-base"},
+        "02_main_results": {"models": [*PAPER_BASE, *PAPER_LARGE], "tasks": list(PAPER_TASKS)},
+        "03_constant_patterns": {"model": "roberta-base", "task": "sst2"},
+        "04_alternative_matrices": {"models": ["roberta-base", "roberta-large"], "tasks": list(PAPER_TASKS)},
+        "05_data_dependence": {"models": ["roberta-base", "roberta-large"],
+                               "tasks": ["cola", "mrpc", "sst2", "ner", "pos"], "other_corpus": "mnli"},
+        "06_head_selection": {"models": ["roberta-base"], "tasks": ["mnli"]},
+        "07_mlm_electra": {"models": [*PAPER_BASE, ELECTRA_BASE], "downstream_task": "mnli"},
+    },
+}
+
+
+def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
+                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
+    """The parameters papermill injects into notebook `name` for `profile`.
+
+    `out_dir` is given relative to the notebooks' folder (where they run) when it lies in the same clone, so that
+    executed notebooks name no path of the machine that ran them.
+    """
+    if name not in NOTEBOOKS:
+        raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
+    get_profile(profile)
+    out, here = Path(out_dir).resolve(), Path(notebook_dir).resolve()
+    if out.is_relative_to(here.parent):
+        out = Path(os.path.relpath(out, here))
+    params = {"profile": profile, "out_dir": out.as_posix(), "device": device, "force": force}
+    if data_dir is not None:
+        params["data_dir"] = str(data_dir)
+    params.update(PROFILE_PARAMETERS.get(profile, {}).get(name, {}))
+    return params
+
+
+def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
+                  data_dir: str | None = None, device: str = "cpu", force: bool = False,
+                  notebook_dir: str | Path = NOTEBOOK_DIR, progress: bool = True) -> pd.DataFrame:
+    """Execute `names` in order with papermill; returns (and saves) each notebook's wall time.
+
+    A notebook that fails stops the batch with papermill's error; the executed copy, with the failing cell's
+    traceback, is still written (``<out>/notebooks/NAME.failed.ipynb``).
+    """
+    import papermill
+
+    notebook_dir = Path(notebook_dir)
+    if not notebook_dir.is_dir():
+        raise InputError(f"no notebooks folder at {notebook_dir}: run from a clone of the papa repository "
+                         "(the notebooks are not part of the installed package)")
+    out = Path(out_dir or f"artifacts/{profile}")
+    rows = []
+    for name in names:
+        source = notebook_dir / f"{name}.ipynb"
+        if not source.is_file():
+            raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
+        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
+                                     notebook_dir=notebook_dir)
+        target = out / "notebooks" / f"{name}.ipynb"
+        start = time.perf_counter()
+        if progress:
+            print(f"[{name}] running ({profile})", flush=True)
+        # papermill writes as it goes: run into a side file, rename when done (a crash leaves the old notebook).
+        running = target.with_name(f".{name}.running.ipynb")
+        running.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
+                                       kernel_name="python3", progress_bar=False, log_output=False)
+        except Exception:
+            if running.exists():
+                running.replace(target.with_name(f"{name}.failed.ipynb"))
+            raise
+        portable_paths(running, _path_names(notebook_dir, data_dir))
+        running.replace(target)
+        seconds = time.perf_counter() - start
+        rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target)})
+        if progress:
+            print(f"[{name}] {seconds:.0f}s -> {target}", flush=True)
+    times = pd.DataFrame(rows)
+    with atomic_path(out / "notebook_times.csv") as tmp:
+        times.to_csv(tmp, index=False)
+    if (out / "constants").is_dir():  # what the constants were, for results published without them
+        from papa.method.constants import write_constants_index
+
+        write_constants_index(out / "constants")
+    return times
+
+
+def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:
+    from papa.tasks.data import resolve_data_dir
+
+    names = {f"{notebook_dir.resolve().parent}{os.sep}": ""}  # the clone's root: paths become relative to it
+    data = resolve_data_dir(data_dir)
+    if data is not None:
+        names[str(Path(data).resolve())] = "$PAPA_DATA_DIR"
+    return names
+
+
+def portable_paths(notebook: str | Path, names: dict[str, str]) -> None:
+    """Rewrite this machine's absolute paths in an executed notebook (parameters, printed paths) as `names` says,
+    so that executed notebooks can be shared and committed without them."""
+    notebook = Path(notebook)
+    text = notebook.read_text(encoding="utf-8")
+    for path, name in sorted(names.items(), key=lambda kv: -len(kv[0])):
+        text = text.replace(json.dumps(path)[1:-1], json.dumps(name)[1:-1])  # both as they appear inside JSON
+    with atomic_path(notebook) as tmp:
+        Path(tmp).write_text(text, encoding="utf-8")

@@ -1,0 +1,358 @@
+"""One task's probing grid: constants kinds x selection methods x fractions x seeds, cached and resumable.
+
+`run_grid` does, for one model and one task:
+
+1. encode the task's train/eval subsets (the profile's sizes) in the grid's input layout (the profile's, by default
+   the released code's: `papa.method.layout`) at Table 3's length;
+2. get each constants kind: average constants are extracted from the task's training inputs (or another corpus,
+   paper 5.3) once and saved under ``<out>/constants/``; data-free kinds are built; ``trainable_*`` kinds start from
+   Toeplitz or average constants and train with the probe (Table 1's "labeled data" rows);
+3. get the replacement order of each selection method; the λ ranking is learned once (paper 3.2) and saved under
+   ``<out>/rankings/``;
+4. for each fraction of input-dependent heads, replace the rest and, per seed, train and evaluate a probe. The
+   backbone's features are computed once per head configuration and reused by every seed.
+
+Every finished run is one row of ``<out>/results.csv`` (written atomically at once), identified by a hash of its
+configuration, so an interrupted grid resumes where it stopped and a finished one is not recomputed (``force``
+recomputes). The layout is part of that configuration and of every artifact's name and metadata, so runs in
+different layouts never mix and artifacts of one layout are refused in another. Fraction 1 (nothing replaced) is the same for every kind and method: it is run once and recorded with
+constants and selection ``none``. Fraction 0 (every head replaced) is the same for every method: it is run once per
+constants kind and recorded with selection ``none``.
+"""
+from __future__ import annotations
+
+import functools
+import time
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from papa.core import distributed
+from papa.method.architectures import model_signature
+from papa.method.attention_free import query_key_dropped_while
+from papa.runs.names import constants_filename, ranking_filename
+from papa.method.constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
+from papa.method.controller import PapaController, attach
+from papa.tasks.corpus import corpus_name, task_corpus
+from papa.tasks.data import load_examples, resolve_data_dir
+from papa.method.extract import extract_constants
+from papa.probing.features import FeatureSource, encode_task
+from papa.method.layout import LEGACY_LAYOUT, check_layout
+from papa.method.models import DEFAULT_MODEL, canonical_model_name, load_model, resolve_device
+from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+from papa.runs.profiles import Profile, get_profile
+from papa.probing.ranking import learn_lambdas
+from papa.runs.results import ResultRow, ResultsTable, run_id
+from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, as_fraction, fraction_label, heads_to_replace,
+                        load_ranking, num_input_dependent, replacement_order)
+from papa.tasks.registry import get_task
+
+CONSTANTS_KINDS = ("average", *DATA_FREE_KINDS, "trainable_toeplitz", "trainable_average")
+RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
+    "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.runs.profiles); `layout` None
+    takes the profile's (papa.method.layout)."""
+
+    task: str
+    model: str = DEFAULT_MODEL
+    constants: tuple[str, ...] = ("average",)
+    selections: tuple[str, ...] = ("lambda",)
+    fractions: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    profile: str = "quick"
+    constants_corpus: str = "task"
+    rounding: str | None = None
+    data_dir: str | None = None
+    out_dir: str = "artifacts/runs"
+    device: str = "cpu"
+    force: bool = False
+    layout: str | None = None
+
+    def resolved(self) -> "GridConfig":
+        """Fill profile defaults and check every value, so errors come before any work."""
+        prof = get_profile(self.profile)
+        get_task(self.task)
+        if self.constants_corpus != "task":
+            get_task(self.constants_corpus)
+        for kind in self.constants:
+            if kind not in CONSTANTS_KINDS:
+                raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
+        for method in self.selections:
+            if method not in SELECTION_METHODS:
+                raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
+        fractions = tuple(fraction_label(f) for f in (prof.fractions if self.fractions is None else self.fractions))
+        if not fractions:
+            raise ValueError("the fraction list is empty: give at least one fraction (e.g. --fractions 1 1/2 0), "
+                             "or leave it out for the profile's")
+        seeds = tuple(prof.seeds if self.seeds is None else self.seeds)
+        if not seeds:
+            raise ValueError("the seed list is empty: give at least one seed (e.g. --seeds 0 1 2), or leave it out "
+                             "for the profile's")
+        if any(isinstance(v, bool) or not isinstance(v, int) for v in seeds):
+            raise ValueError(f"seeds must be integers, got {list(seeds)}")
+        if not self.constants or not self.selections:
+            raise ValueError("give at least one constants kind and one selection method")
+        rounding = self.rounding or prof.rounding
+        if rounding not in ROUNDINGS:
+            raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+        layout = check_layout(self.layout or prof.layout)
+        resolve_device(self.device)  # an unavailable device fails here, before the model and data are loaded
+        # A profile file is recorded by the name it defines, never by its path.
+        return replace(self, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name, layout=layout)
+
+
+@dataclass
+class _Session:
+    """What one grid shares: model, controller, encoded data, cached artifacts."""
+
+    cfg: GridConfig
+    profile: Profile
+    model: object
+    tokenizer: object
+    controller: PapaController
+    spec: object
+    train: object
+    eval: object
+    max_length: int
+    table: ResultsTable
+    out: Path
+    constants: dict = field(default_factory=dict)
+
+
+def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
+    """Run (or resume) the grid; returns its rows from the results table."""
+    cfg = cfg.resolved()
+    progress = progress and distributed.is_main()
+    s = _open_session(cfg, progress)
+    try:
+        total_heads = s.controller.num_layers * s.controller.num_heads
+        for label in cfg.fractions:  # a fraction that is no whole number of heads fails before the first run
+            num_input_dependent(label, total_heads, cfg.rounding)
+        ids = []
+        total = len(cfg.fractions) * len(cfg.seeds) * len(cfg.constants) * len(cfg.selections)
+        bar = tqdm(total=total, desc=f"{cfg.task} grid", unit="run", disable=not progress)
+        for kind in cfg.constants:
+            for method in cfg.selections:
+                for label in cfg.fractions:
+                    ids += _run_point(s, kind, method, label, progress, bar)
+        bar.close()
+    finally:
+        s.controller.detach()
+    distributed.barrier()  # the main process has written every row
+    df = s.table.read()
+    return df[df["run_id"].isin(ids)].reset_index(drop=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _load_model(name: str, device: str):
+    """`load_model`, keeping the last model: grids of one model over many tasks load it once. Safe to share because
+    every grid detaches its controller, which restores the model exactly."""
+    return load_model(name, device=device)
+
+
+def _open_session(cfg: GridConfig, progress: bool) -> _Session:
+    prof = get_profile(cfg.profile)
+    spec = get_task(cfg.task)
+    data_dir = resolve_data_dir(cfg.data_dir)
+    model, tokenizer = _load_model(cfg.model, distributed.process_device(cfg.device))
+    n = spec.hparams.max_length
+    train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
+    eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
+    encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type,  # noqa
+                                    layout=cfg.layout)
+    out = Path(cfg.out_dir)
+    controller = attach(model, model_name=canonical_model_name(cfg.model))
+    return _Session(cfg, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
+                    ResultsTable(out / "results.csv"), out)
+
+
+# ---- artifacts ---------------------------------------------------------------------------------------------------
+
+def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
+    """The session's average constants (its task's, or `constants_corpus`'s): cached under ``<out>/constants/``."""
+    cfg = s.cfg
+    corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
+    return cached_average_constants(s.model, s.tokenizer, s.controller.signature, corpus_task,
+                                    limit=s.profile.corpus_limit, sample=s.profile.sample, max_length=s.max_length,
+                                    out_dir=s.out, layout=cfg.layout,
+                                    data_dir=cfg.data_dir, force=cfg.force, progress=progress)
+
+
+def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, limit: int | None, max_length: int,
+                             out_dir: str | Path, layout: str, sample: str = "first", data_dir: str | None = None,
+                             force: bool = False, progress: bool = True) -> ConstantMatrices:
+    """Average constants of `corpus_task`'s training inputs in `layout`: loaded from ``<out_dir>/constants/`` if
+    there (and made for this model, length and layout), else extracted and saved there.
+
+    The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
+    the constants then serve (paper 5.3 uses MNLI's constants for every task)."""
+    name = corpus_name(corpus_task, "train", limit, sample)
+    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, layout)
+    if distributed.main_decides(path.is_file() and not force):
+        constants = load_constants(path)
+        constants.check_compatible(signature, max_length=max_length, layout=layout)
+        return constants
+    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit, sample=sample)
+    constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
+                                  layout=layout, token_task=get_task(corpus_task).token_level,
+                                  corpus=corpus.name, model_name=signature.model_name, progress=progress)
+    if distributed.is_main():
+        constants.save(path)
+    return constants
+
+
+def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
+                   corpus: str = "task", data_dir: str | None = None, device: str = "cpu", force: bool = False,
+                   layout: str | None = None, progress: bool = True) -> tuple[ConstantMatrices, object, object]:
+    """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
+    `layout` None takes the profile's."""
+    spec, prof = get_task(task), get_profile(profile)
+    layout = check_layout(layout or prof.layout)
+    loaded, tokenizer = _load_model(model, distributed.process_device(device))
+    signature = model_signature(loaded, canonical_model_name(model))
+    constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
+                                         limit=prof.corpus_limit, sample=prof.sample,
+                                         max_length=spec.hparams.max_length, layout=layout,
+                                         out_dir=out_dir, data_dir=data_dir, force=force, progress=progress)
+    return constants, loaded, tokenizer
+
+
+def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
+    if kind not in s.constants:
+        base = kind.removeprefix("trainable_")
+        if base == "average":
+            s.constants[kind] = average_constants(s, progress)
+        else:
+            s.constants[kind] = data_free_constants(base, s.controller.signature, s.max_length, s.cfg.layout)
+    return s.constants[kind]
+
+
+def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
+    """The learned λ ranking for `kind`'s constants: loaded if saved, else learned and saved."""
+    cfg, sig = s.cfg, s.controller.signature
+    corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
+    path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile,
+                                                 cfg.layout)
+    if distributed.main_decides(path.is_file() and not cfg.force):
+        ranking = load_ranking(path)
+        ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
+                                 max_length=s.max_length, layout=cfg.layout)
+        return ranking
+    s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
+    prof = s.profile
+    rank_data = s.train if prof.rank_limit is None else _subset(s.train, prof.rank_limit)
+    settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
+    lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=RANKING_SEED, progress=progress)
+    ranking = HeadRanking.from_lambdas(
+        lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
+        max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
+        learning_rate=settings.learning_rate, profile=cfg.profile)
+    if distributed.is_main():
+        ranking.save(path)
+    return ranking
+
+
+def _subset(data, limit: int):
+    idx = torch.arange(min(limit, len(data)))
+    inputs, labels = data.batch(idx)
+    return replace(data, inputs=inputs, labels=labels)
+
+
+def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[int, int]]:
+    L, H = s.controller.num_layers, s.controller.num_heads
+    if method in ("lambda", "reversed_lambda"):
+        return head_ranking(s, kind, progress).order_for(method)
+    return replacement_order(method, L, H, seed=RANKING_SEED)
+
+
+# ---- one point of the grid ---------------------------------------------------------------------------------------
+
+def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, bar) -> list[str]:
+    cfg, ctrl = s.cfg, s.controller
+    total = ctrl.num_layers * ctrl.num_heads
+    keep = num_input_dependent(label, total, cfg.rounding)
+    baseline, replace_all = keep == total, keep == 0
+    # Fraction 1 involves no constants and no selection, fraction 0 no selection: such points are computed once
+    # and recorded with "none", whatever kinds and methods the grid names.
+    row_kind = "none" if baseline else kind
+    row_method = "none" if baseline or replace_all else method
+    corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
+    ranked = row_method in ("lambda", "reversed_lambda")
+    base = dict(model=ctrl.signature.model_name, task=cfg.task, constants=row_kind, constants_corpus=corpus,
+                selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
+                train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
+                corpus_limit=None if corpus == "none" else s.profile.corpus_limit,
+                epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
+    if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
+        base["sample"] = s.profile.sample
+    if cfg.layout != LEGACY_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
+        base["layout"] = cfg.layout
+    ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
+    todo = distributed.main_decides([seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])])
+    bar.update(len(cfg.seeds) - len(todo))
+    if not todo:
+        return list(ids.values())
+
+    ctrl.keep_all()
+    trainable = kind.startswith("trainable_") and not baseline
+    if not baseline:
+        ctrl.set_constants(_constants(s, kind, progress), trainable=trainable)
+        order = None if replace_all else _order(s, kind, method, progress)
+        ctrl.replace(None if replace_all else heads_to_replace(order, label, ctrl.num_layers, ctrl.num_heads,
+                                                               cfg.rounding))
+    initial = ctrl.constants.detach().clone() if trainable else None
+    settings = TrainSettings.from_task(s.spec, epochs=s.profile.epochs)
+    # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
+    with nullcontext() if baseline else query_key_dropped_while(ctrl):
+        sources = None if trainable else (
+            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}"),
+            FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
+        for seed in todo:
+            start = time.perf_counter()
+            if trainable:
+                with torch.no_grad():
+                    ctrl.constants.copy_(initial)
+                train_src = FeatureSource(s.model, s.train, trainable_backbone=True, progress=False)
+                eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
+            else:
+                train_src, eval_src = sources
+            torch.manual_seed(seed)
+            probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
+            extra = [ctrl.constants] if trainable else []
+            train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
+                        progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
+            value = evaluate_probe(probe, s.spec, eval_src)
+            if distributed.is_main():  # every process trained the same probe; one writes it down
+                s.table.append([ResultRow(
+                    model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
+                    selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
+                    layout=cfg.layout, metric=s.spec.metric, value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
+                    extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
+                           "features_cached": bool(sources and sources[0].cached)})])
+            bar.update(1)
+    if trainable:
+        ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
+    return list(ids.values())
+
+
+def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = True) -> tuple[HeadRanking, Path]:
+    """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants; returns it and where it is saved."""
+    cfg = cfg.resolved()
+    progress = progress and distributed.is_main()
+    s = _open_session(cfg, progress)
+    try:
+        ranking = head_ranking(s, kind, progress)
+    finally:
+        s.controller.detach()
+    sig = s.controller.signature
+    corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
+    return ranking, s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length,
+                                                          cfg.profile, cfg.layout)

@@ -1,0 +1,311 @@
+"""A tidy results table: one CSV row per (run, metric), seed aggregation with 95% t-intervals, relative drops.
+
+Every experiment appends `ResultRow`s to a `ResultsTable`; a row's ``run_id`` is a hash of the run's configuration,
+so a resumed sweep can skip finished runs (`ResultsTable.has`) and a re-run replaces its old rows instead of
+duplicating them. Appends rewrite the whole file through a temporary file and a rename, so an interrupted run leaves
+the previous table intact. `aggregate` averages over seeds (paper 4.1: three seeds, 95% confidence intervals) and
+`relative_drop` gives (baseline - target) / |baseline|, the quantity of Fig. 3 and the "8% relative drop" (4.2).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from papa.core.artifacts import atomic_path
+from papa.core.errors import CorruptArtifactError
+from papa.method.layout import LAYOUTS, LEGACY_LAYOUT
+from papa.runs.profiles import PROFILES
+from papa.method.selection import as_fraction, fraction_label
+# Kinds the experiments write; `ResultRow` accepts others (e.g. "trained:average") so new kinds need no change here.
+CONSTANTS_KINDS = ("average", "identity", "toeplitz", "zeros", "trainable_toeplitz", "trainable_average", "none")
+
+COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
+           "n_input_dependent", "seed", "profile", "layout", "metric", "value", "runtime_s", "run_id", "extra")
+# Columns that tables written by older versions may lack, with the value their rows had.
+_ADDED_COLUMNS = {"layout": LEGACY_LAYOUT}
+_FLOAT_COLUMNS = ("fraction", "value", "runtime_s")
+_INT_COLUMNS = ("n_input_dependent", "seed")
+_STR_COLUMNS = tuple(c for c in COLUMNS if c not in _FLOAT_COLUMNS + _INT_COLUMNS)
+DTYPES = {**{c: "float64" for c in _FLOAT_COLUMNS}, **{c: "int64" for c in _INT_COLUMNS},
+          **{c: str for c in _STR_COLUMNS}}
+
+GROUP_KEYS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "layout",
+              "metric")
+STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
+
+
+# ---- rows and run ids ------------------------------------------------------------------------------------------
+
+@dataclass(kw_only=True)
+class ResultRow:
+    """One metric of one run. `fraction` is the share of heads that stay input-dependent (1 = original model);
+    `layout` the input layout the run encoded its inputs in (papa.method.layout)."""
+
+    model: str
+    task: str
+    constants: str
+    constants_corpus: str
+    selection: str
+    fraction: float
+    fraction_label: str = ""
+    n_input_dependent: int
+    seed: int
+    profile: str
+    layout: str = LEGACY_LAYOUT
+    metric: str
+    value: float
+    runtime_s: float = float("nan")
+    run_id: str
+    extra: str = ""
+
+    def __post_init__(self) -> None:
+        # Fractions may arrive as Fraction or "1/16" from the CLI; the table stores a float plus a readable label.
+        self.fraction = float(as_fraction(self.fraction))
+        if not self.fraction_label:
+            self.fraction_label = fraction_label(self.fraction)
+        if isinstance(self.extra, Mapping):
+            self.extra = json.dumps(self.extra, sort_keys=True, default=_json_default)
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}.")
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}.")
+        for name in _INT_COLUMNS:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+                raise ValueError(f"{name} must be an integer, got {v!r}.")
+            setattr(self, name, int(v))
+        if self.n_input_dependent < 0:
+            raise ValueError(f"n_input_dependent must be >= 0, got {self.n_input_dependent}.")
+        for name in ("value", "runtime_s"):
+            setattr(self, name, float(getattr(self, name)))  # NaN allowed: a metric can be undefined
+        for name in _STR_COLUMNS:
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}.")
+        if not self.run_id:
+            raise ValueError("run_id must be non-empty: use papa.runs.results.run_id(**config).")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a dict in column order."""
+        d = asdict(self)
+        return {c: d[c] for c in COLUMNS}
+
+
+def _json_default(obj: Any) -> Any:
+    """Canonical JSON for the few non-JSON types a configuration holds; anything else is refused, not str()-ed,
+    because str() of an arbitrary object may differ between runs and break resumption."""
+    if isinstance(obj, Fraction):
+        return float(obj)  # Fraction(1, 2) and 0.5 are the same configuration
+    if isinstance(obj, os.PathLike):
+        return os.fspath(obj)
+    if isinstance(obj, (set, frozenset)):
+        return sorted(obj)
+    if hasattr(obj, "item") and callable(obj.item):  # numpy / torch scalars
+        return obj.item()
+    raise TypeError(f"cannot hash a {type(obj).__name__} in a run configuration: pass str/int/float/bool/list/dict.")
+
+
+def run_id(**config: Any) -> str:
+    """Stable 16-hex-digit id of a run configuration: sha256 of its JSON with sorted keys."""
+    text = json.dumps(config, sort_keys=True, separators=(",", ":"), default=_json_default)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+# ---- the table -------------------------------------------------------------------------------------------------
+
+def _empty_frame() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series([], dtype=DTYPES[c]) for c in COLUMNS})
+
+
+@contextmanager
+def _directory_lock(directory: Path) -> Iterator[bool]:
+    """Best-effort exclusive lock on the table's directory, so concurrent appends do not drop each other's rows.
+
+    Yields whether the lock is held. The directory (not the CSV) is locked because the CSV is replaced by rename on
+    every append. Where flock is unavailable the append still cannot corrupt the file, it can only lose a concurrent
+    writer's rows.
+    """
+    try:
+        import fcntl
+    except ImportError:
+        yield False
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            locked = True
+        except OSError:
+            locked = False
+        yield locked
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+class ResultsTable:
+    """A CSV of `ResultRow`s with a fixed column order, written atomically."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"ResultsTable({str(self.path)!r})"
+
+    def read(self) -> pd.DataFrame:
+        """The table as a DataFrame (empty, with the right columns, if the file does not exist yet)."""
+        path = self.path
+        if not path.exists() or path.stat().st_size == 0:
+            return _empty_frame()
+        try:
+            # Everything as text first: keeps "NA"/"None"-like names as names and lets floats parse exactly.
+            raw = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
+            raise CorruptArtifactError(f"results table {path} is not a readable CSV ({exc}): move it aside and "
+                                       "re-run, or point to another file.") from exc
+        for col, value in _ADDED_COLUMNS.items():
+            if col not in raw.columns:  # written before the column existed: every row had this value
+                raw[col] = value
+        missing = [c for c in COLUMNS if c not in raw.columns]
+        if missing:
+            raise CorruptArtifactError(
+                f"results table {path} lacks the column(s) {', '.join(missing)}; a papa results table has "
+                f"{', '.join(COLUMNS)}: it was not written by papa.runs.results (or by an older version): move it aside."
+            )
+        df = raw.copy()
+        for col in COLUMNS:
+            try:
+                if col in _FLOAT_COLUMNS:
+                    df[col] = [float(v) if v != "" else math.nan for v in raw[col]]
+                elif col in _INT_COLUMNS:
+                    df[col] = [int(v) for v in raw[col]]
+            except ValueError as exc:
+                raise CorruptArtifactError(f"results table {path}: column {col!r} holds a non-number ({exc}): "
+                                           "fix or remove that row.") from exc
+        df = df.astype(DTYPES)
+        extra_cols = [c for c in df.columns if c not in COLUMNS]  # kept (after ours) so appends never drop them
+        return df[[*COLUMNS, *extra_cols]]
+
+    def completed_ids(self) -> set[str]:
+        """run_ids with at least one row in the table."""
+        return set(self.read()["run_id"])
+
+    def has(self, run_id: str) -> bool:
+        """Whether the run `run_id` already has results."""
+        return run_id in self.completed_ids()
+
+    def append(self, rows: ResultRow | Mapping | Iterable[ResultRow | Mapping]) -> None:
+        """Add rows; rows of a run_id already in the table replace all of that run's old rows.
+
+        Within the new rows a repeated (run_id, metric) keeps the last one.
+        """
+        if isinstance(rows, (ResultRow, Mapping)):
+            rows = [rows]
+        new_rows = [r if isinstance(r, ResultRow) else ResultRow(**r) for r in rows]
+        if not new_rows:
+            return
+        new = pd.DataFrame([r.to_dict() for r in new_rows], columns=list(COLUMNS)).astype(DTYPES)
+        with _directory_lock(self.path.parent) as locked:
+            if locked:
+                # Every writer of this table holds the lock while its temporary file exists, so one found now was
+                # left by a writer that was killed mid-write (SIGKILL skips atomic_path's cleanup).
+                for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
+                    stale.unlink(missing_ok=True)
+            old = self.read()
+            kept = old[~old["run_id"].isin(set(new["run_id"]))]
+            parts = [kept, new] if len(kept) else [new]
+            table = pd.concat(parts, ignore_index=True)
+            table = table.drop_duplicates(subset=["run_id", "metric"], keep="last")
+            with atomic_path(self.path) as tmp:
+                table.to_csv(tmp, index=False)
+
+
+# ---- aggregation -----------------------------------------------------------------------------------------------
+
+def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
+    """Mean over seeds per group, with n, std (ddof=1) and the 95% t-interval half-width ci95 (NaN when n == 1).
+
+    ci95 = t.ppf(0.975, n - 1) * std / sqrt(n); low/high = mean -/+ ci95. NaN values are left out of n and the
+    statistics. Sorted by the group keys.
+    """
+    by = list(by)
+    missing = [c for c in (*by, "value") if c not in df.columns]
+    if missing:
+        raise KeyError(f"aggregate needs the column(s) {', '.join(missing)}; the frame has {', '.join(df.columns)}.")
+    carry_label = "fraction" in by and "fraction_label" in df.columns and "fraction_label" not in by
+    if df.empty:
+        cols = [*by, *(["fraction_label"] if carry_label else []), *STAT_COLUMNS]
+        return pd.DataFrame({c: pd.Series([], dtype=df[c].dtype if c in df.columns else "float64") for c in cols})
+    grouped = df.groupby(by, sort=True, dropna=False)
+    out = grouped["value"].agg(n="count", mean="mean", std="std")
+    if carry_label:
+        out.insert(0, "fraction_label", grouped["fraction_label"].first())
+    out = out.reset_index()
+    n = out["n"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(n > 1, stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
+        out["ci95"] = t * out["std"].to_numpy(dtype=float) / np.sqrt(n)
+    out["low"] = out["mean"] - out["ci95"]
+    out["high"] = out["mean"] + out["ci95"]
+    out["n"] = out["n"].astype("int64")
+    if carry_label:  # the label sits right after the fraction it names
+        cols = list(out.columns)
+        cols.remove("fraction_label")
+        cols.insert(cols.index("fraction") + 1, "fraction_label")
+        out = out[cols]
+    return out.reset_index(drop=True)
+
+
+def relative_drop(agg: pd.DataFrame, baseline_fraction: float | Fraction | str = 1.0,
+                  target_fraction: float | Fraction | str = 0.0, *, match: Sequence[str] | None = None
+                  ) -> pd.DataFrame:
+    """(baseline - target) / |baseline| of the seed means, per group (paper Fig. 3, "8% average relative drop").
+
+    `agg` is `aggregate`'s output. Each row at `target_fraction` is paired with the row at `baseline_fraction`
+    that agrees on `match` (default: every group column but the fraction, e.g. model, task, constants, selection,
+    profile, metric). If the baseline runs are recorded differently (e.g. constants="none" at fraction 1), pass a
+    narrower match such as ("model", "task", "profile", "metric"). Rows without a baseline, or with baseline 0,
+    get NaN. Positive values are drops.
+    """
+    if "mean" not in agg.columns or "fraction" not in agg.columns:
+        raise KeyError("relative_drop needs aggregate()'s output (columns 'fraction' and 'mean'); "
+                       f"got {', '.join(agg.columns)}.")
+    keys_all = [c for c in agg.columns if c not in STAT_COLUMNS and c not in ("fraction", "fraction_label")]
+    keys = list(match) if match is not None else keys_all
+    missing = [c for c in keys if c not in agg.columns]
+    if missing:
+        raise KeyError(f"relative_drop cannot match on missing column(s) {', '.join(missing)}.")
+    bf, tf = float(as_fraction(baseline_fraction)), float(as_fraction(target_fraction))
+    frac = agg["fraction"].to_numpy(dtype=float)
+    base = agg[np.isclose(frac, bf, rtol=0, atol=1e-12)]
+    target = agg[np.isclose(frac, tf, rtol=0, atol=1e-12)]
+    dup = base.duplicated(keys, keep=False) if keys else pd.Series(len(base) > 1, index=base.index)
+    if dup.any():
+        example = base.loc[dup, keys].iloc[0].to_dict() if keys else {}
+        raise ValueError(
+            f"ambiguous baseline: several rows at fraction {bf:g} agree on {keys} (e.g. {example}); pass a wider "
+            "match= or filter the rows first."
+        )
+    out = target[keys_all].copy()
+    out["target"] = target["mean"].to_numpy()
+    baseline = base[keys + ["mean"]].rename(columns={"mean": "baseline"})
+    if keys:
+        out = out.merge(baseline, on=keys, how="left")
+    else:
+        out["baseline"] = baseline["baseline"].iloc[0] if len(baseline) else math.nan
+    b, t = out["baseline"].to_numpy(dtype=float), out["target"].to_numpy(dtype=float)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["relative_drop"] = np.where(b != 0, (b - t) / np.abs(b), np.nan)
+    out = out[[*keys_all, "baseline", "target", "relative_drop"]]
+    return out.sort_values(keys_all, kind="stable").reset_index(drop=True) if keys_all else out.reset_index(drop=True)

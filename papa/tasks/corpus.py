@@ -1,0 +1,88 @@
+"""Unlabeled corpora for extracting constants: a task's split with its labels dropped, or a text/TSV file."""
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from papa.core.errors import InputError
+
+
+@dataclass
+class Corpus:
+    """Texts (or word lists) and optional second texts, with a name recorded in the constants' metadata."""
+
+    name: str
+    texts: list
+    pairs: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def task_corpus(task: str, split: str = "train", data_dir: str | os.PathLike | None = None,
+                limit: int | None = None, sample: str = "first") -> Corpus:
+    """The inputs of a registered task's split (paper 3.1: the task's own training set, labels unused); `limit` and
+    `sample` as in :func:`papa.tasks.data.load_examples`."""
+    from papa.tasks.data import load_examples
+
+    examples = load_examples(task, split, data_dir=data_dir, limit=limit, sample=sample)
+    if examples[0].words is not None:
+        texts = [list(e.words) for e in examples]
+    else:
+        texts = [e.text for e in examples]
+    pairs = [e.text_pair for e in examples] if examples[0].text_pair is not None else None
+    return Corpus(name=corpus_name(task, split, limit, sample), texts=texts, pairs=pairs)
+
+
+def corpus_name(task: str, split: str, limit: int | None, sample: str = "first") -> str:
+    """``sst2:train``, ``sst2:train[:96]`` (first 96) or ``sst2:train[random:500]``: recorded in the constants."""
+    if not limit:
+        return f"{task}:{split}"
+    return f"{task}:{split}[:{limit}]" if sample == "first" else f"{task}:{split}[{sample}:{limit}]"
+
+
+def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
+                limit: int | None = None) -> Corpus:
+    """A ``.txt`` file (one example per non-empty line) or a ``.tsv`` file with a header row.
+
+    For TSV files `text_column` defaults to the first of ``sentence``, ``text``, ``sentence1``, ``#1 String``
+    present in the header, and `pair_column` to its partner (``sentence2`` / ``#2 String``) when there is one.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no corpus file at {path}")
+    if path.suffix.lower() != ".tsv":
+        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        pairs = None
+    else:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+        if not rows:
+            raise InputError(f"{path} is empty: a .tsv corpus needs a header row and one example per line")
+        header, body = rows[0], rows[1:]
+        partners = {"sentence1": "sentence2", "#1 String": "#2 String", "question": "sentence"}
+        if text_column is None:
+            text_column = next((c for c in ("sentence", "text", "sentence1", "#1 String") if c in header), None)
+            if text_column is None:
+                raise InputError(f"{path}: no text column among {header}; pass --text-column")
+            if pair_column is None and partners.get(text_column) in header:
+                pair_column = partners[text_column]
+        for col in filter(None, (text_column, pair_column)):
+            if col not in header:
+                raise InputError(f"{path}: column {col!r} is not in the header {header}")
+        ti = header.index(text_column)
+        pi = header.index(pair_column) if pair_column else None
+        for line_no, row in enumerate(body, start=2):
+            if len(row) != len(header):
+                raise InputError(f"{path}, line {line_no}: {len(row)} tab-separated fields, the header has "
+                                 f"{len(header)}: fix or remove that line")
+        texts = [row[ti] for row in body]
+        pairs = [row[pi] for row in body] if pi is not None else None
+    if limit is not None:
+        texts = texts[:limit]
+        pairs = pairs[:limit] if pairs is not None else None
+    if not texts:
+        raise InputError(f"the corpus {path} has no examples: there is nothing to average")
+    return Corpus(name=path.name, texts=texts, pairs=pairs)

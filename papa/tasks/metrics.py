@@ -1,0 +1,119 @@
+"""Task metrics (paper Sec. 4.1): each a self-contained function over predictions and references.
+
+Scores come from scikit-learn and seqeval, never hand-written formulas, so they equal what the usual
+tools report: MCC for CoLA, accuracy for SST-2 / MNLI, F1 of the positive class for MRPC, seqeval F1
+for NER and POS (as HF ``run_ner``, which the official code used, computes it for every tagging task),
+and negative log-perplexity (= minus the mean masked-token cross-entropy) for MLM.
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from seqeval.metrics import f1_score as seqeval_f1_score
+from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
+
+from papa.core.errors import PapaError
+
+__all__ = [
+    "METRICS",
+    "UnknownMetricError",
+    "compute_metric",
+    "matthews_correlation",
+    "accuracy",
+    "f1",
+    "seqeval_f1",
+    "neg_log_perplexity",
+]
+
+
+class UnknownMetricError(PapaError, ValueError):
+    """No metric of that name."""
+
+
+def _check_same_length(predictions: Sequence[Any], references: Sequence[Any]) -> None:
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions but {len(references)} references")
+    if len(predictions) == 0:
+        raise ValueError("no predictions to score")
+
+
+def matthews_correlation(
+    predictions: Sequence[int], references: Sequence[int], label_names: Sequence[str] | None = None
+) -> float:
+    """Matthews correlation coefficient (CoLA)."""
+    _check_same_length(predictions, references)
+    return float(matthews_corrcoef(list(references), list(predictions)))
+
+
+def accuracy(
+    predictions: Sequence[int], references: Sequence[int], label_names: Sequence[str] | None = None
+) -> float:
+    """Fraction of exact matches (SST-2, MNLI)."""
+    _check_same_length(predictions, references)
+    return float(accuracy_score(list(references), list(predictions)))
+
+
+def f1(predictions: Sequence[int], references: Sequence[int], label_names: Sequence[str] | None = None) -> float:
+    """Binary F1 of the positive class, id 1 (MRPC: ``equivalent``)."""
+    _check_same_length(predictions, references)
+    return float(f1_score(list(references), list(predictions), pos_label=1, average="binary", zero_division=0.0))
+
+
+def seqeval_f1(
+    predictions: Sequence[Sequence[int]],
+    references: Sequence[Sequence[int]],
+    label_names: Sequence[str] | None = None,
+) -> float:
+    """Micro F1 over chunks, by ``seqeval.metrics.f1_score`` in its default (conlleval) mode (NER, POS).
+
+    Predictions and references are per-sentence lists of label ids, one per word; ``label_names`` maps ids to
+    tags. On tags without a ``B-``/``I-`` prefix (POS) seqeval still forms "chunks" from its own reading of
+    the tag; that is what HF ``run_ner`` reports, so it is kept.
+    """
+    if label_names is None:
+        raise ValueError("seqeval_f1 needs label_names to turn label ids into tags")
+    _check_same_length(predictions, references)
+    y_pred, y_true = [], []
+    for i, (pred, ref) in enumerate(zip(predictions, references)):
+        if len(pred) != len(ref):
+            raise ValueError(f"sentence {i}: {len(pred)} predicted tags but {len(ref)} reference tags")
+        y_pred.append([label_names[int(t)] for t in pred])
+        y_true.append([label_names[int(t)] for t in ref])
+    with warnings.catch_warnings():
+        # seqeval warns on every tag without an IOB prefix (all POS tags); the result is what we want.
+        warnings.filterwarnings("ignore", message=".*seems not to be NE tag.*")
+        return float(seqeval_f1_score(y_true, y_pred))
+
+
+def neg_log_perplexity(
+    predictions: float, references: Any = None, label_names: Sequence[str] | None = None
+) -> float:
+    """Negative log-perplexity of masked tokens: ``predictions`` is their mean cross-entropy (nats)."""
+    loss = float(predictions)
+    if not math.isfinite(loss) or loss < 0:
+        raise ValueError(f"mean masked-token cross-entropy must be finite and >= 0, got {predictions!r}")
+    # log(perplexity) = mean cross-entropy, so the higher-is-better score is its negative.
+    return -loss
+
+
+METRICS: dict[str, Callable[..., float]] = {
+    "matthews_correlation": matthews_correlation,
+    "accuracy": accuracy,
+    "f1": f1,
+    "seqeval_f1": seqeval_f1,
+    "neg_log_perplexity": neg_log_perplexity,
+}
+
+
+def compute_metric(
+    name: str, predictions: Any, references: Any, label_names: Sequence[str] | None = None
+) -> float:
+    """Score ``predictions`` against ``references`` with metric ``name`` (see ``METRICS``)."""
+    try:
+        metric = METRICS[name]
+    except (KeyError, TypeError):
+        raise UnknownMetricError(f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}") from None
+    return metric(predictions, references, label_names)

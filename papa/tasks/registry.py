@@ -1,0 +1,241 @@
+"""Task registry: one declarative entry per probing task of the paper (Sec. 4.1, App. B / Table 3).
+
+Each :class:`TaskSpec` says what the task is (kind, metric, label names), how to probe it (the Table 3
+hyper-parameters) and where its data comes from, both on the Hugging Face hub and as local files in the
+datasets' original formats. :mod:`papa.tasks.data` turns a spec into examples; :mod:`papa.tasks.metrics` scores them.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from papa.core.errors import PapaError
+
+TaskKind = Literal["sentence", "pair", "token", "mlm"]
+ReaderName = Literal["tsv", "conll", "wikitext"]
+
+# Label names are the hub datasets' ClassLabel names, in their order, so that label ids agree between the
+# hub and the local readers. GLUE: the `glue` dataset script (label_classes of each GlueConfig).
+COLA_LABELS: tuple[str, ...] = ("unacceptable", "acceptable")
+SST2_LABELS: tuple[str, ...] = ("negative", "positive")
+MRPC_LABELS: tuple[str, ...] = ("not_equivalent", "equivalent")
+MNLI_LABELS: tuple[str, ...] = ("entailment", "neutral", "contradiction")
+
+# CoNLL-2003: the `conll2003` dataset script (features ner_tags / pos_tags), now eriktks/conll2003 on the hub.
+CONLL_NER_LABELS: tuple[str, ...] = (
+    "O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC",
+)
+CONLL_POS_LABELS: tuple[str, ...] = (
+    '"', "''", "#", "$", "(", ")", ",", ".", ":", "``",
+    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD",
+    "NN", "NNP", "NNPS", "NNS", "NN|SYM", "PDT", "POS", "PRP", "PRP$",
+    "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH",
+    "VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP", "WP$", "WRB",
+)
+
+
+@dataclass(frozen=True)
+class ProbeHParams:
+    """Probing-classifier hyper-parameters of one task (paper, Table 3)."""
+
+    learning_rate: float
+    batch_size: int
+    epochs: int
+    max_length: int
+
+
+@dataclass(frozen=True)
+class HubSource:
+    """Where a task lives on the Hugging Face hub and which columns hold what."""
+
+    dataset: str
+    config: str | None
+    train_split: str
+    eval_split: str
+    text_column: str | None = None
+    text_pair_column: str | None = None
+    words_column: str | None = None
+    label_column: str | None = None
+
+
+@dataclass(frozen=True)
+class LocalSource:
+    """Where a task lives under the local data directory, in the dataset's original file format.
+
+    For ``reader="tsv"`` a column is a header name, or a 0-based index when ``header`` is False; the file
+    must have exactly ``n_fields`` tab-separated fields per line (the header's count when there is one).
+    ``label_is_name`` means the label column holds label names (MNLI) rather than ids (``0``/``1``).
+    For ``reader="conll"`` ``label_column`` is the 0-based column of the 4-column CoNLL line (1 = POS,
+    3 = NER) and ``iob1_to_iob2`` re-tags the original IOB1 file into the hub's IOB2 scheme.
+    """
+
+    reader: ReaderName
+    train_file: str
+    eval_file: str
+    header: bool = True
+    n_fields: int | None = None
+    text_column: str | int | None = None
+    text_pair_column: str | int | None = None
+    label_column: str | int | None = None
+    label_is_name: bool = False
+    iob1_to_iob2: bool = False
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One probing task: what it is, how to probe it, and where its data comes from.
+
+    ``holdout_every`` is set only when train and eval are carved from one source split (MLM): articles are
+    numbered in file order from 0, and article ``k`` goes to eval when ``k % holdout_every ==
+    holdout_offset``, otherwise to train. Whole articles, so no paragraph context leaks from train to eval.
+    """
+
+    name: str
+    kind: TaskKind
+    metric: str
+    label_names: tuple[str, ...]
+    hparams: ProbeHParams
+    hub: HubSource
+    local: LocalSource
+    holdout_every: int | None = None
+    holdout_offset: int = 0
+
+    @property
+    def token_level(self) -> bool:
+        """Whether the probe labels tokens (NER, POS, MLM): such inputs follow the token-task layout rule."""
+        return self.kind in ("token", "mlm")
+
+    @property
+    def num_labels(self) -> int:
+        """Number of classes (0 for MLM, whose targets are the vocabulary)."""
+        return len(self.label_names)
+
+    @property
+    def train_split(self) -> str:
+        """The hub split that training examples come from."""
+        return self.hub.train_split
+
+    @property
+    def eval_split(self) -> str:
+        """The hub split that evaluation examples come from (the paper reports validation results)."""
+        return self.hub.eval_split
+
+
+_GLUE = "nyu-mll/glue"
+_CONLL = "eriktks/conll2003"
+_WIKITEXT = "Salesforce/wikitext"
+
+TASKS: dict[str, TaskSpec] = {
+    spec.name: spec
+    for spec in (
+        TaskSpec(
+            name="cola",
+            kind="sentence",
+            metric="matthews_correlation",
+            label_names=COLA_LABELS,
+            hparams=ProbeHParams(learning_rate=2e-5, batch_size=16, epochs=15, max_length=64),
+            hub=HubSource(_GLUE, "cola", "train", "validation", text_column="sentence", label_column="label"),
+            # GLUE CoLA: source, label, original label, sentence; no header.
+            local=LocalSource(
+                "tsv", "glue_data/CoLA/train.tsv", "glue_data/CoLA/dev.tsv",
+                header=False, n_fields=4, text_column=3, label_column=1,
+            ),
+        ),
+        TaskSpec(
+            name="sst2",
+            kind="sentence",
+            metric="accuracy",
+            label_names=SST2_LABELS,
+            hparams=ProbeHParams(learning_rate=1e-4, batch_size=32, epochs=4, max_length=64),
+            hub=HubSource(_GLUE, "sst2", "train", "validation", text_column="sentence", label_column="label"),
+            local=LocalSource(
+                "tsv", "glue_data/SST-2/train.tsv", "glue_data/SST-2/dev.tsv",
+                text_column="sentence", label_column="label",
+            ),
+        ),
+        TaskSpec(
+            name="mrpc",
+            kind="pair",
+            metric="f1",
+            label_names=MRPC_LABELS,
+            hparams=ProbeHParams(learning_rate=2e-5, batch_size=16, epochs=15, max_length=128),
+            hub=HubSource(
+                _GLUE, "mrpc", "train", "validation",
+                text_column="sentence1", text_pair_column="sentence2", label_column="label",
+            ),
+            local=LocalSource(
+                "tsv", "glue_data/MRPC/train.tsv", "glue_data/MRPC/dev.tsv",
+                text_column="#1 String", text_pair_column="#2 String", label_column="Quality",
+            ),
+        ),
+        TaskSpec(
+            name="mnli",
+            kind="pair",
+            metric="accuracy",
+            label_names=MNLI_LABELS,
+            hparams=ProbeHParams(learning_rate=2e-4, batch_size=8, epochs=4, max_length=256),
+            # The paper reports the mismatched validation split (Sec. 4.1, footnote 11).
+            hub=HubSource(
+                _GLUE, "mnli", "train", "validation_mismatched",
+                text_column="premise", text_pair_column="hypothesis", label_column="label",
+            ),
+            local=LocalSource(
+                "tsv", "glue_data/MNLI/train.tsv", "glue_data/MNLI/dev_mismatched.tsv",
+                text_column="sentence1", text_pair_column="sentence2", label_column="gold_label",
+                label_is_name=True,
+            ),
+        ),
+        TaskSpec(
+            name="ner",
+            kind="token",
+            metric="seqeval_f1",
+            label_names=CONLL_NER_LABELS,
+            hparams=ProbeHParams(learning_rate=1e-4, batch_size=8, epochs=4, max_length=128),
+            hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column="ner_tags"),
+            local=LocalSource(
+                "conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=3, iob1_to_iob2=True,
+            ),
+        ),
+        TaskSpec(
+            name="pos",
+            kind="token",
+            # seqeval over POS tags, as HF run_ner (used by the official code) computes it for every task.
+            metric="seqeval_f1",
+            label_names=CONLL_POS_LABELS,
+            hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=4, max_length=128),
+            hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column="pos_tags"),
+            local=LocalSource("conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=1),
+        ),
+        TaskSpec(
+            name="mlm",
+            kind="mlm",
+            metric="neg_log_perplexity",
+            label_names=(),
+            hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
+            # Only the validation text is used (the raw valid split is identical in WikiText-2 and -103);
+            # train and eval are disjoint sets of its 60 articles, see TaskSpec.holdout_every. Articles
+            # 5, 15, ..., 55 are eval: 238 of 1,841 paragraphs, about 10% of the words.
+            hub=HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text"),
+            local=LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw"),
+            holdout_every=10,
+            holdout_offset=5,
+        ),
+    )
+}
+
+
+class UnknownTaskError(PapaError, ValueError):
+    """No task of that name."""
+
+
+def task_names() -> list[str]:
+    """Names of all registered tasks, in registry order."""
+    return list(TASKS)
+
+
+def get_task(name: str) -> TaskSpec:
+    """Return the spec of task ``name``; raise ``ValueError`` naming the known tasks if there is none."""
+    try:
+        return TASKS[name]
+    except (KeyError, TypeError):
+        raise UnknownTaskError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}") from None

@@ -1,0 +1,253 @@
+"""The fast paths (papa.method.attention_free and the controller's fast keep/replace/mix) against the plain paths.
+
+The plain path is the controller with ``fast_paths = False``: every changed layer materialises the [B, H, n, n]
+probabilities exactly as the method is defined (paper 3.2, 3.3). All five architectures.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import papa
+from papa.method.attention_free import (constant_attention, drop_query_key, query_key_dropped, query_key_dropped_while,
+                                 restore_query_key)
+from papa.method.constants import data_free_constants
+from papa.method.layout import encode
+
+SENTS = ["the cat sat on the mat", "a dog", "john ran to london and paris", "it was not good"]
+N = 16
+
+
+def _inputs(model, tok, texts=SENTS):
+    return encode(tok, texts, max_length=N, model_type=model.config.model_type).inputs
+
+
+def _hidden(model, inputs):
+    with torch.no_grad():
+        return model(**inputs).last_hidden_state
+
+
+def _real(x, inputs):
+    return x[inputs["attention_mask"].bool()]
+
+
+def _setup(model, tok, kind="average"):
+    ctrl = papa.attach(model)
+    if kind == "average":
+        with ctrl.capturing(N) as stats, torch.no_grad():
+            model(**_inputs(model, tok, SENTS[::-1] + ["the plot was very bad"]))
+        ctrl.set_constants(stats.to_constants(ctrl.signature, layout="sep_last"))
+    else:
+        ctrl.set_constants(data_free_constants(kind, ctrl.signature, N))
+    return ctrl
+
+
+def _heads(ctrl, fraction_kept: float, seed: int = 0) -> torch.Tensor:
+    """[L, H] mask of replaced heads, spread over layers as a ranking spreads them."""
+    g = torch.Generator().manual_seed(seed)
+    order = torch.randperm(ctrl.num_layers * ctrl.num_heads, generator=g, device="cpu")
+    mask = torch.zeros(ctrl.num_layers * ctrl.num_heads, dtype=torch.bool)
+    mask[order[: round((1 - fraction_kept) * mask.numel())]] = True
+    return mask.view(ctrl.num_layers, ctrl.num_heads)
+
+
+def _reference(ctrl, model, inputs):
+    ctrl.fast_paths = False
+    try:
+        return _hidden(model, inputs)
+    finally:
+        ctrl.fast_paths = True
+
+
+def test_constant_attention_equals_masked_renormalised_product():
+    g = torch.Generator().manual_seed(0)
+    c = torch.rand(3, 6, 6, generator=g, device="cpu")
+    c[1, 2] = 0.0                                   # an empty row stays 0
+    c[2, :, 4:] = 0.0                                # mass only where keys 4, 5 are pads in example 0 ...
+    c[2, 0, :4] = 0.0                                # ... so row 0 of head 2 is empty for that example
+    value = torch.randn(2, 3, 6, 5, generator=g, device="cpu")
+    valid = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
+    c, value = c.to(valid.device), value.to(valid.device)  # the test device (PAPA_TEST_DEVICE)
+    for v in (valid, None):
+        m = c.unsqueeze(0) * (v[:, None, None, :].float() if v is not None else 1.0)
+        s = m.sum(-1, keepdim=True)
+        probs = torch.where(s > 0, m / s.clamp_min(1e-30), torch.zeros_like(m))
+        expected = (probs @ value).transpose(1, 2)
+        got = constant_attention(c, value, v)
+        assert got.shape == (2, 6, 3, 5)
+        assert torch.allclose(got, expected, atol=1e-6)
+        assert torch.isfinite(got).all()
+
+
+@pytest.mark.parametrize("kept", [0.0, 1 / 4, 1 / 2])
+@pytest.mark.parametrize("kind", ["average", "zeros"])
+def test_fast_replace_matches_plain_path(tiny, kept, kind):
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    ctrl = _setup(model, tok, kind)
+    ctrl.replace(_heads(ctrl, kept))
+    assert torch.allclose(_real(_hidden(model, inputs), inputs), _real(_reference(ctrl, model, inputs), inputs),
+                          atol=1e-5)
+
+
+@pytest.mark.parametrize("kept", [0.0, 1 / 8, 1 / 2, 1.0])
+def test_dropped_query_key_match_plain_path(tiny, kept):
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    ctrl = _setup(model, tok)
+    replaced = _heads(ctrl, kept)
+    ctrl.replace(replaced)
+    expected = _reference(ctrl, model, inputs)
+    attached = _hidden(model, inputs)
+
+    calls = []
+    projections = [p for m in ctrl.info.attention_modules for name, p in m.named_children()
+                   if name in ("query", "key", "query_proj", "key_proj", "in_proj")]
+    handles = [p.register_forward_hook(lambda *a: calls.append(1)) for p in projections]
+    drop_query_key(ctrl)
+    got = _hidden(model, inputs)
+    for h in handles:
+        h.remove()
+    assert torch.allclose(_real(got, inputs), _real(expected, inputs), atol=1e-5)
+
+    full_layers = int(replaced.all(dim=1).sum())
+    bert_like = ctrl.info.hook == "attention_function"
+    if bert_like:
+        for layer, module in enumerate(ctrl.info.attention_modules):
+            kept_heads = int((~replaced[layer]).sum())
+            if 0 < kept_heads < ctrl.num_heads:
+                assert module.query.out_features == module.key.out_features == kept_heads * ctrl.info.head_dim
+    # The original projections of replaced heads are never run: BERT-like layers with any replaced head use
+    # sliced copies; DeBERTa skips Q/K in fully replaced layers (2 projections, or v1's in_proj, per layer).
+    per_layer = 2 if hasattr(ctrl.info.attention_modules[0], "query_proj") or bert_like else 1
+    changed = int(replaced.any(dim=1).sum()) if bert_like else full_layers
+    assert len(calls) == per_layer * (ctrl.num_layers - changed)
+    assert query_key_dropped(ctrl) == (changed > 0)
+
+    restore_query_key(ctrl)
+    assert not query_key_dropped(ctrl)
+    assert torch.equal(_hidden(model, inputs), attached)
+
+
+def test_detach_undoes_dropped_projections(tiny):
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    before = _hidden(model, inputs)
+    state = {k: v.clone() for k, v in model.state_dict().items()}
+    ctrl = _setup(model, tok)
+    ctrl.replace()
+    drop_query_key(ctrl)
+    papa.detach(model)
+    assert all(torch.equal(v, state[k]) for k, v in model.state_dict().items())
+    assert torch.equal(_hidden(model, inputs), before)
+
+
+def test_query_key_dropped_while_restores_even_on_errors(tiny):
+    model, tok = tiny
+    ctrl = _setup(model, tok)
+    ctrl.replace()
+    with query_key_dropped_while(ctrl):
+        assert query_key_dropped(ctrl)
+    assert not query_key_dropped(ctrl)
+    with pytest.raises(RuntimeError, match="boom"), query_key_dropped_while(ctrl):
+        raise RuntimeError("boom")
+    assert not query_key_dropped(ctrl)
+
+
+def test_changing_modes_after_dropping_is_an_error(arch):
+    from conftest import tiny_model, tiny_tokenizer
+
+    if arch.startswith("deberta"):
+        pytest.skip("DeBERTa only drops fully replaced layers; their forward does not look at the modes")
+    model, tok = tiny_model(arch), tiny_tokenizer(arch)
+    inputs = _inputs(model, tok)
+    ctrl = _setup(model, tok)
+    ctrl.replace([(0, 0)])
+    drop_query_key(ctrl)
+    ctrl.replace([(0, 1)])
+    with pytest.raises(papa.PapaError, match="restore_query_key"):
+        _hidden(model, inputs)
+    restore_query_key(ctrl)
+    ctrl.mix()
+    with pytest.raises(papa.PapaError, match="keep' and 'replace"):
+        drop_query_key(ctrl)
+
+
+def test_fast_mixing_matches_plain_path_and_gradients(tiny):
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    ctrl = _setup(model, tok)
+    ctrl.mix()
+    ctrl.replace([(0, 1)])  # one replaced and one kept head beside the mixed ones
+    ctrl.set_modes("keep", [(1, 2)])
+    with torch.no_grad():
+        ctrl.theta.copy_(torch.randn(ctrl.theta.shape, generator=torch.Generator().manual_seed(1), device="cpu"))
+    results = []
+    for fast in (True, False):
+        ctrl.fast_paths = fast
+        ctrl.theta.grad = None
+        out = model(**inputs).last_hidden_state
+        _real(out, inputs).pow(2).mean().backward()
+        results.append((_real(out, inputs).detach(), ctrl.theta.grad.clone()))
+    (out_fast, grad_fast), (out_ref, grad_ref) = results
+    assert torch.allclose(out_fast, out_ref, atol=1e-5)
+    assert torch.allclose(grad_fast, grad_ref, atol=1e-6, rtol=1e-4)
+    assert grad_fast.abs().sum() > 0 and all(p.grad is None for p in model.parameters())
+
+
+def test_fast_path_gradients_of_trainable_constants(tiny):
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    ctrl = papa.attach(model)
+    ctrl.set_constants(data_free_constants("toeplitz", ctrl.signature, N), trainable=True)
+    ctrl.replace(_heads(ctrl, 1 / 2))
+    grads = []
+    for fast in (True, False):
+        ctrl.fast_paths = fast
+        ctrl.constants.grad = None
+        _real(model(**inputs).last_hidden_state, inputs).pow(2).mean().backward()
+        grads.append(ctrl.constants.grad.clone())
+    assert grads[0].abs().sum() > 0
+    assert torch.allclose(grads[0], grads[1], atol=1e-6, rtol=1e-4)
+
+
+def test_training_mode_with_attention_dropout_uses_the_plain_path(tiny):
+    """Dropout on B cannot move past B·V, so in training mode the fast path must give exactly the plain result."""
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    ctrl = _setup(model, tok)
+    ctrl.replace(_heads(ctrl, 1 / 2))
+    model.train()
+    outs = []
+    for fast in (True, False):
+        ctrl.fast_paths = fast
+        torch.manual_seed(0)
+        outs.append(_hidden(model, inputs))
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("setting", ["plain", "replace_half", "attention_free", "mix"])
+def test_bf16_autocast_stays_close_to_float32(tiny, setting):
+    """bf16 autocast (what `benchmarks/bench.py --dtype bf16` runs) changes outputs by bf16 rounding only."""
+    model, tok = tiny
+    inputs = _inputs(model, tok)
+    device_type = next(model.parameters()).device.type
+    if model.config.model_type == "deberta" and setting != "attention_free":
+        with pytest.raises(RuntimeError, match="BFloat16"), torch.autocast(device_type, dtype=torch.bfloat16):
+            _hidden(model, inputs)  # the unattached model: transformers' own masked_fill overflows
+        pytest.skip("transformers' DeBERTa v1 does not run under bf16 autocast (CPU or CUDA), papa or not")
+    ctrl = _setup(model, tok)
+    if setting == "replace_half":
+        ctrl.replace(_heads(ctrl, 1 / 2))
+    elif setting == "attention_free":
+        ctrl.replace()
+        drop_query_key(ctrl)
+    elif setting == "mix":
+        ctrl.mix()
+    full = _real(_hidden(model, inputs), inputs)
+    with torch.autocast(device_type, dtype=torch.bfloat16):
+        half = _real(_hidden(model, inputs), inputs).float()
+    # bf16 keeps 8 bits of mantissa (relative step 2^-8 ≈ 0.4%); two layers of it stay within a few percent.
+    rel = (half - full).norm() / full.norm()
+    assert rel < 0.05, rel
+    assert torch.nn.functional.cosine_similarity(half, full, dim=-1).min() > 0.99

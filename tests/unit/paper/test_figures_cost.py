@@ -1,0 +1,63 @@
+"""Figures render from section frames and save identically twice; the section 3.4 cost formulas."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from papa.method import cost
+from papa.paper import figures
+
+
+def _curves():
+    rows = []
+    for model in ("org/a", "org/b"):
+        for task, metric in (("sst2", "accuracy"), ("mlm", "neg_log_perplexity")):
+            for i, label in enumerate(("1", "1/2", "0")):
+                rows.append({"model": model, "task": task, "selection": "lambda", "fraction_label": label,
+                             "metric": metric, "mean": 0.9 - 0.1 * i, "ci95": 0.01})
+    return pd.DataFrame(rows)
+
+
+def test_fraction_curves_one_panel_per_task_one_line_per_model():
+    fig = figures.fraction_curves(_curves())
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    assert [ax.get_title() for ax in axes] == ["sst2", "mlm"]
+    assert [len(ax.get_lines()) for ax in axes] == [2, 2]
+    assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1", "1/2", "0"]
+    assert axes[1].get_ylabel() == "−log perplexity"
+    with pytest.raises(ValueError, match="no results"):
+        figures.fraction_curves(_curves().iloc[0:0])
+
+
+def test_heatmaps_crop_and_save_deterministically(tmp_path):
+    matrices = torch.rand(2, 3, 16, 16)
+    fig = figures.constant_heatmaps(matrices, [(0, 1), (1, 2)], length=5)
+    shown = fig.axes[0].get_images()[0].get_array()
+    assert shown.shape == (6, 6)  # 5 slots and the final [SEP]
+    rows = matrices[0, 1] / matrices[0, 1].sum(-1, keepdim=True)
+    assert torch.allclose(torch.tensor(shown[5, 5]), rows[15, 15])
+    first = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "a", "f")]
+    second = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "b", "f")]
+    assert first[1] == second[1] and first[1].startswith(b"<?xml")  # the SVG is byte-identical
+    assert first[0][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_performance_vs_drop_labels_models():
+    summary = pd.DataFrame({"model": ["org/a", "org/b"], "original": [0.8, 0.9], "relative_drop": [0.05, 0.1]})
+    fig = figures.performance_vs_drop(summary)
+    assert sorted(t.get_text() for t in fig.axes[0].texts) == ["a", "b"]
+
+
+def test_cost_formulas():
+    # Paper 3.4 at n = d' = 64: (2*64^3 + 3*64^3) / (64^3 + 64^3) = 2.5.
+    assert cost.head_speedup(64, 64) == pytest.approx(2.5)
+    assert cost.head_cost(10, 4, constant=True) == 10 * 10 * 4 + 10 * 4 * 4
+    # Whole-model ceilings quoted for BERT-base (768/3072) and MiniLM-L6 (384/1536).
+    assert cost.model_speedup_ceiling(128, 768, 3072) == pytest.approx(1.213, abs=1e-3)
+    assert cost.model_speedup_ceiling(512, 768, 3072) == pytest.approx(1.25, abs=1e-3)
+    assert cost.model_speedup_ceiling(128, 384, 1536) == pytest.approx(1.226, abs=1e-3)
+    assert cost.model_speedup_ceiling(512, 384, 1536) == pytest.approx(1.294, abs=1e-3)
+    assert cost.model_speedup_ceiling(128, 768, 3072, replaced_share=0.0) == 1.0
+    with pytest.raises(ValueError, match="share of heads"):
+        cost.layer_cost(8, 8, 8, replaced_share=1.5)

@@ -1,0 +1,70 @@
+"""Pattern statistics of constant matrices (paper 5.1) on hand-made matrices whose answers are known."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from papa.method.architectures import ModelSignature
+from papa.method.constants import ConstantMatrices, ConstantsMetadata
+from papa.core.errors import InputError
+from papa.paper.patterns import head_patterns, pattern_summary, representative_heads
+
+N = 8
+SIG = ModelSignature(model_name="toy", model_type="bert", num_layers=1, num_heads=3, config_fingerprint="c",
+                     weights_fingerprint="w")
+
+
+def _constants(matrices: torch.Tensor, real: int = 5) -> ConstantMatrices:
+    """Constants observed on inputs of `real` content slots, [CLS] in slot 0 and [SEP] in slot N-1."""
+    valid = torch.zeros(N, dtype=torch.float64)
+    valid[: real + 1] = 1
+    valid[N - 1] = 1
+    counts = torch.outer(valid, valid) * 10
+    matrices = matrices * (counts > 0)
+    meta = ConstantsMetadata(kind="average", model=SIG, max_length=N, layout="sep_last", num_examples=10)
+    return ConstantMatrices(matrices=matrices.float(), metadata=meta, counts=counts)
+
+
+def _heads() -> torch.Tensor:
+    eye = torch.eye(N)
+    special = torch.zeros(N, N)
+    special[:, 0] = 0.5
+    special[:, N - 1] = 0.5
+    uniform = torch.full((N, N), 1.0 / N)
+    return torch.stack([eye, special, uniform]).unsqueeze(0)  # 1 layer x 3 heads
+
+
+def test_known_patterns():
+    p = head_patterns(_constants(_heads()), special=[0, N - 1]).set_index("head")
+    assert p.loc[0, "diagonal"] and not p.loc[0, "special"] and p.loc[0, "spread"] == pytest.approx(0.0, abs=1e-6)
+    assert p.loc[1, "special"] and p.loc[1, "special_mass"] == pytest.approx(1.0)
+    # The uniform head: every observed key alike, so the spread is maximal and the special mass is 2 / 7 keys.
+    assert p.loc[2, "spread"] == pytest.approx(1.0) and p.loc[2, "special_mass"] == pytest.approx(2 / 7)
+    summary = pattern_summary(p.reset_index())
+    assert summary["heads"] == 3 and summary["special"] == pytest.approx(1 / 3)
+
+
+def test_unobserved_keys_do_not_count():
+    """Entries never observed (beyond the longest input) are outside every row: rows renormalise over the rest."""
+    m = _heads()
+    m[0, 2] = 0.0
+    m[0, 2, :, 1] = 1.0  # all mass on slot 1, a real token
+    p = head_patterns(_constants(m, real=2), special=[0, N - 1])
+    assert p.loc[2, "special_mass"] == pytest.approx(0.0)
+    assert p.loc[2, "diagonal_share"] == pytest.approx(1.0)  # rows 1 and 2: slot 1 is within one slot of both
+
+
+def test_representative_heads_are_distinct():
+    p = head_patterns(_constants(_heads()), special=[0, N - 1])
+    heads = representative_heads(p, k=3)
+    assert sorted(heads) == [(0, 0), (0, 1), (0, 2)]
+    assert representative_heads(p, k=10) == heads  # never more than there are heads
+
+
+def test_errors():
+    c = _constants(_heads())
+    with pytest.raises(InputError, match="outside the constants' length"):
+        head_patterns(c, special=[N])
+    free = ConstantMatrices(matrices=c.matrices, metadata=c.metadata)
+    with pytest.raises(InputError, match="observation counts"):
+        head_patterns(free, special=[0])

@@ -1,0 +1,80 @@
+"""Section tables built from a synthetic results table whose answers are known."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from papa.paper import sections
+from papa.runs.results import ResultRow, ResultsTable
+from papa.method.selection import as_fraction
+
+
+def _row(task, constants, selection, fraction, seed, value, corpus="task"):
+    corpus = "none" if constants in ("none", "identity", "toeplitz", "zeros") else corpus
+    return ResultRow(model="org/m", task=task, constants=constants, constants_corpus=corpus, selection=selection,
+                     fraction=float(as_fraction(fraction)), fraction_label=fraction, n_input_dependent=0, seed=seed,
+                     profile="quick", metric="accuracy", value=value,
+                     run_id=f"{task}-{constants}-{corpus}-{selection}-{fraction}-{seed}")
+
+
+@pytest.fixture
+def results(tmp_path):
+    rows = []
+    for seed, noise in enumerate((-0.01, 0.0, 0.01)):
+        rows += [_row("sst2", "none", "none", "1", seed, 0.90 + noise),
+                 _row("sst2", "average", "lambda", "1/2", seed, 0.89 + noise),
+                 _row("sst2", "average", "random", "1/2", seed, 0.80 + noise),
+                 _row("sst2", "average", "none", "0", seed, 0.81 + noise),
+                 _row("sst2", "average", "none", "0", seed, 0.70 + noise, corpus="mlm"),
+                 _row("sst2", "zeros", "none", "0", seed, 0.60 + noise)]
+    table = ResultsTable(tmp_path / "results.csv")
+    table.append(rows)
+    return table.read()
+
+
+def test_main_curves_share_end_points(results):
+    curves = sections.main_curves(results)
+    assert list(curves["fraction_label"]) == ["1", "1/2", "0"]
+    assert curves["mean"].round(6).tolist() == [0.90, 0.89, 0.81]
+    assert (curves["n"] == 3).all() and (curves["ci95"] > 0).all()
+    methods = sections.selection_curves(results, ["lambda", "random"])
+    assert methods.groupby("selection")["mean"].apply(lambda s: round(s.iloc[1], 6)).to_dict() == {
+        "lambda": 0.89, "random": 0.80}
+
+
+def test_claims_and_ranks(results):
+    curves = sections.main_curves(results)
+    claims = sections.fraction_claims(curves).iloc[0]
+    assert claims["drop_at_half"] == pytest.approx(0.01)
+    assert claims["relative_drop_at_0"] == pytest.approx(0.09 / 0.90)
+    summary = sections.performance_vs_drop(curves)
+    assert summary.loc[0, "original"] == pytest.approx(0.90) and summary.loc[0, "tasks"] == 1
+    ranks = sections.method_ranks(sections.selection_curves(results, ["lambda", "random"]))
+    assert ranks.loc[("m", "sst2", "1/2")].to_dict() == {"lambda": 1, "random": 2}
+
+
+def test_tables(results):
+    t1 = sections.alternatives_table(results, ["zeros", "average"])
+    assert list(t1.index.get_level_values("constants")) == ["none", "zeros", "average"]
+    assert t1.loc[("m", "average"), "sst2"].startswith("0.810 ± ")
+    beats = sections.average_beats(results, ["zeros"])
+    assert beats.loc[("m", "sst2"), "beats zeros"]
+    t2 = sections.data_dependence_table(results, "mlm")
+    assert list(t2.index.get_level_values("constants_corpus")) == ["task", "mlm"]
+    assert t2.loc[("m", "mlm"), "sst2"].startswith("0.700")
+
+
+def test_format_and_other_corpus(tmp_path):
+    assert sections.format_cell(0.5, float("nan")) == "0.500"
+    assert sections.format_cell(float("nan"), 0.1) == "—"
+    (tmp_path / "glue_data" / "SST-2").mkdir(parents=True)
+    (tmp_path / "glue_data" / "SST-2" / "train.tsv").write_text("sentence\tlabel\n")
+    assert sections.task_available("sst2", str(tmp_path))
+    assert sections.other_corpus(data_dir=str(tmp_path)) == "mlm"  # no MNLI files here
+    path = sections.save_table(pd.DataFrame({"a": [1]}), str(tmp_path), "t")
+    assert path.read_text().splitlines()[0] == ",a"
+
+
+def test_run_grids_needs_models_and_tasks():
+    with pytest.raises(ValueError, match="at least one model and one task"):
+        sections.run_grids([], ["sst2"], profile="quick", out_dir="unused")

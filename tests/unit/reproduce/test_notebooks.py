@@ -1,0 +1,78 @@
+"""The section notebooks' shape: a parameters cell with the common names, quick defaults, no logic in cells."""
+from __future__ import annotations
+
+import ast
+
+import nbformat
+import pytest
+
+from conftest import REPO
+from papa.core.errors import InputError
+from papa.reproduce.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths
+
+COMMON = {"profile", "seeds", "fractions", "device", "data_dir", "out_dir", "force"}
+
+
+def _parameters(nb) -> dict:
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1, "exactly one cell tagged 'parameters'"
+    values = {}
+    for node in ast.parse(cells[0].source).body:
+        assert isinstance(node, ast.Assign), "the parameters cell holds plain assignments only"
+        values[node.targets[0].id] = ast.literal_eval(node.value)
+    return values
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_has_parameters_and_quick_defaults(name):
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    params = _parameters(nb)
+    assert COMMON <= set(params)
+    assert params["profile"] == "quick" and params["out_dir"] == "../artifacts/quick" and params["seeds"] == [0, 1, 2]
+    assert params["fractions"] == ["1", "1/2", "1/8", "1/16", "0"] and params["force"] is False
+    # Every override a profile injects names a parameter the notebook has.
+    for profile in PROFILE_PARAMETERS:
+        assert set(notebook_parameters(name, profile, out_dir="x")) <= set(params)
+    # Cells call into papa; a cell that defines functions, classes or loops is a function missing from papa/.
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            for node in ast.walk(ast.parse(cell.source)):
+                assert not isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.For, ast.While)), \
+                    f"{name}: logic in a cell:\n{cell.source}"
+    assert any(c.cell_type == "markdown" and "paper" in c.source.lower() for c in nb.cells)
+
+
+def test_stored_notebooks_hold_outputs_of_a_run():
+    for name in NOTEBOOKS:
+        nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        assert all(c.execution_count for c in code), f"{name} is stored without running it"
+        assert not any(o.output_type == "error" for c in code for o in c.outputs), f"{name} has an error output"
+
+
+def test_parameters_for_profiles(tmp_path):
+    quick = notebook_parameters("02_main_results", "quick", out_dir=tmp_path, data_dir="d", force=True)
+    assert quick == {"profile": "quick", "out_dir": str(tmp_path.resolve()), "device": "cpu", "force": True,
+                     "data_dir": "d"}
+    # Inside the clone the output folder is given relative to notebooks/, where the notebooks run.
+    inside = notebook_parameters("02_main_results", "cpu", out_dir=REPO / "artifacts" / "cpu")
+    assert inside["out_dir"] == "../artifacts/cpu" and inside["profile"] == "cpu"
+    full = notebook_parameters("02_main_results", "full", out_dir=tmp_path)
+    assert len(full["models"]) == 6 and "mnli" in full["tasks"]
+    with pytest.raises(InputError, match="unknown notebook"):
+        notebook_parameters("08_extra", "quick", out_dir=tmp_path)
+    with pytest.raises(ValueError, match="unknown profile"):
+        notebook_parameters("01_method", "huge", out_dir=tmp_path)
+
+
+def test_portable_paths(tmp_path):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        'print("x")', outputs=[nbformat.v4.new_output("stream", text=f"wrote {tmp_path}/artifacts/cpu/a.png\n"
+                                                                       f"read {tmp_path / 'data'}/glue_data\n")])])
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    portable_paths(path, {f"{tmp_path}/": "", str(tmp_path / "data"): "$PAPA_DATA_DIR"})
+    text = nbformat.read(path, as_version=4).cells[0].outputs[0].text
+    assert text == "wrote artifacts/cpu/a.png\nread $PAPA_DATA_DIR/glue_data\n" and str(tmp_path) not in path.read_text()
+    portable_paths(path, {"wrote artifacts": 'wrote "quoted"'})  # names with quotes keep the file valid JSON
+    assert nbformat.read(path, as_version=4).cells[0].outputs[0].text.startswith('wrote "quoted"/cpu/a.png')
