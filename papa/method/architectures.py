@@ -1,17 +1,23 @@
-"""Where each supported architecture keeps its self-attention, and how a model is identified.
+"""The registry of architectures: each model type papa has verified, with its attention adapter and what the PAPA
+layout must know about it.
 
-Two hook kinds cover the five supported families without forking any modeling file:
+Two attention mechanisms (`papa.method.adapters`) cover them without forking any modeling file:
 
-* ``attention_function`` (BERT, RoBERTa, ELECTRA): the self-attention module looks its attention function up in
-  transformers' ``AttentionInterface`` registry by ``config._attn_implementation``; papa registers its own function.
-* ``probs_dropout`` (DeBERTa v1, DeBERTa-v2/v3): the module computes the softmax itself (with relative-position
-  terms) and applies its ``self.dropout`` exactly once, to the probabilities; papa transforms the probabilities in a
-  forward pre-hook on that dropout module.
+* ``attention_function`` (`InterfaceAdapter`): the attention module looks its function up in transformers'
+  ``AttentionInterface`` by ``config._attn_implementation``; papa registers its own. Most model types of
+  transformers 5.x work this way, encoders and causal LMs alike; a type missing from the registry is still attached
+  this way (with a warning) when its attention goes through the interface.
+* ``probs_dropout`` (`DebertaAdapter`): DeBERTa computes the softmax itself (with relative-position terms) and
+  applies its ``self.dropout`` exactly once, to the probabilities; papa transforms them in a pre-hook on it.
+
+Adding an architecture whose attention uses a known mechanism is one `ARCHITECTURES` entry (and its tiny config in
+the tests' ``tests/conftest.py``).
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Literal
 
@@ -19,16 +25,85 @@ import torch
 from torch import nn
 
 from papa.core.errors import UnsupportedModelError
+from papa.method.adapters.base import Adapter
+from papa.method.adapters.deberta import DebertaAdapter
+from papa.method.adapters.interface import SUPPORTED_HINT, InterfaceAdapter, calls_interface
 
 HookKind = Literal["attention_function", "probs_dropout"]
+Positions = Literal["ids", "from_padding"]
 
-SUPPORTED_MODEL_TYPES: dict[str, HookKind] = {
-    "bert": "attention_function",
-    "roberta": "attention_function",
-    "electra": "attention_function",
-    "deberta": "probs_dropout",
-    "deberta-v2": "probs_dropout",
+
+@dataclass(frozen=True)
+class Architecture:
+    """How papa handles one model type."""
+
+    adapter: Adapter
+    #: ``ids``: the PAPA layout passes ``position_ids = cumsum(mask) - 1``; ``from_padding``: the model numbers real
+    #: tokens itself from ``pad_token_id + 1`` (RoBERTa), so no ids are passed and two positions are not usable.
+    positions: Positions = "ids"
+    #: attribute names of the query and key projections (dropped for replaced heads); None: one fused projection
+    query_key: tuple[str, str] | None = ("query", "key")
+    #: the released code's tokenizer adds a prefix space (byte-level BPE; run_papa_ner.py's add_prefix_space=True)
+    prefix_space: bool = False
+    #: in ARCHITECTURES, i.e. covered by the invariant tests
+    verified: bool = True
+
+    @property
+    def hook(self) -> HookKind:
+        return self.adapter.hook  # type: ignore[return-value]
+
+    def max_positions(self, config) -> int | None:
+        """How many positions the model's absolute position embeddings cover (None: relative positions only)."""
+        if not getattr(config, "position_biased_input", True):
+            return None
+        n = getattr(config, "max_position_embeddings", None)
+        if n is None:
+            return None
+        return n - (config.pad_token_id + 1) if self.positions == "from_padding" else n
+
+
+INTERFACE, DEBERTA = InterfaceAdapter(), DebertaAdapter()
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "bert": Architecture(INTERFACE),
+    "roberta": Architecture(INTERFACE, positions="from_padding", prefix_space=True),
+    "xlm-roberta": Architecture(INTERFACE, positions="from_padding"),
+    "electra": Architecture(INTERFACE),
+    "albert": Architecture(INTERFACE),                      # one attention module shared by every layer
+    "distilbert": Architecture(INTERFACE, query_key=("q_lin", "k_lin")),
+    "modernbert": Architecture(INTERFACE, query_key=None),  # fused Wqkv; global and sliding-window layers
+    "llama": Architecture(INTERFACE, query_key=("q_proj", "k_proj")),  # causal, rotary, grouped-query
+    "deberta": Architecture(DEBERTA, query_key=None, prefix_space=True),
+    "deberta-v2": Architecture(DEBERTA, query_key=None),
 }
+#: model type -> how its attention is intercepted
+SUPPORTED_MODEL_TYPES: dict[str, HookKind] = {name: arch.hook for name, arch in ARCHITECTURES.items()}
+_UNVERIFIED = Architecture(INTERFACE, query_key=None, verified=False)
+
+
+def architecture(model_type: str | None) -> Architecture:
+    """The registry entry of `model_type`, else the AttentionInterface adapter without Q/K dropping (unverified)."""
+    return ARCHITECTURES.get(model_type or "", _UNVERIFIED)
+
+
+def check_config(config) -> None:
+    """Refuse, before any weights are read, a model type whose attention papa cannot intercept."""
+    if config.model_type in ARCHITECTURES:
+        return
+    from transformers import AutoModel
+
+    with torch.device("meta"):  # the modules without memory: enough to read which attention they run
+        try:
+            skeleton = AutoModel.from_config(config)
+        except Exception as exc:  # noqa: BLE001 -- whatever the reason, papa cannot build it
+            raise UnsupportedModelError(f"model_type {config.model_type!r} cannot be built by AutoModel ({exc}). "
+                                        f"{SUPPORTED_HINT}") from exc
+    if not any(calls_interface(m) for m in skeleton.modules()):
+        raise UnsupportedModelError(
+            f"model_type {config.model_type!r} computes attention in its own code, not through transformers' "
+            f"AttentionInterface, so papa cannot replace it. {SUPPORTED_HINT} Supported model types: "
+            f"{', '.join(sorted(ARCHITECTURES))}, and any other whose attention goes through the interface.")
+
 
 # Config fields that decide the shapes and the arithmetic of attention; two configs that agree on these can share
 # data-free constants, and a changed value means the constants belong to another model.
@@ -36,6 +111,11 @@ _FINGERPRINT_FIELDS = (
     "model_type", "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size",
     "max_position_embeddings", "type_vocab_size", "relative_attention", "pos_att_type", "position_buckets",
     "max_relative_positions", "position_biased_input", "embedding_size",
+)
+# Recorded only where the config has them, so that the fingerprints of the fields above stay as they were.
+_FINGERPRINT_IF_PRESENT = (
+    "num_key_value_heads", "head_dim", "sliding_window", "local_attention", "global_attn_every_n_layers",
+    "num_hidden_groups", "inner_group_num", "n_layers", "n_heads", "dim",
 )
 
 
@@ -56,54 +136,58 @@ class ModelSignature:
 
 @dataclass
 class EncoderInfo:
-    """The encoder inside a (possibly task-headed) model and its per-layer self-attention modules."""
+    """The backbone inside a (possibly task-headed) model, its attention module per layer and the head geometry."""
 
     model_type: str
     hook: HookKind
     base: nn.Module
-    attention_modules: list[nn.Module]
+    attention_modules: list[nn.Module]   # per layer; a module shared by layers (ALBERT) repeats
     num_layers: int
     num_heads: int
     head_dim: int
+    num_kv_heads: int
+    architecture: Architecture
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.architecture.adapter
 
 
-def _unsupported(model: nn.Module, why: str) -> UnsupportedModelError:
-    names = ", ".join(sorted(SUPPORTED_MODEL_TYPES))
-    return UnsupportedModelError(
-        f"papa cannot attach to {type(model).__name__}: {why}. Supported model types: {names} "
-        "(load them with transformers' AutoModel* classes)."
-    )
+_INFO = "_papa_encoder_info"  # model.__dict__ entry: discovery runs a forward pass, so it is done once per model
+_WARNED: set[str] = set()
 
 
 def describe_encoder(model: nn.Module) -> EncoderInfo:
-    """Find the encoder and its self-attention modules, or raise `UnsupportedModelError`."""
+    """Find the backbone and its attention modules (once per model), or raise `UnsupportedModelError`."""
+    info = model.__dict__.get(_INFO)
+    if info is not None:
+        return info
     config = getattr(model, "config", None)
     model_type = getattr(config, "model_type", None)
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise _unsupported(model, f"model_type {model_type!r} is not supported")
+    if config is None:
+        raise UnsupportedModelError(f"papa cannot attach to {type(model).__name__}: it has no transformers config. "
+                                    f"{SUPPORTED_HINT}")
+    arch = architecture(model_type)
     base = getattr(model, "base_model", model)
-    try:
-        layers = base.encoder.layer
-        modules = [layer.attention.self for layer in layers]
-    except AttributeError as exc:
-        raise _unsupported(model, f"no encoder.layer[i].attention.self found ({exc})") from exc
-    first = modules[0]
-    num_heads = first.num_attention_heads
-    return EncoderInfo(
-        model_type=model_type,
-        hook=SUPPORTED_MODEL_TYPES[model_type],
-        base=base,
-        attention_modules=modules,
-        num_layers=len(modules),
-        num_heads=num_heads,
-        head_dim=first.attention_head_size,
-    )
+    sites = arch.adapter.find(model, base)
+    if not arch.verified and model_type not in _WARNED:
+        _WARNED.add(model_type)
+        warnings.warn(f"model_type {model_type!r} is not among papa's verified architectures "
+                      f"({', '.join(sorted(ARCHITECTURES))}); it is attached through transformers' AttentionInterface "
+                      "and its query/key projections are not dropped. Check the invariants (papa's tests) on it.",
+                      stacklevel=2)
+    info = EncoderInfo(model_type=model_type, hook=arch.hook, base=base, attention_modules=sites.layer_modules,
+                       num_layers=len(sites.layer_modules), num_heads=sites.num_heads, head_dim=sites.head_dim,
+                       num_kv_heads=sites.num_kv_heads, architecture=arch)
+    model.__dict__[_INFO] = info
+    return info
 
 
 def config_fingerprint(config) -> str:
     """sha256 (first 16 hex digits) of the config fields that shape attention."""
     d = config.to_dict()
     picked = {k: d.get(k) for k in _FINGERPRINT_FIELDS}
+    picked.update({k: d[k] for k in _FINGERPRINT_IF_PRESENT if k in d})
     return hashlib.sha256(json.dumps(picked, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 

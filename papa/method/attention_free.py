@@ -8,9 +8,10 @@ row-wise (`PapaController.constant_probs`). Because the mask acts on keys only,
 so `constant_attention` masks V (n·d′ work) instead of C (n² work) and runs one GEMM per head that the whole batch
 shares. The controller uses it for every replaced head, and for the constant half of mixed heads.
 
-`drop_query_key(controller)` then makes the model attention-free where heads are replaced (paper 3.4): the query
-and key projections of BERT, RoBERTa and ELECTRA are sliced to the kept heads (transformers 5 has no `head_mask` /
-`prune_heads`), so Q, K and Q·Kᵀ are computed only for heads that still need them. DeBERTa computes its scores
+`drop_query_key(controller)` then makes the model attention-free where heads are replaced (paper 3.4); how depends
+on the attention mechanism, so each adapter (`papa.method.adapters`) does it: AttentionInterface models slice their
+query (and, without grouped keys, key) projections to the kept heads (transformers 5 has no `head_mask` /
+`prune_heads`), so Q, K and Q·Kᵀ are computed only for heads that still need them; DeBERTa computes its scores
 inside the attention module (with relative-position terms), so there only layers whose heads are *all* replaced
 change: their attention module runs value projection + constants alone. `restore_query_key` (also run by
 `papa.detach`) puts the original projections back; the model's weights are never modified.
@@ -24,6 +25,8 @@ import torch
 from torch import nn
 
 from papa.core.errors import PapaError
+from papa.method.adapters.base import layers_by_module
+from papa.method.head_modes import MIX
 
 QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
 RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoes `drop_query_key` on the module
@@ -61,7 +64,8 @@ class _NoHeads(nn.Module):
         return hidden_states.new_zeros(()).expand(*hidden_states.shape[:-1], self.head_dim)
 
 
-def _sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Module:
+def sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Module:
+    """A copy of `linear` that produces only `heads` (frozen), or a zero stand-in when none is left."""
     if heads.numel() == 0:
         return _NoHeads(head_dim)
     rows = (heads[:, None] * head_dim + torch.arange(head_dim, device=heads.device)).reshape(-1)
@@ -76,61 +80,6 @@ def _sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.
     return out
 
 
-def _drop_bert_like(controller, layer: int, module: nn.Module) -> None:
-    keep = (controller.modes[layer] == KEEP_MODE).nonzero().squeeze(1).cpu()
-    if keep.numel() == controller.num_heads:
-        return
-    head_dim = module.attention_head_size
-    query, key = module.query, module.key
-    module.query = _sliced_linear(query, keep, head_dim)
-    module.key = _sliced_linear(key, keep, head_dim)
-    module.__dict__[QK_HEADS] = keep
-
-    def restore() -> None:
-        module.query, module.key = query, key
-        module.__dict__.pop(QK_HEADS, None)
-        module.__dict__.pop(RESTORE, None)
-
-    module.__dict__[RESTORE] = restore
-
-
-def _deberta_value(module: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
-    """DeBERTa's value states [B, h, n, d′] (v1 interleaves q, k, v per head in one `in_proj`)."""
-    batch, n, _ = hidden_states.shape
-    heads, head_dim = module.num_attention_heads, module.attention_head_size
-    if hasattr(module, "value_proj"):
-        v = module.value_proj(hidden_states)
-    else:
-        w = module.in_proj.weight.view(heads, 3, head_dim, -1)[:, 2].reshape(heads * head_dim, -1)
-        v = nn.functional.linear(hidden_states, w.to(hidden_states.dtype)) + module.v_bias.to(hidden_states.dtype)
-    return v.view(batch, n, heads, head_dim).transpose(1, 2)
-
-
-def _drop_deberta(controller, layer: int, module: nn.Module) -> None:
-    if bool((controller.modes[layer] == KEEP_MODE).any()):
-        return  # scores of kept heads need Q, K and the relative terms: the layer runs unchanged
-    if getattr(module, "head_weights_proj", None) is not None:
-        raise PapaError("DeBERTa with talking heads mixes probabilities across heads: attention-free layers are "
-                        "not supported for it")
-
-    def forward(hidden_states, attention_mask=None, output_attentions=False, *args, **kwargs):
-        value = _deberta_value(module, hidden_states)
-        batch, _, n, _ = value.shape
-        valid = controller._valid_for(batch, n, value.device)
-        out = constant_attention(controller.constant_matrices(layer, n), value, valid)
-        return out.reshape(batch, n, -1), None
-
-    module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it
-    module.__dict__[QK_HEADS] = torch.zeros(0, dtype=torch.long)
-
-    def restore() -> None:
-        module.__dict__.pop("forward", None)
-        module.__dict__.pop(QK_HEADS, None)
-        module.__dict__.pop(RESTORE, None)
-
-    module.__dict__[RESTORE] = restore
-
-
 def drop_query_key(controller) -> None:
     """Compute Q, K and Q·Kᵀ only for kept heads (see the module doc); replaced heads become attention-free.
 
@@ -139,13 +88,12 @@ def drop_query_key(controller) -> None:
     """
     if controller.constants is None:
         raise PapaError("drop_query_key needs constants for the replaced heads: call set_constants(...) first")
-    if bool((controller.modes == 2).any()):
+    if bool((controller.modes == MIX).any()):
         raise PapaError("mixed heads need their own attention: drop_query_key works with 'keep' and 'replace' only")
     restore_query_key(controller)
     controller.signature  # noqa: B018 -- fingerprint the original projections before they are swapped
-    drop = _drop_bert_like if controller.info.hook == "attention_function" else _drop_deberta
-    for layer, module in enumerate(controller.info.attention_modules):
-        drop(controller, layer, module)
+    for module, layers in layers_by_module(controller.info.attention_modules):
+        controller.info.adapter.drop_query_key(controller, layers, module)
 
 
 def restore_query_key(controller) -> None:

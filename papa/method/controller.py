@@ -1,12 +1,13 @@
 """Attach PAPA to a frozen encoder: per head keep, replace (constant matrix) or mix (learned λ), and capture.
 
-One entry point, `attach(model)`, returns a `PapaController`. It hooks each layer's self-attention in the way the
-architecture allows (see `papa.method.architectures`) and reads the padding mask of every forward pass from a pre-hook on
-the encoder, so all architectures share one mechanism for masks, modes and statistics:
+One entry point, `attach(model)`, returns a `PapaController`. The model type's adapter (`papa.method.architectures`,
+`papa.method.adapters`) hooks each layer's attention; the controller reads the padding of every forward pass from a
+pre-hook on the backbone and holds what every mechanism shares: modes, constants, λ and statistics.
 
 * keep     the head's own attention A (the original computation is called, bit for bit);
-* replace  the head's constant matrix C, masked to the current input's real keys and renormalised row-wise
-           (paper 3.3, footnote 8); a row with no mass left (the zeros kind) stays 0, pruning the head;
+* replace  the head's constant matrix C, masked by what the attention mask allows (the input's real keys; causal or
+           sliding-window patterns where the model has them) and renormalised row-wise (paper 3.3, footnote 8); a row
+           with no mass left (the zeros kind) stays 0, pruning the head;
 * mix      B = λ·A + (1 − λ)·C with λ = sigmoid(θ), one trainable θ per head, initialised to 0 so λ = 0.5 (paper 3.2);
 * capture  independent of the modes: accumulate A (masked to real queries and keys) into `AttentionStats`.
 
@@ -16,44 +17,26 @@ the attention implementation, the hooks and the ``requires_grad`` flags exactly.
 from __future__ import annotations
 
 import inspect
-import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Callable
 
 import torch
 from torch import nn
-from transformers import AttentionInterface
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
+from papa.core.errors import InputError, PapaError
 from papa.method.architectures import EncoderInfo, ModelSignature, describe_encoder, model_signature
-from papa.method.attention_free import QK_HEADS, RESTORE, constant_attention
+from papa.method.attention_free import RESTORE
 from papa.method.capture import AttentionStats
 from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
-from papa.core.errors import InputError, PapaError
+from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE
 from papa.method.layout import SEPARATOR_LAST
+from papa.method.masks import Allowed, padding_mask
 
-KEEP, REPLACE, MIX = 0, 1, 2
-MODE_NAMES = {"keep": KEEP, "replace": REPLACE, "mix": MIX}
+__all__ = ["KEEP", "MIX", "MODE_NAMES", "REPLACE", "PapaController", "attach", "controller_of", "detach"]
 
-_SITE = "_papa_site"          # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
 _CONTROLLER = "_papa_controller"
-_PREFIX = "papa_"             # registered attention implementations are named papa_<original>
-CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see _attention_in_blocks)
-# On an accelerator the cost is kernel launches, not cache misses: 1 MiB blocks ran capture at 0.03-0.15x the plain
-# forward on an H100, so there a block is a whole layer unless that exceeds this many bytes.
-CAPTURE_BLOCK_BYTES_ACCELERATOR = 1 << 30
 
 HeadSpec = Iterable[tuple[int, int]] | torch.Tensor | None
-
-
-@dataclass
-class _Site:
-    controller: "PapaController"
-    layer: int
-    fallback: Callable | None  # the original attention function (attention_function hook only)
 
 
 class PapaController(nn.Module):
@@ -76,7 +59,9 @@ class PapaController(nn.Module):
         self._valid: torch.Tensor | None = None   # [B, n] bool of the forward pass in flight; None: no padding
         self._n: int | None = None
         self._handles: list = []
-        self._attn_impl: str | None = None
+        self._attn_impl: str | None = None   # the attention implementation the adapter replaced, if any
+        self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
+        self._allowed_cache: dict = {}       # one `Allowed` per mask tensor of the forward pass in flight
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
@@ -211,7 +196,9 @@ class PapaController(nn.Module):
             ref = bound.get("inputs_embeds")
         n = ref.shape[1] if ref is not None else (mask.shape[-1] if mask is not None else None)
         self._n = n
-        self._valid = _padding_mask(mask)
+        self._valid = padding_mask(mask)
+        self.forward_id += 1
+        self._allowed_cache.clear()
         if self.max_length is not None and n is not None and n > self.max_length and bool((self.modes != KEEP).any()):
             raise InputError(
                 f"the input has {n} positions but the constants were made at length {self.max_length}: encode inputs "
@@ -233,6 +220,16 @@ class PapaController(nn.Module):
 
     def _end_forward(self, *_unused) -> None:
         self._valid, self._n = None, None
+        self._allowed_cache.clear()
+
+    def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> Allowed:
+        """What `mask` (as an attention function received it) allows; computed once per mask and forward pass."""
+        key = (id(mask) if mask is not None else None, q, k, causal)
+        found = self._allowed_cache.get(key)
+        if found is None or (mask is not None and found[0] is not mask):
+            found = (mask, Allowed.from_mask(mask, q, k, causal=causal))
+            self._allowed_cache[key] = found
+        return found[1]
 
     def _valid_for(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
         v = self._valid
@@ -252,19 +249,24 @@ class PapaController(nn.Module):
         c = self._constants[layer, heads, :n, :n]
         return c.clamp_min(0.0) if isinstance(self._constants, nn.Parameter) else c
 
-    def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | None, n: int,
-                       dtype: torch.dtype) -> torch.Tensor:
-        """Constant matrices of `heads` masked to real keys and renormalised row-wise: [B or 1, h, n, n]."""
-        c = self.constant_matrices(layer, n, heads).to(dtype).unsqueeze(0)
-        if valid is not None:
-            c = c * valid[:, None, None, :].to(dtype)
+    def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | Allowed | None, n: int,
+                       dtype: torch.dtype, rows: slice = slice(None)) -> torch.Tensor:
+        """Constant matrices of `heads` (query `rows`) masked by `valid` (an `Allowed`, or a [B, n] real-key mask)
+        and renormalised row-wise: [B or 1, h, r, n]."""
+        allowed = valid if isinstance(valid, Allowed) else Allowed.from_keys(valid)
+        c = self.constant_matrices(layer, n, heads)[:, rows].to(dtype).unsqueeze(0)
+        m = allowed.as_bool(rows)
+        if m is not None:
+            c = c * m.to(dtype)
         s = c.sum(-1, keepdim=True)
         return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
 
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
-                        heads: slice = slice(None), rows: slice = slice(None)) -> torch.Tensor:
+                        heads: slice = slice(None), rows: slice = slice(None), *,
+                        allowed: Allowed | None = None) -> torch.Tensor:
         """Apply the layer's head modes to attention probabilities [B, h, r, n] of `heads` and query `rows` (all by
-        default), capturing them first."""
+        default), capturing them first. Statistics count the real queries and keys in `valid`; constants are masked
+        by `allowed` (default: the real keys in `valid`)."""
         if self.stats is not None:
             v = valid if valid is not None else torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool,
                                                            device=probs.device)
@@ -272,98 +274,13 @@ class PapaController(nn.Module):
         modes = self.modes[layer, heads]
         if not bool((modes != KEEP).any()):
             return probs
-        c = self.constant_probs(layer, heads, valid, probs.shape[-1], probs.dtype)[:, :, rows]
+        c = self.constant_probs(layer, heads, allowed if allowed is not None else valid, probs.shape[-1],
+                                probs.dtype, rows)
         w = (modes == KEEP).to(probs.dtype)
         if bool((modes == MIX).any()):  # λ joins the graph only where it is used
             w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer, heads]).to(probs.dtype), w)
         w = w[None, :, None, None]
         return w * probs + (1 - w) * c
-
-    def _attention_in_blocks(self, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                             attention_mask: torch.Tensor | None, scaling: float | None,
-                             valid: torch.Tensor | None) -> torch.Tensor:
-        """Materialised attention (capture, modes) one block of heads and query rows at a time, output [B, n, H, d].
-
-        On the CPU a block holds about `CAPTURE_BLOCK_BYTES` of probabilities, so it stays in cache and reuses freed
-        memory; one [B, H, n, n] tensor per layer is several times slower there at n = 512. On an accelerator blocks
-        are as large as `CAPTURE_BLOCK_BYTES_ACCELERATOR` allows, since each block costs kernel launches. Every entry
-        is still reduced over the whole batch at once, so the statistics do not depend on the blocking.
-        """
-        batch, heads, n, d = value.shape
-        budget = CAPTURE_BLOCK_BYTES if value.device.type == "cpu" else CAPTURE_BLOCK_BYTES_ACCELERATOR
-        per_head = batch * n * n * value.element_size()
-        head_block = max(1, budget // per_head)
-        row_block = n if per_head <= budget else max(1, budget * n // per_head)
-        out = value.new_empty(batch, n, heads, d)
-        for h in range(0, heads, head_block):
-            hs = slice(h, min(h + head_block, heads))
-            for r in range(0, n, row_block):
-                rs = slice(r, min(r + row_block, n))
-                mask = attention_mask
-                if mask is not None and mask.dim() == 4:  # [B, 1 or H, 1 or n, n]: the block's heads and rows
-                    mask = mask[:, hs if mask.shape[1] > 1 else slice(None), rs if mask.shape[2] > 1 else slice(None)]
-                probs = _attention_probs(query[:, hs, rs], key[:, hs], mask, scaling)
-                probs = self.transform_probs(layer, probs, valid, hs, rs)
-                out[:, rs, hs] = torch.matmul(probs, value[:, hs]).transpose(1, 2)
-        return out
-
-    def attention_forward(self, site: _Site, module: nn.Module, query: torch.Tensor, key: torch.Tensor,
-                          value: torch.Tensor, attention_mask: torch.Tensor | None, scaling: float | None = None,
-                          dropout: float = 0.0, **kwargs):
-        """The registered attention function's body (BERT, RoBERTa, ELECTRA)."""
-        layer = site.layer
-        any_changed, any_mixed = self._layer_needs(layer)
-        qk_heads = module.__dict__.get(QK_HEADS)  # set by papa.method.attention_free.drop_query_key
-        if not any_changed and self.stats is None and qk_heads is None:
-            return site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
-        batch, heads, n, _ = value.shape
-        valid = self._valid_for(batch, n, value.device)
-        modes = self.modes[layer]
-        keep = (modes == KEEP).nonzero().squeeze(1)
-        if qk_heads is not None and (any_mixed or self.stats is not None or not torch.equal(qk_heads, keep.cpu())):
-            raise PapaError("the query/key projections were dropped for another head configuration (or for no "
-                            "capture): call papa.method.attention_free.restore_query_key(controller) first")
-        # Dropout on B cannot be moved past the matmul with V, so training with attention dropout stays exact.
-        fast = self.fast_paths and (dropout == 0.0 or not module.training)
-        if any_mixed and fast and self.stats is None:
-            # B·V = w·(A·V) + (1 − w)·(C·V) per head: no [B, H, n, n] tensor, and A·V comes from the original
-            # (fused) attention function.
-            out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                     **kwargs)
-            out_c = constant_attention(self.constant_matrices(layer, n), value, valid)
-            w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer]), (modes == KEEP).to(self.theta.dtype))
-            w = w.to(out_a.dtype)[None, None, :, None]
-            return w * out_a + (1 - w) * out_c.to(out_a.dtype), None
-        if self.stats is not None and fast:
-            return self._attention_in_blocks(layer, query, key, value, attention_mask, scaling, valid), None
-        if any_mixed or self.stats is not None:
-            probs = self.transform_probs(layer, _attention_probs(query, key, attention_mask, scaling), valid)
-            probs = nn.functional.dropout(probs, p=dropout, training=module.training)
-            return torch.matmul(probs, value).transpose(1, 2).contiguous(), probs
-        # Only keep and replace: the kept heads run the original function on their slice, replaced heads skip Q·Kᵀ.
-        repl = (modes == REPLACE).nonzero().squeeze(1)
-        if fast:
-            every = repl.numel() == heads  # no gather of V when the whole layer is constant
-            out_repl = constant_attention(self.constant_matrices(layer, n, slice(None) if every else repl),
-                                          value if every else value[:, repl], valid)
-        else:
-            c = self.constant_probs(layer, repl, valid, n, value.dtype)
-            c = nn.functional.dropout(c, p=dropout, training=module.training)
-            out_repl = torch.matmul(c, value[:, repl]).transpose(1, 2)
-        if keep.numel() == 0:
-            return out_repl.contiguous(), None
-        q, k = (query, key) if qk_heads is not None else (query[:, keep], key[:, keep])
-        out_keep, _ = site.fallback(module, q, k, value[:, keep], attention_mask, scaling=scaling, dropout=dropout,
-                                    **kwargs)
-        out = value.new_empty(batch, n, heads, value.shape[-1])
-        out[:, :, keep] = out_keep
-        out[:, :, repl] = out_repl.to(out.dtype)
-        return out, None
-
-    def dropout_pre_hook(self, layer: int, probs: torch.Tensor) -> torch.Tensor:
-        """Transform DeBERTa's probabilities just before its attention dropout."""
-        batch, _, n, _ = probs.shape
-        return self.transform_probs(layer, probs, self._valid_for(batch, n, probs.device))
 
     # ---- attach / detach ----------------------------------------------------------------------------------------
     def _install(self) -> None:
@@ -372,19 +289,7 @@ class PapaController(nn.Module):
         self._handles.append(info.base.register_forward_pre_hook(
             lambda m, a, k: self._begin_forward(m, a, k), with_kwargs=True))
         self._handles.append(info.base.register_forward_hook(self._end_forward))
-        if info.hook == "attention_function":
-            original = model.config._attn_implementation
-            fallback = _original_attention_function(original, info.attention_modules[0])
-            name = _register_papa_implementation(original)
-            for layer, module in enumerate(info.attention_modules):
-                module.__dict__[_SITE] = _Site(self, layer, fallback)
-            self._attn_impl = original
-            model.set_attn_implementation(name)
-        else:
-            for layer, module in enumerate(info.attention_modules):
-                hook = (lambda layer: lambda m, args: (self.dropout_pre_hook(layer, args[0]), *args[1:]))(layer)
-                self._handles.append(module.dropout.register_forward_pre_hook(hook))
-                module.__dict__[_SITE] = _Site(self, layer, None)
+        info.adapter.install(self)
         for name, p in model.named_parameters():
             self._requires_grad[name] = p.requires_grad
             p.requires_grad_(False)
@@ -403,11 +308,7 @@ class PapaController(nn.Module):
         for h in self._handles:
             h.remove()
         self._handles.clear()
-        for module in info.attention_modules:
-            module.__dict__.pop(_SITE, None)
-        if self._attn_impl is not None:
-            model.set_attn_implementation(self._attn_impl)
-            self._attn_impl = None
+        info.adapter.remove(self)
         for name, p in model.named_parameters():
             if name in self._requires_grad:
                 p.requires_grad_(self._requires_grad[name])
@@ -415,67 +316,11 @@ class PapaController(nn.Module):
         self.attached = False
 
 
-def _padding_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """[B, n] bool of real tokens from a 2D mask, or from a 4D bool/additive mask (a key is real if any query may
-    attend to it; additive masks use 0 for allowed and large negatives for masked entries)."""
-    if mask is None:
-        return None
-    if mask.dim() == 2:
-        return mask.bool()
-    if mask.dim() == 4:
-        allowed = mask.bool() if mask.dtype == torch.bool else mask > -1.0
-        return allowed.any(dim=1).any(dim=1)
-    raise InputError(f"attention_mask must be 2D [batch, n] or 4D [batch, 1, n, n]; got shape {tuple(mask.shape)}")
-
-
-def _attention_probs(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None,
-                     scaling: float | None) -> torch.Tensor:
-    """softmax(Q·Kᵀ·scaling + mask), as the eager implementation computes it."""
-    if scaling is None:
-        scaling = query.shape[-1] ** -0.5
-    # In place on the fresh scores tensor: matmul's backward needs Q and K, not its output.
-    scores = torch.matmul(query, key.transpose(2, 3)).mul_(scaling)
-    if mask is not None:
-        if mask.dtype == torch.bool:
-            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
-        else:
-            scores.add_(mask)
-    return nn.functional.softmax(scores, dim=-1)
-
-
-def _original_attention_function(name: str, module: nn.Module) -> Callable:
-    if name == "eager":
-        return sys.modules[type(module).__module__].eager_attention_forward
-    if name.startswith(_PREFIX):
-        raise PapaError("this model already uses a papa attention implementation: call papa.detach(model) first")
-    try:
-        return ALL_ATTENTION_FUNCTIONS[name]
-    except KeyError as exc:
-        raise PapaError(f"unknown attention implementation {name!r} on the model") from exc
-
-
-def _papa_attention(module: nn.Module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
-    site: _Site | None = module.__dict__.get(_SITE)
-    if site is None:
-        raise PapaError(f"{type(module).__name__} runs a papa attention implementation but has no papa state: "
-                        "attach with papa.attach(model) rather than setting attn_implementation by hand")
-    return site.controller.attention_forward(site, module, query, key, value, attention_mask, scaling=scaling,
-                                             dropout=dropout, **kwargs)
-
-
-def _register_papa_implementation(original: str) -> str:
-    name = _PREFIX + original
-    AttentionInterface.register(name, _papa_attention)
-    # Without a mask function under the same name, masking_utils builds no padding mask at all.
-    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[original])
-    return name
-
-
 def attach(model: nn.Module, constants: ConstantMatrices | None = None, *, model_name: str | None = None,
            trainable_constants: bool = False) -> PapaController:
-    """Attach PAPA to a BERT, RoBERTa, ELECTRA or DeBERTa(-v2/v3) model; all heads start as 'keep'.
+    """Attach PAPA to a model (encoder or causal LM; see `papa.method.architectures`); all heads start as 'keep'.
 
-    Raises `UnsupportedModelError` for other architectures and `PapaError` if the model is already attached.
+    Raises `UnsupportedModelError` where the attention cannot be intercepted and `PapaError` if already attached.
     A model holding two encoders (e.g. ELECTRA generator and discriminator) is attached per encoder.
     """
     if _CONTROLLER in model.__dict__:

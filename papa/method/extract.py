@@ -9,6 +9,7 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.artifacts import fingerprint_texts
+from papa.method.architectures import architecture
 from papa.method.controller import PapaController, attach, controller_of
 from papa.method.constants import ConstantMatrices
 from papa.core.errors import InputError
@@ -17,13 +18,7 @@ from papa.method.layout import check_layout, encode
 
 def max_positions(config) -> int | None:
     """How many positions a model's absolute position embeddings cover (None: relative positions only)."""
-    if not getattr(config, "position_biased_input", True):
-        return None
-    n = getattr(config, "max_position_embeddings", None)
-    if n is None:
-        return None
-    # RoBERTa numbers positions from pad_token_id + 1.
-    return n - (config.pad_token_id + 1) if config.model_type == "roberta" else n
+    return architecture(config.model_type).max_positions(config)
 
 
 def tokenizer_name(tokenizer, model_name: str | None = None) -> str:

@@ -16,10 +16,13 @@ Position ids. A constant matrix is indexed by *slot*, but the model should see e
 has in the ordinary layout, so that the unmodified model ("keep" everywhere) computes exactly what it computes
 on ordinary inputs. Hence:
 
-* BERT, ELECTRA and DeBERTa with absolute position embeddings get ``position_ids = cumsum(attention_mask) - 1``
+Each architecture's policy is its registry entry's ``positions`` (`papa.method.architectures.ARCHITECTURES`):
+
+* ``ids`` (BERT, ELECTRA, DeBERTa, and the other families) get ``position_ids = cumsum(attention_mask) - 1``
   (the [SEP] after the padding gets the position right after the last word); a test checks that BERT's outputs
   at real tokens then equal those of the ordinary layout.
-* RoBERTa derives positions from non-pad tokens itself (the same cumulative count), so none are passed.
+* ``from_padding`` (RoBERTa, XLM-RoBERTa) derive positions from non-pad tokens themselves (the same cumulative
+  count), so none are passed.
 * DeBERTa's relative positions always use slot indices inside the model; they cannot be changed without forking
   the modeling code, so for DeBERTa the final [SEP] is seen at its slot distance (as in the paper's setup).
 
@@ -65,9 +68,22 @@ REPRODUCTION_LAYOUT = "official"
 SEPARATOR_LAST = ("official", "sep_last")
 #: Result rows and ranking files written before layouts were recorded were made in this one.
 LEGACY_LAYOUT = "sep_last"
-_NO_POSITION_IDS = {"roberta"}  # derives position ids from the padding itself
-# run_papa_ner.py loads these tokenizers with add_prefix_space=True (its set also names gpt2, which papa lacks).
-PREFIX_SPACE_MODEL_TYPES = frozenset({"roberta", "deberta"})
+
+
+def _architecture(model_type: str | None):
+    from papa.method.architectures import architecture  # here: the registry imports torch and transformers
+
+    return architecture(model_type)
+
+
+def positions_from_padding(model_type: str | None) -> bool:
+    """Whether the model numbers real tokens itself (RoBERTa), so the layout passes no position ids."""
+    return _architecture(model_type).positions == "from_padding"
+
+
+def uses_prefix_space(model_type: str | None) -> bool:
+    """Whether run_papa_ner.py loads this family's tokenizer with add_prefix_space=True (byte-level BPE)."""
+    return _architecture(model_type).prefix_space
 
 
 @dataclass(frozen=True)
@@ -193,7 +209,7 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     inputs = {"input_ids": torch.tensor(all_ids, dtype=torch.long), "attention_mask": attention_mask}
     if "token_type_ids" in getattr(tokenizer, "model_input_names", ["token_type_ids"]):
         inputs["token_type_ids"] = torch.tensor(all_types, dtype=torch.long)
-    if model_type is not None and model_type not in _NO_POSITION_IDS:
+    if model_type is not None and not positions_from_padding(model_type):
         inputs["position_ids"] = position_ids(attention_mask)
     return LayoutBatch(inputs=inputs, word_ids=all_words if pretokenized else None, truncated=truncated)
 
@@ -226,7 +242,7 @@ def model_positions(inputs: dict[str, torch.Tensor], model_type: str, pad_token_
     if "position_ids" in inputs:
         return inputs["position_ids"]
     ids = inputs["input_ids"]
-    if model_type in _NO_POSITION_IDS:
+    if positions_from_padding(model_type):
         real = (ids != pad_token_id).long()
         return real.cumsum(-1) * real - 1
     return ids.new_ones(ids.shape).cumsum(-1) - 1
@@ -246,7 +262,7 @@ def _encode_official(tokenizer, texts, text_pairs, n: int, model_type: str | Non
         if model_type is None:
             raise ValueError("the official layout encodes token-task inputs as the released code does, which "
                              "depends on the model: pass model_type=model.config.model_type")
-        if model_type in PREFIX_SPACE_MODEL_TYPES:
+        if uses_prefix_space(model_type):
             tokenizer = prefix_space_tokenizer(tokenizer)
     args = (list(texts),) if text_pairs is None else (list(texts), list(text_pairs))
     words = [list(t) for t in texts] if pretokenized else None

@@ -68,7 +68,7 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    from papa.method.architectures import SUPPORTED_MODEL_TYPES
+    from papa.method.architectures import check_config
     from papa.core.errors import ModelNotFoundError, UnsupportedModelError
 
     dev = resolve_device(device)
@@ -78,11 +78,7 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
                                  "the weights, or a hub id.")
     try:
         config = AutoConfig.from_pretrained(path)
-        if config.model_type not in SUPPORTED_MODEL_TYPES:
-            raise UnsupportedModelError(
-                f"model {name!r} has model_type {config.model_type!r}, which papa cannot attach to: use a model of "
-                f"one of the supported types {', '.join(sorted(SUPPORTED_MODEL_TYPES))}."
-            )
+        check_config(config)
         tokenizer = AutoTokenizer.from_pretrained(path)
         kwargs = {"dtype": dtype} if dtype is not None else {}
         model = AutoModel.from_pretrained(path, **kwargs)

@@ -80,9 +80,9 @@ def cut_tokens(tokenizer, text, pair: str | None = None, *, max_length: int, mod
 def _segment_tokens(tokenizer, segments, layout: str, model_type: str, token_task: bool) -> list[list[int]]:
     """Each segment's own tokens (no special tokens), tokenized as `layout` tokenizes it."""
     if layout == "official" and token_task:
-        from papa.method.layout import PREFIX_SPACE_MODEL_TYPES, prefix_space_tokenizer
+        from papa.method.layout import prefix_space_tokenizer, uses_prefix_space
 
-        if model_type in PREFIX_SPACE_MODEL_TYPES:
+        if uses_prefix_space(model_type):
             tokenizer = prefix_space_tokenizer(tokenizer)
     out = []
     for segment in segments:

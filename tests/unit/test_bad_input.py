@@ -40,7 +40,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import DistilBertConfig
+from transformers import MPNetConfig
 
 import papa
 from papa import cli
@@ -72,16 +72,16 @@ def _nothing_written(path: Path) -> bool:
 
 def test_unsupported_architecture_fails_before_loading_weights(tmp_path, capsys):
     """Only config.json is there: the architecture is refused before weights or tokenizer are looked for."""
-    model_dir = tmp_path / "distilbert"
-    DistilBertConfig(n_layers=1, dim=8, n_heads=2, hidden_dim=8).save_pretrained(model_dir)
-    with pytest.raises(papa.UnsupportedModelError, match="'distilbert'.*bert, deberta, deberta-v2, electra, roberta"):
+    model_dir = tmp_path / "mpnet"
+    MPNetConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8, intermediate_size=8).save_pretrained(model_dir)
+    with pytest.raises(papa.UnsupportedModelError, match="'mpnet'.*AttentionInterface.*bert, deberta"):
         load_model(str(model_dir))
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a sentence\n")
     out = tmp_path / "out"
     err = cli_error(capsys, ["extract", "--model", str(model_dir), "--task", str(corpus), "--max-length", "16",
                              "--out", str(out), "--quiet"])
-    assert "supported types" in err and _nothing_written(out)
+    assert "AttentionInterface" in err and _nothing_written(out)
 
 
 def test_model_not_found(tmp_path, capsys):

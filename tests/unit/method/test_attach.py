@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModel, DistilBertConfig, GPT2Config
+from transformers import AutoModel, GPT2Config, MPNetConfig
 
 import papa
+from papa.method.architectures import check_config
 from papa.method.controller import KEEP, MIX, REPLACE
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
@@ -259,12 +260,26 @@ def test_input_longer_than_constants(tiny):
     model(**_batch(model, tok, n=12))  # nothing replaced: the constants' length does not matter
 
 
-@pytest.mark.parametrize("config", [GPT2Config(n_layer=1, n_head=2, n_embd=8), DistilBertConfig(n_layers=1, dim=8,
-                                                                                                   n_heads=2, hidden_dim=8)])
-def test_unsupported_architecture(config):
-    model = AutoModel.from_config(config)
-    with pytest.raises(papa.UnsupportedModelError, match="bert, deberta, deberta-v2, electra, roberta"):
+def test_attention_outside_the_interface_is_refused_naming_why():
+    """MPNet computes attention in its own code: attach and the config check say so and name what is supported."""
+    model = AutoModel.from_config(MPNetConfig(num_hidden_layers=1, num_attention_heads=2, hidden_size=8,
+                                              intermediate_size=8))
+    with pytest.raises(papa.UnsupportedModelError, match="none of its modules computes attention through transformers' AttentionInterface.*DeBERTa"):
         papa.attach(model)
+    with pytest.raises(papa.UnsupportedModelError, match="'mpnet'.*not through.*bert, deberta"):
+        check_config(model.config)
+
+
+def test_an_unregistered_interface_model_attaches_with_a_warning():
+    """GPT-2 is not in the registry, but its attention goes through the interface: attached, and told so."""
+    model = AutoModel.from_config(GPT2Config(n_layer=2, n_head=2, n_embd=8)).eval()
+    ids = torch.tensor([[1, 2, 3, 4]])
+    ref = model(input_ids=ids).last_hidden_state
+    with pytest.warns(UserWarning, match="'gpt2' is not among papa's verified architectures"):
+        ctrl = papa.attach(model)
+    assert (ctrl.num_layers, ctrl.num_heads) == (2, 2)
+    assert torch.equal(model(input_ids=ids).last_hidden_state, ref)
+    papa.detach(model)
 
 
 def test_task_head_models_and_eager_implementation():

@@ -5,6 +5,9 @@ import pytest
 import torch
 
 import papa
+import papa.method.adapters.interface
+from papa.method.adapters.interface import _attention_in_blocks
+from papa.method.masks import Allowed
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
 
@@ -91,8 +94,8 @@ def test_capture_rejects_longer_inputs():
 
 def _block_bytes(monkeypatch, nbytes: int) -> None:
     """The block budget on every device (PAPA_TEST_DEVICE=cuda runs these tests on a GPU)."""
-    monkeypatch.setattr(papa.method.controller, "CAPTURE_BLOCK_BYTES", nbytes)
-    monkeypatch.setattr(papa.method.controller, "CAPTURE_BLOCK_BYTES_ACCELERATOR", nbytes)
+    monkeypatch.setattr(papa.method.adapters.interface, "CAPTURE_BLOCK_BYTES", nbytes)
+    monkeypatch.setattr(papa.method.adapters.interface, "CAPTURE_BLOCK_BYTES_ACCELERATOR", nbytes)
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta", "electra"])
@@ -139,5 +142,5 @@ def test_blocks_slice_masks_of_every_shape(shape, monkeypatch):
     for nbytes in (1, 1 << 40):
         _block_bytes(monkeypatch, nbytes)
         with ctrl.capturing(n):
-            outs.append(ctrl._attention_in_blocks(0, q, k, v, mask, None, valid))
+            outs.append(_attention_in_blocks(ctrl, 0, q, k, v, mask, None, valid, Allowed.from_keys(valid)))
     assert torch.allclose(outs[0], outs[1], atol=1e-6)

@@ -1,0 +1,368 @@
+"""The adapter for every model whose attention goes through transformers' `AttentionInterface`.
+
+Such a module looks its attention function up in ``ALL_ATTENTION_FUNCTIONS`` by ``config._attn_implementation`` and
+calls ``fn(module, query, key, value, attention_mask, scaling=..., dropout=..., **kwargs)`` with q [B, H, n, d] and
+k/v [B, H_kv, n, d] (H_kv < H: grouped-query attention). papa registers ``papa_<original>`` that routes the call
+through the controller, and a mask function under the same name (without one, masking_utils builds no mask at all).
+
+The modules are found by their source (their forward calls the interface) and put in layer order by one 3-token
+forward pass that records which module runs each layer's attention, with its head geometry. That pass also finds
+a module that several layers share (ALBERT).
+
+Per head, in one forward pass:
+
+* keep      the original function runs on the kept heads' slice (bit for bit the model's own attention);
+* replace   the head's constant matrix, masked by what the mask the function received allows (padding, causal,
+            sliding window; `papa.method.masks.Allowed`) and renormalised row-wise; no Q·Kᵀ;
+* mix       λ·A + (1 − λ)·C, as B·V = λ·(A·V) + (1 − λ)·(C·V) when the mask factors (no [B, H, n, n] tensor);
+* capture   probabilities materialised block by block and handed to the controller's statistics.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+from transformers import AttentionInterface
+from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+from papa.core.errors import PapaError
+from papa.method.adapters.base import SITE, Adapter, AttentionSites, layers_by_module, unsupported
+from papa.method.attention_free import QK_HEADS, RESTORE, constant_attention, sliced_linear
+from papa.method.head_modes import KEEP, MIX, REPLACE
+from papa.method.masks import Allowed, attention_probs
+
+PREFIX = "papa_"   # registered attention implementations are named papa_<original>
+CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see _attention_in_blocks)
+# On an accelerator the cost is kernel launches, not cache misses: 1 MiB blocks ran capture at 0.03-0.15x the plain
+# forward on an H100, so there a block is a whole layer unless that exceeds this many bytes.
+CAPTURE_BLOCK_BYTES_ACCELERATOR = 1 << 30
+# Attention-function arguments whose arithmetic papa's materialised probabilities do not reproduce.
+_UNSUPPORTED_KWARGS = ("softcap", "s_aux")
+_USES_INTERFACE: dict[type, bool] = {}
+
+
+def calls_interface(module: nn.Module) -> bool:
+    """Whether `module`'s forward looks its attention function up in transformers' AttentionInterface."""
+    cls = type(module)
+    if cls not in _USES_INTERFACE:
+        try:
+            source = inspect.getsource(cls.forward)
+        except (OSError, TypeError):
+            source = ""
+        _USES_INTERFACE[cls] = "ALL_ATTENTION_FUNCTIONS" in source
+    return _USES_INTERFACE[cls]
+
+
+def original_attention_function(name: str, module: nn.Module) -> Callable:
+    if name.startswith(PREFIX):
+        raise PapaError("this model already uses a papa attention implementation: call papa.detach(model) first")
+    if name == "eager":
+        fn = getattr(sys.modules[type(module).__module__], "eager_attention_forward", None)
+        if fn is None:
+            raise PapaError(f"{type(module).__name__}'s module defines no eager_attention_forward: load the model "
+                            "with attn_implementation='sdpa'")
+        return fn
+    try:
+        return ALL_ATTENTION_FUNCTIONS[name]
+    except KeyError as exc:
+        raise PapaError(f"unknown attention implementation {name!r} on the model") from exc
+
+
+def _papa_attention(module: nn.Module, query, key, value, attention_mask, **kwargs):
+    site = module.__dict__.get(SITE)
+    if site is None:
+        raise PapaError(f"{type(module).__name__} runs a papa attention implementation but has no papa state: "
+                        "attach with papa.attach(model) rather than setting attn_implementation by hand")
+    return site.forward(module, query, key, value, attention_mask, **kwargs)
+
+
+def register_papa_implementation(original: str) -> str:
+    name = PREFIX + original
+    AttentionInterface.register(name, _papa_attention)
+    AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[original])
+    return name
+
+
+class _Recorder:
+    """Stands in for the controller during discovery: notes each call's module and shapes, runs the original."""
+
+    def __init__(self, fallback: Callable):
+        self.fallback = fallback
+        self.calls: list[tuple[nn.Module, int, int, int]] = []
+
+    def forward(self, module, query, key, value, attention_mask, **kwargs):
+        self.calls.append((module, query.shape[1], key.shape[1], query.shape[-1]))
+        return self.fallback(module, query, key, value, attention_mask, **kwargs)
+
+
+class _Site:
+    """One attention module's link to the controller; a module shared by layers counts its calls per forward."""
+
+    def __init__(self, controller, layers: list[int], fallback: Callable):
+        self.controller = controller
+        self.layers = layers
+        self.fallback = fallback
+        self._forward_id = -1
+        self._calls = 0
+
+    def layer(self) -> int:
+        if len(self.layers) == 1:
+            return self.layers[0]
+        if self._forward_id != self.controller.forward_id:
+            self._forward_id, self._calls = self.controller.forward_id, 0
+        layer = self.layers[self._calls % len(self.layers)]
+        self._calls += 1
+        return layer
+
+    def forward(self, module, query, key, value, attention_mask, **kwargs):
+        return attention_forward(self, module, query, key, value, attention_mask, **kwargs)
+
+
+def _per_query_head(t: torch.Tensor, groups: int) -> torch.Tensor:
+    """Key/value heads [B, H_kv, n, d] repeated for their query heads [B, H, n, d] (transformers' repeat_kv)."""
+    return t if groups == 1 else t.repeat_interleave(groups, dim=1)
+
+
+@contextmanager
+def _ungrouped(module: nn.Module) -> Iterator[None]:
+    """Let the original function take key/value heads already repeated per query head."""
+    groups = getattr(module, "num_key_value_groups", None)
+    if groups is None:
+        yield
+        return
+    module.num_key_value_groups = 1
+    try:
+        yield
+    finally:
+        module.num_key_value_groups = groups
+
+
+def _masked_constants(controller, layer: int, n: int, heads, allowed: Allowed) -> torch.Tensor:
+    """Constants of `heads` [h, n, n] with the batch-shared part of the mask applied (its padding goes on V)."""
+    c = controller.constant_matrices(layer, n, heads)
+    return c if allowed.pattern is None else c * allowed.pattern.to(c.dtype)
+
+
+def _kept_by(controller, layers: list[int]) -> torch.Tensor:
+    """The heads that any of `layers` keeps (what drop_query_key sliced a module's projections to), on the CPU."""
+    return (controller.modes[layers] == KEEP).any(dim=0).nonzero().squeeze(1).cpu()
+
+
+def _keys(allowed: Allowed, batch: int) -> torch.Tensor | None:
+    return None if allowed.keys is None else allowed.keys.expand(batch, -1)
+
+
+def _attention_in_blocks(controller, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                         mask: torch.Tensor | None, scaling: float | None, valid: torch.Tensor | None,
+                         allowed: Allowed) -> torch.Tensor:
+    """Materialised attention (capture, modes) one block of heads and query rows at a time, output [B, n, H, d].
+
+    On the CPU a block holds about `CAPTURE_BLOCK_BYTES` of probabilities, so it stays in cache and reuses freed
+    memory; one [B, H, n, n] tensor per layer is several times slower there at n = 512. On an accelerator blocks
+    are as large as `CAPTURE_BLOCK_BYTES_ACCELERATOR` allows, since each block costs kernel launches. Every entry
+    is still reduced over the whole batch at once, so the statistics do not depend on the blocking.
+    """
+    batch, heads, n, d = value.shape
+    budget = CAPTURE_BLOCK_BYTES if value.device.type == "cpu" else CAPTURE_BLOCK_BYTES_ACCELERATOR
+    per_head = batch * n * n * value.element_size()
+    head_block = max(1, budget // per_head)
+    row_block = n if per_head <= budget else max(1, budget * n // per_head)
+    out = value.new_empty(batch, n, heads, d)
+    for h in range(0, heads, head_block):
+        hs = slice(h, min(h + head_block, heads))
+        for r in range(0, n, row_block):
+            rs = slice(r, min(r + row_block, n))
+            m = mask
+            if m is not None and m.dim() == 4:  # [B, 1 or H, 1 or n, n]: the block's heads and rows
+                m = m[:, hs if m.shape[1] > 1 else slice(None), rs if m.shape[2] > 1 else slice(None)]
+            probs = attention_probs(query[:, hs, rs], key[:, hs], m, scaling)
+            probs = controller.transform_probs(layer, probs, valid, hs, rs, allowed=allowed)
+            out[:, rs, hs] = torch.matmul(probs, value[:, hs]).transpose(1, 2)
+    return out
+
+
+def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                      attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
+                      **kwargs):
+    """The registered attention function's body: the layer's head modes and capture, else the original."""
+    ctrl = site.controller
+    layer = site.layer()
+    any_changed, any_mixed = ctrl._layer_needs(layer)
+    qk_heads = module.__dict__.get(QK_HEADS)  # set by drop_query_key below
+    capture = ctrl.stats is not None
+    if not any_changed and not capture and qk_heads is None:
+        return site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    q_len, n = query.shape[2], key.shape[2]
+    if q_len != n:
+        raise PapaError(f"PAPA needs each sequence whole in one forward pass, but {q_len} queries met {n} keys (a "
+                        "key/value cache is in use): call the model with use_cache=False")
+    odd = [k for k in _UNSUPPORTED_KWARGS if kwargs.get(k) is not None]
+    if odd and (any_changed or capture):
+        raise PapaError(f"{type(module).__name__} passes {', '.join(odd)} to its attention function, which papa's "
+                        "replaced, mixed and captured heads do not reproduce")
+    batch, heads, d = query.shape[0], ctrl.num_heads, value.shape[-1]
+    groups = heads // value.shape[1]
+    allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)))
+    valid = ctrl._valid_for(batch, n, value.device)
+    modes = ctrl.modes[layer]
+    keep = (modes == KEEP).nonzero().squeeze(1)
+    if qk_heads is not None and (any_mixed or capture or not torch.equal(qk_heads, _kept_by(ctrl, site.layers))):
+        raise PapaError("the query/key projections were dropped for another head configuration (or for no "
+                        "capture): call papa.method.attention_free.restore_query_key(controller) first")
+    # Dropout on B cannot be moved past the matmul with V, so training with attention dropout stays exact.
+    fast = ctrl.fast_paths and (dropout == 0.0 or not module.training)
+    factored = fast and allowed.factored
+    score_mask = attention_mask[..., :n] if attention_mask is not None and attention_mask.dim() == 4 \
+        else allowed.as_bool()
+    value_h = _per_query_head(value, groups)
+    if any_mixed and factored and not capture:
+        out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                                 **kwargs)
+        out_c = constant_attention(_masked_constants(ctrl, layer, n, slice(None), allowed), value_h,
+                                   _keys(allowed, batch))
+        w = torch.where(modes == MIX, torch.sigmoid(ctrl.theta[layer]), (modes == KEEP).to(ctrl.theta.dtype))
+        w = w.to(out_a.dtype)[None, None, :, None]
+        return w * out_a + (1 - w) * out_c.to(out_a.dtype), None
+    if capture and fast:
+        return _attention_in_blocks(ctrl, layer, query, _per_query_head(key, groups), value_h, score_mask, scaling,
+                                    valid, allowed), None
+    if any_mixed or capture:
+        probs = attention_probs(query, _per_query_head(key, groups), score_mask, scaling)
+        probs = ctrl.transform_probs(layer, probs, valid, allowed=allowed)
+        probs = nn.functional.dropout(probs, p=dropout, training=module.training)
+        return torch.matmul(probs, value_h).transpose(1, 2).contiguous(), probs
+    # Only keep and replace: kept heads run the original function on their slice, replaced heads skip Q·Kᵀ.
+    repl = (modes == REPLACE).nonzero().squeeze(1)
+    every = repl.numel() == heads  # no gather of V when the whole layer is constant
+    if factored:
+        out_repl = constant_attention(_masked_constants(ctrl, layer, n, slice(None) if every else repl, allowed),
+                                      value_h if every else value_h[:, repl], _keys(allowed, batch))
+    else:
+        c = ctrl.constant_probs(layer, repl, allowed, n, value.dtype)
+        c = nn.functional.dropout(c, p=dropout, training=module.training)
+        out_repl = torch.matmul(c, value_h[:, repl]).transpose(1, 2)
+    if keep.numel() == 0:
+        return out_repl.contiguous(), None
+    out_keep = _kept_heads(site, module, query, key, value, attention_mask, keep, qk_heads, groups,
+                           scaling=scaling, dropout=dropout, **kwargs)
+    out = value.new_empty(batch, n, heads, d)
+    out[:, :, keep] = out_keep
+    out[:, :, repl] = out_repl.to(out.dtype)
+    return out, None
+
+
+def _kept_heads(site: _Site, module: nn.Module, query, key, value, attention_mask, keep: torch.Tensor,
+                qk_heads: torch.Tensor | None, groups: int, **kwargs) -> torch.Tensor:
+    """The original attention function on the kept heads only, [B, n, h_keep, d]."""
+    if qk_heads is not None:  # the projections produce Q (and, without grouping, K) of qk_heads only
+        where = torch.searchsorted(qk_heads.to(keep.device), keep)
+        q, k = query[:, where], key[:, where] if groups == 1 else key
+    else:
+        q, k = query[:, keep], key
+    if groups == 1:
+        k = k if qk_heads is not None else k[:, keep]
+        out, _ = site.fallback(module, q, k, value[:, keep], attention_mask, **kwargs)
+        return out
+    # Grouped query heads: each kept head gets its own copy of its key/value head, and the function is told so.
+    kv = keep // groups
+    with _ungrouped(module):
+        out, _ = site.fallback(module, q, k[:, kv], value[:, kv], attention_mask, **kwargs)
+    return out
+
+
+class InterfaceAdapter(Adapter):
+    """Attention through transformers' AttentionInterface (BERT, RoBERTa, ModernBERT, Llama, ... in 5.x)."""
+
+    hook = "attention_function"
+
+    def find(self, model: nn.Module, base: nn.Module) -> AttentionSites:
+        modules = [m for m in base.modules() if calls_interface(m)]
+        if not modules:
+            raise unsupported(model, "none of its modules computes attention through transformers' "
+                                     "AttentionInterface", SUPPORTED_HINT)
+        original = model.config._attn_implementation
+        recorder = _Recorder(original_attention_function(original, modules[0]))
+        training = [(m, m.training) for m in base.modules()]
+        for m in modules:
+            m.__dict__[SITE] = recorder
+        model.set_attn_implementation(register_papa_implementation(original))
+        try:
+            base.eval()  # no dropout: discovery must not draw from the random generator
+            param = next(base.parameters())
+            vocab = getattr(model.config, "vocab_size", 4) or 4
+            ids = (torch.arange(1, 4, device=param.device) % vocab)[None]
+            with torch.no_grad():
+                base(input_ids=ids)
+        except Exception as exc:  # noqa: BLE001 -- any failure means papa cannot find the layers this way
+            raise unsupported(model, f"a 3-token forward pass to find its attention layers failed "
+                                     f"({type(exc).__name__}: {exc})", SUPPORTED_HINT) from exc
+        finally:
+            for m in modules:
+                m.__dict__.pop(SITE, None)
+            model.set_attn_implementation(original)
+            for m, flag in training:
+                m.training = flag
+        if not recorder.calls:
+            raise unsupported(model, "its attention modules did not run in a forward pass", SUPPORTED_HINT)
+        shapes = {c[1:] for c in recorder.calls}
+        if len(shapes) != 1:
+            raise unsupported(model, f"its layers differ in heads or head size ({sorted(shapes)}); PAPA's constants "
+                                     "need one geometry", SUPPORTED_HINT)
+        heads, kv_heads, head_dim = shapes.pop()
+        if heads % kv_heads:
+            raise unsupported(model, f"{heads} query heads do not share {kv_heads} key/value heads evenly",
+                              SUPPORTED_HINT)
+        return AttentionSites(base=base, layer_modules=[c[0] for c in recorder.calls], num_heads=heads,
+                              num_kv_heads=kv_heads, head_dim=head_dim)
+
+    def install(self, controller) -> None:
+        model, info = controller.model, controller.info
+        original = model.config._attn_implementation
+        fallback = original_attention_function(original, info.attention_modules[0])
+        name = register_papa_implementation(original)
+        for module, layers in layers_by_module(info.attention_modules):
+            module.__dict__[SITE] = _Site(controller, layers, fallback)
+        controller._attn_impl = original
+        model.set_attn_implementation(name)
+
+    def remove(self, controller) -> None:
+        for module in controller.info.attention_modules:
+            module.__dict__.pop(SITE, None)
+        if controller._attn_impl is not None:
+            controller.model.set_attn_implementation(controller._attn_impl)
+            controller._attn_impl = None
+
+    def drop_query_key(self, controller, layers: list[int], module: nn.Module) -> None:
+        """Slice the query projection (and the key projection, without grouping) to the heads these layers keep."""
+        info = controller.info
+        names = info.architecture.query_key
+        if names is None:
+            raise PapaError(f"{info.model_type} computes queries, keys and values in one fused projection: its "
+                            "query/key work cannot be dropped (replaced heads already skip Q·Kᵀ)")
+        keep = _kept_by(controller, layers)  # a shared module keeps what any of its layers keeps
+        if keep.numel() == controller.num_heads:
+            return
+        query_name, key_name = names
+        originals = {name: getattr(module, name) for name in names}
+        setattr(module, query_name, sliced_linear(originals[query_name], keep, info.head_dim))
+        if info.num_kv_heads == info.num_heads:  # grouped keys serve several query heads: kept whole
+            setattr(module, key_name, sliced_linear(originals[key_name], keep, info.head_dim))
+        module.__dict__[QK_HEADS] = keep
+
+        def restore() -> None:
+            for name, linear in originals.items():
+                setattr(module, name, linear)
+            module.__dict__.pop(QK_HEADS, None)
+            module.__dict__.pop(RESTORE, None)
+
+        module.__dict__[RESTORE] = restore
+
+
+SUPPORTED_HINT = ("papa supports models whose attention goes through transformers' AttentionInterface (most "
+                  "model types in transformers 5.x) and DeBERTa; papa.method.architectures.ARCHITECTURES lists "
+                  "the verified ones.")

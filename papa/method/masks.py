@@ -1,0 +1,105 @@
+"""What an attention mask allows, as the attention function received it, and softmax attention under it.
+
+transformers hands an attention function a mask in one of several forms: None (no padding; causal models then rely on
+``is_causal``), a 2D [B, n] key mask (flash kernels), or a 4D [B or 1, 1, q, k] mask that is boolean (True = may
+attend) or additive (0 = may attend, a large negative = masked). The same forward pass may use several (ModernBERT's
+global and sliding-window layers). `Allowed` turns any of them into one description; replaced heads mask their
+constant matrix with it and renormalise row-wise (paper 3.3, footnote 8), whatever the mask encodes: padding,
+causality, a sliding window, or all of these.
+
+Most masks factor as ``pattern[i, j] & keys[b, j]``: a pattern shared by the batch (causal, sliding window) and the
+batch's padding. Then the constant heads' fast path (`papa.method.attention_free.constant_attention`) applies the
+pattern to C once and the padding to V; a mask that does not factor is applied entry by entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from papa.core.errors import InputError
+
+
+@dataclass(frozen=True)
+class Allowed:
+    """Which keys each query may attend to: ``pattern & keys``, or ``dense`` where the mask does not factor."""
+
+    pattern: torch.Tensor | None = None   # [q, k] bool shared by the batch; None: every pair
+    keys: torch.Tensor | None = None      # [B, k] bool (real keys); None: every key
+    dense: torch.Tensor | None = None     # [B or 1, 1, q, k] bool; set only when the mask does not factor
+
+    @property
+    def factored(self) -> bool:
+        return self.dense is None
+
+    def as_bool(self, rows: slice = slice(None)) -> torch.Tensor | None:
+        """The mask of query `rows` as a bool tensor broadcastable to [B, h, r, k]; None when everything is allowed."""
+        if self.dense is not None:
+            return self.dense[:, :, rows]
+        m = None
+        if self.pattern is not None:
+            m = self.pattern[rows][None, None]
+        if self.keys is not None:
+            k = self.keys[:, None, None, :]
+            m = k if m is None else m & k
+        return m
+
+    @classmethod
+    def from_keys(cls, keys: torch.Tensor | None) -> "Allowed":
+        """Padding only: every query may attend to every real key."""
+        return cls(keys=None if keys is None else keys.bool())
+
+    @classmethod
+    def from_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> "Allowed":
+        """Describe `mask` as an attention function receives it (None: only `causal` decides, as sdpa does)."""
+        pattern = _causal(q, k, mask.device if mask is not None else None) if causal and mask is None else None
+        if mask is None:
+            return cls(pattern=pattern)
+        if mask.dim() == 2:  # [B, k] key mask (flash-attention implementations)
+            return cls(pattern=_causal(q, k, mask.device) if causal else None, keys=mask.bool())
+        if mask.dim() != 4:
+            raise InputError(f"attention masks are 2D [batch, n] or 4D [batch, 1, q, k]; got shape {tuple(mask.shape)}")
+        allowed = mask if mask.dtype == torch.bool else mask > -1.0
+        allowed = allowed[..., :k]  # as eager_attention_forward slices a longer mask
+        if allowed.shape[1] != 1:  # per-head masks
+            return cls(dense=allowed)
+        a = allowed[:, 0]                                        # [B, q, k]
+        keys = a.any(dim=1)                                      # a key is real if some query may see it
+        pattern = (a | ~keys[:, None, :]).all(dim=0)             # what every batch row allows among its real keys
+        if not torch.equal(a, pattern[None] & keys[:, None, :]):
+            return cls(dense=allowed)
+        return cls(pattern=None if bool(pattern.all()) else pattern, keys=None if bool(keys.all()) else keys)
+
+
+def _causal(q: int, k: int, device) -> torch.Tensor:
+    """Query i (the last q of k positions) sees keys up to its own position."""
+    return torch.ones(q, k, dtype=torch.bool, device=device).tril(diagonal=k - q)
+
+
+def padding_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """[B, n] bool of real tokens from a 2D mask, or from a 4D bool/additive mask (a key is real if any query may
+    attend to it; additive masks use 0 for allowed and large negatives for masked entries)."""
+    if mask is None:
+        return None
+    if mask.dim() == 2:
+        return mask.bool()
+    if mask.dim() == 4:
+        allowed = mask.bool() if mask.dtype == torch.bool else mask > -1.0
+        return allowed.any(dim=1).any(dim=1)
+    raise InputError(f"attention_mask must be 2D [batch, n] or 4D [batch, 1, n, n]; got shape {tuple(mask.shape)}")
+
+
+def attention_probs(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None,
+                    scaling: float | None) -> torch.Tensor:
+    """softmax(Q·Kᵀ·scaling + mask), as the eager implementations compute it; `mask` is additive or bool."""
+    if scaling is None:
+        scaling = query.shape[-1] ** -0.5
+    # In place on the fresh scores tensor: matmul's backward needs Q and K, not its output.
+    scores = torch.matmul(query, key.transpose(2, 3)).mul_(scaling)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+        else:
+            scores.add_(mask)
+    return nn.functional.softmax(scores, dim=-1)
