@@ -55,7 +55,11 @@ def _test_device():
 
 # ---- tiny random models of every supported architecture ----------------------------------------------------------
 
-ARCHS = ("bert", "roberta", "electra", "deberta", "deberta-v2")
+#: Every encoder family papa's registry verifies (papa.method.architectures.ARCHITECTURES); the invariant tests run on
+#: each. Adding an architecture: its registry entry, plus its config in `tiny_model` and tokenizer in `tiny_tokenizer`.
+ARCHS = ("bert", "roberta", "electra", "deberta", "deberta-v2", "distilbert", "albert", "xlm-roberta", "modernbert")
+#: Causal LMs: attached and tested on raw token ids (their input layout belongs to the decoder tasks).
+CAUSAL_ARCHS = ("llama",)
 _WORDS = ("the a cat dog sat on mat it was good bad very not movie film plot actor is and of to in "
           "john mary london paris runs ran big small").split()
 _CHARS = "abcdefghijklmnopqrstuvwxyz"
@@ -63,11 +67,13 @@ _CHARS = "abcdefghijklmnopqrstuvwxyz"
 
 def tiny_tokenizer(arch: str):
     """A real tokenizer of the architecture's family over a toy vocabulary (no files, no hub)."""
-    from transformers import BertTokenizer, DebertaTokenizer, DebertaV2Tokenizer, ElectraTokenizer, RobertaTokenizer
+    from transformers import (AlbertTokenizer, BertTokenizer, DebertaTokenizer, DebertaV2Tokenizer, DistilBertTokenizer,
+                              ElectraTokenizer, RobertaTokenizer, XLMRobertaTokenizer)
 
-    if arch in ("bert", "electra"):
+    if arch in ("bert", "electra", "distilbert", "modernbert"):  # ModernBERT: BERT's special tokens, a toy vocabulary
         vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS])}
-        return (BertTokenizer if arch == "bert" else ElectraTokenizer)(vocab=vocab)
+        cls = {"electra": ElectraTokenizer, "distilbert": DistilBertTokenizer}.get(arch, BertTokenizer)
+        return cls(vocab=vocab)
     if arch in ("roberta", "deberta"):
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if arch == "roberta" else \
             ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"]
@@ -83,6 +89,13 @@ def tiny_tokenizer(arch: str):
         pieces = [("[PAD]", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[UNK]", 0.0), ("[MASK]", 0.0)]
         pieces += [("▁" + c, -1.0) for c in _CHARS] + [(c, -2.0) for c in _CHARS]
         return DebertaV2Tokenizer(vocab=pieces)
+    pieces = [("▁" + c, -1.0) for c in _CHARS] + [(c, -2.0) for c in _CHARS]
+    if arch == "albert":
+        return AlbertTokenizer(vocab=[("<pad>", 0.0), ("<unk>", 0.0), ("[CLS]", 0.0), ("[SEP]", 0.0), ("[MASK]", 0.0),
+                                      *pieces])
+    if arch == "xlm-roberta":
+        return XLMRobertaTokenizer(vocab=[("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), *pieces,
+                                          ("<mask>", 0.0)])
     raise ValueError(arch)
 
 
@@ -93,13 +106,30 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
     A larger `init_std` than transformers' 0.02 makes attention visibly matter to the outputs.
     """
     import torch
-    from transformers import AutoModel, BertConfig, DebertaConfig, DebertaV2Config, ElectraConfig, RobertaConfig
+    from transformers import (AlbertConfig, AutoModel, BertConfig, DebertaConfig, DebertaV2Config, DistilBertConfig,
+                              ElectraConfig, LlamaConfig, ModernBertConfig, RobertaConfig, XLMRobertaConfig)
 
-    tok = tiny_tokenizer(arch)
-    common = dict(vocab_size=max(len(tok), 64), hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
-                  intermediate_size=2 * hidden + 3, max_position_embeddings=128, pad_token_id=tok.pad_token_id,
+    vocab_size = 64 if arch in CAUSAL_ARCHS else max(len(tiny_tokenizer(arch)), 64)
+    pad = None if arch in CAUSAL_ARCHS else tiny_tokenizer(arch).pad_token_id
+    common = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                  intermediate_size=2 * hidden + 3, max_position_embeddings=128, pad_token_id=pad,
                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=init_std)
-    if arch == "bert":
+    sizes = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                 intermediate_size=2 * hidden + 3, max_position_embeddings=128, initializer_range=init_std)
+    if arch == "distilbert":
+        config = DistilBertConfig(vocab_size=vocab_size, dim=hidden, n_layers=layers, n_heads=heads,
+                                  hidden_dim=2 * hidden + 3, max_position_embeddings=128, pad_token_id=pad,
+                                  dropout=0.1, attention_dropout=0.1, initializer_range=init_std)
+    elif arch == "albert":  # one layer group: every layer runs the same attention module
+        config = AlbertConfig(embedding_size=16, num_hidden_groups=1, **common)
+    elif arch == "xlm-roberta":
+        config = XLMRobertaConfig(**common)
+    elif arch == "modernbert":  # layer 0 global, layer 1 a sliding window of +-4 tokens
+        config = ModernBertConfig(**sizes, local_attention=8, global_attn_every_n_layers=2, attention_dropout=0.1,
+                                  pad_token_id=pad, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
+    elif arch == "llama":  # causal, rotary, 2 key/value heads for 4 query heads
+        config = LlamaConfig(**sizes, num_key_value_heads=max(1, heads // 2), attention_dropout=0.1)
+    elif arch == "bert":
         config = BertConfig(**common)
     elif arch == "roberta":
         config = RobertaConfig(**common)

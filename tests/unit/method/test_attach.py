@@ -138,25 +138,34 @@ def test_pad_tokens_never_influence_replaced_heads(tiny):
     assert torch.allclose(_real(after, inputs), _real(before, inputs), atol=1e-5)
 
 
+def _value_rows(attn, heads: int, d: int) -> torch.Tensor:
+    """[H, d, ...] view of what makes each head's values: a value projection's bias, DeBERTa v1's v_bias, or the
+    value third of a fused projection's weight (ModernBERT's Wqkv has no bias)."""
+    if getattr(attn, "v_bias", None) is not None:
+        return attn.v_bias.view(heads, d)
+    for name in ("value", "value_proj", "v_lin", "v_proj"):
+        if hasattr(attn, name):
+            return getattr(attn, name).bias.view(heads, d)
+    fused = attn.Wqkv.weight
+    return fused.view(3, heads, d, fused.shape[-1])[2]
+
+
 def test_zeros_constants_prune_the_head(tiny):
     """A zeros-replaced head contributes nothing: its value projection no longer matters."""
     model, tok = tiny
     ctrl = papa.attach(model)
     ctrl.set_constants(data_free_constants("zeros", ctrl.signature, N))
-    ctrl.replace([(0, 1)])
+    ctrl.replace([(layer, 1) for layer in range(ctrl.num_layers)])  # ALBERT's layers share their projections
     inputs = _batch(model, tok)
     before = _hidden(model, inputs)
-    attn = ctrl.info.attention_modules[0]
-    # The value bias of head 1 (DeBERTa v1 keeps it apart from its fused in_proj).
-    bias = getattr(attn, "v_bias", None)
-    if bias is None:
-        bias = (attn.value if hasattr(attn, "value") else attn.value_proj).bias
-    d = ctrl.info.head_dim
+    rows = _value_rows(ctrl.info.attention_modules[0], ctrl.num_heads, ctrl.info.head_dim)
+    # Not a constant shift: a weight row's constant shift is invisible after a LayerNorm (ModernBERT's Wqkv).
+    delta = torch.linspace(-1.0, 1.0, rows[1].numel(), device=rows.device).view_as(rows[1])
     with torch.no_grad():
-        bias[d:2 * d] += 1.0
+        rows[1] += delta
     assert torch.allclose(_hidden(model, inputs), before, atol=1e-6)
     with torch.no_grad():
-        bias[0:d] += 1.0  # a kept head's value does matter
+        rows[0] += delta  # a kept head's value does matter
     assert not torch.allclose(_hidden(model, inputs), before, atol=1e-3)
 
 

@@ -42,6 +42,12 @@ def _setup(model, tok, kind="average"):
     return ctrl
 
 
+def _skip_if_fused(ctrl) -> None:
+    """ModernBERT computes Q, K and V in one projection: dropping is refused (tested in test_mask_patterns.py)."""
+    if ctrl.info.hook == "attention_function" and ctrl.info.architecture.query_key is None:
+        pytest.skip(f"{ctrl.info.model_type} fuses its query/key/value projection: Q/K cannot be dropped")
+
+
 def _heads(ctrl, fraction_kept: float, seed: int = 0) -> torch.Tensor:
     """[L, H] mask of replaced heads, spread over layers as a ranking spreads them."""
     g = torch.Generator().manual_seed(seed)
@@ -95,14 +101,16 @@ def test_dropped_query_key_match_plain_path(tiny, kept):
     model, tok = tiny
     inputs = _inputs(model, tok)
     ctrl = _setup(model, tok)
+    _skip_if_fused(ctrl)
     replaced = _heads(ctrl, kept)
     ctrl.replace(replaced)
     expected = _reference(ctrl, model, inputs)
     attached = _hidden(model, inputs)
 
     calls = []
-    projections = [p for m in ctrl.info.attention_modules for name, p in m.named_children()
-                   if name in ("query", "key", "query_proj", "key_proj", "in_proj")]
+    names = ctrl.info.architecture.query_key or ("query_proj", "key_proj", "in_proj")
+    modules = list({id(m): m for m in ctrl.info.attention_modules}.values())  # ALBERT: one module, every layer
+    projections = [p for m in modules for name, p in m.named_children() if name in names]
     handles = [p.register_forward_hook(lambda *a: calls.append(1)) for p in projections]
     drop_query_key(ctrl)
     got = _hidden(model, inputs)
@@ -112,15 +120,19 @@ def test_dropped_query_key_match_plain_path(tiny, kept):
 
     full_layers = int(replaced.all(dim=1).sum())
     bert_like = ctrl.info.hook == "attention_function"
-    if bert_like:
+    shared = len(modules) < ctrl.num_layers
+    if bert_like and not shared:
         for layer, module in enumerate(ctrl.info.attention_modules):
             kept_heads = int((~replaced[layer]).sum())
             if 0 < kept_heads < ctrl.num_heads:
-                assert module.query.out_features == module.key.out_features == kept_heads * ctrl.info.head_dim
+                query, key = (getattr(module, name) for name in names)
+                assert query.out_features == key.out_features == kept_heads * ctrl.info.head_dim
     # The original projections of replaced heads are never run: BERT-like layers with any replaced head use
     # sliced copies; DeBERTa skips Q/K in fully replaced layers (2 projections, or v1's in_proj, per layer).
     per_layer = 2 if hasattr(ctrl.info.attention_modules[0], "query_proj") or bert_like else 1
     changed = int(replaced.any(dim=1).sum()) if bert_like else full_layers
+    if shared:  # one module keeps what any layer keeps: sliced (originals never run) if some head no layer keeps
+        changed = ctrl.num_layers if bool(replaced.all(dim=0).any()) else 0
     assert len(calls) == per_layer * (ctrl.num_layers - changed)
     assert query_key_dropped(ctrl) == (changed > 0)
 
@@ -135,6 +147,7 @@ def test_detach_undoes_dropped_projections(tiny):
     before = _hidden(model, inputs)
     state = {k: v.clone() for k, v in model.state_dict().items()}
     ctrl = _setup(model, tok)
+    _skip_if_fused(ctrl)
     ctrl.replace()
     drop_query_key(ctrl)
     papa.detach(model)
@@ -145,6 +158,7 @@ def test_detach_undoes_dropped_projections(tiny):
 def test_query_key_dropped_while_restores_even_on_errors(tiny):
     model, tok = tiny
     ctrl = _setup(model, tok)
+    _skip_if_fused(ctrl)
     ctrl.replace()
     with query_key_dropped_while(ctrl):
         assert query_key_dropped(ctrl)
@@ -162,9 +176,10 @@ def test_changing_modes_after_dropping_is_an_error(arch):
     model, tok = tiny_model(arch), tiny_tokenizer(arch)
     inputs = _inputs(model, tok)
     ctrl = _setup(model, tok)
-    ctrl.replace([(0, 0)])
+    _skip_if_fused(ctrl)
+    ctrl.replace([(layer, 0) for layer in range(ctrl.num_layers)])  # every layer: ALBERT's shared module slices too
     drop_query_key(ctrl)
-    ctrl.replace([(0, 1)])
+    ctrl.set_modes("keep", [(0, 0)])
     with pytest.raises(papa.PapaError, match="restore_query_key"):
         _hidden(model, inputs)
     restore_query_key(ctrl)
@@ -240,6 +255,7 @@ def test_bf16_autocast_stays_close_to_float32(tiny, setting):
     if setting == "replace_half":
         ctrl.replace(_heads(ctrl, 1 / 2))
     elif setting == "attention_free":
+        _skip_if_fused(ctrl)
         ctrl.replace()
         drop_query_key(ctrl)
     elif setting == "mix":
