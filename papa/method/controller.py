@@ -34,9 +34,11 @@ from papa.method.capture import AttentionStats
 from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
 from papa.core.errors import InputError, PapaError
 from papa.method.layout import SEPARATOR_LAST
+from papa.core.vocabulary import HEAD_MODES
 
-KEEP, REPLACE, MIX = 0, 1, 2
-MODE_NAMES = {"keep": KEEP, "replace": REPLACE, "mix": MIX}
+# A head mode's integer code is its position in the vocabulary's HEAD_MODES.
+MODE_NAMES = {name: code for code, name in enumerate(HEAD_MODES)}
+KEEP, REPLACE, MIX = MODE_NAMES["keep"], MODE_NAMES["replace"], MODE_NAMES["mix"]
 
 _SITE = "_papa_site"          # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
 _CONTROLLER = "_papa_controller"

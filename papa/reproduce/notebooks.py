@@ -20,16 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.artifacts import atomic_path
-from papa.runs.names import NOTEBOOKS
 from papa.core.errors import InputError
+from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.runs.profiles import get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
-
-PAPER_BASE = ("bert-base-uncased", "roberta-base", "microsoft/deberta-base")
-PAPER_LARGE = ("bert-large-uncased", "roberta-large", "microsoft/deberta-large")
-ELECTRA_BASE = "google/electra-base-discriminator"
-PAPER_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
 
 # Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {

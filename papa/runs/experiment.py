@@ -32,10 +32,12 @@ import torch
 from tqdm.auto import tqdm
 
 from papa.core import distributed
+from papa.core.vocabulary import CONSTANTS_KINDS, NONE, RANKED
+from papa.runs.keys import point_key
 from papa.method.architectures import model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.runs.names import constants_filename, ranking_filename
-from papa.method.constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
+from papa.method.constants import ConstantMatrices, data_free_constants, load_constants, with_matrices
 from papa.method.controller import PapaController, attach
 from papa.tasks.corpus import corpus_name, task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir
@@ -51,7 +53,6 @@ from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, as
                         load_ranking, num_input_dependent, replacement_order)
 from papa.tasks.registry import get_task
 
-CONSTANTS_KINDS = ("average", *DATA_FREE_KINDS, "trainable_toeplitz", "trainable_average")
 RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
 
 
@@ -268,7 +269,7 @@ def _subset(data, limit: int):
 
 def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[int, int]]:
     L, H = s.controller.num_layers, s.controller.num_heads
-    if method in ("lambda", "reversed_lambda"):
+    if method in RANKED:
         return head_ranking(s, kind, progress).order_for(method)
     return replacement_order(method, L, H, seed=RANKING_SEED)
 
@@ -277,19 +278,16 @@ def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[in
 
 def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, bar) -> list[str]:
     cfg, ctrl = s.cfg, s.controller
-    total = ctrl.num_layers * ctrl.num_heads
-    keep = num_input_dependent(label, total, cfg.rounding)
-    baseline, replace_all = keep == total, keep == 0
-    # Fraction 1 involves no constants and no selection, fraction 0 no selection: such points are computed once
-    # and recorded with "none", whatever kinds and methods the grid names.
-    row_kind = "none" if baseline else kind
-    row_method = "none" if baseline or replace_all else method
-    corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
-    ranked = row_method in ("lambda", "reversed_lambda")
+    # The job lister records the point by the same rule (papa.runs.keys), so its jobs are this point's rows.
+    key = point_key(kind, method, cfg.constants_corpus, label, total_heads=ctrl.num_layers * ctrl.num_heads,
+                    rounding=cfg.rounding)
+    keep, baseline, replace_all = key.n_input_dependent, key.keeps_all, key.replaces_all
+    row_kind, row_method, corpus = key.constants, key.selection, key.constants_corpus
+    ranked = row_method in RANKED
     base = dict(model=ctrl.signature.model_name, task=cfg.task, constants=row_kind, constants_corpus=corpus,
                 selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
                 train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
-                corpus_limit=None if corpus == "none" else s.profile.corpus_limit,
+                corpus_limit=None if corpus == NONE else s.profile.corpus_limit,
                 epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
     if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         base["sample"] = s.profile.sample
