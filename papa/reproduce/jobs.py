@@ -130,12 +130,16 @@ def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: s
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu") -> list[Job]:
     """Every job the section notebooks `names` run for `profile`, without duplicates, in a stable order."""
-    from papa.reproduce.notebooks import notebook_parameters
+    from papa.reproduce.notebooks import NOTEBOOK_DIR, injected_parameters
+    from papa.runs.profiles import get_profile
 
     out = Path(out_dir or f"artifacts/{profile}")
+    # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here).
+    name_of_profile = get_profile(profile).name
     jobs: dict[str, Job] = {}
     for name in names:
-        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device)
+        params = injected_parameters(name, name_of_profile, out_dir=out, data_dir=data_dir, device=device,
+                                     force=False, notebook_dir=NOTEBOOK_DIR)
         for cfg in notebook_grids(name, params):
             jobs.update((j.key, j) for j in grid_jobs(cfg))
     return list(jobs.values())
@@ -224,7 +228,7 @@ def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None
     points: dict[tuple, list[Job]] = {}
     for j in todo:
         points.setdefault(j.point, []).append(j)
-    profiles = {j.profile: get_profile(j.profile) for j in todo}
+    profiles = {name: get_profile(name) for name in {j.profile for j in todo}}  # each resolved once
     prepare: dict[tuple, Unit] = {}
     for group in points.values():
         j = group[0]
