@@ -6,9 +6,11 @@ import sys
 import time
 from pathlib import Path
 
-from papa.runs.names import NOTEBOOKS as NOTEBOOK_NAMES, constants_filename
-from papa.method.layout import LAYOUTS, REPRODUCTION_LAYOUT
+from papa.core.vocabulary import (CONSTANTS_KINDS, JOB_ACTIONS, LAYOUTS, NOTEBOOKS as NOTEBOOK_NAMES, PROFILE_NAMES,
+                                   REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
+from papa.runs.names import constants_filename
+from papa.tasks.registry import task_names
 
 
 def _extract(args: argparse.Namespace) -> int:
@@ -184,29 +186,60 @@ def _table(agg) -> str:
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
 
-def _add_grid_options(p: argparse.ArgumentParser, task_required: bool = True) -> None:
-    p.add_argument("--task", required=task_required, help="cola, sst2, mrpc, mnli, ner, pos or mlm")
-    p.add_argument("--profile", default="quick",
-                   help="quick (minutes on a CPU), cpu (about 1.5 h on a CPU), full (the paper's settings) or a JSON "
-                        "profile file (papa.runs.profiles)")
-    p.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
-    p.add_argument("--constants-corpus", default="task",
-                   help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
-    p.add_argument("--rounding", default=None, choices=["exact", "down", "nearest"],
-                   help="when a fraction is not a whole number of heads (default: the profile's)")
-    p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
-    p.add_argument("--layout", default=None, choices=LAYOUTS,
-                   help=f"input layout (default: the profile's, {REPRODUCTION_LAYOUT!r} = the authors' released "
-                        "preprocessing; 'sep_last' = papa's own, see papa.method.layout)")
+def _parents() -> dict[str, argparse.ArgumentParser]:
+    """The option groups several subcommands share, each declared once (argparse parent parsers)."""
 
+    def group() -> argparse.ArgumentParser:
+        return argparse.ArgumentParser(add_help=False)
 
-def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", default=DEFAULT_MODEL,
-                   help=f"hub id or local directory of the encoder (default: {DEFAULT_MODEL}, installed offline)")
-    p.add_argument("--data-dir", default=None,
-                   help="local data directory (GLUE TSVs, CoNLL-2003, WikiText); default $PAPA_DATA_DIR, else the hub")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … or auto (default: cpu)")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    model = group()
+    model.add_argument("--model", default=DEFAULT_MODEL,
+                       help=f"hub id or local directory of the encoder (default: {DEFAULT_MODEL}, installed offline)")
+
+    runtime = group()
+    runtime.add_argument("--data-dir", default=None,
+                         help="local data directory (GLUE TSVs, CoNLL-2003, WikiText); default $PAPA_DATA_DIR, else "
+                              "the hub")
+    runtime.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … or auto (default: cpu)")
+    runtime.add_argument("--quiet", action="store_true", help="no progress bars or lines")
+
+    profile = group()
+    profile.add_argument("--profile", default="quick",
+                         help=f"{', '.join(PROFILE_NAMES)} (papa.runs.profiles: quick = minutes on a CPU, cpu = about "
+                              "1.5 h on a CPU, full = the paper's settings) or a JSON profile file")
+
+    force = group()
+    force.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
+
+    grid = group()  # one probing grid on one task (rank, probe)
+    grid.add_argument("--task", required=True, help=f"{', '.join(task_names())}")
+    grid.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
+    grid.add_argument("--constants-corpus", default="task",
+                      help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
+    grid.add_argument("--rounding", default=None, choices=ROUNDINGS,
+                      help="when a fraction is not a whole number of heads (default: the profile's)")
+    grid.add_argument("--layout", default=None, choices=LAYOUTS,
+                      help=f"input layout (default: the profile's, {REPRODUCTION_LAYOUT!r} = the authors' released "
+                           "preprocessing; 'sep_last' = papa's own, see papa.method.layout)")
+
+    reproduction = group()  # the section notebooks' grids (reproduce, jobs)
+    reproduction.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
+                              help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
+    reproduction.add_argument("--out", default=None, help="default: artifacts/<profile>")
+
+    scale_out = group()
+    scale_out.add_argument("--workers", type=_positive, default=1,
+                           help="run the grid's jobs on N local processes first (with GPUs: one GPU each, round "
+                                "robin)")
+    scale_out.add_argument("--submitit", choices=SUBMITIT_CLUSTERS, default=None,
+                           help="submit the jobs through submitit: to Slurm, or to its local executor")
+    scale_out.add_argument("--slurm-partition", default=None, help="Slurm partition (--submitit slurm)")
+    scale_out.add_argument("--slurm-time", type=_positive, default=120, help="minutes per job (default: 120)")
+    scale_out.add_argument("--slurm-gpus", type=int, default=1, help="GPUs per job (default: 1)")
+    scale_out.add_argument("--slurm-array-parallelism", type=_positive, default=32,
+                           help="jobs running at once (default: 32)")
+    return dict(model=model, runtime=runtime, profile=profile, force=force, grid=grid, reproduction=reproduction,
+                scale_out=scale_out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -215,14 +248,14 @@ def build_parser() -> argparse.ArgumentParser:
         description="PAPA: replace a frozen encoder's attention with constant matrices and probe what is left "
                     "(Hassid et al., Findings of EMNLP 2022).",
     )
+    shared = _parents()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("extract", help="average every head's attention over an unlabeled corpus (paper 3.1)",
                        description="Average every head's attention over a corpus and save the constant matrices "
-                                   "(safetensors with metadata).")
-    _add_common(p)
-    p.add_argument("--task", required=True,
-                   help="a task name (cola, sst2, mrpc, mnli, ner, pos, mlm) or a .txt/.tsv file")
-    p.add_argument("--split", default="train", choices=["train", "eval"], help="the task's split (default: train)")
+                                   "(safetensors with metadata).",
+                       parents=[shared["model"], shared["runtime"]])
+    p.add_argument("--task", required=True, help=f"a task name ({', '.join(task_names())}) or a .txt/.tsv file")
+    p.add_argument("--split", default="train", choices=SPLITS, help="the task's split (default: train)")
     p.add_argument("--max-length", type=int, required=True, help="fixed sequence length N of the constants")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--limit", type=int, default=None, help="use only the first LIMIT examples")
@@ -234,22 +267,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pair-column", default=None, help="TSV column holding the second text of a pair")
     p.set_defaults(func=_extract)
 
+    grid_parents = [shared["model"], shared["runtime"], shared["profile"], shared["grid"], shared["force"]]
     p = sub.add_parser("rank", help="learn per-head λ and save the head ranking (paper 3.2)",
-                       description="Train a probe and every head's λ jointly; save λ and the replacement order.")
-    _add_common(p)
-    _add_grid_options(p)
+                       description="Train a probe and every head's λ jointly; save λ and the replacement order.",
+                       parents=grid_parents)
+    # No choices= for kinds and methods: the library's error names the known ones in the CLI's one-line format.
     p.add_argument("--constants", default="average", help="constants to mix with (default: average)")
     p.set_defaults(func=_rank)
 
     p = sub.add_parser("probe", help="probe one task over fractions x seeds x constants x selection methods",
-                       description="Run (or resume) a probing grid on one task and print mean and 95%% interval.")
-    _add_common(p)
-    _add_grid_options(p)
-    p.add_argument("--constants", nargs="+", default=["average"],
-                   help="average identity toeplitz zeros trainable_toeplitz trainable_average")
-    p.add_argument("--selection", nargs="+", default=["lambda"],
-                   help="lambda first_to_last last_to_first random reversed_lambda")
-    p.add_argument("--fractions", nargs="+", default=None, help="shares of input-dependent heads, e.g. 1 1/2 0")
+                       description="Run (or resume) a probing grid on one task and print mean and 95%% interval.",
+                       parents=grid_parents)
+    p.add_argument("--constants", nargs="+", default=["average"], help=" ".join(CONSTANTS_KINDS))
+    p.add_argument("--selection", nargs="+", default=["lambda"], help=" ".join(SELECTION_METHODS))
+    p.add_argument("--fractions", nargs="+", default=None,
+                   help="shares of input-dependent heads, e.g. 1 1/2 0 (default: the profile's)")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="probe seeds (default: the profile's)")
     p.set_defaults(func=_probe)
 
@@ -262,48 +294,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=_report)
 
     p = sub.add_parser("reproduce", help="run the seven section notebooks with papermill (every paper section)",
-                       description="Execute notebooks/01_method … 07_mlm_electra for a profile; finished pieces "
-                                   "(constants, rankings, runs) are reused, --force recomputes them.")
-    p.add_argument("--profile", default="quick",
-                   help="quick (minutes on a CPU), cpu (about 1.5 h on a CPU) or full (the paper's grid)")
-    p.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
-                   help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
-    p.add_argument("--out", default=None, help="default: artifacts/<profile>")
-    p.add_argument("--data-dir", default=None,
-                   help="local data directory (GLUE TSVs, CoNLL-2003, WikiText); default $PAPA_DATA_DIR, else the hub")
-    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … or auto (default: cpu)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
-    _add_scale_out(p)
+                       description="Execute notebooks/01_method … 07_mlm_electra for a profile (its seeds and "
+                                   "fractions); finished pieces (constants, rankings, runs) are reused, --force "
+                                   "recomputes them.",
+                       parents=[shared["profile"], shared["reproduction"], shared["runtime"], shared["force"],
+                                shared["scale_out"]])
     p.set_defaults(func=_reproduce)
 
     p = sub.add_parser("jobs", help="the reproduction's probe runs as jobs: list them, or run some alone",
                        description="List the jobs (id, done/todo, key) that the section notebooks run for a profile, "
-                                   "or run chosen jobs (e.g. one that failed) here, on a pool or through submitit.")
-    p.add_argument("action", choices=["list", "run"])
+                                   "or run chosen jobs (e.g. one that failed) here, on a pool or through submitit.",
+                       parents=[shared["profile"], shared["reproduction"], shared["runtime"], shared["scale_out"]])
+    p.add_argument("action", choices=JOB_ACTIONS)
     p.add_argument("ids", nargs="*", help="run: the ids (or keys) of the jobs to run")
-    p.add_argument("--profile", default="quick", help="quick, cpu, full or a JSON profile file")
-    p.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
-                   help="only the jobs of these notebooks (default: all)")
-    p.add_argument("--out", default=None, help="default: artifacts/<profile>")
-    p.add_argument("--data-dir", default=None, help="local data directory; default $PAPA_DATA_DIR, else the hub")
-    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (default: cpu)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    _add_scale_out(p)
     p.set_defaults(func=_jobs)
     return parser
-
-
-def _add_scale_out(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--workers", type=_positive, default=1,
-                   help="run the grid's jobs on N local processes first (with GPUs: one GPU each, round robin)")
-    p.add_argument("--submitit", choices=["slurm", "local"], default=None,
-                   help="submit the jobs through submitit: to Slurm, or to its local executor")
-    p.add_argument("--slurm-partition", default=None, help="Slurm partition (--submitit slurm)")
-    p.add_argument("--slurm-time", type=_positive, default=120, help="minutes per job (default: 120)")
-    p.add_argument("--slurm-gpus", type=int, default=1, help="GPUs per job (default: 1)")
-    p.add_argument("--slurm-array-parallelism", type=_positive, default=32,
-                   help="jobs running at once (default: 32)")
 
 
 def _positive(text: str) -> int:

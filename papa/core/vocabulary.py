@@ -1,9 +1,69 @@
 """The one vocabulary of papa: every closed set of names that more than one module (or the CLI) uses.
 
 Each tuple is the single owner of its names; modules validate against it and the CLI takes its ``choices=`` from it.
-Nothing here imports torch, so ``papa --help`` stays light.
+Nothing here imports torch, so ``papa --help`` stays light. `tests/unit/core/test_vocabulary.py` checks that no other
+module spells one of these tuples out again.
 """
 from __future__ import annotations
 
+# ---- data --------------------------------------------------------------------------------------------------------
+
 # How a limit picks its examples (papa.tasks.data.load_examples): the file's first ones, or a fixed random subset.
 SAMPLES = ("first", "random")
+# The splits a task's examples come from (papa.tasks.data, `papa extract --split`).
+SPLITS = ("train", "eval")
+
+# ---- constants (paper 3.1, 5.2, Table 1) -------------------------------------------------------------------------
+
+# Constants built without data (paper 5.2).
+DATA_FREE_KINDS = ("identity", "toeplitz", "zeros")
+# Kinds a constants file may hold (besides "trained:<kind>", written after training).
+KINDS = ("average", *DATA_FREE_KINDS)
+# Kinds a probing grid can run: the file kinds, and Table 1's constants trained with the probe ("labeled data").
+TRAINABLE_KINDS = ("trainable_toeplitz", "trainable_average")
+CONSTANTS_KINDS = (*KINDS, *TRAINABLE_KINDS)
+# What a results row records for a point that replaced nothing (fraction 1: no constants, no corpus, no selection).
+NONE = "none"
+
+# ---- head selection (paper 3.2, 5.4) -----------------------------------------------------------------------------
+
+SELECTION_METHODS = ("lambda", "first_to_last", "last_to_first", "random", "reversed_lambda")
+# The methods that read a learned λ ranking (the others need no preparation).
+RANKED = ("lambda", "reversed_lambda")
+# What to do when a fraction is not a whole number of heads (papa.method.selection.num_input_dependent).
+ROUNDINGS = ("exact", "down", "nearest")
+# The paper's x-axis (4.2): shares of heads that stay input-dependent, as labels, from all heads to none.
+PAPER_FRACTIONS = ("1", "1/2", "1/8", "1/16", "0")
+
+# ---- the controller's head modes ---------------------------------------------------------------------------------
+
+# keep: the head's own attention; replace: its constant matrix; mix: λ-weighted (paper 3.2). The controller's integer
+# codes are these names' positions.
+HEAD_MODES = ("keep", "replace", "mix")
+
+# ---- input layouts (papa.method.layout) --------------------------------------------------------------------------
+
+# The input layouts; constants, rankings and result rows record which one they were made in.
+LAYOUTS = ("official", "sep_last", "standard")
+# What reproductions (profiles, notebooks, `papa reproduce`, the CLI) use: the authors' released preprocessing.
+REPRODUCTION_LAYOUT = "official"
+
+# ---- the paper's tasks and models --------------------------------------------------------------------------------
+
+# The paper's downstream tasks (4.1), whose metrics lie in [0, 1]; MLM (5.5) is shown on its own.
+PAPER_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
+# The paper's models (4.1): base and large BERT, RoBERTa and DeBERTa, and ELECTRA for 5.5.
+PAPER_BASE = ("bert-base-uncased", "roberta-base", "microsoft/deberta-base")
+PAPER_LARGE = ("bert-large-uncased", "roberta-large", "microsoft/deberta-large")
+ELECTRA_BASE = "google/electra-base-discriminator"
+
+# ---- the reproduction --------------------------------------------------------------------------------------------
+
+# The section notebooks in run order (notebooks/<name>.ipynb).
+NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_alternative_matrices",
+             "05_data_dependence", "06_head_selection", "07_mlm_electra")
+# The built-in run profiles (papa.runs.profiles); a JSON file may define more.
+PROFILE_NAMES = ("quick", "cpu", "full")
+# `papa jobs` actions and `--submitit` executors.
+JOB_ACTIONS = ("list", "run")
+SUBMITIT_CLUSTERS = ("slurm", "local")

@@ -20,11 +20,9 @@ from safetensors.torch import save_file
 from papa.method.architectures import ModelSignature
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
-from papa.method.layout import LAYOUTS
+from papa.core.vocabulary import DATA_FREE_KINDS, KINDS, LAYOUTS
 
 FORMAT_VERSION = 1
-DATA_FREE_KINDS = ("identity", "toeplitz", "zeros")
-KINDS = ("average", *DATA_FREE_KINDS)
 
 
 @dataclass(frozen=True)

@@ -57,13 +57,12 @@ import json
 import weakref
 from typing import TYPE_CHECKING
 
+from papa.core.vocabulary import LAYOUTS, REPRODUCTION_LAYOUT
+
 if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout names cost nothing to import
     import torch
 
-#: The input layouts; constants, rankings and result rows record which one they were made in.
-LAYOUTS = ("official", "sep_last", "standard")
-#: What reproductions (profiles, notebooks, `papa reproduce`, the CLI) use: the authors' released preprocessing.
-REPRODUCTION_LAYOUT = "official"
+# LAYOUTS (the input layouts) and REPRODUCTION_LAYOUT (what reproductions use) live in the vocabulary.
 #: Layouts whose last slot always holds the final separator (constants only fit inputs of their own length).
 SEPARATOR_LAST = ("official", "sep_last")
 #: Result rows and ranking files written before layouts were recorded were made in this one.

@@ -6,6 +6,7 @@ any network. Every other name goes to ``from_pretrained`` unchanged (a local pat
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,20 @@ def resolve_model_path(name: str) -> str:
 def canonical_model_name(name: str) -> str:
     """The name recorded in artifacts (aliases of packaged models map to their hub id)."""
     return "sentence-transformers/all-MiniLM-L6-v2" if _PACKAGED_MODELS.get(name) else name
+
+
+@functools.lru_cache(maxsize=None)
+def local_head_count(name: str) -> int | None:
+    """All attention heads of `name` (layers x heads) from its config when that is on this machine (packaged model,
+    local directory, Hugging Face cache), else None. Reads no weights and never the network: listing jobs must stay
+    possible offline, and a model whose config is not here cannot run here either."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(resolve_model_path(name), local_files_only=True)
+    except (OSError, ValueError):
+        return None
+    return int(config.num_hidden_layers) * int(config.num_attention_heads)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

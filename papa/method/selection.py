@@ -27,11 +27,10 @@ from safetensors.torch import save_file
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
+from papa.core.vocabulary import PAPER_FRACTIONS as _PAPER_FRACTION_LABELS, ROUNDINGS, SELECTION_METHODS
 
-SELECTION_METHODS = ("lambda", "first_to_last", "last_to_first", "random", "reversed_lambda")
-ROUNDINGS = ("exact", "down", "nearest")
-# The paper's x-axis (4.2): share of heads that stay input-dependent.
-PAPER_FRACTIONS = (Fraction(1), Fraction(1, 2), Fraction(1, 8), Fraction(1, 16), Fraction(0))
+# The paper's x-axis (4.2) as exact fractions: share of heads that stay input-dependent.
+PAPER_FRACTIONS = tuple(Fraction(label) for label in _PAPER_FRACTION_LABELS)
 RANKING_FORMAT_VERSION = 1
 RANKING_HEADER_KEY = "papa_ranking"
 # Named in error messages as the way to (re-)create a ranking.

@@ -18,9 +18,10 @@ import torch
 from matplotlib.figure import Figure
 
 from papa.core.artifacts import atomic_path
+from papa.core.vocabulary import PAPER_FRACTIONS
 from papa.paper.sections import short_model
 
-FRACTION_ORDER = ("1", "1/2", "1/8", "1/16", "0")
+FRACTION_ORDER = PAPER_FRACTIONS  # plotted from all heads input-dependent to none
 METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "matthews": "Matthews corr.", "seqeval_f1": "F1",
                 "neg_log_perplexity": "−log perplexity"}
 

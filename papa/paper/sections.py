@@ -17,12 +17,13 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.artifacts import atomic_path
+from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS, SELECTION_METHODS
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.results import aggregate, relative_drop
 
 # Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
-DOWNSTREAM_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
-_ORDER = {label: i for i, label in enumerate(("1", "1/2", "1/8", "1/16", "0"))}
+DOWNSTREAM_TASKS = PAPER_TASKS
+_ORDER = {label: i for i, label in enumerate(PAPER_FRACTIONS)}
 
 
 def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
@@ -203,5 +204,5 @@ def method_ranks(curves: pd.DataFrame) -> pd.DataFrame:
                                                                                         method="min"))
     table = mid.pivot_table(index=["model", "task", "fraction_label"], columns="selection", values="rank",
                             aggfunc="first").astype(int)
-    order = [m for m in ("lambda", "first_to_last", "last_to_first", "random", "reversed_lambda") if m in table]
+    order = [m for m in SELECTION_METHODS if m in table]
     return table[order]

@@ -33,10 +33,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from papa.runs.names import NOTEBOOKS
 from papa.core.errors import InputError
-
-RANKED = ("lambda", "reversed_lambda")
+from papa.core.vocabulary import NONE, NOTEBOOKS, RANKED
 
 
 @dataclass(frozen=True, order=True)
@@ -70,21 +68,21 @@ class Job:
 
 def grid_jobs(cfg) -> list[Job]:
     """The jobs of one `papa.runs.experiment.GridConfig`, recorded as the grid runner records its rows."""
-    from papa.method.constants import DATA_FREE_KINDS
-    from papa.method.models import canonical_model_name
+    from papa.method.models import canonical_model_name, local_head_count
+    from papa.runs.keys import point_key
 
     cfg = cfg.resolved()
     model = canonical_model_name(cfg.model)
-    jobs: dict[str, Job] = {}  # fraction 1 is one job whatever the kinds and methods, fraction 0 one per kind
+    total_heads = local_head_count(cfg.model)  # what the fractions resolve to, as the runner resolves them
+    jobs: dict[str, Job] = {}  # all heads kept is one job whatever the kinds and methods, none kept one per kind
     for kind in cfg.constants:
         for method in cfg.selections:
             for label in cfg.fractions:
-                baseline, replace_all = label == "1", label == "0"
-                constants = "none" if baseline else kind
-                corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
-                selection = "none" if baseline or replace_all else method
+                key = point_key(kind, method, cfg.constants_corpus, label, total_heads=total_heads,
+                                rounding=cfg.rounding)
                 for seed in cfg.seeds:
-                    job = Job(model, cfg.task, constants, corpus, selection, label, seed, cfg.profile, cfg.layout)
+                    job = Job(model, cfg.task, key.constants, key.constants_corpus, key.selection, label, seed,
+                              cfg.profile, cfg.layout)
                     jobs.setdefault(job.key, job)
     return list(jobs.values())
 
@@ -132,12 +130,16 @@ def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: s
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu") -> list[Job]:
     """Every job the section notebooks `names` run for `profile`, without duplicates, in a stable order."""
-    from papa.reproduce.notebooks import notebook_parameters
+    from papa.reproduce.notebooks import NOTEBOOK_DIR, injected_parameters
+    from papa.runs.profiles import get_profile
 
     out = Path(out_dir or f"artifacts/{profile}")
+    # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here).
+    name_of_profile = get_profile(profile).name
     jobs: dict[str, Job] = {}
     for name in names:
-        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device)
+        params = injected_parameters(name, name_of_profile, out_dir=out, data_dir=data_dir, device=device,
+                                     force=False, notebook_dir=NOTEBOOK_DIR)
         for cfg in notebook_grids(name, params):
             jobs.update((j.key, j) for j in grid_jobs(cfg))
     return list(jobs.values())
@@ -208,10 +210,10 @@ class Unit:
 
         j = self.jobs[0]
         return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,
-                          device=self.device, constants=("average" if j.constants == "none" else j.constants,),
+                          device=self.device, constants=("average" if j.constants == NONE else j.constants,),
                           selections=(j.selection if j.selection in SELECTION_METHODS else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
-                          constants_corpus="task" if j.constants_corpus == "none" else j.constants_corpus)
+                          constants_corpus="task" if j.constants_corpus == NONE else j.constants_corpus)
 
 
 
@@ -226,7 +228,7 @@ def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None
     points: dict[tuple, list[Job]] = {}
     for j in todo:
         points.setdefault(j.point, []).append(j)
-    profiles = {j.profile: get_profile(j.profile) for j in todo}
+    profiles = {name: get_profile(name) for name in {j.profile for j in todo}}  # each resolved once
     prepare: dict[tuple, Unit] = {}
     for group in points.values():
         j = group[0]

@@ -20,16 +20,11 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.artifacts import atomic_path
-from papa.runs.names import NOTEBOOKS
 from papa.core.errors import InputError
+from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.runs.profiles import get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
-
-PAPER_BASE = ("bert-base-uncased", "roberta-base", "microsoft/deberta-base")
-PAPER_LARGE = ("bert-large-uncased", "roberta-large", "microsoft/deberta-large")
-ELECTRA_BASE = "google/electra-base-discriminator"
-PAPER_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos")
 
 # Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
@@ -55,9 +50,16 @@ def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_di
     `out_dir` is given relative to the notebooks' folder (where they run) when it lies in the same clone, so that
     executed notebooks name no path of the machine that ran them.
     """
+    get_profile(profile)  # an unknown profile fails here
+    return injected_parameters(name, profile, out_dir=out_dir, data_dir=data_dir, device=device, force=force,
+                               notebook_dir=notebook_dir)
+
+
+def injected_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None, device: str,
+                        force: bool, notebook_dir: str | Path) -> dict:
+    """`notebook_parameters` for a `profile` its caller has already resolved (a profile file is not read again)."""
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
-    get_profile(profile)
     out, here = Path(out_dir).resolve(), Path(notebook_dir).resolve()
     if out.is_relative_to(here.parent):
         out = Path(os.path.relpath(out, here))
@@ -78,6 +80,7 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
     """
     import papermill
 
+    get_profile(profile)  # resolved once, before any notebook runs: an unknown profile fails here
     notebook_dir = Path(notebook_dir)
     if not notebook_dir.is_dir():
         raise InputError(f"no notebooks folder at {notebook_dir}: run from a clone of the papa repository "
@@ -88,7 +91,8 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         source = notebook_dir / f"{name}.ipynb"
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
-        params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
+        # The kernels are other processes: they get the profile as given (a file's path), and read it there.
+        params = injected_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
                                      notebook_dir=notebook_dir)
         target = out / "notebooks" / f"{name}.ipynb"
         start = time.perf_counter()

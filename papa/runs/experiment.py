@@ -32,10 +32,12 @@ import torch
 from tqdm.auto import tqdm
 
 from papa.core import distributed
+from papa.core.vocabulary import CONSTANTS_KINDS, NONE, RANKED
+from papa.runs.keys import point_key
 from papa.method.architectures import model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.runs.names import constants_filename, ranking_filename
-from papa.method.constants import ConstantMatrices, DATA_FREE_KINDS, data_free_constants, load_constants, with_matrices
+from papa.method.constants import ConstantMatrices, data_free_constants, load_constants, with_matrices
 from papa.method.controller import PapaController, attach
 from papa.tasks.corpus import corpus_name, task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir
@@ -49,9 +51,8 @@ from papa.probing.ranking import learn_lambdas
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, as_fraction, fraction_label, heads_to_replace,
                         load_ranking, num_input_dependent, replacement_order)
-from papa.tasks.registry import get_task
+from papa.tasks.registry import TaskSpec, get_task
 
-CONSTANTS_KINDS = ("average", *DATA_FREE_KINDS, "trainable_toeplitz", "trainable_average")
 RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
 
 
@@ -78,35 +79,42 @@ class GridConfig:
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
-        prof = get_profile(self.profile)
-        get_task(self.task)
-        if self.constants_corpus != "task":
-            get_task(self.constants_corpus)
-        for kind in self.constants:
-            if kind not in CONSTANTS_KINDS:
-                raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
-        for method in self.selections:
-            if method not in SELECTION_METHODS:
-                raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
-        fractions = tuple(fraction_label(f) for f in (prof.fractions if self.fractions is None else self.fractions))
-        if not fractions:
-            raise ValueError("the fraction list is empty: give at least one fraction (e.g. --fractions 1 1/2 0), "
-                             "or leave it out for the profile's")
-        seeds = tuple(prof.seeds if self.seeds is None else self.seeds)
-        if not seeds:
-            raise ValueError("the seed list is empty: give at least one seed (e.g. --seeds 0 1 2), or leave it out "
-                             "for the profile's")
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in seeds):
-            raise ValueError(f"seeds must be integers, got {list(seeds)}")
-        if not self.constants or not self.selections:
-            raise ValueError("give at least one constants kind and one selection method")
-        rounding = self.rounding or prof.rounding
-        if rounding not in ROUNDINGS:
-            raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
-        layout = check_layout(self.layout or prof.layout)
-        resolve_device(self.device)  # an unavailable device fails here, before the model and data are loaded
-        # A profile file is recorded by the name it defines, never by its path.
-        return replace(self, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name, layout=layout)
+        return _resolve(self)[0]
+
+
+def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
+    """`cfg` with the profile's defaults filled in and every value checked, with the profile and task spec it was
+    resolved with: a grid resolves its inputs once and passes them down (a profile file is read once)."""
+    prof = get_profile(cfg.profile)
+    spec = get_task(cfg.task)
+    if cfg.constants_corpus != "task":
+        get_task(cfg.constants_corpus)
+    for kind in cfg.constants:
+        if kind not in CONSTANTS_KINDS:
+            raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
+    for method in cfg.selections:
+        if method not in SELECTION_METHODS:
+            raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
+    fractions = tuple(fraction_label(f) for f in (prof.fractions if cfg.fractions is None else cfg.fractions))
+    if not fractions:
+        raise ValueError("the fraction list is empty: give at least one fraction (e.g. --fractions 1 1/2 0), "
+                         "or leave it out for the profile's")
+    seeds = tuple(prof.seeds if cfg.seeds is None else cfg.seeds)
+    if not seeds:
+        raise ValueError("the seed list is empty: give at least one seed (e.g. --seeds 0 1 2), or leave it out "
+                         "for the profile's")
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in seeds):
+        raise ValueError(f"seeds must be integers, got {list(seeds)}")
+    if not cfg.constants or not cfg.selections:
+        raise ValueError("give at least one constants kind and one selection method")
+    rounding = cfg.rounding or prof.rounding
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+    layout = check_layout(cfg.layout or prof.layout)
+    resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
+    # A profile file is recorded by the name it defines, never by its path.
+    return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
+                   layout=layout), prof, spec
 
 
 @dataclass
@@ -124,14 +132,15 @@ class _Session:
     max_length: int
     table: ResultsTable
     out: Path
+    data_dir: Path | None         # resolved once (papa.tasks.data.resolve_data_dir): None = the hub
     constants: dict = field(default_factory=dict)
 
 
 def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the grid; returns its rows from the results table."""
-    cfg = cfg.resolved()
+    cfg, prof, spec = _resolve(cfg)
     progress = progress and distributed.is_main()
-    s = _open_session(cfg, progress)
+    s = _open_session(cfg, prof, spec, progress)
     try:
         total_heads = s.controller.num_layers * s.controller.num_heads
         for label in cfg.fractions:  # a fraction that is no whole number of heads fails before the first run
@@ -158,9 +167,8 @@ def _load_model(name: str, device: str):
     return load_model(name, device=device)
 
 
-def _open_session(cfg: GridConfig, progress: bool) -> _Session:
-    prof = get_profile(cfg.profile)
-    spec = get_task(cfg.task)
+def _open_session(cfg: GridConfig, prof: Profile, spec: TaskSpec, progress: bool) -> _Session:
+    """Load the model and encode the data of `cfg` (resolved, with its profile and task spec)."""
     data_dir = resolve_data_dir(cfg.data_dir)
     model, tokenizer = _load_model(cfg.model, distributed.process_device(cfg.device))
     n = spec.hparams.max_length
@@ -171,7 +179,7 @@ def _open_session(cfg: GridConfig, progress: bool) -> _Session:
     out = Path(cfg.out_dir)
     controller = attach(model, model_name=canonical_model_name(cfg.model))
     return _Session(cfg, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
-                    ResultsTable(out / "results.csv"), out)
+                    ResultsTable(out / "results.csv"), out, data_dir)
 
 
 # ---- artifacts ---------------------------------------------------------------------------------------------------
@@ -183,24 +191,25 @@ def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
     return cached_average_constants(s.model, s.tokenizer, s.controller.signature, corpus_task,
                                     limit=s.profile.corpus_limit, sample=s.profile.sample, max_length=s.max_length,
                                     out_dir=s.out, layout=cfg.layout,
-                                    data_dir=cfg.data_dir, force=cfg.force, progress=progress)
+                                    data_dir=s.data_dir, force=cfg.force, progress=progress)
 
 
 def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, limit: int | None, max_length: int,
-                             out_dir: str | Path, layout: str, sample: str = "first", data_dir: str | None = None,
+                             out_dir: str | Path, layout: str, sample: str = "first", data_dir: Path | None = None,
                              force: bool = False, progress: bool = True) -> ConstantMatrices:
     """Average constants of `corpus_task`'s training inputs in `layout`: loaded from ``<out_dir>/constants/`` if
     there (and made for this model, length and layout), else extracted and saved there.
 
     The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
-    the constants then serve (paper 5.3 uses MNLI's constants for every task)."""
+    the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
+    (`papa.tasks.data.resolve_data_dir`: None = the hub)."""
     name = corpus_name(corpus_task, "train", limit, sample)
     path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, layout)
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=max_length, layout=layout)
         return constants
-    corpus = task_corpus(corpus_task, "train", data_dir=resolve_data_dir(data_dir), limit=limit, sample=sample)
+    corpus = task_corpus(corpus_task, "train", data_dir=data_dir, limit=limit, sample=sample)
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
                                   layout=layout, token_task=get_task(corpus_task).token_level,
                                   corpus=corpus.name, model_name=signature.model_name, progress=progress)
@@ -221,7 +230,8 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
     constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
                                          limit=prof.corpus_limit, sample=prof.sample,
                                          max_length=spec.hparams.max_length, layout=layout,
-                                         out_dir=out_dir, data_dir=data_dir, force=force, progress=progress)
+                                         out_dir=out_dir, data_dir=resolve_data_dir(data_dir), force=force,
+                                         progress=progress)
     return constants, loaded, tokenizer
 
 
@@ -268,7 +278,7 @@ def _subset(data, limit: int):
 
 def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[int, int]]:
     L, H = s.controller.num_layers, s.controller.num_heads
-    if method in ("lambda", "reversed_lambda"):
+    if method in RANKED:
         return head_ranking(s, kind, progress).order_for(method)
     return replacement_order(method, L, H, seed=RANKING_SEED)
 
@@ -277,19 +287,16 @@ def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[in
 
 def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, bar) -> list[str]:
     cfg, ctrl = s.cfg, s.controller
-    total = ctrl.num_layers * ctrl.num_heads
-    keep = num_input_dependent(label, total, cfg.rounding)
-    baseline, replace_all = keep == total, keep == 0
-    # Fraction 1 involves no constants and no selection, fraction 0 no selection: such points are computed once
-    # and recorded with "none", whatever kinds and methods the grid names.
-    row_kind = "none" if baseline else kind
-    row_method = "none" if baseline or replace_all else method
-    corpus = "none" if baseline or kind in DATA_FREE_KINDS else cfg.constants_corpus
-    ranked = row_method in ("lambda", "reversed_lambda")
+    # The job lister records the point by the same rule (papa.runs.keys), so its jobs are this point's rows.
+    key = point_key(kind, method, cfg.constants_corpus, label, total_heads=ctrl.num_layers * ctrl.num_heads,
+                    rounding=cfg.rounding)
+    keep, baseline, replace_all = key.n_input_dependent, key.keeps_all, key.replaces_all
+    row_kind, row_method, corpus = key.constants, key.selection, key.constants_corpus
+    ranked = row_method in RANKED
     base = dict(model=ctrl.signature.model_name, task=cfg.task, constants=row_kind, constants_corpus=corpus,
                 selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
                 train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
-                corpus_limit=None if corpus == "none" else s.profile.corpus_limit,
+                corpus_limit=None if corpus == NONE else s.profile.corpus_limit,
                 epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
     if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         base["sample"] = s.profile.sample
@@ -345,9 +352,9 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
 
 def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = True) -> tuple[HeadRanking, Path]:
     """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants; returns it and where it is saved."""
-    cfg = cfg.resolved()
+    cfg, prof, spec = _resolve(cfg)
     progress = progress and distributed.is_main()
-    s = _open_session(cfg, progress)
+    s = _open_session(cfg, prof, spec, progress)
     try:
         ranking = head_ranking(s, kind, progress)
     finally:

@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import re
 
+# The section notebooks in run order, re-exported: the vocabulary owns them (so `papa --help` needs no papermill).
+from papa.core.vocabulary import NOTEBOOKS  # noqa: F401
+
 
 def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", str(s)).strip("-")
@@ -18,7 +21,3 @@ def ranking_filename(model_name: str, task: str, constants: str, corpus: str, ma
     """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>.safetensors"""
     return (f"{_slug(model_name)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
             f"-n{max_length}-{_slug(profile)}.safetensors")
-
-# The section notebooks in run order (notebooks/<name>.ipynb), here so `papa --help` needs no papermill.
-NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_alternative_matrices",
-             "05_data_dependence", "06_head_selection", "07_mlm_electra")

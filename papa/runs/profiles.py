@@ -28,11 +28,7 @@ import re
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from papa.core.vocabulary import SAMPLES
-from papa.method.layout import LAYOUTS, REPRODUCTION_LAYOUT
-
-PAPER_FRACTIONS = ("1", "1/2", "1/8", "1/16", "0")
-ROUNDINGS = ("exact", "down", "nearest")
+from papa.core.vocabulary import LAYOUTS, PAPER_FRACTIONS, REPRODUCTION_LAYOUT, ROUNDINGS, SAMPLES
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

@@ -25,11 +25,13 @@ from scipy import stats
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError
-from papa.method.layout import LAYOUTS, LEGACY_LAYOUT
+from papa.core.vocabulary import CONSTANTS_KINDS as GRID_KINDS, LAYOUTS, NONE
+from papa.method.layout import LEGACY_LAYOUT
 from papa.runs.profiles import PROFILES
 from papa.method.selection import as_fraction, fraction_label
-# Kinds the experiments write; `ResultRow` accepts others (e.g. "trained:average") so new kinds need no change here.
-CONSTANTS_KINDS = ("average", "identity", "toeplitz", "zeros", "trainable_toeplitz", "trainable_average", "none")
+# Kinds the experiments write (a point that replaced nothing records "none"); `ResultRow` accepts others (e.g.
+# "trained:average") so new kinds need no change here.
+CONSTANTS_KINDS = (*GRID_KINDS, NONE)
 
 COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
            "n_input_dependent", "seed", "profile", "layout", "metric", "value", "runtime_s", "run_id", "extra")

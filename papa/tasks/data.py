@@ -25,7 +25,7 @@ from pathlib import Path
 from datasets import DatasetDict, load_dataset
 
 from papa.core.errors import PapaError
-from papa.core.vocabulary import SAMPLES
+from papa.core.vocabulary import SAMPLES, SPLITS
 from papa.tasks.registry import LocalSource, TaskSpec, get_task
 
 __all__ = [
@@ -44,7 +44,6 @@ __all__ = [
 ]
 
 DATA_DIR_ENV = "PAPA_DATA_DIR"
-SPLITS = ("train", "eval")
 SUBSET_SEED = 0
 
 

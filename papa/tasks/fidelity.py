@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from papa.core.vocabulary import SPLITS
 from papa.method.layout import LAYOUTS, encode, model_positions
 
 COMPARED = ("official", "sep_last")
@@ -93,7 +94,7 @@ def _segment_tokens(tokenizer, segments, layout: str, model_type: str, token_tas
 
 
 def truncation_counts(tokenizer, tasks: Sequence[str], *, model_type: str, data_dir: str | None = None,
-                      splits: Sequence[str] = ("train", "eval"), layouts: Sequence[str] = COMPARED,
+                      splits: Sequence[str] = SPLITS, layouts: Sequence[str] = COMPARED,
                       batch_size: int = 4096) -> pd.DataFrame:
     """For every task and split (whole splits, Table 3's length), how many inputs lose tokens in each layout.
 

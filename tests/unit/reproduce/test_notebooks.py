@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import ast
+import json
 
 import nbformat
 import pytest
@@ -10,7 +11,8 @@ from conftest import REPO
 from papa.core.errors import InputError
 from papa.reproduce.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths
 
-COMMON = {"profile", "seeds", "fractions", "device", "data_dir", "out_dir", "force"}
+# Seeds and fractions are the profile's (papa.runs.profiles): no notebook takes them, so a profile file rules.
+COMMON = {"profile", "device", "data_dir", "out_dir", "force"}
 
 
 def _parameters(nb) -> dict:
@@ -28,8 +30,12 @@ def test_notebook_has_parameters_and_quick_defaults(name):
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
     params = _parameters(nb)
     assert COMMON <= set(params)
-    assert params["profile"] == "quick" and params["out_dir"] == "../artifacts/quick" and params["seeds"] == [0, 1, 2]
-    assert params["fractions"] == ["1", "1/2", "1/8", "1/16", "0"] and params["force"] is False
+    assert params["profile"] == "quick" and params["out_dir"] == "../artifacts/quick" and params["force"] is False
+    assert not {"seeds", "fractions"} & set(params)
+    # Every parameter is read by a later cell (a parameter no cell uses would be silently ignored).
+    used = {node.id for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])
+            for node in ast.walk(ast.parse(c.source)) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    assert set(params) <= used, f"{name}: unused parameters {sorted(set(params) - used)}"
     # Every override a profile injects names a parameter the notebook has.
     for profile in PROFILE_PARAMETERS:
         assert set(notebook_parameters(name, profile, out_dir="x")) <= set(params)
@@ -76,3 +82,31 @@ def test_portable_paths(tmp_path):
     assert text == "wrote artifacts/cpu/a.png\nread $PAPA_DATA_DIR/glue_data\n" and str(tmp_path) not in path.read_text()
     portable_paths(path, {"wrote artifacts": 'wrote "quoted"'})  # names with quotes keep the file valid JSON
     assert nbformat.read(path, as_version=4).cells[0].outputs[0].text.startswith('wrote "quoted"/cpu/a.png')
+
+
+@pytest.fixture
+def profile_file(tmp_path):
+    """A profile file whose seeds and fractions differ from every built-in profile's; unregistered afterwards."""
+    from papa.runs.profiles import PROFILES
+
+    path = tmp_path / "my.json"
+    path.write_text(json.dumps({"name": "seeds-fractions-test", "base": "quick", "seeds": [5, 7],
+                                "fractions": ["1", "1/4", "0"]}))
+    yield path
+    PROFILES.pop("seeds-fractions-test", None)
+
+
+def test_a_profile_file_sets_the_reproductions_seeds_and_fractions(tmp_path, profile_file):
+    """`papa reproduce --profile my.json` runs the file's seeds and fractions: the notebooks take them from the
+    profile (here read off the notebooks as jobs, the path `papa reproduce --workers` and `papa jobs` take)."""
+    from papa.reproduce.jobs import notebook_jobs
+
+    path = profile_file
+    for name in NOTEBOOKS:
+        assert {"seeds", "fractions"}.isdisjoint(notebook_parameters(name, str(path), out_dir=tmp_path))
+    jobs = notebook_jobs(str(path), out_dir=tmp_path)
+    assert jobs and {j.profile for j in jobs} == {"seeds-fractions-test"}
+    assert {j.seed for j in jobs} == {5, 7}
+    # Sections 4.2, 5.4 and 5.5 draw curves over the profile's fractions; Tables 1 and 2 compare at 1 and 0 only.
+    assert {j.fraction for j in jobs} == {"1", "1/4", "0"}
+    assert {j.fraction for j in jobs if j.selection != "none"} == {"1/4"}
