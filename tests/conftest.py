@@ -110,7 +110,7 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
                               ElectraConfig, LlamaConfig, ModernBertConfig, RobertaConfig, XLMRobertaConfig)
 
     vocab_size = 64 if arch in CAUSAL_ARCHS else max(len(tiny_tokenizer(arch)), 64)
-    pad = None if arch in CAUSAL_ARCHS else tiny_tokenizer(arch).pad_token_id
+    pad = 0 if arch in CAUSAL_ARCHS else tiny_tokenizer(arch).pad_token_id
     common = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                   intermediate_size=2 * hidden + 3, max_position_embeddings=128, pad_token_id=pad,
                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=init_std)
@@ -128,7 +128,7 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
         config = ModernBertConfig(**sizes, local_attention=8, global_attn_every_n_layers=2, attention_dropout=0.1,
                                   pad_token_id=pad, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
     elif arch == "llama":  # causal, rotary, 2 key/value heads for 4 query heads
-        config = LlamaConfig(**sizes, num_key_value_heads=max(1, heads // 2), attention_dropout=0.1)
+        config = LlamaConfig(**sizes, num_key_value_heads=max(1, heads // 2), attention_dropout=0.1, pad_token_id=pad)
     elif arch == "bert":
         config = BertConfig(**common)
     elif arch == "roberta":

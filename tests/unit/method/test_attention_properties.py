@@ -1,5 +1,6 @@
-"""Property-based tests of the attention invariants on tiny models of every supported architecture: random lengths,
-padding patterns (pads anywhere, as the sep_last layout puts them in the middle), head sets and mixing weights."""
+"""Property-based tests of the attention invariants on tiny models of every supported architecture (encoders and a
+causal LM): random lengths, padding patterns (pads anywhere, as the sep_last layout puts them in the middle), head sets
+and mixing weights."""
 from __future__ import annotations
 
 import functools
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 import papa
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
-from conftest import ARCHS, tiny_model
+from conftest import ARCHS, CAUSAL_ARCHS, tiny_model
 
 LAYERS, HEADS, N = 2, 4, 12
 # Few examples per architecture keep the module to seconds; derandomize keeps CI reproducible.
@@ -70,7 +71,7 @@ def _attached(model):
         papa.detach(model)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + CAUSAL_ARCHS)
 @PROPERTY
 @given(batch=batches(min_len=N, max_len=N), heads=head_sets)
 def test_nothing_replaced_is_the_original(arch, batch, heads):
@@ -88,7 +89,7 @@ def test_nothing_replaced_is_the_original(arch, batch, heads):
         assert torch.equal(_hidden(model, inputs), original)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + CAUSAL_ARCHS)
 @PROPERTY
 @given(batch=batches(), layer=st.integers(0, LAYERS - 1), zero_share=st.sampled_from([0.0, 0.5, 0.9]))
 def test_replaced_rows_sum_to_one_and_pad_keys_get_zero(arch, batch, layer, zero_share):
@@ -106,7 +107,7 @@ def test_replaced_rows_sum_to_one_and_pad_keys_get_zero(arch, batch, layer, zero
         assert torch.all(rows[~has_mass] == 0)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + CAUSAL_ARCHS)
 @PROPERTY
 @given(batch=batches(min_len=N, max_len=N), heads=head_sets.filter(bool), lam=st.floats(0.01, 0.99))
 def test_mixing_limits_and_rows(arch, batch, heads, lam):
@@ -139,7 +140,7 @@ def test_mixing_limits_and_rows(arch, batch, heads, lam):
         assert torch.allclose(sums, torch.ones_like(sums), atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + CAUSAL_ARCHS)
 @PROPERTY
 @given(real_len=st.integers(2, 7), extra=st.integers(1, N - 7), heads=head_sets, seed=st.integers(0, 2**16))
 def test_extra_padding_leaves_real_tokens_unchanged(arch, real_len, extra, heads, seed):
@@ -158,7 +159,7 @@ def test_extra_padding_leaves_real_tokens_unchanged(arch, real_len, extra, heads
         assert torch.allclose(out_a[0, :real_len], out_b[0, :real_len], atol=1e-5)
 
 
-@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("arch", ARCHS + CAUSAL_ARCHS)
 @PROPERTY
 @given(batch=batches(min_len=N, max_len=N), heads=head_sets)
 def test_pad_content_never_reaches_real_tokens(arch, batch, heads):
@@ -174,7 +175,7 @@ def test_pad_content_never_reaches_real_tokens(arch, batch, heads):
         before = _hidden(model, inputs)
         pads = (mask == 0)[..., None]
         g = torch.Generator().manual_seed(seed + 1)
-        hook = ctrl.info.base.embeddings.register_forward_hook(
+        hook = ctrl.info.base.get_input_embeddings().register_forward_hook(
             lambda m, args, out: out + 10 * torch.randn(out.shape, generator=g) * pads)
         try:
             after = _hidden(model, inputs)
