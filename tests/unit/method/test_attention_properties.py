@@ -175,7 +175,10 @@ def test_pad_content_never_reaches_real_tokens(arch, batch, heads):
         before = _hidden(model, inputs)
         pads = (mask == 0)[..., None]
         g = torch.Generator().manual_seed(seed + 1)
-        hook = ctrl.info.base.get_input_embeddings().register_forward_hook(
+        # The embedding block's output (DeBERTa zeroes pads inside it); Llama has only its token embeddings.
+        embeddings = getattr(ctrl.info.base, "embeddings", None)
+        embeddings = ctrl.info.base.get_input_embeddings() if embeddings is None else embeddings
+        hook = embeddings.register_forward_hook(
             lambda m, args, out: out + 10 * torch.randn(out.shape, generator=g) * pads)
         try:
             after = _hidden(model, inputs)
