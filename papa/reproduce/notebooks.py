@@ -22,7 +22,7 @@ import pandas as pd
 from papa.core.artifacts import atomic_path
 from papa.runs.names import NOTEBOOKS
 from papa.core.errors import InputError
-from papa.runs.profiles import get_profile
+from papa.runs.profiles import PROFILES, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -49,29 +49,68 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
 
 
 def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
-                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
+                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR,
+                        model_dir: str | Path | None = None) -> dict:
     """The parameters papermill injects into notebook `name` for `profile`.
 
-    `out_dir` is given relative to the notebooks' folder (where they run) when it lies in the same clone, so that
-    executed notebooks name no path of the machine that ran them.
+    A profile file gets the overrides of the built-in profile it derives from (`papa.runs.profiles.builtin_base`),
+    and is passed by a path that works where the notebooks run. `out_dir` (and a profile file) are given relative to
+    the notebooks' folder (where they run) when they lie in the same clone, so that executed notebooks name no path
+    of the machine that ran them. `model_dir`: see `local_models`.
     """
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
-    get_profile(profile)
-    out, here = Path(out_dir).resolve(), Path(notebook_dir).resolve()
-    if out.is_relative_to(here.parent):
-        out = Path(os.path.relpath(out, here))
-    params = {"profile": profile, "out_dir": out.as_posix(), "device": device, "force": force}
+    prof = get_profile(profile)
+    here = Path(notebook_dir).resolve()
+    if not (isinstance(profile, str) and profile in PROFILES):  # a file: the kernel runs in the notebooks' folder
+        profile = _where_notebooks_run(profile, here)
+    params = {"profile": str(profile), "out_dir": _where_notebooks_run(out_dir, here), "device": device,
+              "force": force}
     if data_dir is not None:
         params["data_dir"] = str(data_dir)
-    params.update(PROFILE_PARAMETERS.get(profile, {}).get(name, {}))
-    return params
+    params.update(PROFILE_PARAMETERS.get(builtin_base(prof) or "", {}).get(name, {}))
+    return local_models(params, model_dir) if model_dir is not None else params
+
+
+def _where_notebooks_run(path: str | Path, notebook_dir: Path) -> str:
+    """`path` as the notebooks (run in `notebook_dir`) reach it: relative inside the same clone, else absolute."""
+    path = Path(path).resolve()
+    if path.is_relative_to(notebook_dir.parent):
+        path = Path(os.path.relpath(path, notebook_dir))
+    return path.as_posix()
+
+
+def local_models(params: dict, model_dir: str | Path) -> dict:
+    """`params` with each model they name (``model``, ``models``) that has a folder in `model_dir` replaced by that
+    folder's absolute path, so that the notebooks load it from there (`papa.method.models.load_model`).
+
+    A model's folder is named as its hub id with ``/`` written ``--`` (``microsoft--deberta-base``), as in a mirror
+    of the hub on a machine without network access; names without a folder are left as they are.
+    """
+    root = Path(model_dir)
+    if not root.is_dir():
+        raise InputError(f"no model directory at {root}: give a folder holding one folder per model, named as its "
+                         "hub id with '/' written '--' (e.g. microsoft--deberta-base)")
+
+    def local(model: str) -> str:
+        folder = root / model.replace("/", "--")
+        return str(folder.resolve()) if (folder / "config.json").is_file() else model
+
+    out = dict(params)
+    if isinstance(out.get("model"), str):
+        out["model"] = local(out["model"])
+    if isinstance(out.get("models"), list):
+        out["models"] = [local(m) for m in out["models"]]
+    return out
 
 
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                  notebook_dir: str | Path = NOTEBOOK_DIR, progress: bool = True) -> pd.DataFrame:
+                  notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
+                  progress: bool = True) -> pd.DataFrame:
     """Execute `names` in order with papermill; returns (and saves) each notebook's wall time.
+
+    `model_dir`: load the profile's models from local folders where it has them (`local_models`).
 
     A notebook that fails stops the batch with papermill's error; the executed copy, with the failing cell's
     traceback, is still written (``<out>/notebooks/NAME.failed.ipynb``).
@@ -89,7 +128,7 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
         params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
-                                     notebook_dir=notebook_dir)
+                                     notebook_dir=notebook_dir, model_dir=model_dir)
         target = out / "notebooks" / f"{name}.ipynb"
         start = time.perf_counter()
         if progress:
