@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -50,8 +50,11 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
 
 def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
                         device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR,
-                        model_dir: str | Path | None = None) -> dict:
+                        model_dir: str | Path | None = None, models: Collection[str] | None = None) -> dict:
     """The parameters papermill injects into notebook `name` for `profile`.
+
+    `models` keeps only these of the models the profile gives the notebook (hub ids), e.g. to run the base and the
+    large models of the full profile apart; a notebook left with none of them is an error (leave it out of `names`).
 
     A profile file gets the overrides of the built-in profile it derives from (`papa.runs.profiles.builtin_base`),
     and is passed by a path that works where the notebooks run. `out_dir` (and a profile file) are given relative to
@@ -69,7 +72,22 @@ def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_di
     if data_dir is not None:
         params["data_dir"] = str(data_dir)
     params.update(PROFILE_PARAMETERS.get(builtin_base(prof) or "", {}).get(name, {}))
+    if models is not None:
+        params = _only_models(name, params, models)
     return local_models(params, model_dir) if model_dir is not None else params
+
+
+def _only_models(name: str, params: dict, models: Collection[str]) -> dict:
+    allowed = set(models)
+    named = params.get("models") if "models" in params else [params["model"]] if "model" in params else None
+    if named is None:
+        raise InputError(f"notebook {name} runs its own default model under this profile, not one of "
+                         f"{', '.join(sorted(allowed))}: leave it out of the notebooks to run")
+    kept = [m for m in named if m in allowed]
+    if not kept:
+        raise InputError(f"notebook {name} runs {', '.join(named)} under this profile, none of "
+                         f"{', '.join(sorted(allowed))}: leave it out of the notebooks to run")
+    return {**params, "models": kept} if "models" in params else params
 
 
 def _where_notebooks_run(path: str | Path, notebook_dir: Path) -> str:
@@ -107,10 +125,11 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
                   notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
-                  progress: bool = True) -> pd.DataFrame:
+                  models: Collection[str] | None = None, progress: bool = True) -> pd.DataFrame:
     """Execute `names` in order with papermill; returns (and saves) each notebook's wall time.
 
-    `model_dir`: load the profile's models from local folders where it has them (`local_models`).
+    `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
+    only these of the profile's models (`notebook_parameters`).
 
     A notebook that fails stops the batch with papermill's error; the executed copy, with the failing cell's
     traceback, is still written (``<out>/notebooks/NAME.failed.ipynb``).
@@ -128,7 +147,7 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
         params = notebook_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
-                                     notebook_dir=notebook_dir, model_dir=model_dir)
+                                     notebook_dir=notebook_dir, model_dir=model_dir, models=models)
         target = out / "notebooks" / f"{name}.ipynb"
         start = time.perf_counter()
         if progress:

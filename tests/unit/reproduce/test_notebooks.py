@@ -120,3 +120,20 @@ def test_local_models_replace_hub_ids_with_folders(tmp_path):
     assert "models" not in notebook_parameters("02_main_results", "quick", out_dir=tmp_path, model_dir=tmp_path)
     with pytest.raises(InputError, match="no model directory"):
         notebook_parameters("01_method", "full", out_dir=tmp_path, model_dir=tmp_path / "none")
+
+
+def test_only_some_of_the_profiles_models(tmp_path):
+    """`models` splits the full profile, e.g. into its base and its large models."""
+    from papa.reproduce.notebooks import PAPER_BASE, PAPER_LARGE
+
+    large = notebook_parameters("02_main_results", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    assert large["models"] == list(PAPER_LARGE)
+    assert notebook_parameters("04_alternative_matrices", "full", out_dir=tmp_path, models=PAPER_BASE)[
+        "models"] == ["roberta-base"]
+    assert notebook_parameters("01_method", "full", out_dir=tmp_path, models=PAPER_BASE)["model"] == "roberta-base"
+    with pytest.raises(InputError, match="01_method runs roberta-base .*none of"):
+        notebook_parameters("01_method", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    with pytest.raises(InputError, match="06_head_selection runs roberta-base .*leave it out"):
+        notebook_parameters("06_head_selection", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    with pytest.raises(InputError, match="its own default model"):
+        notebook_parameters("02_main_results", "quick", out_dir=tmp_path, models=PAPER_BASE)
