@@ -135,10 +135,10 @@ def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: st
 
     out = Path(out_dir or f"artifacts/{profile}")
     # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here).
-    name_of_profile = get_profile(profile).name
+    prof = get_profile(profile)
     jobs: dict[str, Job] = {}
     for name in names:
-        params = injected_parameters(name, name_of_profile, out_dir=out, data_dir=data_dir, device=device,
+        params = injected_parameters(name, prof.name, prof, out_dir=out, data_dir=data_dir, device=device,
                                      force=False, notebook_dir=NOTEBOOK_DIR)
         for cfg in notebook_grids(name, params):
             jobs.update((j.key, j) for j in grid_jobs(cfg))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -22,7 +22,7 @@ import pandas as pd
 from papa.core.artifacts import atomic_path
 from papa.core.errors import InputError
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
-from papa.runs.profiles import get_profile
+from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 
@@ -44,43 +44,102 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
 
 
 def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
-                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
+                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR,
+                        model_dir: str | Path | None = None, models: Collection[str] | None = None) -> dict:
     """The parameters papermill injects into notebook `name` for `profile`.
 
-    `out_dir` is given relative to the notebooks' folder (where they run) when it lies in the same clone, so that
-    executed notebooks name no path of the machine that ran them.
+    `models` keeps only these of the models the profile gives the notebook (hub ids), e.g. to run the base and the
+    large models of the full profile apart; a notebook left with none of them is an error (leave it out of `names`).
+
+    A profile file gets the overrides of the built-in profile it derives from (`papa.runs.profiles.builtin_base`),
+    and is passed by a path that works where the notebooks run. `out_dir` (and a profile file) are given relative to
+    the notebooks' folder (where they run) when they lie in the same clone, so that executed notebooks name no path
+    of the machine that ran them. `model_dir`: see `local_models`.
     """
-    get_profile(profile)  # an unknown profile fails here
-    return injected_parameters(name, profile, out_dir=out_dir, data_dir=data_dir, device=device, force=force,
-                               notebook_dir=notebook_dir)
+    prof = get_profile(profile)  # an unknown profile fails here
+    return injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir, device=device, force=force,
+                               notebook_dir=notebook_dir, model_dir=model_dir, models=models)
 
 
-def injected_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None, device: str,
-                        force: bool, notebook_dir: str | Path) -> dict:
-    """`notebook_parameters` for a `profile` its caller has already resolved (a profile file is not read again)."""
+def injected_parameters(name: str, profile: str | Path, prof: Profile, *, out_dir: str | Path, data_dir: str | None,
+                        device: str, force: bool, notebook_dir: str | Path, model_dir: str | Path | None = None,
+                        models: Collection[str] | None = None) -> dict:
+    """`notebook_parameters` for a `profile` its caller has already resolved to `prof` (a file is not read again)."""
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
-    out, here = Path(out_dir).resolve(), Path(notebook_dir).resolve()
-    if out.is_relative_to(here.parent):
-        out = Path(os.path.relpath(out, here))
-    params = {"profile": profile, "out_dir": out.as_posix(), "device": device, "force": force}
+    here = Path(notebook_dir).resolve()
+    if not (isinstance(profile, str) and profile in PROFILES):  # a file: the kernel runs in the notebooks' folder
+        profile = _where_notebooks_run(profile, here)
+    params = {"profile": str(profile), "out_dir": _where_notebooks_run(out_dir, here), "device": device,
+              "force": force}
     if data_dir is not None:
         params["data_dir"] = str(data_dir)
-    params.update(PROFILE_PARAMETERS.get(profile, {}).get(name, {}))
-    return params
+    params.update(PROFILE_PARAMETERS.get(builtin_base(prof) or "", {}).get(name, {}))
+    if models is not None:
+        params = _only_models(name, params, models)
+    return local_models(params, model_dir) if model_dir is not None else params
+
+
+def _only_models(name: str, params: dict, models: Collection[str]) -> dict:
+    allowed = set(models)
+    named = params.get("models") if "models" in params else [params["model"]] if "model" in params else None
+    if named is None:
+        raise InputError(f"notebook {name} runs its own default model under this profile, not one of "
+                         f"{', '.join(sorted(allowed))}: leave it out of the notebooks to run")
+    kept = [m for m in named if m in allowed]
+    if not kept:
+        raise InputError(f"notebook {name} runs {', '.join(named)} under this profile, none of "
+                         f"{', '.join(sorted(allowed))}: leave it out of the notebooks to run")
+    return {**params, "models": kept} if "models" in params else params
+
+
+def _where_notebooks_run(path: str | Path, notebook_dir: Path) -> str:
+    """`path` as the notebooks (run in `notebook_dir`) reach it: relative inside the same clone, else absolute."""
+    path = Path(path).resolve()
+    if path.is_relative_to(notebook_dir.parent):
+        path = Path(os.path.relpath(path, notebook_dir))
+    return path.as_posix()
+
+
+def local_models(params: dict, model_dir: str | Path) -> dict:
+    """`params` with each model they name (``model``, ``models``) that has a folder in `model_dir` replaced by that
+    folder's absolute path, so that the notebooks load it from there (`papa.method.models.load_model`).
+
+    A model's folder is named as its hub id with ``/`` written ``--`` (``microsoft--deberta-base``), as in a mirror
+    of the hub on a machine without network access; names without a folder are left as they are.
+    """
+    root = Path(model_dir)
+    if not root.is_dir():
+        raise InputError(f"no model directory at {root}: give a folder holding one folder per model, named as its "
+                         "hub id with '/' written '--' (e.g. microsoft--deberta-base)")
+
+    def local(model: str) -> str:
+        folder = root / model.replace("/", "--")
+        return str(folder.resolve()) if (folder / "config.json").is_file() else model
+
+    out = dict(params)
+    if isinstance(out.get("model"), str):
+        out["model"] = local(out["model"])
+    if isinstance(out.get("models"), list):
+        out["models"] = [local(m) for m in out["models"]]
+    return out
 
 
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                  notebook_dir: str | Path = NOTEBOOK_DIR, progress: bool = True) -> pd.DataFrame:
+                  notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
+                  models: Collection[str] | None = None, progress: bool = True) -> pd.DataFrame:
     """Execute `names` in order with papermill; returns (and saves) each notebook's wall time.
+
+    `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
+    only these of the profile's models (`notebook_parameters`).
 
     A notebook that fails stops the batch with papermill's error; the executed copy, with the failing cell's
     traceback, is still written (``<out>/notebooks/NAME.failed.ipynb``).
     """
     import papermill
 
-    get_profile(profile)  # resolved once, before any notebook runs: an unknown profile fails here
+    prof = get_profile(profile)  # resolved once, before any notebook runs: an unknown profile fails here
     notebook_dir = Path(notebook_dir)
     if not notebook_dir.is_dir():
         raise InputError(f"no notebooks folder at {notebook_dir}: run from a clone of the papa repository "
@@ -92,8 +151,8 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
         # The kernels are other processes: they get the profile as given (a file's path), and read it there.
-        params = injected_parameters(name, profile, out_dir=out, data_dir=data_dir, device=device, force=force,
-                                     notebook_dir=notebook_dir)
+        params = injected_parameters(name, profile, prof, out_dir=out, data_dir=data_dir, device=device,
+                                     force=force, notebook_dir=notebook_dir, model_dir=model_dir, models=models)
         target = out / "notebooks" / f"{name}.ipynb"
         start = time.perf_counter()
         if progress:

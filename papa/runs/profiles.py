@@ -15,7 +15,9 @@ profile name goes (``papa probe --profile tiny.json``)::
     {"name": "tiny", "base": "quick", "train_limit": 32, "eval_limit": 32, "epochs": 1, "seeds": [0, 1]}
 
 Fields left out are taken from ``base`` (default ``quick``). The file's ``name`` is what result rows, run ids and
-ranking file names record, so its runs never mix with those of a built-in profile.
+ranking file names record, so its runs never mix with those of a built-in profile. A batch run of the notebooks
+(`papa.reproduce.notebooks`) gives a file profile the models and tasks of the built-in profile it derives from
+(`builtin_base`): ``"base": "full"`` runs the paper's models at the file's sizes.
 
 Every profile encodes inputs in ``layout`` (`papa.method.layout`): by default the authors' released preprocessing
 (``official``); ``"layout": "sep_last"`` in a profile file, or ``--layout`` on the command line, runs papa's own.
@@ -90,6 +92,25 @@ PROFILES: dict[str, Profile] = {
 }
 
 
+#: The built-in profiles, whose names profile files derive from.
+BUILTIN_PROFILES = tuple(PROFILES)
+# Profile file name -> the name of its base (which may itself be a file's), recorded when the file is loaded.
+_BASES: dict[str, str] = {}
+
+
+def builtin_base(name: str | os.PathLike | Profile) -> str | None:
+    """The built-in profile that `name` derives from: itself when built in; for a profile file, its ``base``,
+    followed through files based on other files. None for a profile registered without a file."""
+    current = get_profile(name).name
+    seen = set()
+    while current not in BUILTIN_PROFILES:
+        if current in seen or current not in _BASES:
+            return None
+        seen.add(current)
+        current = _BASES[current]
+    return current
+
+
 def get_profile(name: str | os.PathLike | Profile) -> Profile:
     """The profile called `name`, or the one a JSON file defines (registered under its name); else a clear error."""
     if isinstance(name, Profile):
@@ -130,9 +151,11 @@ def load_profile_file(path: str | os.PathLike) -> Profile:
     except ValueError as exc:
         raise ValueError(f"profile file {path}: {exc}") from None
     try:
-        return register_profile(profile)
+        registered = register_profile(profile)
     except ValueError as exc:
         raise ValueError(f"profile file {path}: {exc}") from None
+    _BASES[registered.name] = base.name
+    return registered
 
 
 def register_profile(profile: Profile) -> Profile:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -110,3 +111,62 @@ def test_a_profile_file_sets_the_reproductions_seeds_and_fractions(tmp_path, pro
     # Sections 4.2, 5.4 and 5.5 draw curves over the profile's fractions; Tables 1 and 2 compare at 1 and 0 only.
     assert {j.fraction for j in jobs} == {"1", "1/4", "0"}
     assert {j.fraction for j in jobs if j.selection != "none"} == {"1/4"}
+
+
+def test_profile_file_gets_the_notebook_parameters_of_its_base(tmp_path, monkeypatch):
+    """A profile file based on `full` runs the paper's models (at its own sizes); it reaches the kernel, which runs
+    in notebooks/, by a path that works from there."""
+    from papa.runs import profiles
+
+    monkeypatch.setattr(profiles, "PROFILES", dict(profiles.PROFILES))  # registrations stay inside this test
+    monkeypatch.setattr(profiles, "_BASES", {})
+    full_file = tmp_path / "tiny-full.json"
+    full_file.write_text(json.dumps({"name": "tiny-full", "base": "full", "train_limit": 2, "seeds": [0]}))
+    on_top = tmp_path / "on-top.json"
+    on_top.write_text(json.dumps({"name": "on-top", "base": str(full_file), "epochs": 1}))
+    quick_file = tmp_path / "tiny-quick.json"
+    quick_file.write_text(json.dumps({"name": "tiny-quick", "train_limit": 2}))
+    monkeypatch.chdir(tmp_path)
+
+    full = notebook_parameters("02_main_results", "full", out_dir=tmp_path)
+    for path in ("tiny-full.json", str(on_top)):  # relative to here, and absolute
+        params = notebook_parameters("02_main_results", path, out_dir=tmp_path)
+        assert params["models"] == full["models"] and params["tasks"] == full["tasks"]
+        assert Path(params["profile"]).is_absolute() and Path(params["profile"]).resolve() == (tmp_path / path)
+    assert "models" not in notebook_parameters("02_main_results", "tiny-quick.json", out_dir=tmp_path)
+    assert [profiles.builtin_base(p) for p in ("full", "tiny-full", "on-top", "tiny-quick", "cpu")] == \
+        ["full", "full", "full", "quick", "cpu"]
+    profiles.register_profile(profiles.Profile("in-memory", 1, 1, 1, 1, 1, 1))
+    assert profiles.builtin_base("in-memory") is None  # no file, no base: the notebooks' own parameters
+
+
+def test_local_models_replace_hub_ids_with_folders(tmp_path):
+    """`model_dir` holds one folder per model, named as its hub id with '/' as '--' (like a hub mirror)."""
+    deberta = tmp_path / "microsoft--deberta-base"
+    deberta.mkdir()
+    (deberta / "config.json").write_text("{}")
+    (tmp_path / "roberta-base").mkdir()  # no config.json: not a model folder, the hub id stays
+    params = notebook_parameters("07_mlm_electra", "full", out_dir=tmp_path / "out", model_dir=tmp_path)
+    assert params["models"] == ["bert-base-uncased", "roberta-base", str(deberta.resolve()),
+                                "google/electra-base-discriminator"]
+    assert notebook_parameters("01_method", "full", out_dir=tmp_path, model_dir=tmp_path)["model"] == "roberta-base"
+    assert "models" not in notebook_parameters("02_main_results", "quick", out_dir=tmp_path, model_dir=tmp_path)
+    with pytest.raises(InputError, match="no model directory"):
+        notebook_parameters("01_method", "full", out_dir=tmp_path, model_dir=tmp_path / "none")
+
+
+def test_only_some_of_the_profiles_models(tmp_path):
+    """`models` splits the full profile, e.g. into its base and its large models."""
+    from papa.reproduce.notebooks import PAPER_BASE, PAPER_LARGE
+
+    large = notebook_parameters("02_main_results", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    assert large["models"] == list(PAPER_LARGE)
+    assert notebook_parameters("04_alternative_matrices", "full", out_dir=tmp_path, models=PAPER_BASE)[
+        "models"] == ["roberta-base"]
+    assert notebook_parameters("01_method", "full", out_dir=tmp_path, models=PAPER_BASE)["model"] == "roberta-base"
+    with pytest.raises(InputError, match="01_method runs roberta-base .*none of"):
+        notebook_parameters("01_method", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    with pytest.raises(InputError, match="06_head_selection runs roberta-base .*leave it out"):
+        notebook_parameters("06_head_selection", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    with pytest.raises(InputError, match="its own default model"):
+        notebook_parameters("02_main_results", "quick", out_dir=tmp_path, models=PAPER_BASE)
