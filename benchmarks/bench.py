@@ -351,9 +351,9 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
 # ---- part 4: the probing grid with and without cached features ---------------------------------------------------
 
 def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
-    from papa.tasks.data import load_examples
     from papa.probing.features import FeatureSource, encode_task
     from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+    from papa.tasks.data import load_examples
     from papa.tasks.registry import get_task
 
     spec = get_task("cola")

@@ -37,10 +37,10 @@ import torch
 import papa
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
-from papa.runs.experiment import GridConfig, learn_ranking, run_grid, task_constants
+from papa.method.selection import heads_to_replace, replacement_order
 from papa.probing.features import EncodedTask, FeatureSource
 from papa.probing.training import TrainSettings, make_probe, train_probe
-from papa.method.selection import heads_to_replace, replacement_order
+from papa.runs.experiment import GridConfig, learn_ranking, run_grid, task_constants
 from papa.tasks.registry import get_task
 
 #: A profile that is `full` in everything but epochs and seeds: one epoch of one seed of every run.

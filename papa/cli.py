@@ -15,9 +15,9 @@ from papa.tasks.registry import task_names
 
 def _extract(args: argparse.Namespace) -> int:
     from papa.core import distributed
-    from papa.tasks.corpus import file_corpus, task_corpus
     from papa.method.extract import extract_constants
     from papa.method.models import canonical_model_name, load_model, resolve_device
+    from papa.tasks.corpus import file_corpus, task_corpus
 
     resolve_device(args.device)  # before any data is read
     if Path(args.task).suffix.lower() in (".txt", ".tsv") and not Path(args.task).is_file():

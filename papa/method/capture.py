@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
+from papa.core.errors import InputError
 from papa.method.architectures import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
-from papa.core.errors import InputError
 
 
 class AttentionStats:

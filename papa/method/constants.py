@@ -17,10 +17,10 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from papa.method.architectures import ModelSignature
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
 from papa.core.vocabulary import DATA_FREE_KINDS, KINDS, LAYOUTS
+from papa.method.architectures import ModelSignature
 
 FORMAT_VERSION = 1
 

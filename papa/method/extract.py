@@ -9,10 +9,10 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.artifacts import fingerprint_texts
-from papa.method.architectures import architecture
-from papa.method.controller import PapaController, attach, controller_of
-from papa.method.constants import ConstantMatrices
 from papa.core.errors import InputError
+from papa.method.architectures import architecture
+from papa.method.constants import ConstantMatrices
+from papa.method.controller import PapaController, attach, controller_of
 from papa.method.layout import check_layout, encode
 
 

@@ -83,8 +83,8 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
     """
     from transformers import AutoConfig, AutoModel, AutoTokenizer
 
-    from papa.method.architectures import check_config
     from papa.core.errors import ModelNotFoundError, UnsupportedModelError
+    from papa.method.architectures import check_config
 
     dev = resolve_device(device)
     path = resolve_model_path(name)

@@ -16,16 +16,16 @@ from pathlib import Path
 import ipywidgets as widgets
 import torch
 
+from papa.core.errors import InputError
 from papa.method.architectures import model_signature
 from papa.method.constants import ConstantMatrices, load_constants
 from papa.method.controller import attach
-from papa.core.errors import InputError
-from papa.paper.figures import attention_vs_constant, png_bytes
-from papa.paper.inspection import live_attention, mean_pooled
 from papa.method.layout import encode
 from papa.method.models import load_model
-from papa.paper.patterns import head_patterns, special_slots
 from papa.method.selection import replacement_order
+from papa.paper.figures import attention_vs_constant, png_bytes
+from papa.paper.inspection import live_attention, mean_pooled
+from papa.paper.patterns import head_patterns, special_slots
 
 DEFAULT_TEXT = "the movie was not good , but the actors were wonderful ."
 

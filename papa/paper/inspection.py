@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
+from papa.core.errors import InputError
 from papa.method.constants import ConstantMatrices
 from papa.method.controller import attach, controller_of
-from papa.core.errors import InputError
 from papa.method.extract import extract_constants
 from papa.method.layout import encode, model_positions
 from papa.method.selection import heads_to_replace

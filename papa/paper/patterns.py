@@ -20,8 +20,8 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from papa.method.constants import ConstantMatrices
 from papa.core.errors import InputError
+from papa.method.constants import ConstantMatrices
 
 DIAGONAL_THRESHOLD = 0.5
 SPECIAL_THRESHOLD = 0.5

@@ -15,11 +15,11 @@ import torch
 from tqdm.auto import tqdm
 
 from papa.core import distributed
-from papa.tasks.data import Example
 from papa.core.errors import InputError
 from papa.method.layout import encode
-from papa.tasks.mlm_masking import mask_tokens
 from papa.probing.probes import IGNORE_INDEX
+from papa.tasks.data import Example
+from papa.tasks.mlm_masking import mask_tokens
 from papa.tasks.registry import TaskSpec
 
 CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"

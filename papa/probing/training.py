@@ -14,8 +14,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from papa.probing.features import FeatureSource
-from papa.tasks.metrics import compute_metric
 from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe, mlm_probe, probe_loss
+from papa.tasks.metrics import compute_metric
 from papa.tasks.registry import TaskSpec
 
 

@@ -205,8 +205,8 @@ class Unit:
 
     def grid(self):
         """The one-point `GridConfig` that computes this unit."""
-        from papa.runs.experiment import GridConfig
         from papa.method.selection import SELECTION_METHODS
+        from papa.runs.experiment import GridConfig
 
         j = self.jobs[0]
         return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,

@@ -33,23 +33,23 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.vocabulary import CONSTANTS_KINDS, NONE, RANKED
-from papa.runs.keys import point_key
 from papa.method.architectures import model_signature
 from papa.method.attention_free import query_key_dropped_while
-from papa.runs.names import constants_filename, ranking_filename
-from papa.method.constants import ConstantMatrices, data_free_constants, load_constants, with_matrices
+from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
-from papa.tasks.corpus import corpus_name, task_corpus
-from papa.tasks.data import load_examples, resolve_data_dir
 from papa.method.extract import extract_constants
-from papa.probing.features import FeatureSource, encode_task
 from papa.method.layout import LEGACY_LAYOUT, check_layout
 from papa.method.models import DEFAULT_MODEL, canonical_model_name, load_model, resolve_device
-from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
-from papa.runs.profiles import Profile, get_profile
+from papa.probing.features import FeatureSource, encode_task
 from papa.probing.ranking import learn_lambdas
+from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+from papa.runs.keys import point_key
+from papa.runs.names import constants_filename, ranking_filename
+from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
-from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, as_fraction, fraction_label, heads_to_replace,
+from papa.tasks.corpus import corpus_name, task_corpus
+from papa.tasks.data import load_examples, resolve_data_dir
+from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, fraction_label, heads_to_replace,
                         load_ranking, num_input_dependent, replacement_order)
 from papa.tasks.registry import TaskSpec, get_task
 

@@ -1,10 +1,7 @@
-"""Names shared by the CLI and the library without heavy imports: artifact file names and the section notebooks."""
+"""Names shared by the CLI and the library without heavy imports: the file names of constants and rankings."""
 from __future__ import annotations
 
 import re
-
-# The section notebooks in run order, re-exported: the vocabulary owns them (so `papa --help` needs no papermill).
-from papa.core.vocabulary import NOTEBOOKS  # noqa: F401
 
 
 def _slug(s: str) -> str:

@@ -14,7 +14,7 @@ import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any, Iterator
@@ -27,8 +27,8 @@ from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError
 from papa.core.vocabulary import CONSTANTS_KINDS as GRID_KINDS, LAYOUTS, NONE
 from papa.method.layout import LEGACY_LAYOUT
-from papa.runs.profiles import PROFILES
 from papa.method.selection import as_fraction, fraction_label
+from papa.runs.profiles import PROFILES
 # Kinds the experiments write (a point that replaced nothing records "none"); `ResultRow` accepts others (e.g.
 # "trained:average") so new kinds need no change here.
 CONSTANTS_KINDS = (*GRID_KINDS, NONE)

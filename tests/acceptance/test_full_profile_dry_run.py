@@ -24,8 +24,8 @@ import nbformat
 import pandas as pd
 import pytest
 
+from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.notebooks import ELECTRA_BASE, PAPER_BASE, PAPER_LARGE, PAPER_TASKS, run_notebooks
-from papa.runs.names import NOTEBOOKS
 
 # Too long for CI (which must stay under 45 minutes): run on demand, before a full reproduction.
 pytestmark = [pytest.mark.integration, pytest.mark.acceptance, pytest.mark.slow,

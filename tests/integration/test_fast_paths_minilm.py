@@ -6,12 +6,12 @@ import torch
 
 import papa
 from papa.method.attention_free import drop_query_key, restore_query_key
+from papa.method.layout import encode
+from papa.method.selection import heads_to_replace, replacement_order
+from papa.probing.features import FeatureSource, encode_task
+from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.tasks.corpus import task_corpus
 from papa.tasks.data import load_examples
-from papa.probing.features import FeatureSource, encode_task
-from papa.method.layout import encode
-from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
-from papa.method.selection import heads_to_replace, replacement_order
 from papa.tasks.registry import get_task
 
 pytestmark = pytest.mark.integration

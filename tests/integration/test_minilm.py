@@ -7,9 +7,9 @@ from transformers import AutoModel
 
 import papa
 from papa.method.constants import data_free_constants
-from papa.tasks.corpus import task_corpus
 from papa.method.layout import encode
 from papa.method.models import resolve_model_path
+from papa.tasks.corpus import task_corpus
 
 pytestmark = pytest.mark.integration
 N = 64

@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from papa import cli
-from papa.runs.names import constants_filename
 from papa.method.constants import load_constants
 from papa.method.models import DEFAULT_MODEL
+from papa.runs.names import constants_filename
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
 

@@ -17,14 +17,14 @@ import torch
 
 from papa import cli
 from papa.method.constants import load_constants
-from papa.tasks.corpus import task_corpus
-from papa.runs.experiment import GridConfig
 from papa.method.extract import extract_constants
-from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
 from papa.method.models import DEFAULT_MODEL
+from papa.method.selection import load_ranking
+from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
+from papa.runs.experiment import GridConfig
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
-from papa.method.selection import load_ranking
+from papa.tasks.corpus import task_corpus
 
 pytestmark = pytest.mark.integration
 

@@ -44,14 +44,14 @@ from transformers import MPNetConfig
 
 import papa
 from papa import cli
-from papa.method.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
-from papa.tasks.corpus import file_corpus
 from papa.core.errors import InputError
-from papa.runs.experiment import GridConfig, run_grid
+from papa.method.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
 from papa.method.layout import encode
 from papa.method.models import load_model, resolve_device
-from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.method.selection import HeadRanking
+from papa.runs.experiment import GridConfig, run_grid
+from papa.runs.profiles import PROFILES, Profile, get_profile
+from papa.tasks.corpus import file_corpus
 
 from conftest import tiny_model, tiny_tokenizer
 

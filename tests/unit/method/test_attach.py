@@ -7,8 +7,8 @@ from transformers import AutoModel, GPT2Config, MPNetConfig
 
 import papa
 from papa.method.architectures import check_config
-from papa.method.controller import KEEP, MIX, REPLACE
 from papa.method.constants import data_free_constants
+from papa.method.controller import KEEP, MIX, REPLACE
 from papa.method.layout import encode
 
 SENTS = ["the cat sat on the mat", "a dog", "john ran to london and paris", "it was not good"]

@@ -7,9 +7,9 @@ import torch
 import papa
 import papa.method.adapters.interface
 from papa.method.adapters.interface import _attention_in_blocks
-from papa.method.masks import Allowed
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
+from papa.method.masks import Allowed
 
 from conftest import tiny_model, tiny_tokenizer
 

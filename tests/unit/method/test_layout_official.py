@@ -188,8 +188,8 @@ def test_official_constants_equal_the_released_average(arch):
 # ---- the layout is recorded, and artifacts of one layout are refused in another ------------------------------------
 
 def test_reproductions_default_to_the_official_layout():
-    from papa.runs.experiment import GridConfig
     from papa.reproduce.jobs import grid_jobs
+    from papa.runs.experiment import GridConfig
     from papa.runs.profiles import PROFILES, Profile
 
     assert {p.layout for p in PROFILES.values()} == {"official"}

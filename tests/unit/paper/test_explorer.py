@@ -5,8 +5,8 @@ import pytest
 import torch
 
 from papa.core.errors import InputError
-from papa.paper.explorer import HeadExplorer, constants_files
 from papa.method.extract import extract_constants
+from papa.paper.explorer import HeadExplorer, constants_files
 from conftest import tiny_model, tiny_tokenizer
 
 TEXTS = ["the cat sat on the mat", "a dog ran in london", "it was a very good movie", "the plot is bad"]

@@ -6,8 +6,8 @@ import pytest
 from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.method.extract import extract_constants
-from papa.paper.inspection import layout_table, replacement_effect
 from papa.method.selection import replacement_order
+from papa.paper.inspection import layout_table, replacement_effect
 
 
 def test_layout_table_collapses_padding_and_keeps_sep_last():

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from papa.core.errors import InputError
 from papa.method.architectures import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
-from papa.core.errors import InputError
 from papa.paper.patterns import head_patterns, pattern_summary, representative_heads
 
 N = 8

@@ -4,9 +4,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from papa.method.selection import as_fraction
 from papa.paper import sections
 from papa.runs.results import ResultRow, ResultsTable
-from papa.method.selection import as_fraction
 
 
 def _row(task, constants, selection, fraction, seed, value, corpus="task"):

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from papa.tasks.data import Example
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.probes import IGNORE_INDEX
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+from papa.tasks.data import Example
 from papa.tasks.registry import get_task
 
 from conftest import tiny_model, tiny_tokenizer

@@ -5,11 +5,11 @@ import torch
 
 import papa
 from papa.method.constants import data_free_constants
-from papa.tasks.data import Example
-from papa.probing.features import encode_task
-from papa.probing.training import TrainSettings
-from papa.probing.ranking import learn_lambdas
 from papa.method.selection import HeadRanking, check_order
+from papa.probing.features import encode_task
+from papa.probing.ranking import learn_lambdas
+from papa.probing.training import TrainSettings
+from papa.tasks.data import Example
 from papa.tasks.registry import get_task
 
 from conftest import tiny_model, tiny_tokenizer
