@@ -139,7 +139,6 @@ class EncoderInfo:
     """The backbone inside a (possibly task-headed) model, its attention module per layer and the head geometry."""
 
     model_type: str
-    hook: HookKind
     base: nn.Module
     attention_modules: list[nn.Module]   # per layer; a module shared by layers (ALBERT) repeats
     num_layers: int
@@ -151,6 +150,11 @@ class EncoderInfo:
     @property
     def adapter(self) -> Adapter:
         return self.architecture.adapter
+
+    @property
+    def hook(self) -> HookKind:
+        """How attention is intercepted: the architecture's adapter decides."""
+        return self.architecture.hook
 
 
 _INFO = "_papa_encoder_info"  # model.__dict__ entry: discovery runs a forward pass, so it is done once per model
@@ -176,7 +180,7 @@ def describe_encoder(model: nn.Module) -> EncoderInfo:
                       f"({', '.join(sorted(ARCHITECTURES))}); it is attached through transformers' AttentionInterface "
                       "and its query/key projections are not dropped. Check the invariants (papa's tests) on it.",
                       stacklevel=2)
-    info = EncoderInfo(model_type=model_type, hook=arch.hook, base=base, attention_modules=sites.layer_modules,
+    info = EncoderInfo(model_type=model_type, base=base, attention_modules=sites.layer_modules,
                        num_layers=len(sites.layer_modules), num_heads=sites.num_heads, head_dim=sites.head_dim,
                        num_kv_heads=sites.num_kv_heads, architecture=arch)
     model.__dict__[_INFO] = info
