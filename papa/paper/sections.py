@@ -184,6 +184,21 @@ def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def fraction_claims_summary(claims: pd.DataFrame) -> str:
+    """One line reading `fraction_claims` for Fig. 2's two claims; says so where a profile lacks fraction 1/2 or 0."""
+    parts = []
+    if "relative_drop_at_0" in claims:
+        rel = claims["relative_drop_at_0"]
+        parts.append(f"mean relative drop at 0 = {rel.mean():.1%}, max = {rel.max():.1%}")
+    else:
+        parts.append("no fraction 0 in this profile: the relative drop at 0 cannot be read")
+    if "drop_at_half" in claims:
+        parts.append(f"largest drop at 1/2 = {claims['drop_at_half'].max():.3f}")
+    else:
+        parts.append("no fraction 1/2 in this profile: the drop at 1/2 cannot be read")
+    return "ours: " + "; ".join(parts)
+
+
 def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:
     """Table 1's claim per model and task: does the average-constants model (fraction 0) beat each of `others`?"""
     agg = aggregate(results[results.fraction == 0.0])

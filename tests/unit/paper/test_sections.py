@@ -53,6 +53,16 @@ def test_claims_and_ranks(results):
     assert ranks.loc[("m", "sst2", "1/2")].to_dict() == {"lambda": 1, "random": 2}
 
 
+def test_claims_summary_reads_any_fractions(results):
+    claims = sections.fraction_claims(sections.main_curves(results))
+    line = sections.fraction_claims_summary(claims)
+    assert "mean relative drop at 0 = 10.0%" in line and "largest drop at 1/2 = 0.010" in line
+    without_half = sections.fraction_claims_summary(claims.drop(columns=["at_half", "drop_at_half"]))
+    assert "no fraction 1/2 in this profile" in without_half and "relative drop at 0 = 10.0%" in without_half
+    without_zero = sections.fraction_claims_summary(claims.drop(columns=["at_0", "relative_drop_at_0"]))
+    assert "no fraction 0 in this profile" in without_zero and "drop at 1/2 = 0.010" in without_zero
+
+
 def test_tables(results):
     t1 = sections.alternatives_table(results, ["zeros", "average"])
     assert list(t1.index.get_level_values("constants")) == ["none", "zeros", "average"]
