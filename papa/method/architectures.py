@@ -45,6 +45,8 @@ class Architecture:
     query_key: tuple[str, str] | None = ("query", "key")
     #: the released code's tokenizer adds a prefix space (byte-level BPE; run_papa_ner.py's add_prefix_space=True)
     prefix_space: bool = False
+    #: a causal LM: row i attends to keys 0..i; inputs are left-aligned (papa.method.layout, "Decoders")
+    causal: bool = False
     #: in ARCHITECTURES, i.e. covered by the invariant tests
     verified: bool = True
 
@@ -72,7 +74,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     "albert": Architecture(INTERFACE),                      # one attention module shared by every layer
     "distilbert": Architecture(INTERFACE, query_key=("q_lin", "k_lin")),
     "modernbert": Architecture(INTERFACE, query_key=None),  # fused Wqkv; global and sliding-window layers
-    "llama": Architecture(INTERFACE, query_key=("q_proj", "k_proj")),  # causal, rotary, grouped-query
+    "llama": Architecture(INTERFACE, query_key=("q_proj", "k_proj"), causal=True),  # rotary, grouped-query
+    "qwen2": Architecture(INTERFACE, query_key=("q_proj", "k_proj"), causal=True),  # biased Q/K/V, sliding window
+    "gpt2": Architecture(INTERFACE, query_key=None, causal=True),  # fused c_attn (Conv1D); learned positions
     "deberta": Architecture(DEBERTA, query_key=None, prefix_space=True),
     "deberta-v2": Architecture(DEBERTA, query_key=None),
 }
@@ -84,6 +88,16 @@ _UNVERIFIED = Architecture(INTERFACE, query_key=None, verified=False)
 def architecture(model_type: str | None) -> Architecture:
     """The registry entry of `model_type`, else the AttentionInterface adapter without Q/K dropping (unverified)."""
     return ARCHITECTURES.get(model_type or "", _UNVERIFIED)
+
+
+def is_causal(config) -> bool:
+    """Whether `config` describes a causal LM: the registry says for verified types; otherwise the config's
+    ``is_decoder`` or a ``*ForCausalLM`` / ``*LMHeadModel`` class among its ``architectures``."""
+    arch = ARCHITECTURES.get(getattr(config, "model_type", "") or "")
+    if arch is not None:
+        return arch.causal
+    names = getattr(config, "architectures", None) or []
+    return bool(getattr(config, "is_decoder", False)) or any(n.endswith(("ForCausalLM", "LMHeadModel")) for n in names)
 
 
 def check_config(config) -> None:
@@ -115,7 +129,8 @@ _FINGERPRINT_FIELDS = (
 # Recorded only where the config has them, so that the fingerprints of the fields above stay as they were.
 _FINGERPRINT_IF_PRESENT = (
     "num_key_value_heads", "head_dim", "sliding_window", "local_attention", "global_attn_every_n_layers",
-    "num_hidden_groups", "inner_group_num", "n_layers", "n_heads", "dim",
+    "num_hidden_groups", "inner_group_num", "n_layers", "n_heads", "dim", "n_layer", "n_head", "n_embd",
+    "n_positions",
 )
 
 
@@ -146,6 +161,7 @@ class EncoderInfo:
     head_dim: int
     num_kv_heads: int
     architecture: Architecture
+    causal: bool = False                 # row i attends to keys 0..i (the registry's, or the modules' is_causal)
 
     @property
     def adapter(self) -> Adapter:
@@ -182,9 +198,16 @@ def describe_encoder(model: nn.Module) -> EncoderInfo:
                       stacklevel=2)
     info = EncoderInfo(model_type=model_type, base=base, attention_modules=sites.layer_modules,
                        num_layers=len(sites.layer_modules), num_heads=sites.num_heads, head_dim=sites.head_dim,
-                       num_kv_heads=sites.num_kv_heads, architecture=arch)
+                       num_kv_heads=sites.num_kv_heads, architecture=arch,
+                       causal=arch.causal if arch.verified else
+                       any(bool(getattr(m, "is_causal", False)) for m in sites.layer_modules))
     model.__dict__[_INFO] = info
     return info
+
+
+def backbone(model: nn.Module) -> nn.Module:
+    """The module that computes the hidden states (a causal LM's without its vocabulary-sized head)."""
+    return describe_encoder(model).base
 
 
 def config_fingerprint(config) -> str:

@@ -3,6 +3,8 @@
 Only entries whose query *and* key are real (non-pad) tokens are counted. One count matrix serves every head,
 because every head of a forward pass sees the same padding; the average of entry (i, j) is its sum over the
 corpus divided by the number of examples in which both i and j were real tokens. Entries never observed are 0.
+In a causal LM row i sees keys 0..i only: entries above the diagonal are never attended, so they are not counted
+(count 0, average 0).
 """
 from __future__ import annotations
 
@@ -30,12 +32,13 @@ class AttentionStats:
             )
 
     @torch.no_grad()
-    def add_counts(self, valid: torch.Tensor) -> None:
-        """Count one forward pass: `valid` [B, n] is True at real tokens."""
+    def add_counts(self, valid: torch.Tensor, causal: bool = False) -> None:
+        """Count one forward pass: `valid` [B, n] is True at real tokens; `causal`: query i sees keys 0..i only."""
         n = valid.shape[1]
         self._check_length(n)
         v = valid.to(self.counts.dtype)
-        self.counts[:n, :n] += torch.einsum("bi,bj->ij", v, v)
+        pairs = torch.einsum("bi,bj->ij", v, v)
+        self.counts[:n, :n] += pairs.tril() if causal else pairs
         self.num_examples += valid.shape[0]
 
     @torch.no_grad()

@@ -216,7 +216,7 @@ class PapaController(nn.Module):
             )
         if self.stats is not None and n is not None:
             valid = self._valid if self._valid is not None else torch.ones(ref.shape[0], n, dtype=torch.bool)
-            self.stats.add_counts(valid.to(self.stats.counts.device))
+            self.stats.add_counts(valid.to(self.stats.counts.device), causal=self.info.causal)
 
     def _end_forward(self, *_unused) -> None:
         self._valid, self._n = None, None

@@ -28,6 +28,19 @@ Each architecture's policy is its registry entry's ``positions`` (`papa.method.a
 
 ``layout="standard"`` gives the ordinary right-padded layout with the same truncation, for comparisons.
 
+Decoders (causal LMs: the registry entry's ``causal``). Row i of a causal head sees keys 0..i, so there is no final
+separator to move and nothing after a token can reach it: every input is *left-aligned* and right-padded to n, the
+one layout for decoders (`DECODER_LAYOUT`, ``standard``; `layout_for` picks it, the separator-last layouts are
+refused). Slot i is position i for every real token, so a constant row i always means "the i-th token", padding
+never changes a real token's output (pads only follow it), and ``position_ids = cumsum(mask) - 1`` equals the slot.
+
+* texts: the tokenizer's own encoding with its special tokens (a BOS where the tokenizer adds one), cut at n;
+* pairs: the two texts joined by a newline into one text (a decoder has no separator token of its own);
+* words (token tasks): every word gets a leading space (byte-level BPE's ``add_prefix_space``, as in running text); the
+  probes label each word at its *last* sub-token, the first slot that has seen the whole word
+  (`papa.probing.features.encode_task`);
+* a tokenizer without a pad token pads with its end-of-sequence token (pads are masked, their id does not matter).
+
 ``layout="official"`` reproduces the preprocessing of the authors' released scripts (``run_papa_glue.py`` and
 ``run_papa_ner.py``), which is what the paper's numbers were computed with; reproductions use it
 (`REPRODUCTION_LAYOUT`). It starts from the tokenizer's ordinary encoding (truncated and padded to n) and moves
@@ -67,12 +80,32 @@ if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout nam
 SEPARATOR_LAST = ("official", "sep_last")
 #: Result rows and ranking files written before layouts were recorded were made in this one.
 LEGACY_LAYOUT = "sep_last"
+#: The one layout of decoders (module doc, "Decoders"): left-aligned, right-padded.
+DECODER_LAYOUT = "standard"
 
 
 def _architecture(model_type: str | None):
     from papa.method.architectures import architecture  # here: the registry imports torch and transformers
 
     return architecture(model_type)
+
+
+def is_decoder_type(model_type: str | None) -> bool:
+    """Whether `model_type` is a causal LM of the registry (its inputs follow the decoder layout)."""
+    return _architecture(model_type).causal
+
+
+def layout_for(causal: bool, requested: str | None, default: str) -> str:
+    """The layout a run uses: `requested`, else `default` (a profile's); a decoder gets `DECODER_LAYOUT` unless it
+    asked for another, which is refused (module doc, "Decoders")."""
+    if requested is not None:
+        check_layout(requested)
+    if not causal:
+        return check_layout(requested or default)
+    if requested is not None and requested != DECODER_LAYOUT:
+        raise ValueError(f"layout {requested!r} moves a final separator, which causal LMs do not have: decoders read "
+                         f"left-aligned inputs, layout {DECODER_LAYOUT!r} (leave --layout out, or pass it)")
+    return DECODER_LAYOUT
 
 
 def positions_from_padding(model_type: str | None) -> bool:
@@ -150,6 +183,10 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     pretokenized = not isinstance(texts[0], str)
     if pretokenized and text_pairs is not None:
         raise ValueError("word-list inputs (token tasks) cannot be paired")
+    if is_decoder_type(model_type):
+        if layout != DECODER_LAYOUT:
+            layout_for(True, layout, DECODER_LAYOUT)  # raises: decoders have no separator to move
+        return _encode_decoder(tokenizer, texts, text_pairs, max_length, model_type, pretokenized)
     if layout == "official":
         return _encode_official(tokenizer, texts, text_pairs, max_length, model_type, pretokenized,
                                 token_task or pretokenized)
@@ -211,6 +248,45 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     if model_type is not None and not positions_from_padding(model_type):
         inputs["position_ids"] = position_ids(attention_mask)
     return LayoutBatch(inputs=inputs, word_ids=all_words if pretokenized else None, truncated=truncated)
+
+
+def _encode_decoder(tokenizer, texts, text_pairs, n: int, model_type: str, pretokenized: bool) -> LayoutBatch:
+    """The decoder layout (module doc, "Decoders"): left-aligned, right-padded to `n`, position = slot."""
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if pad is None:
+        raise ValueError("the tokenizer has neither a pad nor an end-of-sequence token: set tokenizer.pad_token")
+    if pretokenized:
+        tokenizer = _with_prefix_space_if_byte_level(tokenizer)
+        args, kwargs = ([list(t) for t in texts],), {"is_split_into_words": True}
+    else:
+        joined = list(texts) if text_pairs is None else [f"{a}\n{b}" for a, b in zip(texts, text_pairs)]
+        args, kwargs = (joined,), {}
+    enc = tokenizer(*args, **kwargs, verbose=False)
+    all_ids, all_mask, all_words, truncated = [], [], [], []
+    for i, ids in enumerate(enc["input_ids"]):
+        if not ids:
+            raise ValueError(f"input {i} encodes to no tokens: drop empty texts before encoding")
+        kept = ids[:n]
+        all_ids.append([*kept, *[pad] * (n - len(kept))])
+        all_mask.append([1] * len(kept) + [0] * (n - len(kept)))
+        if pretokenized:
+            words = enc.word_ids(i)[:n]
+            all_words.append([*words, *[None] * (n - len(words))])
+        truncated.append(len(ids) > n)
+    import torch
+
+    mask = torch.tensor(all_mask, dtype=torch.long)
+    inputs = {"input_ids": torch.tensor(all_ids, dtype=torch.long), "attention_mask": mask,
+              "position_ids": position_ids(mask)}
+    return LayoutBatch(inputs=inputs, word_ids=all_words if pretokenized else None, truncated=truncated)
+
+
+def _with_prefix_space_if_byte_level(tokenizer):
+    """`prefix_space_tokenizer(tokenizer)` where its pre-tokenizer has the setting (byte-level BPE), else itself."""
+    try:
+        return prefix_space_tokenizer(tokenizer)
+    except ValueError:  # no add_prefix_space setting (e.g. SentencePiece): words are split on spaces already
+        return tokenizer
 
 
 def _place(body, body_types, body_words, tail, tail_types, length, pad_id, layout):

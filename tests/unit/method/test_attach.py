@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import AutoModel, GPT2Config, MPNetConfig
+from transformers import AutoModel, MistralConfig, MPNetConfig
 
 import papa
 from papa.method.architectures import check_config
@@ -280,13 +280,15 @@ def test_attention_outside_the_interface_is_refused_naming_why():
 
 
 def test_an_unregistered_interface_model_attaches_with_a_warning():
-    """GPT-2 is not in the registry, but its attention goes through the interface: attached, and told so."""
-    model = AutoModel.from_config(GPT2Config(n_layer=2, n_head=2, n_embd=8)).eval()
+    """Mistral is not in the registry, but its attention goes through the interface: attached, told so, and known
+    to be causal from its attention modules."""
+    model = AutoModel.from_config(MistralConfig(num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=1,
+                                                hidden_size=8, intermediate_size=8, vocab_size=16)).eval()
     ids = torch.tensor([[1, 2, 3, 4]])
     ref = model(input_ids=ids).last_hidden_state
-    with pytest.warns(UserWarning, match="'gpt2' is not among papa's verified architectures"):
+    with pytest.warns(UserWarning, match="'mistral' is not among papa's verified architectures"):
         ctrl = papa.attach(model)
-    assert (ctrl.num_layers, ctrl.num_heads) == (2, 2)
+    assert (ctrl.num_layers, ctrl.num_heads) == (2, 2) and ctrl.info.causal
     assert torch.equal(model(input_ids=ids).last_hidden_state, ref)
     papa.detach(model)
 

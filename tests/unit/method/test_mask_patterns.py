@@ -1,5 +1,5 @@
-"""Models whose masks are more than padding: a causal LM with grouped-query attention (Llama) and ModernBERT's
-sliding-window layers. The invariants of test_attach.py, on raw token ids (a decoder's input layout belongs to its
+"""Models whose masks are more than padding: causal LMs (Llama and Qwen2 with grouped-query attention, Qwen2 with a
+causal sliding window in its second layer, GPT-2 with learned positions) and ModernBERT's sliding-window layers. The invariants of test_attach.py, on raw token ids (a decoder's input layout belongs to its
 tasks): replaced heads follow the mask their attention function receives, renormalised over what it allows."""
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from papa.method.constants import ConstantMatrices
 from papa.method.masks import Allowed
 
 N = 12
-PATTERNED = ("llama", "modernbert")
+PATTERNED = ("llama", "qwen2", "gpt2", "modernbert")
+KV_HEADS = {"llama": 2, "qwen2": 1, "gpt2": 4, "modernbert": 4}
 
 
 def _batch(arch: str, padded: bool = True) -> dict[str, torch.Tensor]:
@@ -53,8 +54,13 @@ def _uniform(ctrl) -> ConstantMatrices:
 def _allowed_pattern(arch: str, model, layer: int) -> torch.Tensor:
     """[N, N] bool: which keys a query may see in `layer`, padding aside."""
     i = torch.arange(N)
-    if arch == "llama":
+    if arch in ("llama", "gpt2"):
         return i[None, :] <= i[:, None]
+    if arch == "qwen2":
+        causal = i[None, :] <= i[:, None]
+        if model.config.layer_types[layer] == "sliding_attention":  # the last `sliding_window` keys
+            return causal & (i[:, None] - i[None, :] < model.config.sliding_window)
+        return causal
     if model.config.layer_types[layer] == "sliding_attention":
         return (i[None, :] - i[:, None]).abs() <= model.config.sliding_window
     return torch.ones(N, N, dtype=torch.bool)
@@ -67,7 +73,8 @@ def test_geometry_and_nothing_replaced(arch):
     ref = _hidden(model, batch)
     ctrl = papa.attach(model)
     assert (ctrl.num_layers, ctrl.num_heads) == (2, 4)
-    assert ctrl.info.num_kv_heads == (2 if arch == "llama" else 4)  # constants stay per query head
+    assert ctrl.info.num_kv_heads == KV_HEADS[arch]  # constants stay per query head
+    assert ctrl.info.causal == (arch != "modernbert")
     assert torch.equal(_hidden(model, batch), ref)
     papa.detach(model)
     assert torch.equal(_hidden(model, batch), ref)
@@ -149,11 +156,15 @@ def test_capture_is_the_average_of_eager_attentions(arch):
     pair = (real[:, :, None] & real[:, None, :]).float()
     expect = torch.stack([(a * pair[:, None]).sum(0) for a in attentions]) / pair.sum(0).clamp_min(1)
     assert torch.allclose(stats.averages(), expect, atol=1e-6)
+    # A causal row i sees keys 0..i: those are the entries counted (pairs of real tokens), nothing above the diagonal.
+    counted = pair.sum(0).double()
+    assert torch.equal(stats.counts, counted.tril() if ctrl.info.causal else counted)
 
 
-def test_llama_query_key_dropping_keeps_grouped_keys_whole():
-    model = tiny_model("llama")
-    batch = _batch("llama")
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_query_key_dropping_keeps_grouped_keys_whole(arch):
+    model = tiny_model(arch)
+    batch = _batch(arch)
     ctrl = papa.attach(model)
     ctrl.set_constants(_self_constants(model, ctrl, batch))
     heads = torch.tensor([[True, False, True, True], [False, False, False, False]])
@@ -162,13 +173,15 @@ def test_llama_query_key_dropping_keeps_grouped_keys_whole():
     drop_query_key(ctrl)
     attention = ctrl.info.attention_modules[0]
     assert attention.q_proj.out_features == 1 * ctrl.info.head_dim
-    assert attention.k_proj.out_features == 2 * ctrl.info.head_dim  # both key/value heads still serve kept heads
+    # every key/value head still serves a kept head of layer 0 (Llama: 2 for heads 0-1 and 2-3; Qwen2: 1 for all)
+    assert attention.k_proj.out_features == KV_HEADS[arch] * ctrl.info.head_dim
     assert torch.allclose(_real(_hidden(model, batch), batch), _real(expected, batch), atol=1e-5)
     restore_query_key(ctrl)
 
 
-def test_modernbert_fused_projection_cannot_drop_query_key():
-    model = tiny_model("modernbert")
+@pytest.mark.parametrize("arch", ["modernbert", "gpt2"])
+def test_fused_projection_cannot_drop_query_key(arch):
+    model = tiny_model(arch)
     ctrl = papa.attach(model)
     ctrl.set_constants(_uniform(ctrl))
     ctrl.replace([(0, 0)])
