@@ -58,7 +58,7 @@ def _test_device():
 #: Every encoder family papa's registry verifies (papa.method.architectures.ARCHITECTURES); the invariant tests run on
 #: each. Adding an architecture: its registry entry, plus its config in `tiny_model` and tokenizer in `tiny_tokenizer`.
 ARCHS = ("bert", "roberta", "electra", "deberta", "deberta-v2", "distilbert", "albert", "xlm-roberta", "modernbert")
-#: Causal LMs: attached and tested on raw token ids (their input layout belongs to the decoder tasks).
+#: Causal LMs: attached and tested on raw token ids, and with a toy byte-level tokenizer in the decoder layout.
 CAUSAL_ARCHS = ("llama", "qwen2", "gpt2")
 _WORDS = ("the a cat dog sat on mat it was good bad very not movie film plot actor is and of to in "
           "john mary london paris runs ran big small").split()
@@ -74,6 +74,15 @@ def tiny_tokenizer(arch: str):
         vocab = {t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *_WORDS])}
         cls = {"electra": ElectraTokenizer, "distilbert": DistilBertTokenizer}.get(arch, BertTokenizer)
         return cls(vocab=vocab)
+    if arch in CAUSAL_ARCHS:  # byte-level BPE over single characters, end-of-text as pad (as GPT-2's has none)
+        from transformers import GPT2Tokenizer
+
+        vocab = {"<|pad|>": 0, "<|endoftext|>": 1}
+        for c in _CHARS:
+            vocab.setdefault(c, len(vocab))
+            vocab.setdefault("Ġ" + c, len(vocab))
+        return GPT2Tokenizer(vocab=vocab, merges=[], unk_token="<|endoftext|>", bos_token="<|endoftext|>",
+                             eos_token="<|endoftext|>", pad_token="<|pad|>")
     if arch in ("roberta", "deberta"):
         specials = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"] if arch == "roberta" else \
             ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"]
@@ -100,8 +109,9 @@ def tiny_tokenizer(arch: str):
 
 
 def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hidden: int = 32,
-               attn_implementation: str | None = None, init_std: float = 0.02):
-    """A random encoder of `arch` sized for unit tests, in eval mode, vocabulary matching `tiny_tokenizer`.
+               attn_implementation: str | None = None, init_std: float = 0.02, lm_head: bool = False):
+    """A random model of `arch` sized for unit tests, in eval mode, vocabulary matching `tiny_tokenizer`
+    (`lm_head`: a causal LM with its head, as papa.load_model loads decoders).
 
     A larger `init_std` than transformers' 0.02 makes attention visibly matter to the outputs.
     """
@@ -110,8 +120,8 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
                               ElectraConfig, GPT2Config, LlamaConfig, ModernBertConfig, Qwen2Config, RobertaConfig,
                               XLMRobertaConfig)
 
-    vocab_size = 64 if arch in CAUSAL_ARCHS else max(len(tiny_tokenizer(arch)), 64)
-    pad = 0 if arch in CAUSAL_ARCHS else tiny_tokenizer(arch).pad_token_id
+    vocab_size = max(len(tiny_tokenizer(arch)), 64)
+    pad = tiny_tokenizer(arch).pad_token_id
     common = dict(vocab_size=vocab_size, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
                   intermediate_size=2 * hidden + 3, max_position_embeddings=128, pad_token_id=pad,
                   hidden_dropout_prob=0.1, attention_probs_dropout_prob=0.1, initializer_range=init_std)
@@ -150,6 +160,10 @@ def tiny_model(arch: str, seed: int = 0, *, layers: int = 2, heads: int = 4, hid
                      position_biased_input=False, **extra, **common)
     torch.manual_seed(seed)
     kwargs = {"attn_implementation": attn_implementation} if attn_implementation else {}
+    if lm_head:
+        from transformers import AutoModelForCausalLM
+
+        return AutoModelForCausalLM.from_config(config, **kwargs).to(TEST_DEVICE).eval()
     return AutoModel.from_config(config, **kwargs).to(TEST_DEVICE).eval()
 
 

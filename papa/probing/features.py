@@ -1,6 +1,7 @@
 """From task examples to model inputs and labels, and from a (PAPA-attached) backbone to probe features.
 
-Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer).
+Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer); for the
+LM task, which a decoder's own LM head scores, only the last one, [examples, 1, n, d].
 When nothing in the backbone trains (no λ, no trainable constants), `FeatureCache` computes them once per head
 configuration and keeps them in memory for every epoch and seed, up to a byte budget
 (``PAPA_FEATURE_CACHE_GB``, default 4); beyond it the backbone is re-run for every batch, with the same results.
@@ -16,7 +17,8 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.errors import InputError
-from papa.method.layout import encode
+from papa.method.architectures import backbone
+from papa.method.layout import encode, is_decoder_type
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
@@ -38,25 +40,45 @@ class EncodedTask:
     def __len__(self) -> int:
         return self.labels.shape[0]
 
+    @property
+    def last_layer_only(self) -> bool:
+        """Whether only the last hidden state is read (LM: the model's own head scores it)."""
+        return self.kind == "lm"
+
     def batch(self, idx: torch.Tensor) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         return {k: v[idx] for k, v in self.inputs.items()}, self.labels[idx]
 
 
 def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_length: int, model_type: str,
                 layout: str = "sep_last", mlm_seed: int = MLM_MASK_SEED) -> EncodedTask:
-    """Encode examples for `spec`'s kind; token tasks label the first sub-token of each word (as the official code)."""
+    """Encode examples for `spec`'s kind.
+
+    Token tasks label one sub-token per word: an encoder's first (as the official code), a decoder's last, the
+    first slot of a causal model that has seen the whole word. LM labels each slot with the next real token.
+    """
     if len(examples) == 0:
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
+    decoder = is_decoder_type(model_type)
+    if spec.kind == "lm" and not decoder:
+        raise InputError(f"task {spec.name!r} scores a causal LM's own next-token predictions, and {model_type!r} "
+                         "is not a causal LM of papa's registry: probe an encoder with the mlm task instead")
+    if spec.kind == "mlm" and decoder:
+        raise InputError(f"task {spec.name!r} masks tokens for a bidirectional encoder; {model_type!r} is a causal "
+                         "LM: use the lm task, which scores it with its own LM head")
     if spec.kind == "token":
         batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type)
         labels = torch.full(batch.inputs["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)
         for i, (example, word_ids) in enumerate(zip(examples, batch.word_ids)):
-            previous = None
-            for slot, word in enumerate(word_ids):
-                if word is not None and word != previous:
-                    labels[i, slot] = example.label[word]
-                previous = word
+            for slot in _labelled_slots(word_ids, last=decoder):
+                labels[i, slot] = example.label[word_ids[slot]]
+    elif spec.kind == "lm":
+        batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
+                       model_type=model_type)
+        ids, real = batch.inputs["input_ids"], batch.inputs["attention_mask"].bool()
+        labels = torch.full(ids.shape, IGNORE_INDEX, dtype=torch.long)
+        # slot t predicts the token in slot t+1 wherever that one is real (left-aligned: real slots come first)
+        labels[:, :-1] = torch.where(real[:, 1:], ids[:, 1:], torch.full_like(ids[:, 1:], IGNORE_INDEX))
     elif spec.kind == "mlm":
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type, token_task=True)
@@ -73,16 +95,32 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
     return EncodedTask(kind=spec.kind, inputs=batch.inputs, labels=labels, truncated=sum(batch.truncated))
 
 
-def hidden_features(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """Run the backbone; return its hidden states stacked as [B, L+1, n, d]."""
-    out = model(**inputs, output_hidden_states=True)
+def _labelled_slots(word_ids: Sequence[int | None], *, last: bool) -> list[int]:
+    """The slot that carries each word's label: its first sub-token, or its last (`last`)."""
+    slots: dict[int, int] = {}
+    for slot, word in enumerate(word_ids):
+        if word is not None and (last or word not in slots):
+            slots[word] = slot
+    return sorted(slots.values())
+
+
+def hidden_features(model, inputs: dict[str, torch.Tensor], last_only: bool = False) -> torch.Tensor:
+    """Run the backbone (never a decoder's vocabulary-sized head); return its hidden states stacked as
+    [B, L+1, n, d], or only the last one as [B, 1, n, d]."""
+    out = backbone(model)(**inputs, output_hidden_states=not last_only)
+    if last_only:
+        return out.last_hidden_state.unsqueeze(1)
     return torch.stack(out.hidden_states, dim=1)
 
 
-def feature_bytes(model, n_examples: int, max_length: int) -> int:
+def feature_layers(model, last_only: bool = False) -> int:
+    """How many hidden states a feature tensor holds: L+1, or 1 (`last_only`)."""
+    return 1 if last_only else model.config.num_hidden_layers + 1
+
+
+def feature_bytes(model, n_examples: int, max_length: int, last_only: bool = False) -> int:
     """Bytes that cached float32 features of `n_examples` take."""
-    c = model.config
-    return n_examples * (c.num_hidden_layers + 1) * max_length * c.hidden_size * 4
+    return n_examples * feature_layers(model, last_only) * max_length * model.config.hidden_size * 4
 
 
 def cache_budget_bytes() -> int:
@@ -103,10 +141,10 @@ def compute_features(model, data: EncodedTask, *, batch_size: int = 64, progress
                            disable=not progress or not distributed.is_main(), leave=False):
         idx = torch.arange(start, end)
         inputs, _ = data.batch(idx)
-        parts.append(hidden_features(model, {k: v.to(device) for k, v in inputs.items()}).float().cpu())
-    c = model.config
-    block = torch.cat(parts) if parts else torch.empty(0, c.num_hidden_layers + 1, data.inputs["input_ids"].shape[1],
-                                                       c.hidden_size)
+        parts.append(hidden_features(model, {k: v.to(device) for k, v in inputs.items()},
+                                     data.last_layer_only).float().cpu())
+    block = torch.cat(parts) if parts else torch.empty(0, feature_layers(model, data.last_layer_only),
+                                                       data.inputs["input_ids"].shape[1], model.config.hidden_size)
     return distributed.gather_blocks(block)
 
 
@@ -120,7 +158,7 @@ class FeatureSource:
                  desc: str = "features"):
         self.model, self.data = model, data
         self.device = next(model.parameters()).device
-        size = feature_bytes(model, len(data), data.inputs["input_ids"].shape[1])
+        size = feature_bytes(model, len(data), data.inputs["input_ids"].shape[1], data.last_layer_only)
         self.cached = not trainable_backbone and size <= cache_budget_bytes()
         self._features = compute_features(model, data, progress=progress, desc=desc) if self.cached else None
         self.trainable_backbone = trainable_backbone
@@ -134,5 +172,6 @@ class FeatureSource:
             feats = self._features[idx].to(self.device)
         else:
             with torch.set_grad_enabled(self.trainable_backbone and torch.is_grad_enabled()):
-                feats = hidden_features(self.model, {k: v.to(self.device) for k, v in inputs.items()})
+                feats = hidden_features(self.model, {k: v.to(self.device) for k, v in inputs.items()},
+                                        self.data.last_layer_only)
         return feats, mask, labels.to(self.device)

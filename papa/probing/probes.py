@@ -11,6 +11,8 @@ final [SEP] in the last slot), so a token position means the same thing in every
 * :class:`TokenProbe` (NER, POS, MLM): each token's L+1 vectors are concatenated and fed to a
   2-layer MLP. For MLM the output layer is vocabulary-sized (:func:`mlm_probe`), so the probe
   is the decoder and the model's own MLM head (if any) is not used.
+* :class:`LMHeadProbe` (LM, decoders only): not a probe at all but the causal LM's own output head, frozen,
+  applied to the last hidden state: nothing is trained, the pretraining objective is scored as it is.
 
 Defaults follow the official probe (schwartz-lab-NLP/papa, ``FreezeExtractPoller*``): the MLP's
 hidden width is d (the backbone's hidden size) and its activation tanh. Two deliberate
@@ -28,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-__all__ = ["SentenceProbe", "TokenProbe", "mlm_probe", "probe_loss", "IGNORE_INDEX"]
+__all__ = ["LMHeadProbe", "SentenceProbe", "TokenProbe", "mlm_probe", "probe_loss", "IGNORE_INDEX"]
 
 #: Label of positions without a target (token tasks, MLM); the default of ``F.cross_entropy``.
 IGNORE_INDEX = -100
@@ -205,23 +207,48 @@ def mlm_probe(
     return TokenProbe(num_layers, hidden_size, vocab_size, mlp_hidden, dropout, activation)
 
 
+class LMHeadProbe(nn.Module):
+    """A causal LM's own output head over the last hidden state: next-token logits, no trainable parameter.
+
+    The head stays the model's (frozen, outside this module's parameters). Models that scale or soft-cap their
+    logits after the head (e.g. Gemma's final soft-capping) are not reproduced: the tests compare these logits with
+    the model's own on every registered decoder.
+    """
+
+    def __init__(self, head: nn.Module) -> None:
+        super().__init__()
+        self._head = [head]  # a list keeps the model's head out of this module's parameters and state
+
+    def forward(self, features: torch.Tensor, attention_mask: torch.Tensor | None = None,
+                select: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits [batch, n, vocab] from features [batch, layers, n, d] (the last layer is read), or
+        [num_selected, vocab] at the positions `select` [batch, n] marks."""
+        if features.dim() != 4:
+            raise ValueError(f"features must be [batch, layers, n, d], got shape {tuple(features.shape)}")
+        last = features[:, -1]
+        if select is not None:
+            last = last[select.bool()]
+        head = self._head[0]
+        return head(last.to(head.weight.dtype))
+
+
 def probe_loss(
-    task_kind: Literal["sentence", "token", "mlm"],
+    task_kind: Literal["sentence", "token", "mlm", "lm"],
     logits: torch.Tensor,
     labels: torch.Tensor,
 ) -> torch.Tensor:
     """Cross-entropy for a probe's logits.
 
-    ``"sentence"``: logits [batch, C], labels [batch]. ``"token"`` / ``"mlm"``: logits [..., C]
+    ``"sentence"``: logits [batch, C], labels [batch]. ``"token"`` / ``"mlm"`` / ``"lm"``: logits [..., C]
     and labels [...] of matching leading shape (e.g. [batch, n], or [k] after ``select``);
     positions labelled -100 are ignored, and the mean is over labelled positions (0, not NaN,
     when a batch has none, which can happen with MLM masking of short inputs).
     """
     if task_kind == "sentence":
         return F.cross_entropy(logits, labels)
-    if task_kind in ("token", "mlm"):
+    if task_kind in ("token", "mlm", "lm"):
         flat_logits = logits.reshape(-1, logits.shape[-1])
         flat_labels = labels.reshape(-1)
         total = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
         return total / (flat_labels != IGNORE_INDEX).sum().clamp(min=1)
-    raise ValueError(f"task_kind must be 'sentence', 'token' or 'mlm', got {task_kind!r}")
+    raise ValueError(f"task_kind must be 'sentence', 'token', 'mlm' or 'lm', got {task_kind!r}")

@@ -14,7 +14,8 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from papa.probing.features import FeatureSource
-from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe, mlm_probe, probe_loss
+from papa.core.errors import InputError
+from papa.probing.probes import IGNORE_INDEX, LMHeadProbe, SentenceProbe, TokenProbe, mlm_probe, probe_loss
 from papa.tasks.metrics import compute_metric
 from papa.tasks.registry import TaskSpec
 
@@ -42,6 +43,12 @@ def make_probe(spec: TaskSpec, model, max_length: int, vocab_size: int | None = 
         return TokenProbe(layers, d, spec.num_labels)
     if spec.kind == "mlm":
         return mlm_probe(layers, d, vocab_size or model.config.vocab_size)
+    if spec.kind == "lm":
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        if head is None:
+            raise InputError(f"task {spec.name!r} scores a causal LM with its own LM head, and this model has none: "
+                             "load it with papa.load_model (which loads decoders with their head)")
+        return LMHeadProbe(head)
     raise ValueError(f"task {spec.name!r} has unknown kind {spec.kind!r}")
 
 
@@ -50,8 +57,8 @@ def _loss_kind(kind: str) -> str:
 
 
 def _forward(probe: nn.Module, kind: str, feats, mask, labels):
-    """(logits, labels) aligned for the loss; MLM classifies only the masked positions."""
-    if kind == "mlm":
+    """(logits, labels) aligned for the loss; MLM and LM classify only the positions that have a target."""
+    if kind in ("mlm", "lm"):
         select = labels != IGNORE_INDEX
         return probe(feats, mask, select=select), labels[select]
     return probe(feats, mask), labels
@@ -60,12 +67,17 @@ def _forward(probe: nn.Module, kind: str, feats, mask, labels):
 def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: TrainSettings, *, seed: int,
                 extra_parameters: Iterable[nn.Parameter] = (), extra_lr: float | None = None,
                 progress: bool = True, desc: str = "train probe") -> list[float]:
-    """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step."""
+    """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step (none when
+    nothing trains: the LM head probe alone)."""
     generator = torch.Generator().manual_seed(seed)
     groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
     extra = [p for p in extra_parameters if p.requires_grad]
     if extra:
         groups.append({"params": extra, "lr": extra_lr or settings.learning_rate})
+    groups = [g for g in groups if g["params"]]
+    if not groups:
+        probe.eval()
+        return []
     optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
     probe.train()
     losses = []
@@ -94,6 +106,8 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
 def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, batch_size: int = 64) -> float:
     """The task's metric on `source` (the validation split)."""
     probe.eval()
+    if spec.kind == "lm":  # every position gets vocabulary-sized logits: batches of the task's own size
+        batch_size = min(batch_size, spec.hparams.batch_size)
     preds, refs = [], []
     total_loss, total_tokens = 0.0, 0
     n = len(source.data)
@@ -101,7 +115,7 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
         idx = torch.arange(start, min(start + batch_size, n))
         feats, mask, labels = source(idx)
         logits, targets = _forward(probe, spec.kind, feats, mask, labels)
-        if spec.kind == "mlm":
+        if spec.kind in ("mlm", "lm"):
             total_loss += nn.functional.cross_entropy(logits, targets, reduction="sum").item()
             total_tokens += targets.numel()
         elif spec.kind == "token":
@@ -113,6 +127,6 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
         else:
             preds.extend(logits.argmax(-1).cpu().tolist())
             refs.extend(targets.cpu().tolist())
-    if spec.kind == "mlm":
+    if spec.kind in ("mlm", "lm"):
         return compute_metric(spec.metric, total_loss / max(total_tokens, 1), None)
     return compute_metric(spec.metric, preds, refs, label_names=spec.label_names)

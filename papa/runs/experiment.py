@@ -38,8 +38,8 @@ from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
 from papa.method.extract import extract_constants
-from papa.method.layout import LEGACY_LAYOUT, check_layout
-from papa.method.models import DEFAULT_MODEL, canonical_model_name, load_model, resolve_device
+from papa.method.layout import LEGACY_LAYOUT, layout_for
+from papa.method.models import DEFAULT_MODEL, canonical_model_name, is_causal_model, load_model, resolve_device
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.ranking import learn_lambdas
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
@@ -110,11 +110,23 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
     rounding = cfg.rounding or prof.rounding
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
-    layout = check_layout(cfg.layout or prof.layout)
+    causal = bool(is_causal_model(cfg.model))  # from the local config; unknown (hub-only) counts as an encoder
+    layout = layout_for(causal, cfg.layout, prof.layout)
+    check_task_fits_model(spec, cfg.model, causal)
     resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
                    layout=layout), prof, spec
+
+
+def check_task_fits_model(spec: TaskSpec, model: str, causal: bool) -> None:
+    """LM needs a causal LM (its own head scores it); MLM masks tokens for an encoder and refuses a decoder."""
+    if spec.kind == "lm" and not causal:
+        raise ValueError(f"task {spec.name!r} scores a causal LM with its own LM head; {model!r} is not one (or its "
+                         "config is not on this machine): pass a decoder, e.g. --model smollm2, or use mlm")
+    if spec.kind == "mlm" and causal:
+        raise ValueError(f"task {spec.name!r} masks tokens for a bidirectional encoder; {model!r} is a causal LM: "
+                         "use the lm task")
 
 
 @dataclass
@@ -224,7 +236,7 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
     """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
     `layout` None takes the profile's."""
     spec, prof = get_task(task), get_profile(profile)
-    layout = check_layout(layout or prof.layout)
+    layout = layout_for(bool(is_causal_model(model)), layout, prof.layout)
     loaded, tokenizer = _load_model(model, distributed.process_device(device))
     signature = model_signature(loaded, canonical_model_name(model))
     constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
@@ -317,10 +329,13 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                                                                cfg.rounding))
     initial = ctrl.constants.detach().clone() if trainable else None
     settings = TrainSettings.from_task(s.spec, epochs=s.profile.epochs)
+    # LM with the model's own head trains nothing (unless its constants train): no training features
+    training = s.spec.trains_probe or trainable
     # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
     with nullcontext() if baseline else query_key_dropped_while(ctrl):
         sources = None if trainable else (
-            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}"),
+            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}")
+            if training else None,
             FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
         for seed in todo:
             start = time.perf_counter()
@@ -334,8 +349,9 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             torch.manual_seed(seed)
             probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
             extra = [ctrl.constants] if trainable else []
-            train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
-                        progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
+            if training:
+                train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
+                            progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
             value = evaluate_probe(probe, s.spec, eval_src)
             if distributed.is_main():  # every process trained the same probe; one writes it down
                 s.table.append([ResultRow(
@@ -343,7 +359,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                     selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
                     layout=cfg.layout, metric=s.spec.metric, value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
                     extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
-                           "features_cached": bool(sources and sources[0].cached)})])
+                           "features_cached": bool(sources and next(x for x in sources if x).cached)})])
             bar.update(1)
     if trainable:
         ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants

@@ -118,7 +118,7 @@ def load_examples(
         hub_split = spec.hub.train_split if split == "train" else spec.hub.eval_split
         where = f"hub dataset {spec.hub.dataset} ({spec.hub.config or 'default'}) split {hub_split!r}"
 
-    if spec.kind == "mlm":
+    if spec.holdout_every is not None:  # MLM and LM: train and eval are held-out articles of one file
         examples = _mlm_examples(examples, spec, split)
     out = _take(examples, limit) if sample == "first" else _random_subset(list(examples), limit)
     if not out:
@@ -358,7 +358,7 @@ def _hub_examples(spec: TaskSpec, split: str) -> Iterable[Example] | list[tuple[
         ds = ds[hub_split]
     _check_hub_labels(spec, ds)
 
-    if spec.kind == "mlm":
+    if spec.local.reader == "wikitext":
         return split_mlm_paragraphs(row[hub.text_column] for row in ds)
     return _hub_rows(spec, ds)
 

@@ -11,7 +11,7 @@ from typing import Literal
 
 from papa.core.errors import PapaError
 
-TaskKind = Literal["sentence", "pair", "token", "mlm"]
+TaskKind = Literal["sentence", "pair", "token", "mlm", "lm"]
 ReaderName = Literal["tsv", "conll", "wikitext"]
 
 # Label names are the hub datasets' ClassLabel names, in their order, so that label ids agree between the
@@ -106,8 +106,13 @@ class TaskSpec:
         return self.kind in ("token", "mlm")
 
     @property
+    def trains_probe(self) -> bool:
+        """Whether a probe is trained: not for LM, scored by the decoder's own frozen LM head."""
+        return self.kind != "lm"
+
+    @property
     def num_labels(self) -> int:
-        """Number of classes (0 for MLM, whose targets are the vocabulary)."""
+        """Number of classes (0 for MLM and LM, whose targets are the vocabulary)."""
         return len(self.label_names)
 
     @property
@@ -215,6 +220,20 @@ TASKS: dict[str, TaskSpec] = {
             # Only the validation text is used (the raw valid split is identical in WikiText-2 and -103);
             # train and eval are disjoint sets of its 60 articles, see TaskSpec.holdout_every. Articles
             # 5, 15, ..., 55 are eval: 238 of 1,841 paragraphs, about 10% of the words.
+            hub=HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text"),
+            local=LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw"),
+            holdout_every=10,
+            holdout_offset=5,
+        ),
+        TaskSpec(
+            name="lm",
+            kind="lm",
+            metric="neg_log_perplexity",
+            label_names=(),
+            # Decoders only: next-token prediction with the model's own frozen LM head, no probe (the decoder's
+            # counterpart of Fig. 6). Same text and held-out articles as MLM; the paper has no values for it, so the
+            # λ ranking takes MLM's Table 3 row (learning rate, batch size, epochs, length).
+            hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
             hub=HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text"),
             local=LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw"),
             holdout_every=10,

@@ -324,6 +324,7 @@ def test_mlm_split_is_by_article(local_dir: Path) -> None:
     assert [e.text for e in dev] == ["First paragraph of article 5 .", "Second paragraph of article 5 ."]
     assert len(train) == 2 * 11 and not {e.text for e in train} & {e.text for e in dev}
     assert all(e.label is None and e.text_pair is None for e in train + dev)
+    assert [e.text for e in load_examples("lm", "eval", data_dir=local_dir)] == [e.text for e in dev]
 
 
 def test_split_mlm_paragraphs_drops_headings_and_blanks() -> None:
@@ -340,8 +341,13 @@ def test_table3_hyperparameters() -> None:
         "mrpc": (2e-5, 16, 15, 128), "ner": (1e-4, 8, 4, 128), "pos": (5e-4, 8, 4, 128),
         "mlm": (5e-4, 8, 2, 128),
     }
-    assert {name: spec.hparams for name, spec in TASKS.items()} == {
+    assert {name: spec.hparams for name, spec in TASKS.items() if name != "lm"} == {
         name: ProbeHParams(*row) for name, row in table3.items()}
+    # LM (decoders; no paper value) takes MLM's row for its λ ranking, and reads MLM's text with its held-out articles
+    lm, mlm = get_task("lm"), get_task("mlm")
+    assert lm.hparams == mlm.hparams and (lm.local, lm.holdout_every, lm.holdout_offset) == (
+        mlm.local, mlm.holdout_every, mlm.holdout_offset)
+    assert not lm.trains_probe and all(spec.trains_probe for name, spec in TASKS.items() if name != "lm")
 
 
 def test_registry_entries() -> None:
