@@ -140,18 +140,18 @@ def test_full_profile_dry_run(split, tmp_path, dry_data_dir, random_models):
 
     # Every notebook ran, on the paper's models (local copies), in the profile file's name.
     assert list(times["notebook"]) == list(names)
-    results = pd.read_csv(out / "results.csv", keep_default_na=False, dtype={"fraction": str})
+    results = pd.read_csv(out / "results.csv", keep_default_na=False, dtype={"fraction_label": str})
     assert set(results["profile"]) == {PROFILE["name"]}
     short = results["model"].map(lambda m: Path(m).name)
     assert set(short) == {m.replace("/", "--") for m in models}
     assert set(results["task"]) == ({*PAPER_TASKS, "mlm"} if split == "base" else set(PAPER_TASKS))
     # 1/16 of the heads stay input-dependent: 9 of a base model's 144, 24 of a large model's 384.
-    sixteenth = results["fraction"] == "1/16"
+    sixteenth = results["fraction_label"] == "1/16"
     counts = {m: set(results.loc[sixteenth & (short == m), "n_input_dependent"]) for m in set(short)}
     assert all(c == ({24} if "large" in m else {9}) for m, c in counts.items() if c), counts
     assert any(counts.values()), counts
     # MNLI's pairs at n = 256 for every model of notebook 02, constants of all heads at that length.
-    mnli = results[(results["task"] == "mnli") & (results["fraction"] == "0")]
+    mnli = results[(results["task"] == "mnli") & (results["fraction_label"] == "0")]
     assert {m.replace("/", "--") for m in models if m != ELECTRA_BASE} <= set(short[mnli.index])
     deberta = "deberta-large" if split == "large" else "deberta-base"
     constants = list((out / "constants").glob(f"*{deberta}__mnli*-official-n256.safetensors"))
