@@ -2,8 +2,8 @@
 
     python benchmarks/grid_estimate.py artifacts/gpu/full_cost.json [--workers 1 4 8] [--array 861]
 
-The grid is read off the notebooks (`papa.reproduce.jobs.notebook_jobs("full")`: every probe run, with its model, task,
-constants, selection and fraction) and grouped into what actually runs: per (model, constants corpus) one
+The grid is read off the paper's notebooks (`papa.reproduce.jobs.notebook_jobs("full", PAPER_NOTEBOOKS)`: every
+probe run, with its model, task, constants, selection and fraction) and grouped into what actually runs: per (model, constants corpus) one
 extraction of average constants; per (model, task, kind) one λ ranking; per job one probe run. Costs:
 
 * extraction: training examples / the capture rate measured at the task's length (part B);
@@ -25,6 +25,7 @@ import math
 import sys
 from collections import defaultdict
 
+from papa.core.vocabulary import PAPER_NOTEBOOKS
 from papa.reproduce.jobs import notebook_jobs
 from papa.tasks.registry import get_task
 
@@ -53,7 +54,7 @@ def estimate(cost: dict) -> dict:
     def eval_s(cls: str, task: str) -> float:
         return SIZES[task][1] / steps[(cls, task)]["capture_seq_per_s"]
 
-    jobs = notebook_jobs("full")
+    jobs = notebook_jobs("full", PAPER_NOTEBOOKS)
     prep: dict[tuple, float] = {}
     runs: list[tuple[float, tuple]] = []
     for job in jobs:

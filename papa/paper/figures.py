@@ -82,6 +82,27 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "")
     return fig
 
 
+def relative_drop_curves(drops: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """Notebook 08: the share of each task's original score lost vs fraction, every task on one axis (a frame from
+    `papa.paper.decoders.relative_drops`), one line per model and task."""
+    if drops.empty:
+        raise ValueError("no results to plot: run the section's grids first")
+    labels = _labels(drops)
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    several = drops["model"].nunique() > 1
+    for (model, task), group in drops.groupby(["model", "task"], sort=False):
+        rows = group.assign(mean=group["relative_drop"] * 100, ci95=group["relative_ci95"] * 100)
+        name = f"{short_model(model)} {task}" if several else task
+        _curve(ax, rows, labels, name, linewidth=2.5 if task == "lm" else 1.2)
+    _fraction_axis(ax, labels)
+    ax.set_ylabel("share of the original score lost (%)")
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
 def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
     """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model."""
     if summary.empty:

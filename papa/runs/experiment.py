@@ -337,6 +337,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}")
             if training else None,
             FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
+        untrained_value = None  # nothing trains (LM with the model's head): every seed scores the same model
         for seed in todo:
             start = time.perf_counter()
             if trainable:
@@ -352,7 +353,11 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             if training:
                 train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
                             progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
-            value = evaluate_probe(probe, s.spec, eval_src)
+            if training or untrained_value is None:
+                value = evaluate_probe(probe, s.spec, eval_src)
+                untrained_value = None if training else value
+            else:
+                value = untrained_value
             if distributed.is_main():  # every process trained the same probe; one writes it down
                 s.table.append([ResultRow(
                     model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,

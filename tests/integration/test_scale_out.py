@@ -148,9 +148,11 @@ def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):
     by = pd.Series([(j.task, j.constants, j.constants_corpus, j.selection) for j in jobs]).value_counts()
     # 02: 5 tasks x (fraction 1, three λ fractions, fraction 0) x 3 seeds; 04: five more kinds at fraction 0;
     # 05: constants from WikiText ("mlm", MNLI not being here); 06: four more selection methods on SST-2;
-    # 07: the MLM task's own curve.
-    assert len(jobs) == 75 + 75 + 15 + 36 + 15
-    assert by[("sst2", "average", "task", "lambda")] == 9 and by[("cola", "zeros", "none", "none")] == 3
+    # 07: the MLM task's own curve; 08: the decoder's LM curve for three methods (fraction 1, three fractions x three
+    # methods, fraction 0) and its SST-2 probe curve.
+    assert len(jobs) == 75 + 75 + 15 + 36 + 15 + 33 + 15
+    assert by[("lm", "average", "task", "lambda")] == 9 and by[("lm", "average", "task", "first_to_last")] == 9
+    assert by[("sst2", "average", "task", "lambda")] == 9 + 9 and by[("cola", "zeros", "none", "none")] == 3
     assert by[("ner", "average", "mlm", "none")] == 3 and by[("sst2", "average", "task", "random")] == 9
     assert by[("mlm", "average", "task", "lambda")] == 9
     assert {j.profile for j in jobs} == {"quick"}

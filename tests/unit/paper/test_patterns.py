@@ -68,3 +68,28 @@ def test_errors():
     free = ConstantMatrices(matrices=c.matrices, metadata=c.metadata)
     with pytest.raises(InputError, match="observation counts"):
         head_patterns(free, special=[0])
+
+
+def _causal_constants(matrices: torch.Tensor) -> ConstantMatrices:
+    """Decoder constants: causal counts over N real slots, no special token."""
+    counts = torch.ones(N, N, dtype=torch.float64).tril() * 10
+    sig = ModelSignature(model_name="toy", model_type="llama", num_layers=1, num_heads=matrices.shape[1],
+                         config_fingerprint="c", weights_fingerprint="w")
+    meta = ConstantsMetadata(kind="average", model=sig, max_length=N, layout="standard", num_examples=10)
+    return ConstantMatrices(matrices=(matrices * (counts > 0)).float(), metadata=meta, counts=counts)
+
+
+def test_decoder_sinks_and_previous_token_heads():
+    sink = torch.zeros(N, N)
+    sink[:, 0] = 0.8
+    sink += 0.2 * torch.eye(N)
+    previous = torch.diag(torch.ones(N - 1), -1)
+    previous[0, 0] = 1.0
+    eye = torch.eye(N)
+    p = head_patterns(_causal_constants(torch.stack([sink, previous, eye]).unsqueeze(0)), special=[]).set_index("head")
+    # row 0 sees only itself and is left out; rows 1..N-1 put 0.8 on slot 0 (row 1 also 0.2 on itself, its neighbour)
+    assert p.loc[0, "sink"] and p.loc[0, "first_mass"] == pytest.approx(0.8)
+    assert p.loc[1, "previous"] and p.loc[1, "previous_share"] == pytest.approx(1.0) and p.loc[1, "diagonal"]
+    assert not p.loc[2, "previous"] and not p.loc[2, "sink"] and p.loc[2, "diagonal"]
+    summary = pattern_summary(p.reset_index())
+    assert summary["sink"] == pytest.approx(1 / 3) and summary["previous"] == pytest.approx(1 / 3)

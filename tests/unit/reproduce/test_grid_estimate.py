@@ -21,9 +21,10 @@ def estimate():
 
 
 def test_every_full_job_is_costed_once(estimate):
+    from papa.core.vocabulary import PAPER_NOTEBOOKS
     from papa.reproduce.jobs import notebook_jobs
 
-    assert estimate["jobs"] == len(notebook_jobs("full")) == len(estimate["runs"])
+    assert estimate["jobs"] == len(notebook_jobs("full", PAPER_NOTEBOOKS)) == len(estimate["runs"])
     assert all(t > 0 for t, _ in estimate["runs"]) and all(t > 0 for t in estimate["prep"].values())
     # every preparation a run waits for is costed, and each is costed once
     assert {k for _, needs in estimate["runs"] for k in needs} == set(estimate["prep"])

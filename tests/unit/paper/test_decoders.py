@@ -1,0 +1,52 @@
+"""Notebook 08's readings on a synthetic results table: the LM objective beside a downstream probe."""
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from papa.method.selection import as_fraction
+from papa.paper import decoders, figures, sections
+from papa.runs.results import ResultRow, ResultsTable
+
+
+def _row(task, constants, selection, fraction, seed, value, metric):
+    return ResultRow(model="org/decoder", task=task, constants=constants,
+                     constants_corpus="none" if constants == "none" else "task", selection=selection,
+                     fraction=float(as_fraction(fraction)), fraction_label=fraction, n_input_dependent=0, seed=seed,
+                     profile="quick", metric=metric, value=value, run_id=f"{task}-{selection}-{fraction}-{seed}")
+
+
+@pytest.fixture
+def curves(tmp_path):
+    rows = []
+    for seed in (0, 1):
+        rows += [_row("lm", "none", "none", "1", seed, -3.0, "neg_log_perplexity"),
+                 _row("lm", "average", "lambda", "1/2", seed, -4.5, "neg_log_perplexity"),
+                 _row("lm", "average", "none", "0", seed, -9.0, "neg_log_perplexity"),
+                 _row("sst2", "none", "none", "1", seed, 0.80, "accuracy"),
+                 _row("sst2", "average", "lambda", "1/2", seed, 0.76, "accuracy"),
+                 _row("sst2", "average", "none", "0", seed, 0.60, "accuracy")]
+    table = ResultsTable(tmp_path / "results.csv")
+    table.append(rows)
+    return sections.main_curves(table.read())
+
+
+def test_relative_drops_put_perplexity_and_accuracy_on_one_axis(curves):
+    drops = decoders.relative_drops(curves).set_index(["task", "fraction_label"])["relative_drop"]
+    assert drops[("lm", "1")] == pytest.approx(0.0) and drops[("sst2", "1")] == pytest.approx(0.0)
+    assert drops[("lm", "1/2")] == pytest.approx(0.5) and drops[("lm", "0")] == pytest.approx(2.0)
+    assert drops[("sst2", "1/2")] == pytest.approx(0.05) and drops[("sst2", "0")] == pytest.approx(0.25)
+
+
+def test_objective_vs_probes(curves):
+    table = decoders.objective_vs_probes(curves)
+    assert list(table.index.get_level_values("fraction_label")) == ["1/2", "0"]
+    assert table["objective_suffers_more"].all()
+    assert table.loc[("org/decoder", "0"), "probes_mean_relative_drop"] == pytest.approx(0.25)
+    line = decoders.objective_vs_probes_summary(table)
+    assert "decoder at 0: the LM objective loses 200.0%, the probes lose 25.0% on average" in line
+    assert "the objective suffers more" in line
+    assert decoders.objective_vs_probes(curves[curves.task == "sst2"]).empty
+    figures.relative_drop_curves(decoders.relative_drops(curves))  # draws without error
+    with pytest.raises(ValueError, match="no results"):
+        figures.relative_drop_curves(decoders.relative_drops(curves.iloc[:0]))
