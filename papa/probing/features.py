@@ -22,7 +22,7 @@ from papa.method.layout import encode, is_decoder_type
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
-from papa.tasks.registry import TaskSpec
+from papa.tasks.registry import TaskSpec, model_mismatch
 
 CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"
 MLM_MASK_SEED = 0  # one fixed masking of the MLM data, so features can be cached and seeds compare like with like
@@ -59,12 +59,9 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
     if len(examples) == 0:
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
     decoder = is_decoder_type(model_type)
-    if spec.kind == "lm" and not decoder:
-        raise InputError(f"task {spec.name!r} scores a causal LM's own next-token predictions, and {model_type!r} "
-                         "is not a causal LM of papa's registry: probe an encoder with the mlm task instead")
-    if spec.kind == "mlm" and decoder:
-        raise InputError(f"task {spec.name!r} masks tokens for a bidirectional encoder; {model_type!r} is a causal "
-                         "LM: use the lm task, which scores it with its own LM head")
+    mismatch = model_mismatch(spec, decoder, model_type)
+    if mismatch:
+        raise InputError(mismatch)
     if spec.kind == "token":
         batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type)

@@ -51,7 +51,7 @@ from papa.tasks.corpus import corpus_name, task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir
 from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, fraction_label, heads_to_replace,
                         load_ranking, num_input_dependent, replacement_order)
-from papa.tasks.registry import TaskSpec, get_task
+from papa.tasks.registry import TaskSpec, get_task, model_mismatch
 
 RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
 
@@ -112,21 +112,13 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
         raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
     causal = bool(is_causal_model(cfg.model))  # from the local config; unknown (hub-only) counts as an encoder
     layout = layout_for(causal, cfg.layout, prof.layout)
-    check_task_fits_model(spec, cfg.model, causal)
+    mismatch = model_mismatch(spec, causal, cfg.model)
+    if mismatch:
+        raise ValueError(mismatch)
     resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
                    layout=layout), prof, spec
-
-
-def check_task_fits_model(spec: TaskSpec, model: str, causal: bool) -> None:
-    """LM needs a causal LM (its own head scores it); MLM masks tokens for an encoder and refuses a decoder."""
-    if spec.kind == "lm" and not causal:
-        raise ValueError(f"task {spec.name!r} scores a causal LM with its own LM head; {model!r} is not one (or its "
-                         "config is not on this machine): pass a decoder, e.g. --model smollm2, or use mlm")
-    if spec.kind == "mlm" and causal:
-        raise ValueError(f"task {spec.name!r} masks tokens for a bidirectional encoder; {model!r} is a causal LM: "
-                         "use the lm task")
 
 
 @dataclass

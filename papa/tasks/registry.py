@@ -129,6 +129,9 @@ class TaskSpec:
 _GLUE = "nyu-mll/glue"
 _CONLL = "eriktks/conll2003"
 _WIKITEXT = "Salesforce/wikitext"
+# MLM and LM read the same text: WikiText's validation split, whose 60 articles are split into train and eval.
+_WIKITEXT_HUB = HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text")
+_WIKITEXT_LOCAL = LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw")
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -220,8 +223,8 @@ TASKS: dict[str, TaskSpec] = {
             # Only the validation text is used (the raw valid split is identical in WikiText-2 and -103);
             # train and eval are disjoint sets of its 60 articles, see TaskSpec.holdout_every. Articles
             # 5, 15, ..., 55 are eval: 238 of 1,841 paragraphs, about 10% of the words.
-            hub=HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text"),
-            local=LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw"),
+            hub=_WIKITEXT_HUB,
+            local=_WIKITEXT_LOCAL,
             holdout_every=10,
             holdout_offset=5,
         ),
@@ -234,8 +237,8 @@ TASKS: dict[str, TaskSpec] = {
             # counterpart of Fig. 6). Same text and held-out articles as MLM; the paper has no values for it, so the
             # λ ranking takes MLM's Table 3 row (learning rate, batch size, epochs, length).
             hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
-            hub=HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text"),
-            local=LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw"),
+            hub=_WIKITEXT_HUB,
+            local=_WIKITEXT_LOCAL,
             holdout_every=10,
             holdout_offset=5,
         ),
@@ -250,6 +253,17 @@ class UnknownTaskError(PapaError, ValueError):
 def task_names() -> list[str]:
     """Names of all registered tasks, in registry order."""
     return list(TASKS)
+
+
+def model_mismatch(spec: TaskSpec, causal: bool, model: str) -> str | None:
+    """Why `spec` cannot run on `model` (a causal LM or not), or None: LM is scored by a causal LM's own head; MLM
+    masks tokens for a bidirectional encoder."""
+    if spec.kind == "lm" and not causal:
+        return (f"task {spec.name!r} scores a causal LM with its own LM head, and {model!r} is not one (or its config "
+                "is not on this machine): pass a decoder, e.g. --model smollm2, or probe an encoder with mlm")
+    if spec.kind == "mlm" and causal:
+        return f"task {spec.name!r} masks tokens for a bidirectional encoder; {model!r} is a causal LM: use the lm task"
+    return None
 
 
 def get_task(name: str) -> TaskSpec:

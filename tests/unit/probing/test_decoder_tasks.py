@@ -146,7 +146,22 @@ def test_tasks_refuse_the_wrong_kind_of_model(decoder):
         encode_task(tok, get_task("mlm"), _examples(), max_length=N, model_type=model.config.model_type,
                     layout="standard")
     bert, bert_tok = tiny_model("bert"), tiny_tokenizer("bert")
-    with pytest.raises(InputError, match="not a causal LM"):
+    with pytest.raises(InputError, match="is not one"):
         encode_task(bert_tok, get_task("lm"), _examples(), max_length=N, model_type="bert", layout="standard")
     with pytest.raises(InputError, match="has none"):
         make_probe(get_task("lm"), bert, N)
+
+
+def test_grids_check_task_layout_and_model_before_any_work():
+    """Resolved from the models' local configs, before a model or any data is loaded."""
+    from papa.runs.experiment import GridConfig
+
+    with pytest.raises(ValueError, match="scores a causal LM"):
+        GridConfig(task="lm", model=papa.DEFAULT_MODEL).resolved()
+    pytest.importorskip("gguf")
+    with pytest.raises(ValueError, match="use the lm task"):
+        GridConfig(task="mlm", model="smollm2").resolved()
+    with pytest.raises(ValueError, match="moves a final separator"):
+        GridConfig(task="sst2", model="smollm2", layout="official").resolved()
+    assert GridConfig(task="sst2", model="smollm2").resolved().layout == "standard"
+    assert GridConfig(task="sst2", model=papa.DEFAULT_MODEL).resolved().layout == "official"
