@@ -1,7 +1,7 @@
 """papa: Probing Analysis for PLMs' Attention (Hassid et al., Findings of EMNLP 2022).
 
-Replace the input-dependent attention of a frozen pretrained encoder with constant matrices, for all heads or a
-chosen subset, and probe what is left. Start with `attach`, `extract_constants` and `papa.method.layout.encode`.
+Replace the input-dependent attention of a frozen pretrained encoder or causal LM with constant matrices, for all
+heads or a chosen subset, and probe what is left. Start with `attach`, `extract_constants` and `papa.method.layout.encode`.
 
 Names are imported lazily, so ``import papa`` (and ``papa --help``) does not pay for torch and transformers.
 """
@@ -20,7 +20,7 @@ _EXPORTS = {
                "UnsupportedModelError"],
     "method.extract": ["extract_constants"],
     "method.layout": ["LayoutBatch", "encode"],
-    "method.models": ["DEFAULT_MODEL", "load_model"],
+    "method.models": ["DEFAULT_DECODER", "DEFAULT_MODEL", "load_model"],
 }
 _WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
 __all__ = [*_WHERE, "__version__"]

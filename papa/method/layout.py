@@ -183,9 +183,8 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     if pretokenized and text_pairs is not None:
         raise ValueError("word-list inputs (token tasks) cannot be paired")
     if is_decoder_type(model_type):
-        if layout != DECODER_LAYOUT:
-            layout_for(True, layout, DECODER_LAYOUT)  # raises: decoders have no separator to move
-        return _encode_decoder(tokenizer, texts, text_pairs, max_length, model_type, pretokenized)
+        layout_for(True, layout, DECODER_LAYOUT)  # refuses a separator-last layout: decoders have no separator
+        return _encode_decoder(tokenizer, texts, text_pairs, max_length, pretokenized)
     if layout == "official":
         return _encode_official(tokenizer, texts, text_pairs, max_length, model_type, pretokenized,
                                 token_task or pretokenized)
@@ -249,7 +248,7 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     return LayoutBatch(inputs=inputs, word_ids=all_words if pretokenized else None, truncated=truncated)
 
 
-def _encode_decoder(tokenizer, texts, text_pairs, n: int, model_type: str, pretokenized: bool) -> LayoutBatch:
+def _encode_decoder(tokenizer, texts, text_pairs, n: int, pretokenized: bool) -> LayoutBatch:
     """The decoder layout (module doc, "Decoders"): left-aligned, right-padded to `n`, position = slot."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if pad is None:

