@@ -10,7 +10,6 @@ import functools
 import http.server
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -119,21 +118,12 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def chromium_executable() -> str:
-    """The system Chromium Playwright should drive (Playwright's own browser builds are never downloaded)."""
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("no Chromium found (install Debian's `chromium` package): the browser checks are skipped")
-
-
-def test_notebook_page_shows_its_figures_in_a_browser(served, tmp_path):
+def test_notebook_page_shows_its_figures_in_a_browser(served, chromium, tmp_path):
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
     expected = _image_outputs(REPO / "notebooks" / "02_main_results.ipynb")
     assert expected >= 1
     with playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium_executable(), args=["--no-sandbox"])
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1200, "height": 1400})
             page.goto(served + "notebooks/02_main_results/")
