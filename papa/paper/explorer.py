@@ -103,6 +103,13 @@ def _header(path: Path) -> dict[str, str]:
         return {}
 
 
+def crop(matrices: torch.Tensor, slots: Sequence[int]) -> torch.Tensor:
+    """The rows and columns `slots` of [..., n, n] matrices."""
+    index = torch.as_tensor(list(slots), dtype=torch.long)
+    # One advanced index over both axes: index_select on a leading axis of [L, H, n, n] is ~20x slower on the CPU.
+    return matrices[..., index[:, None], index[None, :]]
+
+
 def head_thumbnails(matrices: torch.Tensor, slots: Sequence[int] | None = None, *, size: int = THUMBNAIL_SIZE,
                     cmap: str = "viridis") -> torch.Tensor:
     """Every head's matrix as a small RGBA image: [L, H, t, t, 4] uint8 with t = min(size, number of slots).
@@ -113,8 +120,7 @@ def head_thumbnails(matrices: torch.Tensor, slots: Sequence[int] | None = None, 
     """
     m = matrices.detach().to("cpu", torch.float32)
     if slots is not None:
-        index = torch.as_tensor(list(slots), dtype=torch.long)
-        m = m.index_select(2, index).index_select(3, index)
+        m = crop(m, slots)
     m = m / m.sum(-1, keepdim=True).clamp_min(1e-12)
     layers, heads, n, _ = m.shape
     if n > size:
@@ -303,9 +309,7 @@ class HeadExplorer:
                             layout=layout).inputs  # the sentence is laid out as the constants' corpus was
             slots = inputs["attention_mask"][0].bool().nonzero().flatten().tolist()
             tokens = self.tokenizer.convert_ids_to_tokens(inputs["input_ids"][0][slots].tolist())
-            index = torch.as_tensor(slots)
-            live = live_attention(self.model, self.tokenizer, text, max_length=n, layout=layout)
-            live = live.index_select(2, index).index_select(3, index)
+            live = crop(live_attention(self.model, self.tokenizer, text, max_length=n, layout=layout), slots)
             if len(self._sentences) >= 16:  # typed sentences come and go: keep the last few
                 self._sentences.pop(next(iter(self._sentences)))
             self._sentences[text] = _Sentence(inputs=inputs, slots=slots, tokens=tokens, live=live)
@@ -355,7 +359,7 @@ class HeadExplorer:
         sentence = self._sentence(text)
         thumbnails = self.draw_grid(text)
         slots = sentence.slots
-        constant = self.constants.matrices[layer, head][slots][:, slots]
+        constant = crop(self.constants.matrices[layer, head], slots)
         constant = constant / constant.sum(-1, keepdim=True).clamp_min(1e-12)  # as at use: masked, renormalised
         shown = sentence.live[layer, head]
         similarity = self._similarity(sentence, int(self.replaced.value))
