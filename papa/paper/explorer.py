@@ -1,152 +1,400 @@
-"""An ipywidgets explorer of constant matrices: pick constants (model), layer and head; type a sentence.
+"""An ipywidgets explorer of constant matrices: the whole model as a grid of heads, and one head in detail.
 
-It shows, side by side, the head's constant matrix and its live attention on the sentence (both cropped to the
-sentence's slots plus the final [SEP]), the head's pattern statistics (`papa.paper.patterns`), and how much the
-sentence's representation moves when the first k heads of a replacement order use their constants.
+Pick a model among those with average constants under an artifacts folder, then one of its constants (corpus ·
+length · layout). Every layer × head's constant matrix is drawn as a thumbnail (a "model view", as bertviz draws
+live attention); a click on one, or the layer and head menus, picks the head. For that head the explorer shows its
+constant matrix beside its live attention on the typed sentence (both cropped to the sentence's slots), its
+pattern statistics (`papa.paper.patterns`) and, when a λ ranking exists for the model, its λ. A slider replaces
+the first k heads (in the ranking's λ order when one is chosen, else `order_method`'s) and reports how far the
+sentence's representation moves.
 
 Every callback is a plain method (`render`), so tests drive it without a browser; ``notebooks/explorer.ipynb``
-shows it in JupyterLab or Voilà.
+shows it in JupyterLab or Voilà. What depends only on the sentence (its live attention, the grid's thumbnails, the
+representation's shift) is computed once per sentence, so picking another head redraws the head view alone.
 """
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import anywidget
 import ipywidgets as widgets
+import matplotlib
 import torch
+import traitlets
+from safetensors import safe_open
 
 from papa.core.errors import InputError
 from papa.method.architectures import model_signature
-from papa.method.constants import ConstantMatrices, load_constants
+from papa.method.constants import ConstantMatrices, ConstantsMetadata, load_constants
 from papa.method.controller import attach
 from papa.method.layout import encode
 from papa.method.models import load_model
-from papa.method.selection import replacement_order
+from papa.method.selection import RANKING_HEADER_KEY, HeadRanking, load_ranking, replacement_order
 from papa.paper.figures import attention_vs_constant, png_bytes
 from papa.paper.inspection import live_attention, mean_pooled
 from papa.paper.patterns import head_patterns, special_slots
+from papa.runs.experiment import task_constants
 
 DEFAULT_TEXT = "the movie was not good , but the actors were wonderful ."
+# What the grid's thumbnails show: the constants cropped to the sentence's slots (as the head view, and as they
+# are applied to it), or the whole n × n matrix.
+GRID_SCOPES = ("sentence", "all slots")
+# The largest thumbnail side sent to the browser; larger matrices are average-pooled to it.
+THUMBNAIL_SIZE = 40
+NO_RANKING = ""
 
 
-def constants_files(directory: str | os.PathLike) -> dict[str, Path]:
-    """Average-constants files under `directory` (recursively), labelled ``model · corpus · length``."""
-    found = {}
-    for path in sorted(Path(directory).rglob("*.safetensors")):
-        try:
-            meta = load_constants(path).metadata
-        except Exception:  # noqa: BLE001 - rankings and foreign files share the folder; list only constants
-            continue
-        if meta.kind == "average":
-            found[f"{meta.model.model_name.split('/')[-1]} · {meta.corpus} · n={meta.max_length}"] = path
-    return found
+@dataclass(frozen=True)
+class Artifacts:
+    """What the explorer can show, by model name: average-constants files and λ rankings, each under a label."""
+
+    constants: dict[str, dict[str, Path]]
+    rankings: dict[str, dict[str, HeadRanking]] = field(default_factory=dict)
+
+    @property
+    def models(self) -> list[str]:
+        """The models that have average constants, in the order found."""
+        return list(self.constants)
+
+
+def find_artifacts(directory: str | os.PathLike) -> Artifacts:
+    """Every average-constants file and every λ ranking under `directory` (recursively), grouped by model.
+
+    Constants are listed from their file header alone (their matrices load when chosen), labelled
+    ``corpus · n=length · layout`` plus the folder they lie in relative to `directory`; rankings (small) are loaded
+    and validated, labelled ``task · n=length · layout`` plus their folder. Any model type shows up, encoders and
+    causal LMs alike. Other safetensors files (data-free constants, rankings without λ, foreign files) are skipped.
+    """
+    root = Path(directory)
+    constants: dict[str, dict[str, Path]] = {}
+    rankings: dict[str, dict[str, HeadRanking]] = {}
+    for path in sorted(root.rglob("*.safetensors")):
+        header = _header(path)
+        folder = path.parent.relative_to(root).as_posix()
+        where = "" if folder == "." else f" ({folder})"
+        if "papa" in header:
+            try:
+                meta = ConstantsMetadata.from_json(header["papa"])
+            except (ValueError, TypeError, KeyError):  # unreadable metadata: `load_constants` would say why
+                continue
+            if meta.kind == "average":
+                label = f"{meta.corpus} · n={meta.max_length} · {meta.layout}{where}"
+                constants.setdefault(meta.model.model_name, {})[label] = path
+        elif RANKING_HEADER_KEY in header:
+            try:
+                ranking = load_ranking(path)
+            except Exception:  # noqa: BLE001 - a corrupt ranking is not the explorer's to report; it is left out
+                continue
+            if ranking.lambdas is not None and ranking.model_name:
+                m = ranking.metadata
+                label = f"{m.get('task', path.stem)} · n={m.get('max_length', '?')} · {m.get('layout', '?')}{where}"
+                rankings.setdefault(ranking.model_name, {})[label] = ranking
+    return Artifacts(constants, rankings)
+
+
+def _header(path: Path) -> dict[str, str]:
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            return f.metadata() or {}
+    except Exception:  # noqa: BLE001 - not a safetensors file: nothing to list
+        return {}
+
+
+def crop(matrices: torch.Tensor, slots: Sequence[int]) -> torch.Tensor:
+    """The rows and columns `slots` of [..., n, n] matrices."""
+    index = torch.as_tensor(list(slots), dtype=torch.long)
+    # One advanced index over both axes: index_select on a leading axis of [L, H, n, n] is ~20x slower on the CPU.
+    return matrices[..., index[:, None], index[None, :]]
+
+
+def head_thumbnails(matrices: torch.Tensor, slots: Sequence[int] | None = None, *, size: int = THUMBNAIL_SIZE,
+                    cmap: str = "viridis") -> torch.Tensor:
+    """Every head's matrix as a small RGBA image: [L, H, t, t, 4] uint8 with t = min(size, number of slots).
+
+    `slots` crops rows and columns to those slots (a sentence's real tokens); rows are then renormalised, as the
+    constants are at use. Larger matrices are average-pooled to `size`. Each head is scaled to its own maximum, as
+    the head view's heatmaps are, so a thumbnail shows where a head's mass lies.
+    """
+    m = matrices.detach().to("cpu", torch.float32)
+    if slots is not None:
+        m = crop(m, slots)
+    m = m / m.sum(-1, keepdim=True).clamp_min(1e-12)
+    layers, heads, n, _ = m.shape
+    if n > size:
+        m = torch.nn.functional.adaptive_avg_pool2d(m.reshape(layers * heads, 1, n, n), size)
+        m = m.reshape(layers, heads, size, size)
+    m = m / m.amax(dim=(-2, -1), keepdim=True).clamp_min(1e-12)
+    return torch.from_numpy(matplotlib.colormaps[cmap](m.numpy(), bytes=True))
+
+
+class HeadGrid(anywidget.AnyWidget):
+    """Every layer × head as a clickable thumbnail (``head_grid.js``); `selected` is the picked [layer, head].
+
+    A click in the browser sets `selected`; setting it from Python moves the highlight.
+    """
+
+    _esm = Path(__file__).with_name("head_grid.js")
+    _css = Path(__file__).with_name("head_grid.css")
+    layers = traitlets.Int(0).tag(sync=True)
+    heads = traitlets.Int(0).tag(sync=True)
+    size = traitlets.Int(0).tag(sync=True)
+    pixels = traitlets.Bytes(b"").tag(sync=True)
+    captions = traitlets.List(traitlets.Unicode()).tag(sync=True)
+    selected = traitlets.List(traitlets.Int(), default_value=[0, 0]).tag(sync=True)
+
+    def show(self, thumbnails: torch.Tensor) -> None:
+        """Draw `thumbnails` ([L, H, t, t, 4] uint8, from `head_thumbnails`)."""
+        layers, heads, size = thumbnails.shape[:3]
+        with self.hold_sync():
+            self.layers, self.heads, self.size = int(layers), int(heads), int(size)
+            self.pixels = thumbnails.contiguous().numpy().tobytes()
+
+
+@dataclass
+class _Sentence:
+    """What one sentence gives under the current constants, computed once: its slots, tokens and live attention."""
+
+    inputs: dict[str, torch.Tensor]
+    slots: list[int]
+    tokens: list[str]
+    live: torch.Tensor                       # [L, H, s, s]: every head's attention over the sentence's slots
+    reference: torch.Tensor | None = None    # the unmodified representation, once a replacement asks for it
+    similarity: dict[tuple, float] = field(default_factory=dict)
 
 
 class HeadExplorer:
-    """The explorer's state and widgets. ``HeadExplorer(files).widget`` is what a notebook displays.
+    """The explorer's state and widgets. ``HeadExplorer(artifacts).widget`` is what a notebook displays.
 
-    `files` maps labels to constants files (see `constants_files`); `loader` loads a model by name (default
-    `papa.load_model`), so tests can pass tiny models.
+    `artifacts` is a folder (searched with `find_artifacts`) or an `Artifacts`; `loader` loads a model by name
+    (default `papa.load_model`), so tests can pass tiny models; `order_method` orders the slider's replacements when
+    no λ ranking is chosen.
     """
 
-    def __init__(self, files: dict[str, str | os.PathLike], *, text: str = DEFAULT_TEXT,
+    def __init__(self, artifacts: Artifacts | str | os.PathLike, *, text: str = DEFAULT_TEXT,
                  loader: Callable[[str], tuple] = load_model, order_method: str = "first_to_last"):
-        if not files:
+        if not isinstance(artifacts, Artifacts):
+            artifacts = find_artifacts(artifacts)
+        if not artifacts.constants:
             raise InputError("no average constants found: run `papa extract` (or a notebook) first, then point the "
                              "explorer at the folder holding the .safetensors files")
-        self.files = {k: Path(v) for k, v in files.items()}
+        self.artifacts = artifacts
         self._loader = loader
         self._models: dict[str, tuple] = {}
         self.order_method = order_method
-        first = next(iter(self.files))
-        self.choice = widgets.Dropdown(options=list(self.files), value=first, description="constants")
+        first = artifacts.models[0]
+        self.model_choice = widgets.Dropdown(options=[(name.split("/")[-1], name) for name in artifacts.models],
+                                             value=first, description="model")
+        labels = list(artifacts.constants[first])
+        self.choice = widgets.Dropdown(options=labels, value=labels[0], description="constants",
+                                       layout=widgets.Layout(width="420px"))
+        self.ranking_choice = widgets.Dropdown(options=[("none", NO_RANKING)], value=NO_RANKING,
+                                               description="λ ranking", layout=widgets.Layout(width="380px"))
         self.layer = widgets.Dropdown(options=[0], value=0, description="layer")
         self.head = widgets.Dropdown(options=[0], value=0, description="head")
+        self.scope = widgets.ToggleButtons(options=GRID_SCOPES, value=GRID_SCOPES[0], description="grid",
+                                           style={"button_width": "80px"})
         self.text = widgets.Text(value=text, description="sentence", continuous_update=False,
                                  layout=widgets.Layout(width="600px"))
         self.replaced = widgets.IntSlider(value=0, min=0, max=1, description="replaced", continuous_update=False)
+        self.grid = HeadGrid()
         self.image = widgets.Image(format="png")
         self.stats = widgets.HTML()
         self._loading = True  # widget values change while constants load: render once, at the end
-        self._load(first)
+        self._switching = False
+        self._load(labels[0])
+        self.model_choice.observe(lambda change: self._on_model(change["new"]), names="value")
         self.choice.observe(lambda change: self._on_choice(change["new"]), names="value")
-        for w in (self.layer, self.head, self.text, self.replaced):
+        self.ranking_choice.observe(lambda change: self._on_ranking(change["new"]), names="value")
+        self.grid.observe(lambda change: self._on_pick(change["new"]), names="selected")
+        for w in (self.layer, self.head, self.text, self.replaced, self.scope):
             w.observe(lambda _change: None if self._loading else self.render(), names="value")
-        self.widget = widgets.VBox([widgets.HBox([self.choice, self.layer, self.head]), self.text, self.replaced,
-                                    self.image, self.stats])
+        self.widget = widgets.VBox([widgets.HBox([self.model_choice, self.choice, self.ranking_choice]),
+                                    widgets.HBox([self.layer, self.head, self.scope]), self.text, self.grid,
+                                    self.replaced, self.image, self.stats])
         self.render()
 
     # ---- state --------------------------------------------------------------------------------------------------
     def _load(self, label: str) -> None:
-        self.constants: ConstantMatrices = load_constants(self.files[label])
+        self._loading = True
+        self.label = label
+        self.constants: ConstantMatrices = load_constants(self.artifacts.constants[self.model_choice.value][label])
         name = self.constants.metadata.model.model_name
         if name not in self._models:
             self._models[name] = self._loader(name)
         self.model, self.tokenizer = self._models[name]
-        self.constants.check_compatible(self._signature())
+        self.constants.check_compatible(model_signature(self.model, name))
         L, H = self.constants.num_layers, self.constants.num_heads
-        self.special = special_slots(self.tokenizer, self.constants.max_length, pair=self.constants.metadata.pairs,
-                                     model_type=self.model.config.model_type)
+        meta = self.constants.metadata
+        self.special = special_slots(self.tokenizer, meta.max_length, pair=meta.pairs,
+                                     model_type=self.model.config.model_type, layout=meta.layout)
         self.patterns = head_patterns(self.constants, self.special)
-        self.order = replacement_order(self.order_method, L, H, seed=0)
+        self._sentences: dict[str, _Sentence] = {}
+        self._grid_key: tuple | None = None
         with self.layer.hold_trait_notifications(), self.head.hold_trait_notifications():
             self.layer.options, self.layer.value = list(range(L)), min(self.layer.value, L - 1)
             self.head.options, self.head.value = list(range(H)), min(self.head.value, H - 1)
         self.replaced.max, self.replaced.value = L * H, min(self.replaced.value, L * H)
+        self._rankings = {label: r for label, r in self.artifacts.rankings.get(name, {}).items()
+                          if (r.num_layers, r.num_heads) == (L, H)}
+        options = [("none", NO_RANKING), *((label, label) for label in self._rankings)]
+        self._switching = True
+        try:
+            self.ranking_choice.options = options
+            self.ranking_choice.value = self._matching_ranking()
+        finally:
+            self._switching = False
+        self._set_ranking(self.ranking_choice.value)
 
-    def _signature(self):
-        return model_signature(self.model, self.constants.metadata.model.model_name)
+    def _matching_ranking(self) -> str:
+        """The ranking learned with these constants' task, length and layout, else the closest; none without one."""
+        meta = self.constants.metadata
+
+        def score(item: tuple[str, HeadRanking]) -> tuple[bool, bool, bool]:
+            m = item[1].metadata
+            return (str(meta.corpus).startswith(str(m.get("task", "\0"))), m.get("max_length") == meta.max_length,
+                    m.get("layout") == meta.layout)
+
+        return max(self._rankings.items(), key=score)[0] if self._rankings else NO_RANKING
+
+    def _set_ranking(self, label: str) -> None:
+        L, H = self.constants.num_layers, self.constants.num_heads
+        self.ranking: HeadRanking | None = self._rankings.get(label)
+        if self.ranking is not None:
+            self.order = self.ranking.order
+            lam = self.ranking.lambdas
+            self.grid.captions = [f"λ {float(lam[layer, head]):.2f}" for layer in range(L) for head in range(H)]
+        else:
+            self.order = replacement_order(self.order_method, L, H, seed=0)
+            self.grid.captions = [""] * (L * H)
+
+    def _on_model(self, name: str) -> None:
+        labels = list(self.artifacts.constants[name])
+        self._switching = True
+        try:
+            self.choice.options = labels
+            self.choice.value = labels[0]
+        finally:
+            self._switching = False
+        self._load(labels[0])
+        self.render()
 
     def _on_choice(self, label: str) -> None:
-        self._loading = True
+        if self._switching or label is None:
+            return
         self._load(label)
         self.render()
 
+    def _on_ranking(self, label: str) -> None:
+        if self._switching:
+            return
+        self._set_ranking(label)
+        self.render()
+
+    def _on_pick(self, selected: list[int]) -> None:
+        layer, head = (int(v) for v in selected)
+        if (layer, head) == (self.layer.value, self.head.value):
+            return
+        self._loading = True  # move both menus, then draw once
+        self.layer.value, self.head.value = layer, head
+        self.render()
+
+    # ---- what a sentence gives, once ----------------------------------------------------------------------------
+    def _sentence(self, text: str) -> _Sentence:
+        if text not in self._sentences:
+            n, layout = self.constants.max_length, self.constants.metadata.layout
+            inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type,
+                            layout=layout).inputs  # the sentence is laid out as the constants' corpus was
+            slots = inputs["attention_mask"][0].bool().nonzero().flatten().tolist()
+            tokens = self.tokenizer.convert_ids_to_tokens(inputs["input_ids"][0][slots].tolist())
+            live = crop(live_attention(self.model, self.tokenizer, text, max_length=n, layout=layout), slots)
+            if len(self._sentences) >= 16:  # typed sentences come and go: keep the last few
+                self._sentences.pop(next(iter(self._sentences)))
+            self._sentences[text] = _Sentence(inputs=inputs, slots=slots, tokens=tokens, live=live)
+        return self._sentences[text]
+
+    def _similarity(self, sentence: _Sentence, k: int) -> float:
+        if k == 0:
+            return 1.0
+        heads = tuple(tuple(h) for h in self.order[:k])
+        if heads not in sentence.similarity:
+            if sentence.reference is None:
+                sentence.reference = mean_pooled(self.model, sentence.inputs)
+            ctrl = attach(self.model, self.constants)
+            try:
+                ctrl.replace(list(heads))
+                sentence.similarity[heads] = float(torch.nn.functional.cosine_similarity(
+                    mean_pooled(self.model, sentence.inputs), sentence.reference)[0])
+            finally:
+                ctrl.detach()
+        return sentence.similarity[heads]
+
+    def draw_grid(self, text: str | None = None) -> torch.Tensor:
+        """(Re)draw the grid's thumbnails for `text` (default: the typed sentence) and the grid scope; returns them.
+
+        Skipped, returning the shown thumbnails, when neither the constants, the scope nor (for the sentence
+        scope) the sentence changed.
+        """
+        text = self.text.value.strip() if text is None else text
+        sentence_scope = self.scope.value == GRID_SCOPES[0]
+        key = (self.label, self.scope.value, text if sentence_scope else None)
+        if key != self._grid_key:
+            slots = self._sentence(text).slots if sentence_scope else None
+            self.thumbnails = head_thumbnails(self.constants.matrices, slots)
+            self.grid.show(self.thumbnails)
+            self._grid_key = key
+        return self.thumbnails
+
     # ---- the one callback ---------------------------------------------------------------------------------------
     def render(self) -> dict:
-        """Recompute everything for the current widget values; returns what is shown (for tests)."""
+        """Recompute what the current widget values show; returns it (for tests)."""
         self._loading = False
         layer, head, text = int(self.layer.value), int(self.head.value), self.text.value.strip()
+        self.grid.selected = [layer, head]
         if not text:
             self.stats.value = "<b>type a sentence</b>"
             return {}
-        n = self.constants.max_length
-        layout = self.constants.metadata.layout  # the sentence is laid out as the constants' corpus was
-        live = live_attention(self.model, self.tokenizer, text, max_length=n, layout=layout)[layer, head]
-        inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type,
-                        layout=layout).inputs
-        slots = inputs["attention_mask"][0].bool().nonzero().flatten().tolist()
-        ids = inputs["input_ids"][0]
-        tokens = self.tokenizer.convert_ids_to_tokens(ids[slots].tolist())
-        constant = self.constants.matrices[layer, head][slots][:, slots]
+        sentence = self._sentence(text)
+        thumbnails = self.draw_grid(text)
+        slots = sentence.slots
+        constant = crop(self.constants.matrices[layer, head], slots)
         constant = constant / constant.sum(-1, keepdim=True).clamp_min(1e-12)  # as at use: masked, renormalised
-        shown = live[slots][:, slots]
-        similarity = self._similarity(text)
-        self.image.value = png_bytes(attention_vs_constant(constant, shown, tokens,
+        shown = sentence.live[layer, head]
+        similarity = self._similarity(sentence, int(self.replaced.value))
+        self.image.value = png_bytes(attention_vs_constant(constant, shown, sentence.tokens,
                                                            title=f"layer {layer}, head {head}"))
         p = self.patterns
         row = p[(p["layer"] == layer) & (p["head"] == head)].iloc[0]
+        lam = None if self.ranking is None else float(self.ranking.lambdas[layer, head])
+        if lam is None:
+            ranking, order = "no λ ranking for this model", f"{self.order_method} order"
+        else:
+            position = [tuple(h) for h in self.order].index((layer, head)) + 1
+            ranking = (f"λ {lam:.3f} ({self.ranking_choice.value}): replaced {position} of {len(self.order)} in its "
+                       "order (smallest λ first)")
+            order = "λ order"
         self.stats.value = (
             f"special mass {row.special_mass:.2f} ({'special' if row.special else 'not special'}), "
             f"diagonal share {row.diagonal_share:.2f} ({'diagonal' if row.diagonal else 'not diagonal'}), "
-            f"spread {row.spread:.2f}<br>"
-            f"{self.replaced.value} of {self.replaced.max} heads replaced ({self.order_method} order): "
+            f"spread {row.spread:.2f}<br>{ranking}<br>"
+            f"{self.replaced.value} of {self.replaced.max} heads replaced ({order}): "
             f"cosine to the original sentence representation {similarity:.4f}")
-        return {"constant": constant, "live": shown, "tokens": tokens, "similarity": similarity,
-                "patterns": row.to_dict(), "png": self.image.value}
+        return {"constant": constant, "live": shown, "tokens": sentence.tokens, "similarity": similarity,
+                "patterns": row.to_dict(), "png": self.image.value, "lambda": lam, "thumbnails": thumbnails}
 
-    def _similarity(self, text: str) -> float:
-        n = self.constants.max_length
-        inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type,
-                        layout=self.constants.metadata.layout).inputs
-        reference = mean_pooled(self.model, inputs)
-        k = int(self.replaced.value)
-        if k == 0:
-            return 1.0
-        ctrl = attach(self.model, self.constants)
-        try:
-            ctrl.replace(self.order[:k])
-            return float(torch.nn.functional.cosine_similarity(mean_pooled(self.model, inputs), reference)[0])
-        finally:
-            ctrl.detach()
+
+def open_explorer(artifacts_dir: str | os.PathLike, *, task: str = "sst2", profile: str = "quick",
+                  data_dir: str | None = None, **kwargs) -> HeadExplorer:
+    """The explorer over every model with average constants under `artifacts_dir`.
+
+    When there are none yet, `task`'s average constants are extracted first (the `profile`'s, into
+    ``<artifacts_dir>/<profile>``, as a reproduction would). Further keyword arguments go to `HeadExplorer`.
+    """
+    found = find_artifacts(artifacts_dir)
+    if not found.constants:
+        task_constants(task, profile=profile, out_dir=str(Path(artifacts_dir) / profile), data_dir=data_dir,
+                       progress=False)
+        found = find_artifacts(artifacts_dir)
+    return HeadExplorer(found, **kwargs)

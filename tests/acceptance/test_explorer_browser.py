@@ -1,37 +1,28 @@
-"""The widgets explorer in a real browser: Voilà serves it on localhost, headless Chromium changes a widget.
+"""The widgets explorer in a real browser: Voilà serves it on localhost, headless Chromium uses the widgets.
 
 Needs Debian's ``chromium`` (README prerequisites; `.ci/run` installs it). Without it the test is skipped with a
-message saying so. The test starts and stops its own server and browser, and talks to Chromium over the
-DevTools protocol (websocket-client), so no browser driver is needed.
+message saying so. The test starts and stops its own Voilà server; Playwright drives the system Chromium (started
+from its executable, so no browser is downloaded).
 """
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
+import torch
 
 pytestmark = [pytest.mark.integration, pytest.mark.acceptance]
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--window-size=1200,1400"]
-
-
-def _chromium() -> str:
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        path = shutil.which(name)
-        if path:
-            return path
-    pytest.skip("no Chromium found (install Debian's `chromium` package): the browser test of the explorer is "
-                "skipped; its callbacks are still tested in tests/unit/test_explorer.py")
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+HEAD_VIEW = "img.widget-image"
 
 
 def _free_port() -> int:
@@ -40,120 +31,118 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait(predicate, timeout: float, what: str, proc: subprocess.Popen | None = None):
+def _serving(url: str, server: subprocess.Popen, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        if proc is not None and proc.poll() is not None:
-            raise AssertionError(f"{what}: the process exited with {proc.returncode}")
-        time.sleep(0.5)
-    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-
-
-class DevTools:
-    """The smallest DevTools-protocol client: evaluate JavaScript and take screenshots."""
-
-    def __init__(self, ws_url: str):
-        import websocket
-
-        self.ws = websocket.create_connection(ws_url, timeout=60, suppress_origin=True)
-        self.next_id = 0
-
-    def call(self, method: str, **params):
-        self.next_id += 1
-        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv())
-            if message.get("id") == self.next_id:
-                if "error" in message:
-                    raise AssertionError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def js(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-        return result["result"].get("value")
+        if server.poll() is not None:
+            raise AssertionError(f"Voilà exited with {server.returncode} before serving the explorer")
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.5)
+    raise AssertionError(f"Voilà did not serve the explorer within {timeout:.0f}s")
 
 
 @pytest.fixture
 def explorer_notebook(tmp_path, minilm):
-    """A copy of notebooks/explorer.ipynb whose constants folder holds MiniLM constants from a few sentences."""
+    """A copy of notebooks/explorer.ipynb whose artifacts folder holds MiniLM constants from a few sentences and a
+    λ ranking for MiniLM."""
+    from papa.method.architectures import model_signature
     from papa.method.extract import extract_constants
+    from papa.method.selection import HeadRanking
 
     model, tok = minilm
     sentences = ["a gripping , funny film .", "the plot is thin .", "it rains in paris .", "what a mess ."]
-    constants = extract_constants(model, tok, sentences * 4, max_length=32, corpus="toy",
-                                  model_name="sentence-transformers/all-MiniLM-L6-v2", progress=False)
-    constants.save(tmp_path / "constants" / "toy.safetensors")
+    constants = extract_constants(model, tok, sentences * 4, max_length=32, corpus="toy", model_name=MINILM,
+                                  progress=False)
+    constants.save(tmp_path / "artifacts" / "constants" / "toy.safetensors")
+    lambdas = torch.linspace(0.05, 0.95, 72).reshape(6, 12)
+    HeadRanking.from_lambdas(lambdas, signature=model_signature(model, MINILM), task="toy", max_length=32,
+                             layout=constants.metadata.layout).save(tmp_path / "artifacts" / "rankings" / "r.safetensors")
     nb = nbformat.read(REPO / "notebooks" / "explorer.ipynb", as_version=4)
     params = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
     assert len(params) == 1, "explorer.ipynb needs exactly one cell tagged 'parameters'"
-    params[0].source += f"\nconstants_dir = {str(tmp_path / 'constants')!r}"
+    params[0].source += f"\nartifacts_dir = {str(tmp_path / 'artifacts')!r}"
     path = tmp_path / "explorer.ipynb"
     nbformat.write(nb, path)
     return path
 
 
-def test_browser_changes_the_heatmap(explorer_notebook, tmp_path):
-    chromium = _chromium()
+@pytest.fixture
+def voila(explorer_notebook, tmp_path):
     pytest.importorskip("voila", reason="voila is not installed (it is a test dependency: pip install -e '.[test]')")
     port = _free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "voila", str(explorer_notebook), "--no-browser", f"--port={port}",
-         "--Voila.ip=127.0.0.1", "--Voila.tornado_settings={'xsrf_cookies': False}"],
-        cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=open(tmp_path / "voila.log", "wb"))
-    browser = None
+    with open(tmp_path / "voila.log", "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "voila", str(explorer_notebook), "--no-browser", f"--port={port}",
+             "--Voila.ip=127.0.0.1", "--Voila.tornado_settings={'xsrf_cookies': False}"],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
         url = f"http://127.0.0.1:{port}/"
-        _wait(lambda: _http_ok(url), 90, "Voilà to serve the explorer", server)
-        debug_port = _free_port()
-        browser = subprocess.Popen([chromium, *CHROMIUM_FLAGS, f"--remote-debugging-port={debug_port}",
-                                    f"--user-data-dir={tmp_path / 'chromium'}", url],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        pages = _wait(lambda: _targets(debug_port), 60, "Chromium's DevTools endpoint", browser)
-        tab = DevTools(pages[0]["webSocketDebuggerUrl"])
-        image = "(() => { const i = document.querySelector('img.widget-image'); return i && i.complete && " \
-                "i.naturalWidth > 0 ? i.src : null; })()"
-        first = _wait(lambda: tab.js(image), 240, "the explorer's heatmap to render")
-        selects = tab.js("Array.from(document.querySelectorAll('.widget-dropdown select')).length")
-        assert selects == 3, f"expected the constants, layer and head dropdowns, found {selects}"
-        # Pick head 5 in the third dropdown, as a person would, and let the widget see the change.
-        tab.js("(() => { const s = document.querySelectorAll('.widget-dropdown select')[2]; "
-               "s.selectedIndex = 5; s.dispatchEvent(new Event('change', {bubbles: true})); })()")
-        second = _wait(lambda: (src := tab.js(image)) != first and src, 120, "the heatmap to change")
-        assert second != first
-        text = tab.js("document.body.innerText")
-        assert "diagonal share" in text and "special mass" in text
-        shot = tab.call("Page.captureScreenshot", format="png")["data"]
-        (tmp_path / "explorer.png").write_bytes(__import__("base64").b64decode(shot))
+        _serving(url, server, 90)
+        yield url
     finally:
-        for proc in (browser, server):
-            if proc is not None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
-def _http_ok(url: str) -> bool:
-    import urllib.request
+def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_path):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 1600})
+            page.set_default_timeout(240_000)
+            page.goto(voila)
+            image = page.locator(HEAD_VIEW)
 
-    try:
-        with urllib.request.urlopen(url, timeout=5) as response:
-            return response.status == 200
-    except OSError:
-        return False
+            def shown() -> str:
+                """The head view's image once it has loaded (src and a real width), as a data URL."""
+                page.wait_for_function(
+                    "sel => { const i = document.querySelector(sel); return i && i.complete && i.naturalWidth > 0; }",
+                    arg=HEAD_VIEW)
+                return image.get_attribute("src")
 
+            def changed_from(before: str) -> str:
+                page.wait_for_function("([sel, before]) => { const i = document.querySelector(sel); "
+                                       "return i && i.src !== before && i.complete && i.naturalWidth > 0; }",
+                                       arg=[HEAD_VIEW, before], timeout=120_000)
+                return image.get_attribute("src")
 
-def _targets(port: int):
-    import urllib.request
+            first = shown()
+            selects = page.locator(".widget-dropdown select")
+            labels = page.locator(".widget-dropdown label").all_inner_texts()
+            assert labels == ["model", "constants", "λ ranking", "layer", "head"], labels
+            head_menu = selects.nth(4)
+            # The grid: one thumbnail per layer x head of MiniLM, each drawn, with its λ under it.
+            cells = page.locator(".papa-head")
+            cells.nth(71).wait_for()
+            assert cells.count() == 6 * 12
+            assert page.locator(".papa-head canvas").first.evaluate("c => c.width") > 0
+            assert page.locator(".papa-caption").first.inner_text().startswith("λ ")
 
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json", timeout=5) as response:
-            pages = [t for t in json.loads(response.read()) if t.get("type") == "page"]
-            return pages or None
-    except OSError:
-        return None
+            # A menu, as before: head 5 of layer 0.
+            head_menu.select_option("5")
+            second = changed_from(first)
+            assert page.locator('.papa-head[data-layer="0"][data-head="5"]').get_attribute("aria-pressed") == "true"
+
+            # A click on a thumbnail picks its head: the menus follow, and so does the head view.
+            page.locator('.papa-head[data-layer="3"][data-head="7"]').click()
+            third = changed_from(second)
+            page.wait_for_function("() => { const s = document.querySelectorAll('.widget-dropdown select'); "
+                                   "return s[3].value !== '' && s[3].selectedIndex === 3 && s[4].selectedIndex === 7; }")
+            assert third not in (first, second)
+            assert page.locator('.papa-head[data-layer="3"][data-head="7"]').get_attribute("aria-pressed") == "true"
+            text = page.locator("body").inner_text()
+            assert "diagonal share" in text and "special mass" in text
+            lam = float(torch.linspace(0.05, 0.95, 72)[3 * 12 + 7])
+            assert f"λ {lam:.3f}" in text
+            page.screenshot(path=tmp_path / "explorer.png", full_page=True)
+        finally:
+            browser.close()

@@ -18,9 +18,14 @@ def _pins(lines) -> dict[str, str]:
     return out
 
 
+def _declared(project: dict) -> list[str]:
+    """The direct dependencies and those of every extra (test, docs)."""
+    return [*project["dependencies"], *(d for extra in project["optional-dependencies"].values() for d in extra)]
+
+
 def test_environment_yml_has_the_pyproject_pins():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    declared = _declared(project)
     assert all("==" in d for d in declared), "every direct dependency is pinned exactly"
     env = yaml.safe_load((REPO / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
@@ -29,7 +34,7 @@ def test_environment_yml_has_the_pyproject_pins():
 
 def test_constraints_agree_with_pyproject():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    declared = _pins([*project["dependencies"], *project["optional-dependencies"]["test"]])
+    declared = _pins(_declared(project))
     locked = _pins((REPO / "constraints.txt").read_text().splitlines())
     assert {k: locked.get(k) for k in declared} == declared
     assert declared["torch"] == "2.13.0" and declared["transformers"].startswith("5.23.")

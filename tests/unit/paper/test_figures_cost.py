@@ -43,6 +43,15 @@ def test_heatmaps_crop_and_save_deterministically(tmp_path):
     assert first[0][:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_attention_vs_constant_labels_long_inputs_sparsely():
+    short = figures.attention_vs_constant(torch.eye(5), torch.eye(5), list("abcde"))
+    assert [t.get_text() for t in short.axes[0].get_xticklabels()] == list("abcde")
+    tokens = [f"w{i}" for i in range(500)]
+    long = figures.attention_vs_constant(torch.eye(500), torch.eye(500), tokens, max_labels=48)
+    labels = [t.get_text() for t in long.axes[1].get_yticklabels()]
+    assert len(labels) <= 48 and labels[0] == "0:w0" and labels[1] == "11:w11"
+
+
 def test_performance_vs_drop_labels_models():
     summary = pd.DataFrame({"model": ["org/a", "org/b"], "original": [0.8, 0.9], "relative_drop": [0.05, 0.1]})
     fig = figures.performance_vs_drop(summary)
