@@ -32,6 +32,8 @@ model or data are in tests/integration/test_reliability.py.
 | empty seed list | here: test_empty_lists |
 | device that is not available | here: test_unavailable_device |
 | model that cannot be found | here: test_model_not_found |
+| NaN, infinite or negative constants counts | here: test_constants_counts_are_validated |
+| corpus or data file that is not UTF-8 | here: test_files_that_are_not_utf8 |
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
 from transformers import MPNetConfig
 
 import papa
@@ -52,6 +55,7 @@ from papa.method.selection import HeadRanking
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.tasks.corpus import file_corpus
+from papa.tasks.data import DataFormatError, load_examples
 
 from conftest import tiny_model, tiny_tokenizer
 
@@ -282,3 +286,46 @@ def test_unavailable_device(tmp_path, capsys):
     assert "--device cpu" in cli_error(capsys, ["extract", "--task", "sst2", "--max-length", "16", "--device",
                                                 "cuda", *out])
     assert _nothing_written(tmp_path / "out")
+
+
+# ---- artifacts and files ------------------------------------------------------------------------------------------
+
+def test_constants_counts_are_validated(tmp_path):
+    model = tiny_model("bert")
+    constants = papa.extract_constants(model, tiny_tokenizer("bert"), ["the cat sat", "a dog ran"], max_length=8,
+                                       progress=False, model_name="tiny-bert")
+    good = constants.save(tmp_path / "good.safetensors")
+    assert torch.equal(papa.load_constants(good).counts, constants.counts)
+    for name, value, message in (("nan", float("nan"), "non-finite .*observation count at row 1, column 2"),
+                                 ("inf", float("inf"), "non-finite"),
+                                 ("negative", -1.0, "negative observation count at row 1, column 2")):
+        counts = constants.counts.clone()
+        counts[1, 2] = value
+        path = tmp_path / f"{name}.safetensors"
+        save_file({"matrices": constants.matrices, "counts": counts}, str(path),
+                  metadata={"papa": constants.metadata.to_json()})
+        with pytest.raises(papa.CorruptArtifactError, match=message):
+            papa.load_constants(path)
+        with pytest.raises(papa.CorruptArtifactError, match=message):  # and in memory
+            ConstantMatrices(matrices=constants.matrices, metadata=constants.metadata, counts=counts)
+
+
+def test_files_that_are_not_utf8(tmp_path, capsys, data_dir):
+    latin = tmp_path / "corpus.txt"
+    latin.write_bytes("first line\ncafé au lait\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"corpus\.txt, line 2: byte 0xe9 is not UTF-8 text.*convert"):
+        file_corpus(latin)
+    tsv = tmp_path / "corpus.tsv"
+    tsv.write_bytes("sentence\tlabel\nna\xefve\t1\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"corpus\.tsv, line 2: byte 0xef"):
+        file_corpus(tsv)
+    err = cli_error(capsys, ["extract", "--task", str(latin), "--max-length", "16", "--out", str(tmp_path / "out"),
+                             "--quiet"])
+    assert "corpus.txt, line 2" in err and _nothing_written(tmp_path / "out")
+    # A task's data file: the reader names the file and the line too.
+    glue = tmp_path / "data" / "glue_data" / "SST-2"
+    glue.mkdir(parents=True)
+    original = (data_dir / "glue_data" / "SST-2" / "dev.tsv").read_bytes().splitlines(keepends=True)
+    (glue / "dev.tsv").write_bytes(b"".join(original[:3]) + "caf\xe9\t1\n".encode("latin-1"))
+    with pytest.raises(DataFormatError, match=r"dev\.tsv, line 4: byte 0xe9 is not UTF-8"):
+        load_examples("sst2", "eval", data_dir=tmp_path / "data")
