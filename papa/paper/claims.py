@@ -267,13 +267,16 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
 
 
 def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:
-    """Two lines per claim: where in the paper, the verdict and the claim; then our numbers and the file to look at
-    (marked "not written" when the run did not write it)."""
+    """Per claim: where in the paper, the verdict and the claim; then our numbers and the file to look at (marked
+    "not written" when the run did not write it). Lines are wrapped at `width`, never inside a path."""
     lines = []
     for r in readings:
         head = f"  {r.where:<8} {r.verdict:<14} "
-        lines.append(textwrap.fill(r.text, width=width, initial_indent=head, subsequent_indent=" " * len(head)))
+        indent = " " * len(head)
         evidence = Path(out_dir) / r.evidence
         missing = "" if evidence.is_file() or r.verdict == "not read" else " (not written)"
-        lines.append(f"{' ' * len(head)}ours: {r.ours} -> {evidence}{missing}")
+        lines.append(textwrap.fill(r.text, width=width, initial_indent=head, subsequent_indent=indent))
+        lines.append(textwrap.fill(f"ours: {r.ours} -> {evidence}{missing}", width=width, initial_indent=indent,
+                                   subsequent_indent=indent + "      ", break_long_words=False,
+                                   break_on_hyphens=False))
     return "\n".join(lines)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -231,15 +232,14 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     if not readings:
         return f"no claim of the paper is read by the notebooks {', '.join(names)}"
     base = builtin_base(prof)
+    head = f"The paper's claims as this run reads them (profile {prof.name}, layout {prof.layout})."
     if base == "quick":
-        scale = (f"profile {prof.name}: a smoke test of every section ({prof.train_limit} training examples per "
-                 "task); its numbers show that the pipeline works, they are NOT the paper's evidence (for that: "
-                 "`make reproduce PROFILE=cpu`, about 90 minutes on 2 CPU cores, or PROFILE=full)")
-    elif base == "full":
-        scale = f"profile {prof.name}: the paper's settings"
-    else:
-        scale = f"profile {prof.name}: {prof.train_limit or 'all'} training examples per task"
-    return "\n".join([f"The paper's claims as this run reads them ({scale}):", format_claims(readings, out)])
+        head += (f" The {prof.name} profile is a smoke test: {prof.train_limit} training examples per task, so its "
+                 "numbers show that every section runs, they are NOT the paper's evidence (for that: `make reproduce "
+                 "PROFILE=cpu`, about 90 minutes on 2 CPU cores, or PROFILE=full).")
+    elif base != "full":
+        head += f" {prof.train_limit or 'All'} training examples per task."
+    return "\n".join([textwrap.fill(head, width=116), format_claims(readings, out)])
 
 
 def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:
