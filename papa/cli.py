@@ -2,12 +2,16 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 import time
+import warnings
 from pathlib import Path
 
-from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, JOB_ACTIONS, LAYOUTS, NOTEBOOKS as NOTEBOOK_NAMES,
-                                   PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
+from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DEFAULT_DTYPE, JOB_ACTIONS, LAYOUTS, MODEL_DTYPES,
+                                   NOTEBOOKS as NOTEBOOK_NAMES, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS,
+                                   SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
 from papa.runs.names import constants_filename
 from papa.tasks.registry import task_names
@@ -15,15 +19,20 @@ from papa.tasks.registry import task_names
 
 def _extract(args: argparse.Namespace) -> int:
     from papa.core import distributed
+    from papa.core.artifacts import check_output_dir
     from papa.method.architectures import is_causal
     from papa.method.extract import extract_constants
     from papa.method.layout import layout_for
     from papa.method.models import canonical_model_name, is_causal_model, load_model, resolve_device
+    from papa.runs.experiment import record_dtype
     from papa.tasks.corpus import file_corpus, task_corpus
 
-    resolve_device(args.device)  # before any data is read
+    # Everything that can be checked is, before any data or weights are read.
+    resolve_device(args.device)
+    check_output_dir(args.out)
     if Path(args.task).suffix.lower() in (".txt", ".tsv") and not Path(args.task).is_file():
         raise FileNotFoundError(f"no corpus file at {args.task}: give an existing .txt/.tsv file or a task name")
+    _check_length(args.model, args.max_length)
     token_task = False
     if Path(args.task).is_file():
         corpus = file_corpus(args.task, args.text_column, args.pair_column, limit=args.limit)
@@ -34,22 +43,41 @@ def _extract(args: argparse.Namespace) -> int:
         corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
     # A decoder reads left-aligned inputs: its layout unless --layout asked for another (refused before loading).
     layout = layout_for(bool(is_causal_model(args.model)), args.layout, REPRODUCTION_LAYOUT)
-    model, tokenizer = load_model(args.model, device=distributed.process_device(args.device))
+    model, tokenizer = load_model(args.model, device=distributed.process_device(args.device), dtype=args.dtype)
     layout = layout_for(is_causal(model.config), args.layout, REPRODUCTION_LAYOUT)  # a hub model's config is here now
     start = time.perf_counter()
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=args.max_length,
                                   batch_size=args.batch_size, layout=layout, corpus=corpus.name,
                                   token_task=token_task,
                                   model_name=canonical_model_name(args.model), progress=not args.quiet)
+    constants = record_dtype(constants, args.dtype)
     name = canonical_model_name(args.model)
     if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
         return 0
-    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length, layout))
+    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length, layout,
+                                                              dtype=args.dtype))
     meta = constants.metadata
     print(f"wrote {path}\n  model {name} ({meta.model.num_layers} layers x {meta.model.num_heads} heads), "
           f"{meta.num_examples} examples from {corpus.name}, length {meta.max_length}, layout {meta.layout}, "
-          f"{time.perf_counter() - start:.1f}s")
+          f"{args.dtype}, {time.perf_counter() - start:.1f}s")
     return 0
+
+
+def _check_length(model: str, max_length: int) -> None:
+    """Refuse a length beyond the model's positions from its config alone, when that is on this machine (else
+    `extract_constants` refuses it once the model is loaded)."""
+    from papa.core.errors import InputError, PapaError
+    from papa.method.extract import max_positions
+    from papa.method.models import local_config
+
+    config = local_config(model)
+    try:
+        limit = None if config is None else max_positions(config)
+    except PapaError:  # an unsupported model: `load_model` says so in its own words
+        return
+    if limit is not None and max_length > limit:
+        raise InputError(f"--max-length {max_length} is longer than the {limit} positions the model has: extract at "
+                         f"--max-length {limit} or less.")
 
 
 def _grid_config(args: argparse.Namespace, **overrides):
@@ -57,7 +85,7 @@ def _grid_config(args: argparse.Namespace, **overrides):
 
     values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
-                  force=getattr(args, "force", False), layout=args.layout)
+                  force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype)
     values.update(overrides)
     return GridConfig(**values)
 
@@ -78,7 +106,7 @@ def _rank(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace) -> int:
     from papa.core import distributed
     from papa.runs.experiment import run_grid
-    from papa.runs.results import aggregate
+    from papa.runs.results import aggregate, report_order
 
     cfg = _grid_config(args, constants=tuple(args.constants), selections=tuple(args.selection),
                        fractions=None if args.fractions is None else tuple(args.fractions),
@@ -86,26 +114,39 @@ def _probe(args: argparse.Namespace) -> int:
     rows = run_grid(cfg, progress=not args.quiet)
     if not distributed.is_main():
         return 0
-    print(_table(aggregate(rows)))
+    print(_table(report_order(aggregate(rows))))
     print(f"results: {cfg.out_dir}/results.csv")
     return 0
 
 
 def _report(args: argparse.Namespace) -> int:
-    from papa.runs.results import ResultsTable, aggregate
+    from papa.core.artifacts import atomic_path, check_output_file
+    from papa.runs.results import ResultsTable, aggregate, report_order
 
-    df = ResultsTable(args.results).read()
+    results = Path(args.results)
+    if results.is_dir():
+        inside = results / "results.csv"
+        hint = (f"the one inside it: --results {inside}" if inside.is_file() else
+                "the results.csv that `papa probe` or `papa reproduce` wrote")
+        raise ValueError(f"--results {results} is a directory: give a results table, {hint}")
+    if not results.is_file():
+        raise FileNotFoundError(f"no results table at {results}: pass --results with the results.csv that `papa "
+                                "probe` (default: artifacts/runs/) or `papa reproduce` (artifacts/<profile>/) wrote")
+    if args.out:
+        check_output_file(args.out)
+    df = ResultsTable(results).read()
     for column in ("model", "task", "profile"):
         wanted = getattr(args, column)
         if wanted:
             df = df[df[column].isin(wanted) | df[column].str.endswith(tuple("/" + w for w in wanted))]
-    if df.empty:
-        print(f"no matching results in {args.results}: run `papa probe` or `papa reproduce` first", file=sys.stderr)
+    if df.empty:  # a question with no answer, not bad input: exit code 1, as grep's
+        asked = [f"--{c} {' '.join(getattr(args, c))}" for c in ("model", "task", "profile") if getattr(args, c)]
+        print(f"papa report: no rows of {results} match {' '.join(asked)}: leave a filter out to see what it holds"
+              if asked else f"papa report: {results} holds no results yet: run `papa probe` or `papa reproduce` first",
+              file=sys.stderr)
         return 1
-    agg = aggregate(df)
+    agg = report_order(aggregate(df))
     if args.out:
-        from papa.core.artifacts import atomic_path
-
         with atomic_path(args.out) as tmp:
             agg.to_csv(tmp, index=False)
         print(f"wrote {args.out}")
@@ -161,9 +202,12 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    from papa.reproduce.notebooks import run_notebooks
+    from papa.reproduce.notebooks import check_batch, reproduction_summary, run_notebooks
 
     start = time.perf_counter()
+    # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.
+    check_batch(args.profile, names=_notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
+                device=args.device)
     if args.workers > 1 or args.submitit:
         # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
         from papa.reproduce.jobs import notebook_jobs
@@ -180,12 +224,13 @@ def _reproduce(args: argparse.Namespace) -> int:
     print(times[["notebook", "seconds"]].to_string(index=False))
     out = _out_dir(args)
     print(f"done in {time.perf_counter() - start:.0f}s; executed notebooks in {out}/notebooks, figures in "
-          f"{out}/figures, tables in {out}/tables, results in {out}/results.csv")
+          f"{out}/figures, tables in {out}/tables, results in {out}/results.csv\n")
+    print(reproduction_summary(args.profile, names=_notebook_names(args), out_dir=out))
     return 0
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "layout", "constants", "selection", "fraction_label", "n", "mean", "ci95"]
+    cols = ["model", "task", "layout", "dtype", "constants", "selection", "fraction_label", "n", "mean", "ci95"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     view["model"] = view["model"].str.split("/").str[-1]
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
@@ -200,6 +245,9 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     model = group()
     model.add_argument("--model", default=DEFAULT_MODEL,
                        help=f"hub id or local directory of the encoder (default: {DEFAULT_MODEL}, installed offline)")
+    model.add_argument("--dtype", default=DEFAULT_DTYPE, choices=MODEL_DTYPES,
+                       help=f"the model's precision (default: {DEFAULT_DTYPE}, whatever the checkpoint stores); "
+                            "recorded in constants, rankings and results")
 
     runtime = group()
     runtime.add_argument("--data-dir", default=None,
@@ -248,7 +296,7 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="papa",
         description="PAPA: replace a frozen encoder's attention with constant matrices and probe what is left "
                     "(Hassid et al., Findings of EMNLP 2022).",
@@ -261,10 +309,10 @@ def build_parser() -> argparse.ArgumentParser:
                        parents=[shared["model"], shared["runtime"]])
     p.add_argument("--task", required=True, help=f"a task name ({', '.join(task_names())}) or a .txt/.tsv file")
     p.add_argument("--split", default="train", choices=SPLITS, help="the task's split (default: train)")
-    p.add_argument("--max-length", type=int, required=True, help="fixed sequence length N of the constants")
+    p.add_argument("--max-length", type=_positive, required=True, help="fixed sequence length N of the constants")
     p.add_argument("--out", required=True, help="output directory")
-    p.add_argument("--limit", type=int, default=None, help="use only the first LIMIT examples")
-    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--limit", type=_positive, default=None, help="use only the first LIMIT examples")
+    p.add_argument("--batch-size", type=_positive, default=32)
     p.add_argument("--layout", default=None, choices=LAYOUTS,
                    help=f"input layout (default: {REPRODUCTION_LAYOUT}, the authors' released preprocessing, for "
                         f"encoders; {DECODER_LAYOUT} for decoders; sep_last: papa's own; see papa.method.layout)")
@@ -326,6 +374,44 @@ def _positive(text: str) -> int:
     return value
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, with its errors on one line like papa's own (no usage block above them)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+# What an interrupted command leaves, said instead of a KeyboardInterrupt traceback.
+_INTERRUPTED = {
+    "extract": "nothing was written (constants are saved whole, at the end); run the same command again",
+    "rank": "nothing half-written is left; run the same command again",
+    "probe": "finished runs are kept in the results table, nothing half-written is left; run the same command again "
+             "to resume",
+    "reproduce": "finished constants, rankings and runs are kept, nothing half-written is left; run the same command "
+                 "again to resume",
+    "jobs": "finished jobs are kept, nothing half-written is left; run the same command again to resume",
+    "report": "nothing was written",
+}
+
+
+def _fresh_line() -> None:
+    """Close the progress bars still drawn, so that what is printed next starts on a line of its own."""
+    tqdm_module = sys.modules.get("tqdm.std")
+    if tqdm_module is None:
+        return
+    for bar in list(getattr(tqdm_module.tqdm, "_instances", ())):
+        try:
+            bar.close()
+        except Exception:  # noqa: BLE001 -- a bar that cannot close must not hide the message
+            pass
+
+
+def _say(args: argparse.Namespace, kind: str, message: str) -> None:
+    _fresh_line()
+    # One line, whatever the message holds (library messages may span lines).
+    print(f"papa {args.command}: {kind}: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -334,12 +420,31 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from papa.core.errors import PapaError
 
-    try:
-        return args.func(args)
-    except (PapaError, FileNotFoundError, ValueError) as exc:
-        # One line, whatever the message holds (library messages may span lines).
-        print(f"papa {args.command}: error: {' '.join(str(exc).split())}", file=sys.stderr)
-        return 2
+    transformers_logger = logging.getLogger("transformers")
+    level = transformers_logger.level
+    with warnings.catch_warnings():
+        if getattr(args, "quiet", False):  # --quiet: no progress and no warnings; errors still say what went wrong
+            warnings.simplefilter("ignore")
+            transformers_logger.setLevel(logging.ERROR)
+        try:
+            return args.func(args)
+        except (PapaError, FileNotFoundError, ValueError) as exc:
+            _say(args, "error", exc)
+            return 2
+        except KeyboardInterrupt:
+            _say(args, "interrupted", _INTERRUPTED.get(args.command, "run the same command again"))
+            return 130
+        except OSError as exc:  # a disk that fills up, a file that vanishes: not the input, so exit code 1
+            _say(args, "error", f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
+            return 1
+        except Exception as exc:
+            if os.environ.get("PAPA_DEBUG"):
+                raise
+            _say(args, "error", f"internal error ({type(exc).__name__}: {exc}); this is a bug in papa: please report "
+                                "it with the command, and run it again with PAPA_DEBUG=1 for the traceback")
+            return 1
+        finally:
+            transformers_logger.setLevel(level)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Atomic writes and fingerprints shared by every artifact papa saves."""
+"""Atomic writes and fingerprints shared by every artifact papa saves, and the check that an output can be written."""
 from __future__ import annotations
 
 import hashlib
@@ -10,26 +10,34 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from papa.core.errors import OutputPathError
+
+
+def _umask() -> int:
+    umask = os.umask(0)
+    os.umask(umask)
+    return umask
+
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside `path`; on success rename it over `path` (write-then-rename).
 
-    A crash before the rename leaves the old file (or nothing) in place, never a half-written one.
+    A crash before the rename leaves the old file (or nothing) in place, never a half-written one. The file gets the
+    permissions of any file the user creates (0666 less the umask).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     tmp_path = Path(tmp)
-    # mkstemp creates 0600 files; an artifact gets the permissions of any file the user creates.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp_path, 0o666 & ~umask)
     try:
         yield tmp_path
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
+        # After the write, not before: mkstemp makes 0600 files, and writers that replace the file they are given
+        # (safetensors does) would bring 0600 back; the mode survives the rename.
+        os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -40,6 +48,41 @@ def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
     """Write `obj` as indented JSON, atomically."""
     with atomic_path(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
+
+
+def check_output_dir(path: str | os.PathLike, option: str = "--out") -> Path:
+    """Raise `OutputPathError` unless `path` is, or can be created as, a directory this process can write in.
+
+    Called before any work, so that a run does not fail at its end on where its result goes. Nothing is left behind:
+    missing directories are not created here, and the test file is removed.
+    """
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        if existing.is_symlink():  # a dangling link cannot become a directory either
+            break
+        existing = existing.parent
+    if not existing.is_dir():
+        blocker = f"{path} is" if existing == path else f"{existing} (on the way to {path}) is"
+        raise OutputPathError(f"{option} {path}: {blocker} not a directory: pass a directory (it is created if "
+                              "missing), or move that file away.")
+    try:  # os.access says yes to root on read-only mounts; creating a file is the real test
+        fd, probe = tempfile.mkstemp(prefix=".papa-write-test.", dir=existing)
+    except OSError as exc:
+        raise OutputPathError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc}): pass a directory "
+                              "you can write to.") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
+    """Raise `OutputPathError` unless a file can be written at `path` (its folder is writable, it is no directory)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputPathError(f"{option} {path} is a directory: give a file name (e.g. {path / 'report.csv'}).")
+    check_output_dir(path.parent, option)
+    return path
 
 
 def fingerprint_texts(texts: Iterable[str]) -> str:

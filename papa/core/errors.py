@@ -24,3 +24,7 @@ class InputError(PapaError, ValueError):
 
 class ModelNotFoundError(PapaError, OSError):
     """A model name is neither a local directory, nor cached, nor reachable on the hub."""
+
+
+class OutputPathError(PapaError, ValueError):
+    """An output path cannot be written (a file where a directory should be, no write permission)."""

@@ -50,6 +50,13 @@ REPRODUCTION_LAYOUT = "official"
 # The one layout of causal LMs (left-aligned, right-padded; papa.method.layout "Decoders"): no separator to move.
 DECODER_LAYOUT = "standard"
 
+# ---- numerical precision ---------------------------------------------------------------------------------------
+
+# The dtypes a model can be loaded in (`papa.load_model`, `--dtype`); the first is the default, whatever dtype the
+# checkpoint was stored in.
+MODEL_DTYPES = ("float32", "bfloat16", "float16")
+DEFAULT_DTYPE = MODEL_DTYPES[0]
+
 # ---- the paper's tasks and models --------------------------------------------------------------------------------
 
 # The paper's downstream tasks (4.1), whose metrics lie in [0, 1]; MLM (5.5) is shown on its own.

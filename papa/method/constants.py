@@ -137,9 +137,19 @@ def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: Constan
             f"{source}: negative entry in the constant matrix of layer {bad[0]}, head {bad[1]}; attention weights "
             "are non-negative: re-create the constants."
         )
-    if counts is not None and tuple(counts.shape) != expected[2:]:
-        raise CorruptArtifactError(f"{source}: counts have shape {tuple(counts.shape)}, expected {expected[2:]}; the "
-                                   "file does not match its own metadata: re-create it.")
+    if counts is not None:
+        if tuple(counts.shape) != expected[2:]:
+            raise CorruptArtifactError(f"{source}: counts have shape {tuple(counts.shape)}, expected {expected[2:]}; "
+                                       "the file does not match its own metadata: re-create it.")
+        # Counts weigh rows in the pattern statistics (papa.paper.patterns): NaN or negative ones would pass silently.
+        if not torch.isfinite(counts).all():
+            bad = (~torch.isfinite(counts)).nonzero()[0].tolist()
+            raise CorruptArtifactError(f"{source}: non-finite (NaN/inf) observation count at row {bad[0]}, column "
+                                       f"{bad[1]} (unobserved entries must be 0): re-create the constants.")
+        if (counts < 0).any():
+            bad = (counts < 0).nonzero()[0].tolist()
+            raise CorruptArtifactError(f"{source}: negative observation count at row {bad[0]}, column {bad[1]}; "
+                                       "counts are how many examples observed an entry: re-create the constants.")
 
 
 def load_constants(path: str | os.PathLike) -> ConstantMatrices:

@@ -18,9 +18,14 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
+import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from papa.core.vocabulary import DEFAULT_DTYPE, MODEL_DTYPES
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --help` starts fast
     import torch
@@ -153,13 +158,69 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     return dev
 
 
+def resolve_dtype(dtype: str | torch.dtype | None) -> torch.dtype | None:
+    """`dtype` ("float32", "bfloat16", "float16" or a torch dtype) as a torch dtype; None stays None (the
+    checkpoint's own). Anything else is a ValueError naming the choices."""
+    import torch
+
+    if dtype is None or isinstance(dtype, torch.dtype) and str(dtype).removeprefix("torch.") in MODEL_DTYPES:
+        return dtype
+    if isinstance(dtype, str) and dtype in MODEL_DTYPES:
+        return getattr(torch, dtype)
+    raise ValueError(f"unknown dtype {dtype!r}: use one of {', '.join(MODEL_DTYPES)}")
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``: the name artifacts record."""
+    return str(dtype).removeprefix("torch.")
+
+
+class _DropLoadReport(logging.Filter):
+    """Drops transformers' multi-line "LOAD REPORT" table; `load_model` says itself what matters in it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "LOAD REPORT" not in str(record.msg)
+
+
+@contextmanager
+def _quiet_loading():
+    """While papa loads a model: no "Loading weights" progress bar and no load report from transformers (a notebook
+    shows the bar as a widget on every load). Hub download bars, other warnings and the caller's settings stay."""
+    from transformers.utils import logging as hf_logging
+
+    previous = getattr(hf_logging, "_tqdm_hook", None)
+
+    def hook(factory, args, kwargs):
+        if kwargs.get("desc") == "Loading weights":
+            return hf_logging.EmptyTqdm(*args, **kwargs)
+        return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
+
+    report = _DropLoadReport()
+    logger = logging.getLogger("transformers.modeling_utils")
+    hf_logging.set_tqdm_hook(hook)
+    logger.addFilter(report)
+    try:
+        yield
+    finally:
+        logger.removeFilter(report)
+        hf_logging.set_tqdm_hook(previous)
+
+
+def _unused_by_papa(key: str) -> bool:
+    """Weights papa never runs: an encoder's pooler (the probes read hidden states)."""
+    return key.split(".")[0] == "pooler" or ".pooler." in key
+
+
 def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None = "cpu",
-               dtype: torch.dtype | None = None) -> tuple[PreTrainedModel, object]:
+               dtype: str | torch.dtype | None = DEFAULT_DTYPE) -> tuple[PreTrainedModel, object]:
     """Load a model (eval mode) and its tokenizer: an encoder as `AutoModel`, a causal LM with its LM head
     (`AutoModelForCausalLM`; a tokenizer without a pad token pads with its end-of-sequence token).
 
-    The device and the architecture are checked before any weights are read; a name that is neither a local
-    directory, nor in the local Hugging Face cache, nor reachable on the hub raises `ModelNotFoundError`.
+    `dtype`: float32 (default, whatever the checkpoint stores: a float16 checkpoint on a CPU runs in float32),
+    bfloat16 or float16; None keeps the checkpoint's own dtype. The device, dtype and architecture are checked
+    before any weights are read; a name that is neither a local directory, nor in the local Hugging Face cache, nor
+    reachable on the hub raises `ModelNotFoundError`. Weights the checkpoint lacks (other than a pooler, which papa
+    does not use) are named in a warning: those start random.
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
@@ -167,6 +228,7 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
     from papa.method.architectures import check_config, is_causal
 
     dev = resolve_device(device)
+    torch_dtype = resolve_dtype(dtype)
     missing = packaged_model_missing(name)
     if missing is not None:
         raise ModelNotFoundError(f"model {name!r} ships as a Python package that is not installed here: {missing}.")
@@ -179,8 +241,10 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
         check_config(config)
         causal = is_causal(config)
         tokenizer = AutoTokenizer.from_pretrained(path, **extra)
-        kwargs = {"dtype": dtype} if dtype is not None else {}
-        model = (AutoModelForCausalLM if causal else AutoModel).from_pretrained(path, **kwargs, **extra)
+        kwargs = {"dtype": torch_dtype} if torch_dtype is not None else {}
+        with _quiet_loading():
+            model, info = (AutoModelForCausalLM if causal else AutoModel).from_pretrained(
+                path, output_loading_info=True, **kwargs, **extra)
     except (OSError, ValueError) as exc:
         if isinstance(exc, UnsupportedModelError):
             raise
@@ -189,6 +253,11 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
             f"could not load model {name!r}: {' '.join(str(exc).split())} -- pass a local directory holding config.json and the weights, "
             "or a hub id (with network access, or already in the local Hugging Face cache)."
         ) from exc
+    absent = sorted(k for k in info.get("missing_keys", ()) if not _unused_by_papa(k))
+    if absent:
+        warnings.warn(f"model {name!r}: {len(absent)} weight(s) are not in its checkpoint and start random "
+                      f"({', '.join(absent[:3])}{', ...' if len(absent) > 3 else ''}): its outputs are not a "
+                      "pretrained model's", stacklevel=2)
     if causal and tokenizer.pad_token is None and tokenizer.eos_token is not None:
         tokenizer.pad_token = tokenizer.eos_token  # pads are masked: their id does not matter (papa.method.layout)
     model.to(dev).eval()

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from papa.core.errors import InputError
-from papa.core.vocabulary import NONE, NOTEBOOKS, RANKED
+from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, RANKED
 
 
 @dataclass(frozen=True, order=True)
@@ -165,6 +165,7 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
     if not path.is_file():
         return set()
     df = ResultsTable(path).read()
+    df = df[df["dtype"] == DEFAULT_DTYPE]  # the reproduction runs in float32; rows of `papa probe --dtype` are others
     done = {Job(r.model, r.task, r.constants, r.constants_corpus, r.selection, r.fraction_label, int(r.seed),
                 r.profile, r.layout).key for r in df.itertuples()}
     return {j.key for j in jobs if j.key in done}

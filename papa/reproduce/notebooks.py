@@ -13,18 +13,22 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pandas as pd
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import InputError
-from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
+from papa.core.vocabulary import DEFAULT_DTYPE, ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+# What the kernels are started with: ipykernel's own log at ERROR leaves out its warning that a local kernel talks
+# over TCP without encryption (papermill's kernels are local, and their cells' output is kept in the notebook).
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 # Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
@@ -134,25 +138,18 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
     `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
     only these of the profile's models (`notebook_parameters`).
 
-    A notebook that fails stops the batch with papermill's error; the executed copy, with the failing cell's
-    traceback, is still written (``<out>/notebooks/NAME.failed.ipynb``).
+    Every input is checked before the first kernel starts (`check_batch`). A notebook that fails stops the batch
+    with papermill's error; the executed copy, with the failing cell's traceback, is still written
+    (``<out>/notebooks/NAME.failed.ipynb``).
     """
     import papermill
 
-    prof = get_profile(profile)  # resolved once, before any notebook runs: an unknown profile fails here
-    notebook_dir = Path(notebook_dir)
-    if not notebook_dir.is_dir():
-        raise InputError(f"no notebooks folder at {notebook_dir}: run from a clone of the papa repository "
-                         "(the notebooks are not part of the installed package)")
     out = Path(out_dir or f"artifacts/{profile}")
+    _, jobs = _checked_batch(profile, names, out_dir=out, data_dir=data_dir, device=device, force=force,
+                             notebook_dir=Path(notebook_dir), model_dir=model_dir, models=models)
+    notebook_dir = Path(notebook_dir)
     rows = []
-    for name in names:
-        source = notebook_dir / f"{name}.ipynb"
-        if not source.is_file():
-            raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
-        # The kernels are other processes: they get the profile as given (a file's path), and read it there.
-        params = injected_parameters(name, profile, prof, out_dir=out, data_dir=data_dir, device=device,
-                                     force=force, notebook_dir=notebook_dir, model_dir=model_dir, models=models)
+    for name, source, params in jobs:
         target = out / "notebooks" / f"{name}.ipynb"
         start = time.perf_counter()
         if progress:
@@ -162,7 +159,8 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         running.parent.mkdir(parents=True, exist_ok=True)
         try:
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
-                                       kernel_name="python3", progress_bar=False, log_output=False)
+                                       kernel_name="python3", progress_bar=False, log_output=False,
+                                       extra_arguments=KERNEL_ARGUMENTS)
         except Exception:
             if running.exists():
                 running.replace(target.with_name(f"{name}.failed.ipynb"))
@@ -181,6 +179,67 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
 
         write_constants_index(out / "constants")
     return times
+
+
+def check_batch(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
+                data_dir: str | None = None, device: str = "cpu", notebook_dir: str | Path = NOTEBOOK_DIR,
+                model_dir: str | Path | None = None, models: Collection[str] | None = None) -> Profile:
+    """Check everything a batch run of `names` is given, as `run_notebooks` does before its first kernel starts:
+    the profile, the notebooks, the device, the data and model directories, the output folder. Returns the profile.
+
+    A notebook that failed on one of these would leave a kernel's traceback and a ``.failed.ipynb`` behind.
+    """
+    return _checked_batch(profile, names, out_dir=Path(out_dir or f"artifacts/{profile}"), data_dir=data_dir,
+                          device=device, force=False, notebook_dir=Path(notebook_dir), model_dir=model_dir,
+                          models=models)[0]
+
+
+def _checked_batch(profile, names: Sequence[str], *, out_dir: Path, data_dir: str | None, device: str, force: bool,
+                   notebook_dir: Path, model_dir, models) -> tuple[Profile, list[tuple[str, Path, dict]]]:
+    """The profile and, per notebook, (name, source, parameters): everything checked before any notebook runs."""
+    from papa.method.models import resolve_device
+    from papa.tasks.data import check_data_dir
+
+    prof = get_profile(profile)  # resolved once, before any notebook runs: an unknown profile fails here
+    if not notebook_dir.is_dir():
+        raise InputError(f"no notebooks folder at {notebook_dir}: run from a clone of the papa repository "
+                         "(the notebooks are not part of the installed package)")
+    resolve_device(device)
+    check_data_dir(data_dir)
+    check_output_dir(out_dir)
+    jobs = []
+    for name in names:
+        source = notebook_dir / f"{name}.ipynb"
+        if not source.is_file():
+            raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
+        # The kernels are other processes: they get the profile as given (a file's path), and read it there.
+        jobs.append((name, source, injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir,
+                                                       device=device, force=force, notebook_dir=notebook_dir,
+                                                       model_dir=model_dir, models=models)))
+    return prof, jobs
+
+
+def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS,
+                         out_dir: str | Path | None = None) -> str:
+    """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
+    figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
+    from papa.paper.claims import format_claims, run_claims
+
+    prof = get_profile(profile)
+    out = Path(out_dir or f"artifacts/{profile}")
+    readings = [r for r in run_claims(out, profile=prof.name, layout=prof.layout, dtype=DEFAULT_DTYPE)
+                if r.notebook in names]
+    if not readings:
+        return f"no claim of the paper is read by the notebooks {', '.join(names)}"
+    base = builtin_base(prof)
+    head = f"The paper's claims as this run reads them (profile {prof.name}, layout {prof.layout})."
+    if base == "quick":
+        head += (f" The {prof.name} profile is a smoke test: {prof.train_limit} training examples per task, so its "
+                 "numbers show that every section runs, they are NOT the paper's evidence (for that: `make reproduce "
+                 "PROFILE=cpu`, about 90 minutes on 2 CPU cores, or PROFILE=full).")
+    elif base != "full":
+        head += f" {prof.train_limit or 'All'} training examples per task."
+    return "\n".join([textwrap.fill(head, width=116), format_claims(readings, out)])
 
 
 def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:

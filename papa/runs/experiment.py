@@ -32,14 +32,16 @@ import torch
 from tqdm.auto import tqdm
 
 from papa.core import distributed
-from papa.core.vocabulary import CONSTANTS_KINDS, NONE, RANKED
+from papa.core.artifacts import check_output_dir
+from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, RANKED
 from papa.method.architectures import model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
 from papa.method.extract import extract_constants
 from papa.method.layout import LEGACY_LAYOUT, layout_for
-from papa.method.models import DEFAULT_MODEL, canonical_model_name, is_causal_model, load_model, resolve_device
+from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
+                                resolve_device, resolve_dtype)
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.ranking import learn_lambdas
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
@@ -60,7 +62,7 @@ RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ran
 class GridConfig:
     """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
     "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.runs.profiles); `layout` None
-    takes the profile's (papa.method.layout)."""
+    takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16)."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -76,6 +78,7 @@ class GridConfig:
     device: str = "cpu"
     force: bool = False
     layout: str | None = None
+    dtype: str = DEFAULT_DTYPE
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -116,9 +119,10 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
     if mismatch:
         raise ValueError(mismatch)
     resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
+    dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
-                   layout=layout), prof, spec
+                   layout=layout, dtype=dtype), prof, spec
 
 
 @dataclass
@@ -143,6 +147,7 @@ class _Session:
 def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the grid; returns its rows from the results table."""
     cfg, prof, spec = _resolve(cfg)
+    check_output_dir(cfg.out_dir)  # where results go is checked before the model and data are loaded
     progress = progress and distributed.is_main()
     s = _open_session(cfg, prof, spec, progress)
     try:
@@ -165,16 +170,16 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
 
 
 @functools.lru_cache(maxsize=1)
-def _load_model(name: str, device: str):
+def _load_model(name: str, device: str, dtype: str = DEFAULT_DTYPE):
     """`load_model`, keeping the last model: grids of one model over many tasks load it once. Safe to share because
     every grid detaches its controller, which restores the model exactly."""
-    return load_model(name, device=device)
+    return load_model(name, device=device, dtype=dtype)
 
 
 def _open_session(cfg: GridConfig, prof: Profile, spec: TaskSpec, progress: bool) -> _Session:
     """Load the model and encode the data of `cfg` (resolved, with its profile and task spec)."""
     data_dir = resolve_data_dir(cfg.data_dir)
-    model, tokenizer = _load_model(cfg.model, distributed.process_device(cfg.device))
+    model, tokenizer = _load_model(cfg.model, distributed.process_device(cfg.device), cfg.dtype)
     n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
@@ -206,9 +211,12 @@ def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, l
 
     The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
     the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
-    (`papa.tasks.data.resolve_data_dir`: None = the hub)."""
+    (`papa.tasks.data.resolve_data_dir`: None = the hub). The model's dtype is recorded with the constants, and
+    named in the file unless it is float32 (constants averaged in another precision are other constants)."""
+    dtype = dtype_name(next(model.parameters()).dtype)
     name = corpus_name(corpus_task, "train", limit, sample)
-    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, layout)
+    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, layout,
+                                                            dtype=dtype)
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=max_length, layout=layout)
@@ -217,19 +225,30 @@ def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, l
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
                                   layout=layout, token_task=get_task(corpus_task).token_level,
                                   corpus=corpus.name, model_name=signature.model_name, progress=progress)
+    constants = record_dtype(constants, dtype)
     if distributed.is_main():
         constants.save(path)
     return constants
 
 
+def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
+    """`constants` whose metadata also names the dtype the model ran in while they were averaged (appended to their
+    ``preprocessing`` record, which older papa versions read as free text: their files stay loadable both ways)."""
+    meta = constants.metadata
+    return ConstantMatrices(matrices=constants.matrices, counts=constants.counts,
+                            metadata=replace(meta, preprocessing=f"{meta.preprocessing}; dtype={dtype}"))
+
+
 def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
                    corpus: str = "task", data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                   layout: str | None = None, progress: bool = True) -> tuple[ConstantMatrices, object, object]:
+                   layout: str | None = None, dtype: str = DEFAULT_DTYPE, progress: bool = True
+                   ) -> tuple[ConstantMatrices, object, object]:
     """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
     `layout` None takes the profile's."""
     spec, prof = get_task(task), get_profile(profile)
     layout = layout_for(bool(is_causal_model(model)), layout, prof.layout)
-    loaded, tokenizer = _load_model(model, distributed.process_device(device))
+    dtype = dtype_name(resolve_dtype(dtype))
+    loaded, tokenizer = _load_model(model, distributed.process_device(device), dtype)
     signature = model_signature(loaded, canonical_model_name(model))
     constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
                                          limit=prof.corpus_limit, sample=prof.sample,
@@ -254,7 +273,7 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     cfg, sig = s.cfg, s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile,
-                                                 cfg.layout)
+                                                 cfg.layout, cfg.dtype)
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = load_ranking(path)
         ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
@@ -268,7 +287,7 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
-        learning_rate=settings.learning_rate, profile=cfg.profile)
+        learning_rate=settings.learning_rate, profile=cfg.profile, dtype=cfg.dtype)
     if distributed.is_main():
         ranking.save(path)
     return ranking
@@ -306,6 +325,8 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
         base["sample"] = s.profile.sample
     if cfg.layout != LEGACY_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
         base["layout"] = cfg.layout
+    if cfg.dtype != DEFAULT_DTYPE:  # and those made before dtypes were (all float32)
+        base["dtype"] = cfg.dtype
     ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
     todo = distributed.main_decides([seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])])
     bar.update(len(cfg.seeds) - len(todo))
@@ -354,7 +375,8 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 s.table.append([ResultRow(
                     model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
                     selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
-                    layout=cfg.layout, metric=s.spec.metric, value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
+                    layout=cfg.layout, dtype=cfg.dtype, metric=s.spec.metric, value=value,
+                    runtime_s=time.perf_counter() - start, run_id=ids[seed],
                     extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
                            "features_cached": bool(sources and next(x for x in sources if x).cached)})])
             bar.update(1)
@@ -366,6 +388,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
 def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = True) -> tuple[HeadRanking, Path]:
     """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants; returns it and where it is saved."""
     cfg, prof, spec = _resolve(cfg)
+    check_output_dir(cfg.out_dir)  # where results go is checked before the model and data are loaded
     progress = progress and distributed.is_main()
     s = _open_session(cfg, prof, spec, progress)
     try:
@@ -375,4 +398,4 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = Tr
     sig = s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     return ranking, s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length,
-                                                          cfg.profile, cfg.layout)
+                                                          cfg.profile, cfg.layout, cfg.dtype)

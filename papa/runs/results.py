@@ -25,7 +25,7 @@ from scipy import stats
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError
-from papa.core.vocabulary import CONSTANTS_KINDS as GRID_KINDS, LAYOUTS, NONE
+from papa.core.vocabulary import CONSTANTS_KINDS as GRID_KINDS, DEFAULT_DTYPE, LAYOUTS, MODEL_DTYPES, NONE
 from papa.method.layout import LEGACY_LAYOUT
 from papa.method.selection import as_fraction, fraction_label
 from papa.runs.profiles import PROFILES
@@ -34,9 +34,10 @@ from papa.runs.profiles import PROFILES
 CONSTANTS_KINDS = (*GRID_KINDS, NONE)
 
 COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
-           "n_input_dependent", "seed", "profile", "layout", "metric", "value", "runtime_s", "run_id", "extra")
+           "n_input_dependent", "seed", "profile", "layout", "dtype", "metric", "value", "runtime_s", "run_id",
+           "extra")
 # Columns that tables written by older versions may lack, with the value their rows had.
-_ADDED_COLUMNS = {"layout": LEGACY_LAYOUT}
+_ADDED_COLUMNS = {"layout": LEGACY_LAYOUT, "dtype": DEFAULT_DTYPE}
 _FLOAT_COLUMNS = ("fraction", "value", "runtime_s")
 _INT_COLUMNS = ("n_input_dependent", "seed")
 _STR_COLUMNS = tuple(c for c in COLUMNS if c not in _FLOAT_COLUMNS + _INT_COLUMNS)
@@ -44,7 +45,7 @@ DTYPES = {**{c: "float64" for c in _FLOAT_COLUMNS}, **{c: "int64" for c in _INT_
           **{c: str for c in _STR_COLUMNS}}
 
 GROUP_KEYS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "layout",
-              "metric")
+              "dtype", "metric")
 STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
 
 
@@ -53,7 +54,7 @@ STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
 @dataclass(kw_only=True)
 class ResultRow:
     """One metric of one run. `fraction` is the share of heads that stay input-dependent (1 = original model);
-    `layout` the input layout the run encoded its inputs in (papa.method.layout)."""
+    `layout` the input layout the run encoded its inputs in (papa.method.layout); `dtype` the model's."""
 
     model: str
     task: str
@@ -66,6 +67,7 @@ class ResultRow:
     seed: int
     profile: str
     layout: str = LEGACY_LAYOUT
+    dtype: str = DEFAULT_DTYPE
     metric: str
     value: float
     runtime_s: float = float("nan")
@@ -83,6 +85,8 @@ class ResultRow:
             raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}.")
         if self.layout not in LAYOUTS:
             raise ValueError(f"unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}.")
+        if self.dtype not in MODEL_DTYPES:
+            raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(MODEL_DTYPES)}.")
         for name in _INT_COLUMNS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -242,6 +246,8 @@ def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
     statistics. Sorted by the group keys.
     """
     by = list(by)
+    # Frames made before a column existed (or by hand) group as the table reads them: with that column's old value.
+    df = df.assign(**{c: v for c, v in _ADDED_COLUMNS.items() if c in by and c not in df.columns})
     missing = [c for c in (*by, "value") if c not in df.columns]
     if missing:
         raise KeyError(f"aggregate needs the column(s) {', '.join(missing)}; the frame has {', '.join(df.columns)}.")
@@ -267,6 +273,15 @@ def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
         cols.insert(cols.index("fraction") + 1, "fraction_label")
         out = out[cols]
     return out.reset_index(drop=True)
+
+
+def report_order(agg: pd.DataFrame) -> pd.DataFrame:
+    """`aggregate`'s rows in reading order: per model and task, fractions from 1 (the original) down to 0 as numbers
+    (as labels, 1/8 sorts before 1/2), then constants and selection."""
+    keys = [c for c in ("model", "task", "profile", "layout", "dtype", "metric") if c in agg.columns]
+    ordered = agg.assign(_fraction=-agg["fraction"].astype(float))
+    ordered = ordered.sort_values([*keys, "_fraction", "constants", "selection"], kind="stable")
+    return ordered.drop(columns="_fraction").reset_index(drop=True)
 
 
 def relative_drop(agg: pd.DataFrame, baseline_fraction: float | Fraction | str = 1.0,

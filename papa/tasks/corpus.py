@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +44,19 @@ def corpus_name(task: str, split: str, limit: int | None, sample: str = "first")
     return f"{task}:{split}[:{limit}]" if sample == "first" else f"{task}:{split}[{sample}:{limit}]"
 
 
+def read_utf8(path: str | os.PathLike) -> str:
+    """The text of `path` (UTF-8, a leading BOM dropped); a file in another encoding is an `InputError` that names the
+    file, the line and the byte, instead of the codec's bare message."""
+    path = Path(path)
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise InputError(f"{path}, line {line}: byte 0x{raw[exc.start]:02x} is not UTF-8 text; papa reads corpus files "
+                         "as UTF-8: convert the file (e.g. `iconv -f latin1 -t utf-8`)") from None
+
+
 def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
                 limit: int | None = None) -> Corpus:
     """A ``.txt`` file (one example per non-empty line) or a ``.tsv`` file with a header row.
@@ -53,12 +67,12 @@ def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_co
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no corpus file at {path}")
+    text = read_utf8(path)
     if path.suffix.lower() != ".tsv":
-        texts = [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        texts = [line.strip() for line in text.splitlines() if line.strip()]
         pairs = None
     else:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            rows = list(csv.reader(fh, delimiter="\t", quoting=csv.QUOTE_NONE))
+        rows = list(csv.reader(io.StringIO(text, newline=""), delimiter="\t", quoting=csv.QUOTE_NONE))
         if not rows:
             raise InputError(f"{path} is empty: a .tsv corpus needs a header row and one example per line")
         header, body = rows[0], rows[1:]

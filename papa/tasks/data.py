@@ -83,6 +83,19 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | N
     return Path(env) if env else None
 
 
+def check_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """`resolve_data_dir`, with a `DataNotFoundError` when the directory it names does not exist (checked before any
+    work: a batch run would otherwise fail in its first notebook)."""
+    root = resolve_data_dir(data_dir)
+    if root is not None and not root.is_dir():
+        origin = "data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
+        raise DataNotFoundError(
+            f"data directory {root} (from the {origin}) does not exist: point it at the folder that holds "
+            f"glue_data/, conll2003/ and wikitext/, or unset it to download from the Hugging Face hub."
+        )
+    return root
+
+
 def load_examples(
     task: str | TaskSpec,
     split: str,
@@ -103,13 +116,7 @@ def load_examples(
     if sample not in SAMPLES:
         raise ValueError(f"sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
 
-    root = resolve_data_dir(data_dir)
-    if root is not None and not root.is_dir():
-        origin = "data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
-        raise DataNotFoundError(
-            f"data directory {root} (from the {origin}) does not exist: point it at the folder that holds "
-            f"glue_data/, conll2003/ and wikitext/, or unset it to download from the Hugging Face hub."
-        )
+    root = check_data_dir(data_dir)
     if root is not None:
         examples = _local_examples(spec, split, root)
         where = f"{root / _local_file(spec.local, split)}"
@@ -144,47 +151,46 @@ def read_tsv(
     """Read a GLUE-layout TSV; every line must have the header's (or ``n_fields``) tab-separated fields."""
     path = Path(path)
     _check_exists(path)
-    # utf-8-sig drops the BOM that starts MRPC's header; newline="\n" splits on LF only, as the files do.
-    with path.open(encoding="utf-8-sig", newline="\n") as f:
-        lines = enumerate(f, start=1)
-        index: dict[str | int, int] = {}
-        if header:
-            first = next(lines, None)
-            if first is None:
-                raise DataFormatError(f"{path}: empty file, expected a header line")
-            names = _split_line(first[1])
-            index = {name: i for i, name in enumerate(names)}
-            for column in (text_column, text_pair_column, label_column):
-                if column is not None and column not in index:
-                    raise DataFormatError(f"{path}, line 1: header {names} has no column {column!r}: "
-                                          "is it the right (unmodified GLUE) file?")
-            n_fields = len(names)
-        if n_fields is None:
-            raise ValueError("read_tsv: n_fields is required when the file has no header")
+    # The BOM that starts MRPC's header is dropped; lines split on LF only, as the files do.
+    lines = _text_lines(path, bom=True)
+    index: dict[str | int, int] = {}
+    if header:
+        first = next(lines, None)
+        if first is None:
+            raise DataFormatError(f"{path}: empty file, expected a header line")
+        names = _split_line(first[1])
+        index = {name: i for i, name in enumerate(names)}
+        for column in (text_column, text_pair_column, label_column):
+            if column is not None and column not in index:
+                raise DataFormatError(f"{path}, line 1: header {names} has no column {column!r}: "
+                                      "is it the right (unmodified GLUE) file?")
+        n_fields = len(names)
+    if n_fields is None:
+        raise ValueError("read_tsv: n_fields is required when the file has no header")
 
-        def col(column: str | int) -> int:
-            return index[column] if header else int(column)
+    def col(column: str | int) -> int:
+        return index[column] if header else int(column)
 
-        text_i = col(text_column) if text_column is not None else None
-        pair_i = col(text_pair_column) if text_pair_column is not None else None
-        label_i = col(label_column) if label_column is not None else None
-        for line_no, line in lines:
-            fields = _split_line(line)
-            if fields == [""]:
-                continue  # a blank line (e.g. a trailing one) carries no example
-            if len(fields) != n_fields:
-                raise DataFormatError(
-                    f"{path}, line {line_no}: expected {n_fields} tab-separated fields, got {len(fields)}: "
-                    "fix or remove that line (a stray tab, or a cut-off copy of the file?)"
-                )
-            label = None
-            if label_i is not None:
-                label = _parse_label(fields[label_i], label_names, label_is_name, path, line_no)
-            yield Example(
-                text=fields[text_i] if text_i is not None else None,
-                text_pair=fields[pair_i] if pair_i is not None else None,
-                label=label,
+    text_i = col(text_column) if text_column is not None else None
+    pair_i = col(text_pair_column) if text_pair_column is not None else None
+    label_i = col(label_column) if label_column is not None else None
+    for line_no, line in lines:
+        fields = _split_line(line)
+        if fields == [""]:
+            continue  # a blank line (e.g. a trailing one) carries no example
+        if len(fields) != n_fields:
+            raise DataFormatError(
+                f"{path}, line {line_no}: expected {n_fields} tab-separated fields, got {len(fields)}: "
+                "fix or remove that line (a stray tab, or a cut-off copy of the file?)"
             )
+        label = None
+        if label_i is not None:
+            label = _parse_label(fields[label_i], label_names, label_is_name, path, line_no)
+        yield Example(
+            text=fields[text_i] if text_i is not None else None,
+            text_pair=fields[pair_i] if pair_i is not None else None,
+            label=label,
+        )
 
 
 def read_conll(
@@ -208,38 +214,36 @@ def read_conll(
         out = iob1_to_iob2(tags) if iob1_to_iob2_tags else tags
         return Example(words=tuple(words), label=tuple(ids[t] for t in out))
 
-    with path.open(encoding="utf-8", newline="\n") as f:
-        for line_no, line in enumerate(f, start=1):
-            line = _strip_eol(line)
-            if not line.strip() or line.startswith("-DOCSTART-"):
-                if words:
-                    yield sentence()
-                    words, tags = [], []
-                continue
-            fields = line.split(" ")
-            if len(fields) != 4:
-                raise DataFormatError(
-                    f"{path}, line {line_no}: expected 4 space-separated fields (word POS chunk NER), "
-                    f"got {len(fields)}: fix or remove that line"
-                )
-            tag = fields[label_column]
-            if tag not in ids:
-                raise DataFormatError(f"{path}, line {line_no}: unknown tag {tag!r}; known: {list(label_names)}: "
-                                      "fix that line")
-            if iob1_to_iob2_tags and not (tag == "O" or tag[:2] in ("B-", "I-")):
-                raise DataFormatError(f"{path}, line {line_no}: tag {tag!r} is not an IOB tag: fix that line")
-            words.append(fields[0])
-            tags.append(tag)
-        if words:
-            yield sentence()
+    for line_no, line in _text_lines(path):
+        line = _strip_eol(line)
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if words:
+                yield sentence()
+                words, tags = [], []
+            continue
+        fields = line.split(" ")
+        if len(fields) != 4:
+            raise DataFormatError(
+                f"{path}, line {line_no}: expected 4 space-separated fields (word POS chunk NER), "
+                f"got {len(fields)}: fix or remove that line"
+            )
+        tag = fields[label_column]
+        if tag not in ids:
+            raise DataFormatError(f"{path}, line {line_no}: unknown tag {tag!r}; known: {list(label_names)}: "
+                                  "fix that line")
+        if iob1_to_iob2_tags and not (tag == "O" or tag[:2] in ("B-", "I-")):
+            raise DataFormatError(f"{path}, line {line_no}: tag {tag!r} is not an IOB tag: fix that line")
+        words.append(fields[0])
+        tags.append(tag)
+    if words:
+        yield sentence()
 
 
 def read_wikitext(path: str | os.PathLike[str]) -> list[str]:
     """The lines of a raw WikiText file (without line ends), one per hub row."""
     path = Path(path)
     _check_exists(path)
-    with path.open(encoding="utf-8", newline="\n") as f:
-        return [_strip_eol(line) for line in f]
+    return [_strip_eol(line) for _, line in _text_lines(path)]
 
 
 def iob1_to_iob2(tags: Iterable[str]) -> list[str]:
@@ -317,6 +321,20 @@ def _check_exists(path: Path) -> None:
             f"data file not found: {path}. Point --data-dir (data_dir=) or ${DATA_DIR_ENV} at the folder that "
             f"holds glue_data/, conll2003/ and wikitext/, or unset both to download from the Hugging Face hub."
         )
+
+
+def _text_lines(path: Path, *, bom: bool = False) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a UTF-8 file, split on LF only; `bom` drops a leading UTF-8 byte-order mark. A line that
+    is not UTF-8 is a `DataFormatError` naming the file and the line (the codec's own message names neither)."""
+    with path.open("rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            if bom and line_no == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                yield line_no, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataFormatError(f"{path}, line {line_no}: byte 0x{raw[exc.start]:02x} is not UTF-8 text: use the "
+                                      "dataset's original (UTF-8) file, or convert this one") from None
 
 
 def _strip_eol(line: str) -> str:

@@ -30,16 +30,29 @@ model or data are in tests/integration/test_reliability.py.
 | fraction outside [0, 1] / no whole number of heads | test_selection.py::test_fraction_out_of_range_raises, |
 |   | ::test_num_input_dependent; grid config here; "before any run" in test_reliability.py |
 | empty seed list | here: test_empty_lists |
-| device that is not available | here: test_unavailable_device |
+| device that is not available | here: test_unavailable_device; reproduce: test_reproduce_checks_before_any_kernel |
 | model that cannot be found | here: test_model_not_found |
+| --max-length, --batch-size, --limit not positive / beyond the model | here: test_cli_numbers_checked_before_any_work |
+| --out that is a file, or cannot be written | here: test_out_that_is_a_file, test_out_that_cannot_be_written |
+| papa report --results a directory / missing file / no match | here: test_report_results_paths |
+| reproduce: no CUDA, missing data directory, --out a file | here: test_reproduce_checks_before_any_kernel |
+| NaN, infinite or negative constants counts | here: test_constants_counts_are_validated |
+| corpus or data file that is not UTF-8 | here: test_files_that_are_not_utf8 |
+| unknown --dtype | here: test_cli_numbers_checked_before_any_work |
+| Ctrl-C: one line, exit 130, the line on its own | here: test_interrupt_says_what_is_kept |
 """
 from __future__ import annotations
 
 import json
+import os
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from safetensors.torch import save_file
+from tqdm.auto import tqdm
 from transformers import MPNetConfig
 
 import papa
@@ -51,7 +64,9 @@ from papa.method.models import load_model, resolve_device
 from papa.method.selection import HeadRanking
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, Profile, get_profile
+from papa.runs.results import ResultRow, ResultsTable
 from papa.tasks.corpus import file_corpus
+from papa.tasks.data import DataFormatError, load_examples
 
 from conftest import tiny_model, tiny_tokenizer
 
@@ -64,8 +79,27 @@ def cli_error(capsys, argv: list[str]) -> str:
     return err
 
 
+def usage_error(capsys, argv: list[str]) -> str:
+    """Run the CLI on arguments argparse itself refuses: one `papa <cmd>: error: ...` line, exit code 2."""
+    with pytest.raises(SystemExit) as exc:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.count("\n") == 1 and err.startswith(f"papa {argv[0]}: error: "), err
+    return err
+
+
 def _nothing_written(path: Path) -> bool:
     return not path.exists() or not any(path.rglob("*"))
+
+
+def _no_work(monkeypatch) -> None:
+    """Make loading a model or a task's data fail the test: the checks under test must come before either."""
+    def work(*args, **kwargs):
+        raise AssertionError("work started before the input was checked")
+
+    for target in ("papa.method.models.load_model", "papa.runs.experiment._load_model",
+                   "papa.tasks.data.load_examples", "papa.tasks.corpus.task_corpus"):
+        monkeypatch.setattr(target, work)
 
 
 # ---- the model -----------------------------------------------------------------------------------------------------
@@ -282,3 +316,179 @@ def test_unavailable_device(tmp_path, capsys):
     assert "--device cpu" in cli_error(capsys, ["extract", "--task", "sst2", "--max-length", "16", "--device",
                                                 "cuda", *out])
     assert _nothing_written(tmp_path / "out")
+
+
+# ---- numbers, output paths, report inputs (issue 18) ---------------------------------------------------------------
+
+def test_cli_numbers_checked_before_any_work(tmp_path, capsys, monkeypatch):
+    _no_work(monkeypatch)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    out = tmp_path / "out"
+    base = ["extract", "--task", str(corpus), "--out", str(out), "--quiet"]
+    for option, value in (("--max-length", "-5"), ("--max-length", "0"), ("--batch-size", "0"), ("--limit", "0")):
+        args = ["--max-length", "16", option, value] if option != "--max-length" else [option, value]
+        err = usage_error(capsys, [*base, *args])
+        assert f"argument {option}: expected a positive whole number, got '{value}'" in err
+    # Beyond the offline model's 512 positions: read off its config, before the corpus or the weights.
+    assert "longer than the 512 positions" in cli_error(capsys, [*base, "--max-length", "600"])
+    assert "invalid choice: 'float64'" in usage_error(capsys, [*base, "--max-length", "16", "--dtype", "float64"])
+    assert _nothing_written(out)
+
+
+def test_out_that_is_a_file(tmp_path, capsys, monkeypatch):
+    _no_work(monkeypatch)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    afile = tmp_path / "afile"
+    afile.write_text("keep me")
+    err = cli_error(capsys, ["extract", "--task", str(corpus), "--max-length", "16", "--out", str(afile), "--quiet"])
+    assert f"--out {afile}: {afile} is not a directory" in err
+    err = cli_error(capsys, ["probe", "--task", "sst2", "--out", str(afile / "sub"), "--quiet"])
+    assert f"{afile} (on the way to {afile / 'sub'}) is not a directory" in err
+    assert "is not a directory" in cli_error(capsys, ["rank", "--task", "sst2", "--out", str(afile), "--quiet"])
+    assert afile.read_text() == "keep me" and sorted(p.name for p in tmp_path.iterdir()) == ["afile", "corpus.txt"]
+
+
+def _unwritable_dir(tmp_path: Path) -> Path:
+    """A directory this process cannot create files in: read-only permissions, or for root (whom permissions do not
+    stop) a read-only system folder."""
+    if os.geteuid() != 0:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o555)
+        return locked
+    for candidate in (Path("/sys"), Path("/proc/self")):
+        try:
+            fd, name = tempfile.mkstemp(dir=candidate)
+        except OSError:
+            return candidate
+        os.close(fd)
+        os.unlink(name)
+    pytest.skip("no directory here that root cannot write in")
+
+
+def test_out_that_cannot_be_written(tmp_path, capsys, monkeypatch):
+    _no_work(monkeypatch)
+    locked = _unwritable_dir(tmp_path)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    err = cli_error(capsys, ["extract", "--task", str(corpus), "--max-length", "16", "--out", str(locked / "out"),
+                             "--quiet"])
+    assert f"cannot write in {locked}" in err and "pass a directory you can write to" in err
+    assert f"cannot write in {locked}" in cli_error(capsys, ["probe", "--task", "sst2", "--out", str(locked / "o")])
+    assert not (locked / "out").exists() and not (locked / "o").exists()
+    assert not list(tmp_path.glob("**/.papa-write-test.*"))
+
+
+def test_report_results_paths(tmp_path, capsys):
+    err = cli_error(capsys, ["report", "--results", str(tmp_path)])
+    assert f"--results {tmp_path} is a directory" in err and "results.csv" in err
+    table = ResultsTable(tmp_path / "results.csv")
+    table.append(ResultRow(model="org/m", task="sst2", constants="none", constants_corpus="none", selection="none",
+                           fraction=1.0, n_input_dependent=8, seed=0, profile="quick", metric="accuracy", value=0.9,
+                           run_id="r0"))
+    # The directory holding a table: the error names the file to pass.
+    assert f"--results {tmp_path / 'results.csv'}" in cli_error(capsys, ["report", "--results", str(tmp_path)])
+    missing = tmp_path / "nope.csv"
+    assert f"no results table at {missing}" in cli_error(capsys, ["report", "--results", str(missing)])
+    # A filter that matches no row is an answer, not an error: exit code 1 and one line saying so.
+    assert cli.main(["report", "--results", str(tmp_path / "results.csv"), "--task", "cola"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("papa report: no rows of") and "--task cola" in err
+    afile_dir = tmp_path / "out.csv"
+    afile_dir.mkdir()
+    assert "is a directory: give a file name" in cli_error(
+        capsys, ["report", "--results", str(tmp_path / "results.csv"), "--out", str(afile_dir)])
+
+
+def test_report_sorts_fractions_as_numbers(tmp_path, capsys):
+    table = ResultsTable(tmp_path / "results.csv")
+    for label, kind, method in (("1/8", "average", "lambda"), ("1/2", "average", "lambda"), ("0", "average", "none"),
+                                ("1", "none", "none"), ("1/16", "average", "lambda")):
+        table.append(ResultRow(model="org/m", task="sst2", constants=kind, constants_corpus="task", selection=method,
+                               fraction=label, n_input_dependent=0, seed=0, profile="quick", metric="accuracy",
+                               value=0.5, run_id=f"r{label}"))
+    assert cli.main(["report", "--results", str(tmp_path / "results.csv")]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:]
+    assert [line.split()[6] for line in lines] == ["1", "1/2", "1/8", "1/16", "0"]
+
+
+# ---- reproduce ---------------------------------------------------------------------------------------------------
+
+def test_reproduce_checks_before_any_kernel(tmp_path, capsys, monkeypatch):
+    def kernel(*args, **kwargs):
+        raise AssertionError("a notebook was started before the input was checked")
+
+    monkeypatch.setattr("papermill.execute_notebook", kernel)
+    out = tmp_path / "out"
+    err = cli_error(capsys, ["reproduce", "--data-dir", str(tmp_path / "nodata"), "--out", str(out), "--quiet"])
+    assert f"data directory {tmp_path / 'nodata'}" in err and "does not exist" in err
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert "is not a directory" in cli_error(capsys, ["reproduce", "--out", str(afile), "--quiet"])
+    if not torch.cuda.is_available():
+        assert "--device cpu" in cli_error(capsys, ["reproduce", "--device", "cuda", "--out", str(out), "--quiet"])
+    assert _nothing_written(out) and not list(tmp_path.rglob("*.failed.ipynb"))
+
+
+# ---- artifacts and files ------------------------------------------------------------------------------------------
+
+def test_constants_counts_are_validated(tmp_path):
+    model = tiny_model("bert")
+    constants = papa.extract_constants(model, tiny_tokenizer("bert"), ["the cat sat", "a dog ran"], max_length=8,
+                                       progress=False, model_name="tiny-bert")
+    good = constants.save(tmp_path / "good.safetensors")
+    assert torch.equal(papa.load_constants(good).counts, constants.counts)
+    for name, value, message in (("nan", float("nan"), "non-finite .*observation count at row 1, column 2"),
+                                 ("inf", float("inf"), "non-finite"),
+                                 ("negative", -1.0, "negative observation count at row 1, column 2")):
+        counts = constants.counts.clone()
+        counts[1, 2] = value
+        path = tmp_path / f"{name}.safetensors"
+        save_file({"matrices": constants.matrices, "counts": counts}, str(path),
+                  metadata={"papa": constants.metadata.to_json()})
+        with pytest.raises(papa.CorruptArtifactError, match=message):
+            papa.load_constants(path)
+        with pytest.raises(papa.CorruptArtifactError, match=message):  # and in memory
+            ConstantMatrices(matrices=constants.matrices, metadata=constants.metadata, counts=counts)
+
+
+def test_files_that_are_not_utf8(tmp_path, capsys, data_dir):
+    latin = tmp_path / "corpus.txt"
+    latin.write_bytes("first line\ncafé au lait\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"corpus\.txt, line 2: byte 0xe9 is not UTF-8 text.*convert"):
+        file_corpus(latin)
+    tsv = tmp_path / "corpus.tsv"
+    tsv.write_bytes("sentence\tlabel\nna\xefve\t1\n".encode("latin-1"))
+    with pytest.raises(InputError, match=r"corpus\.tsv, line 2: byte 0xef"):
+        file_corpus(tsv)
+    err = cli_error(capsys, ["extract", "--task", str(latin), "--max-length", "16", "--out", str(tmp_path / "out"),
+                             "--quiet"])
+    assert "corpus.txt, line 2" in err and _nothing_written(tmp_path / "out")
+    # A task's data file: the reader names the file and the line too.
+    glue = tmp_path / "data" / "glue_data" / "SST-2"
+    glue.mkdir(parents=True)
+    original = (data_dir / "glue_data" / "SST-2" / "dev.tsv").read_bytes().splitlines(keepends=True)
+    (glue / "dev.tsv").write_bytes(b"".join(original[:3]) + "caf\xe9\t1\n".encode("latin-1"))
+    with pytest.raises(DataFormatError, match=r"dev\.tsv, line 4: byte 0xe9 is not UTF-8"):
+        load_examples("sst2", "eval", data_dir=tmp_path / "data")
+
+
+def test_interrupt_says_what_is_kept(tmp_path, capsys, monkeypatch):
+    """Ctrl-C: no KeyboardInterrupt traceback but one line, on a line of its own below the progress bar, exit 130."""
+    def interrupted(*args, **kwargs):
+        bar = tqdm(total=4, desc="extract constants", file=sys.stderr)
+        bar.update(1)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("papa.method.extract.extract_constants", interrupted)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("a sentence\n")
+    out = tmp_path / "out"
+    assert cli.main(["extract", "--task", str(corpus), "--max-length", "16", "--out", str(out)]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    assert "\npapa extract: interrupted: nothing was written" in err and "run the same command again" in err
+    assert err.endswith("again\n") and err.count("papa extract") == 1
+    assert _nothing_written(out)

@@ -110,6 +110,20 @@ def test_tables_without_a_layout_column_load_as_sep_last(tmp_path):
         row(layout="left")
 
 
+def test_tables_without_a_dtype_column_load_as_float32(tmp_path):
+    """Tables written before dtypes were recorded hold float32 runs (papa loaded every model in float32, or kept a
+    float32 checkpoint's dtype); rows of another dtype are aggregated apart."""
+    path = tmp_path / "results.csv"
+    pd.DataFrame([row(s).to_dict() for s in range(2)]).drop(columns="dtype").to_csv(path, index=False)
+    table = ResultsTable(path)
+    assert list(table.read().columns) == list(COLUMNS) and set(table.read()["dtype"]) == {"float32"}
+    table.append(row(5, dtype="bfloat16"))
+    agg = aggregate(table.read())
+    assert agg.groupby("dtype")["n"].sum().to_dict() == {"bfloat16": 1, "float32": 2}
+    with pytest.raises(ValueError, match="unknown dtype 'float64'"):
+        row(dtype="float64")
+
+
 def test_read_validates_columns(tmp_path):
     path = tmp_path / "results.csv"
     path.write_text("model,task,value\nbert,sst2,0.5\n")
@@ -126,8 +140,8 @@ def test_aggregate_three_seeds_by_hand():
                       + [row(0, 0.7, fraction=0.0).to_dict()])
     agg = aggregate(df)
     assert list(agg.columns) == ["model", "task", "constants", "constants_corpus", "selection", "fraction",
-                                 "fraction_label", "profile", "layout", "metric", "n", "mean", "std", "ci95", "low",
-                                     "high"]
+                                 "fraction_label", "profile", "layout", "dtype", "metric", "n", "mean", "std", "ci95",
+                                 "low", "high"]
     assert agg["fraction"].tolist() == [0.0, 1.0]  # sorted by the group keys
     full = agg[agg.fraction == 1.0].iloc[0]
     mean = sum(values) / 3

@@ -1,0 +1,49 @@
+"""Atomic artifact files follow the umask like any file the user creates, whatever wrote them."""
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+import torch
+from safetensors.torch import save_file
+
+from papa.core.artifacts import atomic_path, check_output_dir, check_output_file
+from papa.core.errors import OutputPathError
+
+
+@pytest.fixture
+def umask_027():
+    previous = os.umask(0o027)
+    yield
+    os.umask(previous)
+
+
+def _mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def test_atomic_files_follow_the_umask(tmp_path, umask_027):
+    with atomic_path(tmp_path / "plain.txt") as tmp:
+        tmp.write_text("x")
+    # safetensors replaces the file it is given, which took mkstemp's 0600 through the rename before.
+    with atomic_path(tmp_path / "tensors.safetensors") as tmp:
+        save_file({"a": torch.zeros(2)}, str(tmp))
+    assert _mode(tmp_path / "plain.txt") == _mode(tmp_path / "tensors.safetensors") == 0o640
+    os.umask(0o022)
+    with atomic_path(tmp_path / "tensors.safetensors") as tmp:  # and a replaced artifact gets the new mode
+        save_file({"a": torch.ones(2)}, str(tmp))
+    assert _mode(tmp_path / "tensors.safetensors") == 0o644
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain.txt", "tensors.safetensors"]
+
+
+def test_output_checks_leave_nothing(tmp_path):
+    target = tmp_path / "a" / "b"
+    assert check_output_dir(target) == target and not (tmp_path / "a").exists()
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "f").write_text("")
+    with pytest.raises(OutputPathError, match="is not a directory"):
+        check_output_dir(tmp_path / "f" / "sub")
+    with pytest.raises(OutputPathError, match="is a directory: give a file name"):
+        check_output_file(tmp_path)
+    assert check_output_file(tmp_path / "new" / "report.csv").name == "report.csv"
