@@ -94,18 +94,17 @@ def head_patterns(constants: ConstantMatrices, special: Sequence[int]) -> pd.Dat
 
 
 def pattern_summary(patterns: pd.DataFrame) -> pd.Series:
-    """Shares of heads that are diagonal, special, both, neither (Fig. 4's), sinks and previous-token heads; and the
-    median spread."""
-    return pd.Series({
+    """Shares of heads that are diagonal, special, both, neither (Fig. 4's), sinks and previous-token heads (when the
+    table has them: tables saved before those criteria do not); and the median spread."""
+    shares = {
         "heads": len(patterns),
         "diagonal": patterns["diagonal"].mean(),
         "special": patterns["special"].mean(),
         "both": (patterns["diagonal"] & patterns["special"]).mean(),
         "neither": (~patterns["diagonal"] & ~patterns["special"]).mean(),
-        "sink": patterns["sink"].mean(),
-        "previous": patterns["previous"].mean(),
-        "median_spread": patterns["spread"].median(),
-    })
+    }
+    shares.update({name: patterns[name].mean() for name in ("sink", "previous") if name in patterns})
+    return pd.Series({**shares, "median_spread": patterns["spread"].median()})
 
 
 def representative_heads(patterns: pd.DataFrame, k: int = 6) -> list[tuple[int, int]]:
