@@ -10,6 +10,7 @@ import pandas as pd
 import torch
 
 from papa.core.errors import InputError
+from papa.method.architectures import backbone
 from papa.method.constants import ConstantMatrices
 from papa.method.controller import attach, controller_of
 from papa.method.extract import extract_constants
@@ -59,9 +60,9 @@ def live_attention(model, tokenizer, text: str, pair: str | None = None, *, max_
 
 
 def mean_pooled(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
-    """The last layer's hidden states averaged over real tokens, [B, d]."""
+    """The last layer's hidden states averaged over real tokens, [B, d] (a causal LM's, without its LM head)."""
     with torch.no_grad():
-        hidden = model(**inputs).last_hidden_state
+        hidden = backbone(model)(**inputs).last_hidden_state
     mask = inputs["attention_mask"].unsqueeze(-1).to(hidden.dtype)
     return (hidden * mask).sum(1) / mask.sum(1)
 

@@ -31,3 +31,22 @@ def test_replacement_effect_counts_heads_and_moves_representations():
     assert effect.loc[2, "min_cosine"] < 1.0
     with pytest.raises(InputError, match="at least one text"):
         replacement_effect(model, tok, [], constants, order, ["1"])
+
+
+def test_a_decoders_representation_and_replacement_effect():
+    """The explorer's slider on a causal LM (its head view reads the backbone, not the LM head's logits)."""
+    import torch
+
+    from conftest import tiny_model, tiny_tokenizer
+    from papa.method.extract import extract_constants
+    from papa.method.layout import encode
+    from papa.paper.inspection import mean_pooled, replacement_effect
+
+    model, tok = tiny_model("llama", lm_head=True), tiny_tokenizer("llama")
+    texts = ["the cat sat", "a dog ran on the mat"]
+    inputs = encode(tok, texts, max_length=12, layout="standard", model_type="llama").inputs
+    assert mean_pooled(model, inputs).shape == (2, model.config.hidden_size)
+    constants = extract_constants(model, tok, texts, max_length=12, layout="standard", progress=False)
+    order = [(layer, head) for layer in range(2) for head in range(4)]
+    effect = replacement_effect(model, tok, texts, constants, order, ["1", "0"])
+    assert torch.isfinite(torch.tensor(effect.select_dtypes("number").to_numpy())).all()
