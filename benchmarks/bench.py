@@ -3,6 +3,7 @@
     python benchmarks/bench.py            # full run (2 CPU threads: several minutes)
     python benchmarks/bench.py --quick    # smoke run: small batches, fewer repeats
     python benchmarks/bench.py --dtype bf16 --device cuda
+    python benchmarks/bench.py --models smollm2   # the decoder alone
 
 Comparisons, per model (the offline all-MiniLM-L6-v2 and a random BERT-base: 12 layers, 768 hidden, 12 heads)
 and sequence length (128, 512):
@@ -15,6 +16,16 @@ and sequence length (128, 512):
 3. partial replacement (1/2, 1/8, 1/16 of heads input-dependent, heads in a seeded random ranking order, Q/K
    computed for kept heads only) vs the plain model;
 5. one λ-mixing training step (forward + backward, θ and a probe trainable) vs plain forward + backward steps;
+
+on the decoder SmolLM2-135M-Instruct (``--models smollm2``: 30 layers, 9 query heads sharing 3 key/value heads, the
+offline 4-bit GGUF dequantised to float32), on WikiText windows of n tokens (consecutive paragraphs joined, so no
+padding, as a causal LM scores a document):
+
+1. capture vs the plain sdpa forward of the backbone (hidden states, what extraction needs) and vs the naive
+   method, plus capture through the whole model (LM head included, as `extract_constants` calls it);
+2. scoring text (logits of every token, log-probabilities of the real ones) with every head constant and Q/K dropped
+   vs the original, against the whole-model MAC ceiling with the LM head (`papa.method.cost`), and the same on
+   hidden states against the ceiling without it;
 
 and once, on MiniLM:
 
@@ -101,6 +112,11 @@ def peak_mib(fn: Callable[[], None], device: torch.device) -> float | None:
 
 
 Variant = Callable[[], None] | tuple[Callable[[], None], Callable[[], None]]
+#: What `interleaved` times with: wall-clock seconds (default), or the process's CPU seconds (``--clock cpu``), which
+#: on a machine shared with other jobs counts only the time this process ran (use with ``--threads 1``: with more
+#: threads, OpenMP's spin-waits for a descheduled thread count as CPU time too).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
 
 
 def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device) -> dict[str, float]:
@@ -116,12 +132,12 @@ def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device
                 setup()
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            start = time.perf_counter()
+            start = clock()
             fn()
             if device.type == "cuda":
                 torch.cuda.synchronize()
             if r > 0:
-                times[name].append(time.perf_counter() - start)
+                times[name].append(clock() - start)
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -348,6 +364,157 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
     del work, finetune, frozen
 
 
+# ---- the decoder: capture and scoring text, parts 1 and 2 -------------------------------------------------------
+
+def decoder_texts(tokenizer, paragraphs: list[str], n: int, count: int) -> list[str]:
+    """`count` texts of at least `n` tokens, each consecutive paragraphs joined by newlines (as a causal LM scores a
+    document: full windows, no padding). Raises when the paragraphs run out."""
+    texts, start = [], 0
+    while len(texts) < count:
+        end = start
+        while True:
+            end += 1
+            if end > len(paragraphs):
+                raise ValueError(f"{len(paragraphs)} paragraphs give only {len(texts)} texts of {n} tokens")
+            joined = "\n".join(paragraphs[start:end])
+            if len(tokenizer(joined)["input_ids"]) >= n:
+                break
+        texts.append(joined)
+        start = end
+    return texts
+
+
+LOGITS_CHUNK_BYTES = 16 << 20  # logits scored at once: a [B, n, vocab] tensor is 200 MB at B·n = 1024
+
+
+def _score(m, b) -> float:
+    """Score text: the negative log-likelihood of every real token after the first. The backbone's hidden states go
+    through the LM head a chunk of positions at a time (`LOGITS_CHUNK_BYTES` of logits, as a scorer of long texts
+    does); every position's logits are computed, as ``model(...).logits`` would."""
+    from papa.method.architectures import backbone
+
+    hidden = backbone(m)(**b, use_cache=False).last_hidden_state[:, :-1].flatten(0, 1)
+    targets = b["input_ids"][:, 1:].flatten()
+    real = b["attention_mask"][:, 1:].flatten()
+    head = m.get_output_embeddings()
+    rows = max(1, LOGITS_CHUNK_BYTES // (4 * head.out_features))
+    total = 0.0
+    for r in range(0, hidden.shape[0], rows):
+        nll = torch.nn.functional.cross_entropy(head(hidden[r:r + rows]).float(), targets[r:r + rows],
+                                                reduction="none")
+        total += float((nll * real[r:r + rows]).sum())
+    return total
+
+
+def bench_decoder(name: str, model, tokenizer, n: int, batch_size: int, n_batches: int, repeats: int,
+                  paragraphs: list[str], autocast, device: torch.device, report: Report) -> None:
+    """Part 1 (capture vs the plain forward and the naive method, on the backbone's hidden states) and part 2 (scoring
+    text with every head constant, Q/K dropped, vs the original; also hidden states alone) on a causal LM."""
+    from papa.method.architectures import backbone
+    from papa.method.attention_free import query_key_dropped_while
+    from papa.method.cost import config_ceiling, head_speedup, model_cost, model_shape
+
+    texts = decoder_texts(tokenizer, paragraphs, n, batch_size * n_batches)
+    batches = []
+    for i in range(n_batches):
+        chunk = texts[i * batch_size:(i + 1) * batch_size]
+        inputs = encode(tokenizer, chunk, max_length=n, layout="standard", model_type=model.config.model_type).inputs
+        batches.append({k: v.to(device) for k, v in inputs.items()})
+    seqs = batch_size * n_batches
+    cfg = model.config
+    plain, plain_bb = model, backbone(model)
+    eager = copy.deepcopy(model)
+    eager.set_attn_implementation("eager")
+    eager_bb = backbone(eager)
+    work = copy.deepcopy(model)
+    ctrl = papa.attach(work, model_name=name)
+    work_bb = backbone(work)
+
+    def run(m, **kw):
+        def go():
+            with torch.no_grad(), autocast():
+                for b in batches:
+                    m(**b, use_cache=False, **kw)
+        return go
+
+    # 1. capture vs plain vs naive, on hidden states (what extraction needs) ---------------------------------------
+    L, H = ctrl.num_layers, ctrl.num_heads
+    naive_sums = torch.zeros(L, H, n, n, dtype=torch.float64, device=device)
+
+    def naive():
+        with torch.no_grad(), autocast():
+            for b in batches:
+                out = eager_bb(**b, use_cache=False, output_attentions=True)
+                probs = torch.stack(out.attentions, dim=1).float()  # [B, L, H, n, n]
+                v = b["attention_mask"].to(probs.dtype)
+                naive_sums.add_(torch.einsum("blhij,bi,bj->lhij", probs, v, v))
+
+    with ctrl.capturing(n):
+        t = interleaved({"plain": run(plain_bb), "capture": run(work_bb), "capture_lm": run(work), "naive": naive},
+                        repeats, device)
+        mem = {k: peak_mib(fn_one, device) for k, fn_one in (
+            ("plain", run(plain_bb)), ("capture", run(work_bb)), ("naive", naive))}
+    naive_sums.zero_()
+    naive()
+    with ctrl.capturing(n) as stats:
+        run(work_bb)()
+    agree = float((stats.sums.to(device) - naive_sums).abs().max() / naive_sums.abs().max())
+    accumulator_mib = stats.sums.numel() * stats.sums.element_size() / 2**20
+    report.add(name, n, "plain forward (sdpa), hidden states", seqs / t["plain"], peak_mib=mem["plain"])
+    report.add(name, n, "capture (papa), hidden states", seqs / t["capture"], t["plain"] / t["capture"], "of plain",
+               mem["capture"], "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
+               f"sums equal naive's to {agree:.0e} (relative); float64 accumulator {accumulator_mib:.0f} MiB, "
+               "allocated once per corpus")
+    report.add(name, n, "capture through the LM head (the whole model)", seqs / t["capture_lm"],
+               t["plain"] / t["capture_lm"], "of plain", note="what capture costs when the whole LM runs (the "
+               "vocabulary projection is thrown away); extract_constants runs the backbone, the row above")
+    ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
+    report.add(name, n, "naive (eager, output_attentions)", seqs / t["naive"], t["naive"] / t["capture"],
+               "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
+    ctrl.set_constants(stats.to_constants(ctrl.signature, layout="standard"))
+    del eager, eager_bb, stats, naive_sums
+    gc.collect()
+
+    # 2. scoring text (LM head) and hidden states, every head constant with Q/K dropped, vs the original -----------
+    def score(m):
+        def go():
+            with torch.no_grad(), autocast():
+                for b in batches:
+                    _score(m, b)
+        return go
+
+    ctrl.keep_all()
+    ctrl.replace()
+    with query_key_dropped_while(ctrl):
+        t = interleaved({"score": score(plain), "score_const": score(work), "hidden": run(plain_bb),
+                         "hidden_const": run(work_bb)}, repeats, device)
+        mem = {"score": peak_mib(score(plain), device), "score_const": peak_mib(score(work), device)}
+    ctrl.keep_all()
+    papa.detach(work)
+    del work
+    gc.collect()
+
+    tokens = sum(int(b["attention_mask"].sum()) for b in batches)
+    shape = model_shape(cfg)
+    head = head_speedup(n, shape.head_dim)
+    grouped = shape.num_kv_heads < shape.num_heads
+    for key, label, lm_head in (("score", "score text (LM head, log-probs)", True),
+                                ("hidden", "hidden states (no LM head)", False)):
+        ceiling = config_ceiling(cfg, n, lm_head=lm_head)
+        triangular = config_ceiling(cfg, n, lm_head=lm_head, triangular=True)
+        # What papa's own path can reach (full n² products on both sides): K kept where keys are grouped.
+        papa_path = model_cost(cfg, n, lm_head=lm_head).total / model_cost(
+            cfg, n, replaced_share=1.0, kv_replaced_share=0.0 if grouped else 1.0, lm_head=lm_head).total
+        report.add(name, n, f"{label}, original", seqs / t[key], peak_mib=mem.get(key),
+                   note=f"{tokens / t[key]:.0f} tokens/s; {tokens} real tokens in {seqs * n} slots")
+        speed = t[key] / t[f"{key}_const"]
+        report.add(name, n, f"{label}, all heads constant, Q/K dropped", seqs / t[f"{key}_const"], speed, "of plain",
+                   mem.get(f"{key}_const"), f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
+                   f"{speed / ceiling:.0%} of ceiling; {tokens / t[f'{key}_const']:.0f} tokens/s; MAC ceiling "
+                   f"{ceiling:.3f}× (full n² products; {triangular:.3f}× triangular; {papa_path:.3f}× with K kept, "
+                   f"as papa's grouped-query path runs), §3.4 head-level {head:.2f}×")
+
+
 # ---- part 4: the probing grid with and without cached features ---------------------------------------------------
 
 def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
@@ -419,20 +586,29 @@ def main(argv: list[str] | None = None) -> int:
                         help="autocast dtype for every variant (bf16 on CPU or GPU, fp16 on GPU)")
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
     parser.add_argument("--threads", type=int, default=2, help="torch CPU threads (default 2)")
-    parser.add_argument("--models", nargs="+", default=["minilm", "bert-base"], choices=("minilm", "bert-base"))
+    parser.add_argument("--clock", choices=tuple(CLOCKS), default="wall",
+                        help="time variants by wall clock (default) or by the process's CPU time (a shared machine; "
+                             "with --threads 1)")
+    parser.add_argument("--models", nargs="+", default=["minilm", "bert-base"],
+                        choices=("minilm", "bert-base", "smollm2"),
+                        help="encoders (parts 1-3, 5) and/or the decoder SmolLM2-135M (parts 1 and 2: capture, "
+                             "scoring text)")
     parser.add_argument("--lengths", nargs="+", type=int, default=[128, 512])
     parser.add_argument("--batch", nargs="+", type=int, default=None,
                         help="batch size per length (default 8 at 128, 2 at 512; --quick 4 and 1)")
     parser.add_argument("--batches", type=int, default=1, help="distinct batches per timed pass (default 1)")
     parser.add_argument("--repeats", type=int, default=None, help="timed rounds (default 3, --quick 1)")
     parser.add_argument("--grid-size", type=int, default=None,
-                        help="CoLA train and eval examples for part 4 (default 32, --quick 8; 0 skips part 4)")
+                        help="CoLA train and eval examples for part 4 (default 32, --quick 8; 0 skips part 4; "
+                             "default 0 when no encoder is in --models)")
     parser.add_argument("--data-dir", default=None, help="local data directory (default: $PAPA_DATA_DIR)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local data or synthetic text: never wait on the hub
     torch.set_num_threads(args.threads)
+    global clock
+    clock = CLOCKS[args.clock]
     _mmap_threshold(32 << 20)  # fixed (glibc's dynamic maximum), so every variant sees the same allocator
     from papa.method.models import load_model, resolve_device
 
@@ -443,16 +619,30 @@ def main(argv: list[str] | None = None) -> int:
     n_batches = args.batches
     default_batch = {128: 4 if args.quick else 8, 512: 1 if args.quick else 2}
     batch_for = dict(zip(args.lengths, args.batch)) if args.batch else {}
-    grid_size = args.grid_size if args.grid_size is not None else (8 if args.quick else 32)
+    encoders = [m for m in args.models if m != "smollm2"]
+    grid_size = args.grid_size if args.grid_size is not None else (0 if not encoders else 8 if args.quick else 32)
 
-    minilm, tok = load_model(device=device)
+    minilm, tok = load_model(device=device) if encoders or grid_size else (None, None)
     texts, source = texts_for(n_batches * max(default_batch.values()) * 4, args.data_dir)
+    if "smollm2" in args.models:  # consecutive paragraphs joined into full windows of n tokens (decoder_texts)
+        paragraphs, decoder_source = texts_for(1000, args.data_dir)
+        source += f"; decoder: {decoder_source}, consecutive ones joined by newlines into windows of n tokens"
     print(f"# papa benchmarks: torch {torch.__version__}, {platform.processor() or platform.machine()}, "
-          f"device {device}, {torch.get_num_threads()} threads, dtype {args.dtype}, repeats {repeats}, "
+          f"device {device}, {torch.get_num_threads()} threads, {args.clock} clock, dtype {args.dtype}, "
+          f"repeats {repeats}, "
           f"{n_batches} batches per pass; inputs: {source}\n")
     report = Report()
     print(HEADER, flush=True)
     for which in args.models:
+        if which == "smollm2":
+            decoder, dec_tok = load_model("smollm2", device=device)
+            for n in args.lengths:
+                bs = batch_for.get(n, default_batch.get(n, 2))
+                bench_decoder("SmolLM2-135M", decoder, dec_tok, n, bs, n_batches, repeats, paragraphs, autocast,
+                              device, report)
+            del decoder
+            gc.collect()
+            continue
         model = minilm if which == "minilm" else bert_base(len(tok)).to(device)
         label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
         for n in args.lengths:
@@ -469,6 +659,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
                 "torch": torch.__version__, "dtype": args.dtype, "repeats": repeats, "inputs": source,
+                "threads": torch.get_num_threads(), "clock": args.clock,
                 "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
         with open(args.json, "w") as fh:
             json.dump({**meta, "rows": [r.__dict__ for r in report.rows]}, fh, indent=1)

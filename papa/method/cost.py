@@ -4,10 +4,43 @@ Section 3.4: a head costs 2n²d' + 3nd'² with input-dependent attention (QKᵀ,
 n²d' + nd'² with a constant matrix (only V and CV remain). That ratio ignores the rest of the layer, so
 `model_speedup_ceiling` also counts the output projection and the feed-forward block, which constant heads do not
 touch: the whole-model ratio is the real ceiling of an attention-free model's speed-up.
+
+Any transformers config (BERT family, Llama, Qwen2, GPT-2, ...) is read into a `ModelShape` (`model_shape`), and
+`model_cost` / `config_ceiling` count, per sequence of n tokens (every slot, padding included, as models compute):
+
+* projections: Q is ``hidden x num_heads*head_dim``, K and V ``hidden x num_kv_heads*head_dim`` (grouped-query
+  attention: fewer key/value heads, shared by groups of query heads), the output projection
+  ``num_heads*head_dim x hidden``;
+* QKᵀ and AV (or CV): ``pairs x head_dim`` per *query* head, pairs = n² (see "Causal attention" below);
+* the feed-forward block: 2 matrices of ``hidden x intermediate`` (BERT, GPT-2), 3 for gated MLPs (Llama, Qwen2,
+  Mistral, ModernBERT, ...: gate, up, down; `GATED_MLP`);
+* optionally the LM head, ``vocab x hidden`` per token (``lm_head=True``): constant heads do not touch it, so it
+  lowers the ceiling; scoring text (log-probabilities of every token) needs it, hidden states do not.
+
+A constant head drops its Q projection and QKᵀ; a key/value head drops its K projection when *all* the query heads
+it serves are constant (``kv_replaced_share``; by default the same share as the query heads, i.e. heads replaced group
+by group, which is exact at 0 and 1). V, the mixing product (CV instead of AV), the output projection, the
+feed-forward block and the LM head stay. Element-wise work (softmax, norms, rotary embeddings, activations, the
+embedding lookup) has no multiply-accumulates and is not counted.
+
+Causal attention. Row i of a causal head sees keys 0..i, so QKᵀ and AV need only n(n+1)/2 of the n² pairs; a
+kernel that skips the upper triangle (sdpa with ``is_causal=True``, which transformers uses when a batch has no
+padding) does about half the work, while a dense kernel with a mask (sdpa given a padding mask, eager attention)
+and papa's constant path (one dense C·V GEMM on the masked constants, `papa.method.attention_free`) compute all n².
+By default every product counts all n² pairs (``triangular=False``), on both sides: that is what papa's C·V and a
+masked dense kernel do, and it is the *larger* of the two ceilings (removing an n² QKᵀ saves more than removing a
+triangular one), so it bounds papa's speed-up against either kind of original kernel. ``triangular=True`` counts
+n(n+1)/2 pairs on both sides: the ceiling of an ideal attention-free decoder (C is lower-triangular too) against a
+baseline that skips the upper triangle. Encoders (no causal mask) always count n².
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: model types whose feed-forward block is gated (3 matrices of hidden x intermediate: gate, up, down; ModernBERT's
+#: Wi is one hidden x 2·intermediate matrix, the same count). Any other type counts 2 (up, down).
+GATED_MLP = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo",
+                       "olmo2", "granite", "cohere", "stablelm", "smollm3", "modernbert"})
 
 
 def head_cost(n: int, head_dim: int, *, constant: bool) -> int:
@@ -23,10 +56,67 @@ def head_speedup(n: int, head_dim: int) -> float:
 
 
 @dataclass(frozen=True)
-class LayerCost:
-    """MACs of one encoder layer on one sequence of n tokens, split by part."""
+class ModelShape:
+    """What the MAC counts need from a config (`model_shape`)."""
 
-    qk_projections: int
+    hidden: int
+    intermediate: int
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    num_kv_heads: int
+    mlp_matrices: int = 2     # 2: up and down (BERT, GPT-2); 3: gated (gate, up, down)
+    vocab: int = 0            # rows of the LM head, counted only with lm_head=True
+    causal: bool = False
+
+    @property
+    def attention_width(self) -> int:
+        """Width of the queries (and of the attention output): num_heads x head_dim."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_width(self) -> int:
+        """Width of the keys and values: num_kv_heads x head_dim."""
+        return self.num_kv_heads * self.head_dim
+
+
+def encoder_shape(hidden: int, intermediate: int, num_layers: int = 1) -> ModelShape:
+    """A BERT-like layer: Q, K, V and the output hidden x hidden, a 2-matrix feed-forward block."""
+    return ModelShape(hidden=hidden, intermediate=intermediate, num_layers=num_layers, num_heads=1, head_dim=hidden,
+                      num_kv_heads=1)
+
+
+def model_shape(config) -> ModelShape:
+    """The shape of a transformers config: ``hidden_size``, ``num_attention_heads``, ``num_hidden_layers`` (GPT-2's
+    and DistilBERT's names map to these), ``num_key_value_heads`` (default: one per query head), ``head_dim``
+    (default hidden / heads), the feed-forward width (``intermediate_size``, GPT-2's ``n_inner`` or 4 x hidden,
+    DistilBERT's ``hidden_dim``), ``vocab_size``, gated or not by ``model_type`` (`GATED_MLP`), causal or not by the
+    registry (`papa.method.architectures.is_causal`)."""
+    from papa.method.architectures import is_causal
+
+    hidden = int(config.hidden_size)
+    heads = int(config.num_attention_heads)
+    head_dim = getattr(config, "head_dim", None) or hidden // heads
+    kv_heads = getattr(config, "num_key_value_heads", None) or heads
+    intermediate = (getattr(config, "intermediate_size", None) or getattr(config, "n_inner", None)
+                    or getattr(config, "hidden_dim", None) or 4 * hidden)
+    if heads % kv_heads:
+        raise ValueError(f"{heads} query heads do not share {kv_heads} key/value heads evenly")
+    return ModelShape(hidden=hidden, intermediate=int(intermediate), num_layers=int(config.num_hidden_layers),
+                      num_heads=heads, head_dim=int(head_dim), num_kv_heads=int(kv_heads),
+                      mlp_matrices=3 if getattr(config, "model_type", None) in GATED_MLP else 2,
+                      vocab=int(getattr(config, "vocab_size", 0) or 0), causal=is_causal(config))
+
+
+def _shape(shape_or_config) -> ModelShape:
+    return shape_or_config if isinstance(shape_or_config, ModelShape) else model_shape(shape_or_config)
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """MACs of one layer on one sequence of n tokens, split by part."""
+
+    qk_projections: int  # Q and K
     v_projection: int
     scores: int          # QKᵀ
     mixing: int          # AV (or CV)
@@ -39,27 +129,86 @@ class LayerCost:
                 + self.feed_forward)
 
 
+def _share(name: str, value: float) -> float:
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{name} is a share of heads in [0, 1], got {value}")
+    return value
+
+
+def pairs(n: int, *, triangular: bool = False) -> int:
+    """Query-key pairs one head's QKᵀ (or AV) computes: n², or n(n+1)/2 counting only what a causal mask allows."""
+    return n * (n + 1) // 2 if triangular else n * n
+
+
+def shape_layer_cost(shape: ModelShape, n: int, *, replaced_share: float = 0.0, kv_replaced_share: float | None = None,
+                     triangular: bool = False) -> LayerCost:
+    """MACs of one layer of `shape` when `replaced_share` of its query heads (and `kv_replaced_share` of its
+    key/value heads; default the same share) are constant; ``triangular`` (causal models only) counts n(n+1)/2 pairs
+    in QKᵀ and AV / CV instead of n² (module doc, "Causal attention")."""
+    kept = 1.0 - _share("replaced_share", replaced_share)
+    kv_kept = 1.0 - _share("kv_replaced_share", replaced_share if kv_replaced_share is None else kv_replaced_share)
+    p = pairs(n, triangular=triangular and shape.causal)
+    q_width, kv_width, hidden = shape.attention_width, shape.kv_width, shape.hidden
+    return LayerCost(qk_projections=round(n * hidden * q_width * kept) + round(n * hidden * kv_width * kv_kept),
+                     v_projection=n * hidden * kv_width, scores=round(p * q_width * kept), mixing=p * q_width,
+                     output=n * q_width * hidden, feed_forward=shape.mlp_matrices * n * hidden * shape.intermediate)
+
+
 def layer_cost(n: int, hidden: int, intermediate: int, *, replaced_share: float = 0.0) -> LayerCost:
-    """MACs of one layer when `replaced_share` of its heads are constant (their Q/K projections and QKᵀ dropped)."""
-    if not 0.0 <= replaced_share <= 1.0:
-        raise ValueError(f"replaced_share is a share of heads in [0, 1], got {replaced_share}")
-    kept = 1.0 - replaced_share
-    return LayerCost(qk_projections=round(2 * n * hidden * hidden * kept), v_projection=n * hidden * hidden,
-                     scores=round(n * n * hidden * kept), mixing=n * n * hidden, output=n * hidden * hidden,
-                     feed_forward=2 * n * hidden * intermediate)
+    """MACs of one BERT-like layer (`encoder_shape`) when `replaced_share` of its heads are constant (their Q/K
+    projections and QKᵀ dropped)."""
+    return shape_layer_cost(encoder_shape(hidden, intermediate), n, replaced_share=replaced_share)
 
 
 def model_speedup_ceiling(n: int, hidden: int, intermediate: int, *, replaced_share: float = 1.0) -> float:
-    """Whole-model MAC ratio original / with `replaced_share` of heads constant (every layer alike)."""
+    """Whole-model MAC ratio original / with `replaced_share` of heads constant (every layer alike), BERT-like."""
     return layer_cost(n, hidden, intermediate).total / layer_cost(n, hidden, intermediate,
                                                                   replaced_share=replaced_share).total
 
 
-def config_speedups(config, n: int) -> dict[str, float]:
-    """Both ratios for a transformers config (``hidden_size``, ``num_attention_heads``, ``intermediate_size``)."""
-    head_dim = config.hidden_size // config.num_attention_heads
-    return {"head_speedup": head_speedup(n, head_dim),
-            "model_speedup_ceiling": model_speedup_ceiling(n, config.hidden_size, config.intermediate_size)}
+@dataclass(frozen=True)
+class ModelCost:
+    """MACs of a whole model on one sequence of n tokens: its layers and, when counted, the LM head."""
+
+    layer: LayerCost
+    num_layers: int
+    lm_head: int = 0
+
+    @property
+    def layers(self) -> int:
+        return self.num_layers * self.layer.total
+
+    @property
+    def total(self) -> int:
+        return self.layers + self.lm_head
+
+
+def model_cost(shape_or_config, n: int, *, replaced_share: float = 0.0, kv_replaced_share: float | None = None,
+               lm_head: bool = False, triangular: bool = False) -> ModelCost:
+    """MACs of the model on one sequence of `n` tokens (a `ModelShape` or a transformers config), every layer with
+    `replaced_share` of its heads constant; ``lm_head`` adds the vocabulary projection of every token."""
+    shape = _shape(shape_or_config)
+    layer = shape_layer_cost(shape, n, replaced_share=replaced_share, kv_replaced_share=kv_replaced_share,
+                             triangular=triangular)
+    return ModelCost(layer=layer, num_layers=shape.num_layers, lm_head=n * shape.vocab * shape.hidden if lm_head else 0)
+
+
+def config_ceiling(shape_or_config, n: int, *, replaced_share: float = 1.0, kv_replaced_share: float | None = None,
+                   lm_head: bool = False, triangular: bool = False) -> float:
+    """Whole-model MAC ratio original / with `replaced_share` of heads constant (module doc for the options)."""
+    shape = _shape(shape_or_config)
+    original = model_cost(shape, n, lm_head=lm_head, triangular=triangular).total
+    return original / model_cost(shape, n, replaced_share=replaced_share, kv_replaced_share=kv_replaced_share,
+                                 lm_head=lm_head, triangular=triangular).total
+
+
+def config_speedups(config, n: int, *, lm_head: bool = False, triangular: bool = False) -> dict[str, float]:
+    """Both ratios for a transformers config: the section-3.4 head-level one (at the config's head size) and the
+    whole-model ceiling with every head constant (`config_ceiling`; the same as `model_speedup_ceiling` for a
+    BERT-like config)."""
+    shape = model_shape(config)
+    return {"head_speedup": head_speedup(n, shape.head_dim),
+            "model_speedup_ceiling": config_ceiling(shape, n, lm_head=lm_head, triangular=triangular)}
 
 
 def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:

@@ -10,7 +10,7 @@ from tqdm.auto import tqdm
 from papa.core import distributed
 from papa.core.artifacts import fingerprint_texts
 from papa.core.errors import InputError
-from papa.method.architectures import architecture
+from papa.method.architectures import architecture, backbone
 from papa.method.constants import ConstantMatrices
 from papa.method.controller import PapaController, attach, controller_of
 from papa.method.layout import check_layout, encode
@@ -48,6 +48,7 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     existing = controller_of(model)
     controller: PapaController = existing or attach(model, model_name=model_name)
     device = next(model.parameters()).device
+    hidden_model = backbone(model)
     truncated = 0
     try:
         # Under `accelerate launch` each process takes a block of the batches; the statistics are summed below.
@@ -58,7 +59,8 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
                                max_length=max_length, layout=layout, model_type=model.config.model_type,
                                token_task=token_task)
                 truncated += sum(batch.truncated)
-                model(**{k: v.to(device) for k, v in batch.inputs.items()})
+                # the backbone only: a causal LM's vocabulary projection would be computed and thrown away
+                hidden_model(**{k: v.to(device) for k, v in batch.inputs.items()})
     finally:
         if existing is None:
             controller.detach()
