@@ -170,3 +170,21 @@ def test_only_some_of_the_profiles_models(tmp_path):
         notebook_parameters("06_head_selection", "full", out_dir=tmp_path, models=PAPER_LARGE)
     with pytest.raises(InputError, match="its own default model"):
         notebook_parameters("02_main_results", "quick", out_dir=tmp_path, models=PAPER_BASE)
+
+
+def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
+    """ipykernel warns on every start that a local kernel talks over TCP without encryption; the batch starts its
+    kernels with their log at ERROR, which leaves that line out (the cells' own output is unaffected)."""
+    from papa.reproduce import notebooks
+
+    started = []
+
+    def execute(source, target, **kwargs):
+        started.append(kwargs)
+        nbformat.write(nbformat.read(source, as_version=4), target)
+
+    monkeypatch.setattr("papermill.execute_notebook", execute)
+    times = notebooks.run_notebooks("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out", progress=False)
+    assert len(started) == 1 and "--IPKernelApp.log_level=ERROR" in started[0]["extra_arguments"]
+    assert list(times["notebook"]) == ["03_constant_patterns"]
+    assert (tmp_path / "out" / "notebooks" / "03_constant_patterns.ipynb").is_file()
