@@ -21,7 +21,7 @@ from papa.method.extract import extract_constants
 from papa.method.models import DEFAULT_MODEL
 from papa.method.selection import load_ranking
 from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
-from papa.runs.experiment import GridConfig
+from papa.runs.experiment import GridConfig, record_dtype
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
 from papa.tasks.corpus import task_corpus
@@ -78,7 +78,9 @@ def test_extraction_on_two_processes_equals_one(tmp_path, data_dir, minilm):
     two = load_constants(path)
     # Counts are integers; sums differ only in the order of float64 additions, which float32 averages absorb.
     assert torch.equal(two.counts, one.counts) and torch.equal(two.matrices, one.matrices)
-    assert two.metadata.num_examples == 70 and two.metadata.preprocessing == one.metadata.preprocessing
+    # `papa extract` also records the dtype the model ran in (papa.runs.experiment.record_dtype)
+    assert two.metadata.num_examples == 70
+    assert two.metadata.preprocessing == record_dtype(one, "float32").metadata.preprocessing
     assert two.metadata.corpus_fingerprint == one.metadata.corpus_fingerprint
 
 
