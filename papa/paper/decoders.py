@@ -22,10 +22,8 @@ def relative_drops(curves: pd.DataFrame) -> pd.DataFrame:
         return curves.assign(relative_drop=pd.Series(dtype=float))
     keys = ["model", "task", "selection"]
     original = curves[curves.fraction_label == "1"].set_index(["model", "task"])["mean"]
-    base = curves.set_index(["model", "task"]).index.map(original.to_dict())
-    scale = pd.Series(base, index=curves.index).abs()
-    out = curves.assign(relative_drop=(pd.Series(base, index=curves.index) - curves["mean"]) / scale,
-                        relative_ci95=curves["ci95"] / scale)
+    base = pd.Series(curves.set_index(["model", "task"]).index.map(original.to_dict()), index=curves.index)
+    out = curves.assign(relative_drop=(base - curves["mean"]) / base.abs(), relative_ci95=curves["ci95"] / base.abs())
     return out.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
