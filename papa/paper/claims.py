@@ -25,7 +25,7 @@ from papa.core.vocabulary import DATA_FREE_KINDS, NONE, SELECTION_METHODS
 from papa.paper.paper_numbers import (CLAIMS, PAPER_DIAGONAL_SHARE, PAPER_MAX_RELATIVE_DROP,
                                       PAPER_AVERAGE_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
-from papa.paper.sections import (DOWNSTREAM_TASKS, average_beats, fraction_claims, main_curves, method_ranks,
+from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLE, average_beats, fraction_claims, main_curves, method_ranks,
                                  performance_vs_drop, selection_curves, short_model)
 from papa.runs.results import aggregate
 
@@ -241,9 +241,24 @@ def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
     return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", _verdict(more, len(models)), line, figure)
 
 
-def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None = None) -> list[ClaimReading]:
+def not_learning(learns: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """(model, task) pairs whose probe does not beat its majority baseline (`papa.paper.sections.probes_learn`)."""
+    if learns is None or learns.empty:
+        return []
+    table = learns.reset_index()
+    return [(m, t) for m, t, ok in zip(table["model"], table["task"], table["learns"]) if not bool(ok)]
+
+
+def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None = None,
+                learns: pd.DataFrame | None = None) -> list[ClaimReading]:
     """Every claim of `papa.paper.paper_numbers.CLAIMS`, in the paper's order, read on `results` (rows of a results
-    table, `papa.runs.results.ResultsTable.read`) and `patterns` (task -> `papa.paper.patterns.head_patterns`)."""
+    table, `papa.runs.results.ResultsTable.read`) and `patterns` (task -> `papa.paper.patterns.head_patterns`).
+    With `learns` (`papa.paper.sections.probes_learn`), tasks whose probe does not beat its majority baseline are
+    left out: whatever the attention, such a probe cannot tell one attention matrix from another."""
+    skip = not_learning(learns)
+    if skip:
+        pairs = pd.MultiIndex.from_frame(results[["model", "task"]])
+        results = results[~pairs.isin(skip)]
     readings = [*_fraction_readings(results), *_pattern_readings(patterns or {}), _table1_reading(results),
                 _table2_reading(results), _fig5_reading(results), _fig6_reading(results)]
     order = list(CLAIMS)
@@ -263,7 +278,13 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
             results = results[results[column] == wanted]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
                 for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
-    return read_claims(results, patterns)
+    return read_claims(results, patterns, read_learns(out))
+
+
+def read_learns(out_dir: str | Path) -> pd.DataFrame | None:
+    """The run's `papa.paper.sections.probes_learn` table (written by notebook 02), or None."""
+    path = Path(out_dir) / "tables" / f"{LEARNS_TABLE}.csv"
+    return pd.read_csv(path).set_index(["model", "task"]) if path.is_file() else None
 
 
 def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:

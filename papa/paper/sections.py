@@ -10,6 +10,7 @@ Conventions of the results table (see `papa.runs.experiment`): fraction 1 is rec
 """
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,8 @@ from papa.runs.results import aggregate, relative_drop
 # Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
 DOWNSTREAM_TASKS = PAPER_TASKS
 _ORDER = {label: i for i, label in enumerate(PAPER_FRACTIONS)}
+#: Name of the `probes_learn` table under ``<out>/tables/`` (notebook 02 writes it; the claims read it).
+LEARNS_TABLE = "probes_vs_majority"
 
 
 def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
@@ -142,6 +145,15 @@ def alternatives_table(results: pd.DataFrame, kinds: Sequence[str]) -> pd.DataFr
     return _pivot(aggregate(rows), "constants", ["none", *[k for k in kinds if k != "none"]])
 
 
+def training_sizes(results: pd.DataFrame) -> pd.DataFrame:
+    """What each constants kind's probes trained on, per task: "examples × epochs" (a profile may train Table 1's
+    trained constants, which run the backbone every step, on fewer examples than the frozen rows)."""
+    extra = results["extra"].map(lambda text: json.loads(text) if isinstance(text, str) and text else {})
+    sizes = results.assign(size=[f"{e.get('train_examples', '?')} × {e.get('epochs', '?')}" for e in extra])
+    table = sizes.pivot_table(index="constants", columns="task", values="size", aggfunc="first")
+    return table[[t for t in (*DOWNSTREAM_TASKS, "mlm") if t in table.columns]].fillna("—")
+
+
 def data_dependence_table(results: pd.DataFrame, other_corpus: str) -> pd.DataFrame:
     """Table 2 for every model: average constants from the task's own training set vs `other_corpus`, fraction 0."""
     r = results
@@ -197,6 +209,37 @@ def fraction_claims_summary(claims: pd.DataFrame) -> str:
     else:
         parts.append("no fraction 1/2 in this profile: the drop at 1/2 cannot be read")
     return "ours: " + "; ".join(parts)
+
+
+def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | None = None) -> pd.DataFrame:
+    """Per task: the score of predicting the training subset's majority class on the evaluation subset the profile
+    probes (`papa.tasks.baselines`), in the task's metric; tasks without classes (MLM, LM) are left out."""
+    from papa.runs.profiles import get_profile
+    from papa.tasks.baselines import majority_baseline
+    from papa.tasks.data import load_examples, resolve_data_dir
+    from papa.tasks.registry import get_task
+
+    root = resolve_data_dir(data_dir)
+    rows = []
+    for task in tasks:
+        spec, prof = get_task(task), get_profile(profile).for_task(task)
+        if spec.num_labels == 0:
+            continue
+        train = load_examples(spec, "train", root, limit=prof.train_limit, sample=prof.sample)
+        evaluation = load_examples(spec, "eval", root, limit=prof.eval_limit, sample=prof.sample)
+        rows.append(dict(task=task, metric=spec.metric, majority=majority_baseline(spec, train, evaluation),
+                         train_examples=len(train), eval_examples=len(evaluation)))
+    return pd.DataFrame(rows, columns=["task", "metric", "majority", "train_examples", "eval_examples"])
+
+
+def probes_learn(curves: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
+    """Per model and task: does the probe on the original attention beat the majority-class baseline, with the lower
+    end of its 95% interval above it (one seed: its mean)? Tasks without a baseline are left out."""
+    original = curves[curves.fraction == 1.0][["model", "task", "mean", "ci95", "n"]]
+    table = original.merge(baselines[["task", "majority"]], on="task")
+    low = table["mean"] - table["ci95"].fillna(0)
+    table = table.assign(margin=low - table["majority"], learns=low > table["majority"] + 1e-12)
+    return table.set_index(["model", "task"])
 
 
 def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:

@@ -3,8 +3,9 @@
 Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer); for the
 LM task, which a decoder's own LM head scores, only the last one, [examples, 1, n, d].
 When nothing in the backbone trains (no λ, no trainable constants), `FeatureCache` computes them once per head
-configuration and keeps them in memory for every epoch and seed, up to a byte budget
-(``PAPA_FEATURE_CACHE_GB``, default 4); beyond it the backbone is re-run for every batch, with the same results.
+configuration and keeps them in memory for every epoch and seed, up to a byte budget per split
+(``PAPA_FEATURE_CACHE_GB``; by default a third of the machine's memory, 4 GiB where that cannot be read); beyond it
+the backbone is re-run for every batch, with the same results.
 """
 from __future__ import annotations
 
@@ -121,7 +122,13 @@ def feature_bytes(model, n_examples: int, max_length: int, last_only: bool = Fal
 
 
 def cache_budget_bytes() -> int:
-    return int(float(os.environ.get(CACHE_BUDGET_ENV, "4")) * 2**30)
+    """Bytes one split's cached features may take: ``PAPA_FEATURE_CACHE_GB`` GiB, else a third of the memory."""
+    if CACHE_BUDGET_ENV in os.environ:
+        return int(float(os.environ[CACHE_BUDGET_ENV]) * 2**30)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 3
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
+        return 4 * 2**30
 
 
 @torch.no_grad()
@@ -133,15 +140,18 @@ def compute_features(model, data: EncodedTask, *, batch_size: int = 64, progress
     process ends with all of them (papa.core.distributed).
     """
     device = next(model.parameters()).device
-    parts = []
-    for start, end in tqdm(distributed.batch_spans(len(data), batch_size), desc=desc, unit="batch",
-                           disable=not progress or not distributed.is_main(), leave=False):
-        idx = torch.arange(start, end)
-        inputs, _ = data.batch(idx)
-        parts.append(hidden_features(model, {k: v.to(device) for k, v in inputs.items()},
-                                     data.last_layer_only).float().cpu())
-    block = torch.cat(parts) if parts else torch.empty(0, feature_layers(model, data.last_layer_only),
-                                                       data.inputs["input_ids"].shape[1], model.config.hidden_size)
+    spans = list(distributed.batch_spans(len(data), batch_size))
+    rows = sum(end - start for start, end in spans)
+    # Filled in place: concatenating batches would hold every feature twice at the end (gigabytes on whole sets).
+    block = torch.empty(rows, feature_layers(model, data.last_layer_only), data.inputs["input_ids"].shape[1],
+                        model.config.hidden_size)
+    row = 0
+    for start, end in tqdm(spans, desc=desc, unit="batch", disable=not progress or not distributed.is_main(),
+                           leave=False):
+        inputs, _ = data.batch(torch.arange(start, end))
+        block[row:row + end - start] = hidden_features(model, {k: v.to(device) for k, v in inputs.items()},
+                                                       data.last_layer_only).float().cpu()
+        row += end - start
     return distributed.gather_blocks(block)
 
 

@@ -223,7 +223,8 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import format_claims, run_claims
+    from papa.paper.claims import format_claims, not_learning, read_learns, run_claims
+    from papa.paper.sections import LEARNS_TABLE, short_model
 
     prof = get_profile(profile)
     out = Path(out_dir or f"artifacts/{profile}")
@@ -238,8 +239,13 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                  "numbers show that every section runs, they are NOT the paper's evidence (for that: `make reproduce "
                  "PROFILE=cpu`, about 90 minutes on 2 CPU cores, or PROFILE=full).")
     elif base != "full":
-        head += f" {prof.train_limit or 'All'} training examples per task."
-    return "\n".join([textwrap.fill(head, width=116), format_claims(readings, out)])
+        head += f" {prof.sizes_text()}."
+    skipped = not_learning(read_learns(out))
+    if skipped:
+        which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)
+        head += (f" Left out of every claim: {which}, whose probe does not beat its majority-class baseline "
+                 f"(tables/{LEARNS_TABLE}.csv).")
+    return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out)])
 
 
 def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:

@@ -42,7 +42,7 @@ from papa.method.extract import extract_constants
 from papa.method.layout import LEGACY_LAYOUT, layout_for
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
-from papa.probing.features import FeatureSource, encode_task
+from papa.probing.features import EncodedTask, FeatureSource, encode_task
 from papa.probing.ranking import learn_lambdas
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.runs.keys import point_key
@@ -50,7 +50,7 @@ from papa.runs.names import constants_filename, ranking_filename
 from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.tasks.corpus import corpus_name, task_corpus
-from papa.tasks.data import load_examples, resolve_data_dir
+from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
 from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, fraction_label, heads_to_replace,
                         load_ranking, num_input_dependent, replacement_order)
 from papa.tasks.registry import TaskSpec, get_task, model_mismatch
@@ -88,7 +88,7 @@ class GridConfig:
 def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
     """`cfg` with the profile's defaults filled in and every value checked, with the profile and task spec it was
     resolved with: a grid resolves its inputs once and passes them down (a profile file is read once)."""
-    prof = get_profile(cfg.profile)
+    prof = get_profile(cfg.profile).for_task(cfg.task)  # the task's own sizes, where the profile gives it some
     spec = get_task(cfg.task)
     if cfg.constants_corpus != "task":
         get_task(cfg.constants_corpus)
@@ -245,7 +245,7 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
                    ) -> tuple[ConstantMatrices, object, object]:
     """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
     `layout` None takes the profile's."""
-    spec, prof = get_task(task), get_profile(profile)
+    spec, prof = get_task(task), get_profile(profile).for_task(task)
     layout = layout_for(bool(is_causal_model(model)), layout, prof.layout)
     dtype = dtype_name(resolve_dtype(dtype))
     loaded, tokenizer = _load_model(model, distributed.process_device(device), dtype)
@@ -281,7 +281,7 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
         return ranking
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
     prof = s.profile
-    rank_data = s.train if prof.rank_limit is None else _subset(s.train, prof.rank_limit)
+    rank_data = _subset(s.train, prof.rank_limit, prof.sample)
     settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
     lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=RANKING_SEED, progress=progress)
     ranking = HeadRanking.from_lambdas(
@@ -293,9 +293,12 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     return ranking
 
 
-def _subset(data, limit: int):
-    idx = torch.arange(min(limit, len(data)))
-    inputs, labels = data.batch(idx)
+def _subset(data: EncodedTask, limit: int | None, sample: str) -> EncodedTask:
+    """`limit` examples of an encoded split, picked as the profile picks them (the first, or a fixed random subset:
+    a split kept in file order may be sorted by source, as CoLA's is)."""
+    if limit is None or limit >= len(data):
+        return data
+    inputs, labels = data.batch(torch.tensor(subset_indices(len(data), limit, sample)))
     return replace(data, inputs=inputs, labels=labels)
 
 
@@ -327,6 +330,14 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
         base["layout"] = cfg.layout
     if cfg.dtype != DEFAULT_DTYPE:  # and those made before dtypes were (all float32)
         base["dtype"] = cfg.dtype
+    trainable = kind.startswith("trainable_") and not baseline
+    train, epochs = s.train, s.profile.epochs
+    if trainable and (s.profile.trainable_limit, s.profile.trainable_epochs) != (None, None):
+        # Trained constants run the backbone every step, so a profile may size them apart; recorded only then, so
+        # that the ids of runs made before these sizes existed stay as they were.
+        train = _subset(s.train, s.profile.trainable_limit, s.profile.sample)
+        epochs = s.profile.trainable_epochs or epochs
+        base.update(train_limit=s.profile.trainable_limit or s.profile.train_limit, epochs=epochs)
     ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
     todo = distributed.main_decides([seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])])
     bar.update(len(cfg.seeds) - len(todo))
@@ -334,14 +345,13 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
         return list(ids.values())
 
     ctrl.keep_all()
-    trainable = kind.startswith("trainable_") and not baseline
     if not baseline:
         ctrl.set_constants(_constants(s, kind, progress), trainable=trainable)
         order = None if replace_all else _order(s, kind, method, progress)
         ctrl.replace(None if replace_all else heads_to_replace(order, label, ctrl.num_layers, ctrl.num_heads,
                                                                cfg.rounding))
     initial = ctrl.constants.detach().clone() if trainable else None
-    settings = TrainSettings.from_task(s.spec, epochs=s.profile.epochs)
+    settings = TrainSettings.from_task(s.spec, epochs=epochs)
     # LM with the model's own head trains nothing (unless its constants train): no training features
     training = s.spec.trains_probe or trainable
     # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
@@ -356,7 +366,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             if trainable:
                 with torch.no_grad():
                     ctrl.constants.copy_(initial)
-                train_src = FeatureSource(s.model, s.train, trainable_backbone=True, progress=False)
+                train_src = FeatureSource(s.model, train, trainable_backbone=True, progress=False)
                 eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
             else:
                 train_src, eval_src = sources
@@ -377,7 +387,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                     selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
                     layout=cfg.layout, dtype=cfg.dtype, metric=s.spec.metric, value=value,
                     runtime_s=time.perf_counter() - start, run_id=ids[seed],
-                    extra={"train_examples": len(s.train), "eval_examples": len(s.eval), "epochs": settings.epochs,
+                    extra={"train_examples": len(train), "eval_examples": len(s.eval), "epochs": settings.epochs,
                            "features_cached": bool(sources and next(x for x in sources if x).cached)})])
             bar.update(1)
     if trainable:

@@ -2,8 +2,10 @@
 
 * ``quick``: small subsets so a whole task grid on the offline model finishes in minutes on 2 CPU cores;
   numbers are noisy and only show that everything runs end to end.
-* ``cpu``: random subsets of 400 training / 400 evaluation examples, 4 epochs: the seven sections on the offline
-  model in about 90 minutes on 2 CPU cores; the scale of the README's "Results".
+* ``cpu``: the paper's protocol cut to what 2 CPU cores run in about 100 minutes on the offline model: the whole
+  CoLA and MRPC training sets with Table 3's epochs, larger fixed random subsets of SST-2, NER and POS, whole
+  validation sets (a fixed subset for NER and POS), Table 1's trainable constants on a smaller subset; the scale of
+  the README's "Results". Its sizes differ per task (`Profile.tasks`).
 * ``full``: the paper's settings (whole training sets, Table 3 epochs, 3 seeds).
 
 Fractions are shares of heads that stay input-dependent. When a share is not a whole number of heads (1/16 of
@@ -14,7 +16,10 @@ profile name goes (``papa probe --profile tiny.json``)::
 
     {"name": "tiny", "base": "quick", "train_limit": 32, "eval_limit": 32, "epochs": 1, "seeds": [0, 1]}
 
-Fields left out are taken from ``base`` (default ``quick``). The file's ``name`` is what result rows, run ids and
+Fields left out are taken from ``base`` (default ``quick``). A size set at the top of the file holds for every
+task: the base's per-task values of that size are dropped (a file based on ``cpu`` with ``"train_limit": 32`` trains
+every task on 32 examples); ``"tasks": {"cola": {"epochs": 3}}`` sets sizes of one task (and replaces the base's
+``tasks``). The file's ``name`` is what result rows, run ids and
 ranking file names record, so its runs never mix with those of a built-in profile. A batch run of the notebooks
 (`papa.reproduce.notebooks`) gives a file profile the models and tasks of the built-in profile it derives from
 (`builtin_base`): ``"base": "full"`` runs the paper's models at the file's sizes.
@@ -27,16 +32,28 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from papa.core.vocabulary import LAYOUTS, PAPER_FRACTIONS, REPRODUCTION_LAYOUT, ROUNDINGS, SAMPLES
+from papa.tasks.registry import TASKS
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+#: The sizes a profile may set per task (`Profile.tasks`): how much data and how many epochs, nothing else.
+SIZE_FIELDS = ("train_limit", "eval_limit", "corpus_limit", "rank_limit", "rank_epochs", "epochs",
+               "trainable_limit", "trainable_epochs")
 
 
 @dataclass(frozen=True)
 class Profile:
-    """Data sizes and grid of one reproduction profile (None = everything / Table 3)."""
+    """Data sizes and grid of one reproduction profile (None = everything / Table 3).
+
+    `tasks` gives some tasks other sizes (a mapping task -> {size field: value}; kept as sorted pairs so that a
+    profile stays hashable); `for_task` applies them. `trainable_limit` / `trainable_epochs` size the runs whose
+    constants train with the probe (Table 1), which run the backbone every step: None = `train_limit` / `epochs`.
+    """
 
     name: str
     train_limit: int | None
@@ -50,15 +67,16 @@ class Profile:
     rounding: str = "down"
     sample: str = "first"         # how limits pick examples: the first ones or a fixed random subset (papa.tasks.data)
     layout: str = REPRODUCTION_LAYOUT  # input layout of every run (papa.method.layout)
+    trainable_limit: int | None = None
+    trainable_epochs: int | None = None
+    tasks: tuple[tuple[str, tuple[tuple[str, int | None], ...]], ...] = ()
 
     def __post_init__(self) -> None:
         # Checked here so that a bad profile fails when it is made, not after the first runs of a grid.
         where = f"profile {self.name!r}"
-        for name in ("train_limit", "eval_limit", "corpus_limit", "rank_limit", "rank_epochs", "epochs"):
-            v = getattr(self, name)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-                raise ValueError(f"{where}: {name} must be a positive integer or null (= everything / Table 3), "
-                                 f"got {v!r}.")
+        for name in SIZE_FIELDS:
+            _check_size(where, name, getattr(self, name))
+        object.__setattr__(self, "tasks", _task_sizes(where, self.tasks))
         seeds = tuple(self.seeds)
         if not seeds:
             raise ValueError(f"{where}: the seed list is empty: give at least one seed, e.g. [0, 1, 2].")
@@ -76,17 +94,66 @@ class Profile:
         object.__setattr__(self, "seeds", seeds)
         object.__setattr__(self, "fractions", fractions)
 
+    def task_sizes(self, task: str) -> dict[str, int | None]:
+        """The sizes `task` has in this profile that differ from the profile-wide ones."""
+        return dict(dict(self.tasks).get(task, ()))
+
+    def for_task(self, task: str) -> "Profile":
+        """This profile with `task`'s own sizes in place of the profile-wide ones (same name: a task's runs record
+        the sizes they ran with)."""
+        return replace(self, **self.task_sizes(task), tasks=())
+
+    def sizes_text(self) -> str:
+        """The training sizes in words, e.g. "2000 training examples per task (cola: all, mrpc: all)"."""
+        amount = lambda v: "all" if v is None else str(v)  # noqa: E731
+        own = [f"{task}: {amount(dict(sizes)['train_limit'])}" for task, sizes in self.tasks
+               if "train_limit" in dict(sizes)]
+        text = f"{amount(self.train_limit).capitalize()} training examples per task"
+        return f"{text} ({', '.join(own)})" if own else text
+
+
+def _check_size(where: str, name: str, v) -> None:
+    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+        raise ValueError(f"{where}: {name} must be a positive integer or null (= everything / Table 3), got {v!r}.")
+
+
+def _task_sizes(where: str, tasks) -> tuple:
+    """`tasks` (a mapping or the pairs it is kept as) checked and kept as sorted pairs."""
+    items = tasks.items() if isinstance(tasks, Mapping) else tasks
+    out = []
+    for task, sizes in items:
+        if task not in TASKS:
+            raise ValueError(f"{where}: unknown task {task!r} in its per-task sizes; tasks: {', '.join(TASKS)}.")
+        sizes = dict(sizes.items() if isinstance(sizes, Mapping) else sizes)
+        unknown = sorted(set(sizes) - set(SIZE_FIELDS))
+        if unknown:
+            raise ValueError(f"{where}: task {task!r} sets {', '.join(unknown)}; a task may set only "
+                             f"{', '.join(SIZE_FIELDS)}.")
+        for name, v in sizes.items():
+            _check_size(f"{where}, task {task!r}", name, v)
+        out.append((str(task), tuple(sorted(sizes.items()))))
+    return tuple(sorted(out))
+
 
 PROFILES: dict[str, Profile] = {
     # Sized so that all seven notebooks (some 200 probe runs) finish in minutes on 2 CPU cores: a smoke test of
     # every section, not a measurement.
     "quick": Profile("quick", train_limit=96, eval_limit=96, corpus_limit=96, rank_limit=48, rank_epochs=1,
                      epochs=2),
-    # About 90 minutes on 2 CPU cores for the seven notebooks on the offline model (README "Results"): random subsets,
-    # because some training files are sorted by source (CoLA); 4 probe epochs (Table 3's for SST-2, NER and POS)
-    # for every run, including Table 1's trainable constants, whose backbone passes dominate the time.
-    "cpu": Profile("cpu", train_limit=400, eval_limit=400, corpus_limit=1000, rank_limit=400, rank_epochs=1,
-                   epochs=4, sample="random"),
+    # The paper's protocol cut to about 100 minutes on 2 CPU cores for the seven notebooks on the offline model
+    # (README "Results"; the arithmetic is in docs/results.md, from benchmarks/cpu_estimate.py): Table 3's epochs
+    # everywhere, where frozen features are computed once per head configuration and the epochs cost little;
+    # fixed random subsets, larger where a task's probe needs them (some files are sorted by source, as CoLA's);
+    # whole validation sets but CoNLL's (3,250 sentences, a fixed 500); Table 1's trained constants, which run the
+    # backbone forward and backward every step, on 200 examples for 4 epochs. SST-2 and the LM task also size
+    # notebook 08's decoder (SmolLM2), whose backbone costs about 8x MiniLM's per example.
+    "cpu": Profile("cpu", train_limit=2000, eval_limit=None, corpus_limit=1000, rank_limit=1000, rank_epochs=1,
+                   epochs=None, sample="random", trainable_limit=200, trainable_epochs=4,
+                   tasks={"cola": {"train_limit": 3000}, "mrpc": {"train_limit": 1000},
+                          "ner": {"train_limit": 1000, "eval_limit": 500},
+                          "pos": {"train_limit": 1000, "eval_limit": 500},
+                          "mlm": {"train_limit": 400, "eval_limit": 400, "rank_limit": 400},
+                          "lm": {"eval_limit": 200, "corpus_limit": 500, "rank_limit": 200}}),
     "full": Profile("full", train_limit=None, eval_limit=None, corpus_limit=None, rank_limit=None, rank_epochs=None,
                     epochs=None),
 }
@@ -144,8 +211,14 @@ def load_profile_file(path: str | os.PathLike) -> Profile:
     if not isinstance(name, str) or not _NAME.fullmatch(name):
         raise ValueError(f"profile file {path} needs a \"name\" of letters, digits, '.', '_' or '-' (it is recorded "
                          f"in every result row), got {name!r}.")
+    tasks = spec.get("tasks", {})
+    if not isinstance(tasks, dict) or not all(isinstance(v, dict) for v in tasks.values()):
+        raise ValueError(f"profile file {path}: \"tasks\" must map task names to objects of sizes, e.g. "
+                         "{\"cola\": {\"train_limit\": null, \"epochs\": 15}}.")
     base = get_profile(spec.get("base", "quick"))
     values = {**asdict(base), **{k: v for k, v in spec.items() if k != "base"}}
+    if "tasks" not in spec:  # a size the file sets holds for every task: the base's per-task values of it go
+        values["tasks"] = {task: {k: v for k, v in sizes if k not in spec} for task, sizes in base.tasks}
     try:
         profile = Profile(**values)
     except ValueError as exc:

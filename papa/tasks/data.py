@@ -423,11 +423,19 @@ def _mlm_examples(paragraphs: Iterable[tuple[int, str]], spec: TaskSpec, split: 
             yield Example(text=text)
 
 
+def subset_indices(n: int, limit: int | None, sample: str = "first") -> list[int]:
+    """Which of `n` items a `limit` keeps, in their order: the first ones, or a fixed random subset (`sample`)."""
+    if sample not in SAMPLES:
+        raise ValueError(f"sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
+    if limit is None or limit >= n:
+        return list(range(n))
+    if sample == "first":
+        return list(range(limit))
+    return sorted(random.Random(SUBSET_SEED).sample(range(n), limit))
+
+
 def _random_subset(examples: list[Example], limit: int | None) -> list[Example]:
-    if limit is None or limit >= len(examples):
-        return examples
-    keep = sorted(random.Random(SUBSET_SEED).sample(range(len(examples)), limit))
-    return [examples[i] for i in keep]
+    return [examples[i] for i in subset_indices(len(examples), limit, "random")]
 
 
 def _take(examples: Iterable[Example], limit: int | None) -> list[Example]:

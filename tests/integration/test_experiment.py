@@ -1,6 +1,8 @@
 """End to end on the offline model and real data: extract -> rank -> probe at fractions 1 and 0, resumable."""
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -124,3 +126,20 @@ def test_grid_drops_query_key_of_replaced_heads(tmp_path, data_dir, monkeypatch)
     monkeypatch.setattr(experiment, "query_key_dropped_while", lambda ctrl: contextlib.nullcontext())
     plain = run_grid(_cfg(tmp_path / "plain", data_dir, **cfg), progress=False)
     assert plain["value"].tolist() == pytest.approx(fast["value"].tolist(), abs=1e-6)
+
+
+def test_trained_constants_run_on_their_own_subset(tmp_path, data_dir, monkeypatch):
+    """A profile's trainable_limit / trainable_epochs size Table 1's trained-constant runs (the backbone runs every
+    step); frozen runs keep the task's sizes, and the run id records what each ran with."""
+    sized = Profile("test-trainable", train_limit=48, eval_limit=48, corpus_limit=48, rank_limit=16, rank_epochs=1,
+                    epochs=2, seeds=(0,), fractions=("0",), sample="random", trainable_limit=8, trainable_epochs=1)
+    monkeypatch.setitem(PROFILES, sized.name, sized)
+    cfg = _cfg(tmp_path, data_dir, profile=sized.name, constants=("trainable_average", "average"))
+    rows = run_grid(cfg, progress=False).set_index("constants")
+    extra = rows["extra"].map(json.loads)
+    assert extra["trainable_average"]["train_examples"] == 8 and extra["trainable_average"]["epochs"] == 1
+    assert extra["average"]["train_examples"] == 48 and extra["average"]["epochs"] == 2
+    plain = run_grid(_cfg(tmp_path / "plain", data_dir, fractions=("0",), seeds=(0,),
+                          constants=("trainable_average",)), progress=False)
+    assert json.loads(plain.loc[0, "extra"])["train_examples"] == 48
+    assert plain.loc[0, "run_id"] != rows.loc["trainable_average", "run_id"]

@@ -96,3 +96,21 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
     assert "Fig. 2" in only_02 and "Table 1" not in only_02 and "Fig. 4" not in only_02
     assert "no claim of the paper" in reproduction_summary("quick", names=("01_method",), out_dir=run_dir)
     assert format_claims([], run_dir) == ""
+
+
+def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
+    """notebook 02's probes-vs-majority table: a probe at its majority baseline says nothing about attention."""
+    from papa.paper import sections
+
+    curves = sections.main_curves(ResultsTable(run_dir / "results.csv").read())
+    baselines = pd.DataFrame({"task": ["sst2", "ner"], "majority": [0.5, 0.795]})  # NER's interval reaches 0.795
+    learns = sections.probes_learn(curves, baselines)
+    assert learns.loc[("org/m", "sst2"), "learns"] and not learns.loc[("org/m", "ner"), "learns"]
+    assert learns.loc[("org/m", "sst2"), "margin"] == pytest.approx(0.9 - 0.0248 - 0.5, abs=1e-3)
+    sections.save_table(learns, run_dir, sections.LEARNS_TABLE)
+    readings = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}
+    assert readings["fig2_half"].verdict == "holds"  # NER's 5-point drop is no longer read
+    assert "on 1 of 1 tasks" in readings["table1"].ours
+    assert "fig6" in readings and readings["fig6"].verdict == "holds"  # MLM has no majority class: kept
+    text = " ".join(reproduction_summary("cpu", out_dir=run_dir).split())
+    assert "Left out of every claim: ner (m), whose probe does not beat its majority-class baseline" in text

@@ -88,3 +88,11 @@ def test_format_and_other_corpus(tmp_path):
 def test_run_grids_needs_models_and_tasks():
     with pytest.raises(ValueError, match="at least one model and one task"):
         sections.run_grids([], ["sst2"], profile="quick", out_dir="unused")
+
+
+def test_training_sizes_say_what_each_kind_trained_on(results):
+    sized = results.assign(extra=['{"train_examples": 400, "epochs": 4}' if k == "zeros" else
+                                  '{"train_examples": 8551, "epochs": 15}' for k in results["constants"]])
+    table = sections.training_sizes(sized)
+    assert table.loc["zeros", "sst2"] == "400 × 4" and table.loc["average", "sst2"] == "8551 × 15"
+    assert sections.training_sizes(results).loc["none", "sst2"] == "? × ?"  # rows without sizes say so

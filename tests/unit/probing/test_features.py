@@ -83,3 +83,27 @@ def test_training_is_seeded():
         probe = make_probe(spec, model, 12)
         runs.append(train_probe(probe, "sentence", source, TrainSettings(1e-3, 8, 1), seed=seed, progress=False))
     assert runs[0] == runs[1] and runs[0] != runs[2]
+
+
+def test_token_scores_read_only_labelled_slots_sentence_by_sentence():
+    """The token probe classifies only labelled slots (training and evaluation); the metric still sees each
+    sentence's own predictions, as it does when every slot is classified."""
+    from papa.tasks.metrics import compute_metric
+
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    spec = get_task("ner")
+    words = [("the", "cat", "sat"), ("a", "dog"), ("it", "was", "the", "big", "mat")]
+    examples = [Example(words=w, label=tuple((i + j) % spec.num_labels for j in range(len(w))))
+                for i, w in enumerate(words)]
+    data = encode_task(tok, spec, examples, max_length=12, model_type="bert")
+    source = FeatureSource(model, data, trainable_backbone=False, progress=False)
+    torch.manual_seed(0)
+    probe = make_probe(spec, model, 12)
+    feats, mask, labels = source(torch.arange(len(data)))
+    every_slot = probe(feats, mask).argmax(-1)  # [examples, n]: the old way, every slot classified
+    keep = labels != IGNORE_INDEX
+    preds = [row[k].tolist() for row, k in zip(every_slot, keep)]
+    refs = [row[k].tolist() for row, k in zip(labels, keep)]
+    assert [len(p) for p in preds] == [3, 2, 5]
+    expected = compute_metric(spec.metric, preds, refs, label_names=spec.label_names)
+    assert evaluate_probe(probe, spec, source, batch_size=2) == pytest.approx(expected)

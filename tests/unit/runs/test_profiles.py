@@ -1,0 +1,77 @@
+"""Profiles with per-task sizes: what each task gets, how profile files inherit them, and bad input."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from papa.runs.profiles import PROFILES, Profile, get_profile, load_profile_file
+from papa.tasks.data import subset_indices
+
+
+@pytest.fixture(autouse=True)
+def _restore_profiles(monkeypatch):
+    # profile files register themselves by name: keep each test's registrations to itself
+    monkeypatch.setattr("papa.runs.profiles.PROFILES", dict(PROFILES))
+
+
+def _file(tmp_path, name, **spec):
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"name": name, **spec}), encoding="utf-8")
+    return path
+
+
+def test_cpu_profile_gives_each_task_its_sizes():
+    cpu = get_profile("cpu")
+    cola, sst2, ner, mrpc = (cpu.for_task(t) for t in ("cola", "sst2", "ner", "mrpc"))
+    assert cola.train_limit == 3000 and mrpc.train_limit == 1000
+    assert cola.epochs is None and cola.eval_limit is None        # Table 3's epochs, whole validation set
+    assert sst2.train_limit == cpu.train_limit == 2000 and ner.eval_limit == 500 and ner.train_limit == 1000
+    assert cola.name == "cpu" and cola.tasks == ()                 # rows still record the profile's name
+    assert cpu.trainable_limit == 200 and cpu.trainable_epochs == 4
+    assert get_profile("quick").for_task("cola") == get_profile("quick")  # no per-task sizes: unchanged
+    assert cpu.sizes_text().startswith("2000 training examples per task (cola: 3000,")
+
+
+def test_profile_is_hashable_and_equal_however_its_tasks_are_given():
+    a = Profile("x", 1, 1, 1, 1, 1, 1, tasks={"cola": {"epochs": 3, "train_limit": None}})
+    b = Profile("x", 1, 1, 1, 1, 1, 1, tasks=(("cola", (("train_limit", None), ("epochs", 3))),))
+    assert a == b and hash(a) == hash(b)
+    assert a.for_task("cola").epochs == 3 and a.for_task("sst2").epochs == 1
+
+
+def test_a_size_set_in_a_file_holds_for_every_task(tmp_path):
+    small = load_profile_file(_file(tmp_path, "small-cpu", base="cpu", train_limit=32, eval_limit=16))
+    assert small.for_task("cola").train_limit == 32 and small.for_task("sst2").train_limit == 32
+    assert small.for_task("ner").eval_limit == 16
+    assert small.for_task("mlm").rank_limit == 400  # sizes the file leaves alone keep the base's per-task values
+    own = load_profile_file(_file(tmp_path, "own", base="cpu", tasks={"cola": {"epochs": 3}}))
+    assert own.for_task("cola").epochs == 3 and own.for_task("cola").train_limit == 2000
+    assert own.for_task("sst2").train_limit == 2000  # "tasks" replaces the base's per-task sizes
+
+
+@pytest.mark.parametrize("spec, message", [
+    ({"tasks": {"colaa": {"epochs": 3}}}, "unknown task 'colaa'"),
+    ({"tasks": {"cola": {"seeds": [1]}}}, "a task may set only"),
+    ({"tasks": {"cola": {"epochs": 0}}}, "task 'cola'.*epochs must be a positive integer"),
+    ({"tasks": ["cola"]}, "\"tasks\" must map task names"),
+    ({"trainable_limit": -1}, "trainable_limit must be a positive integer"),
+])
+def test_bad_per_task_sizes_are_refused_with_what_to_do(tmp_path, spec, message):
+    with pytest.raises(ValueError, match=message):
+        load_profile_file(_file(tmp_path, "bad", **spec))
+
+
+def test_subsets_pick_first_or_fixed_random_examples_in_order():
+    assert subset_indices(10, 3, "first") == [0, 1, 2]
+    random = subset_indices(1000, 50, "random")
+    assert random == sorted(random) and len(set(random)) == 50 and random != list(range(50))
+    assert random == subset_indices(1000, 50, "random")  # fixed
+    assert subset_indices(5, None, "random") == subset_indices(5, 9, "random") == [0, 1, 2, 3, 4]
+
+
+def test_a_grid_runs_with_its_task_sizes():
+    from papa.runs.experiment import GridConfig, _resolve
+
+    assert _resolve(GridConfig("cola", profile="cpu"))[1].train_limit == 3000
+    assert _resolve(GridConfig("ner", profile="cpu"))[1].eval_limit == 500
