@@ -107,26 +107,25 @@ def split_size(task: str, split: str, limit, data_dir) -> int:
 
 def estimate(profile: str, notebooks, model: str, rates: dict, data_dir) -> dict:
     """Expected seconds per task of `notebooks`' grid on `model`, from `rates` (task -> `measure` row)."""
-    prof = get_profile(profile)
     jobs = [j for j in notebook_jobs(profile, notebooks, data_dir=data_dir)
             if canonical_model_name(j.model) == canonical_model_name(model)]
     points = defaultdict(list)
-    for j in jobs:  # one head configuration serves every seed
-        points[(j.task, j.constants, j.constants_corpus, j.selection, j.fraction)].append(j.seed)
+    for j in jobs:  # one head configuration serves every seed; learning-curve points have profiles of their own
+        points[(j.profile, j.task, j.constants, j.constants_corpus, j.selection, j.fraction)].append(j.seed)
     cost: dict[str, dict] = defaultdict(lambda: defaultdict(float))
     prep = set()
-    for (task, kind, corpus, selection, fraction), seeds in points.items():
-        p, r, spec = prof.for_task(task), rates[task], get_task(task)
+    for (name, task, kind, corpus, selection, fraction), seeds in points.items():
+        p, r, spec = get_profile(name).for_task(task), rates[task], get_task(task)
         train = split_size(task, "train", p.train_limit, data_dir)
         evals = split_size(task, "eval", p.eval_limit, data_dir)
         epochs = p.epochs or spec.hparams.epochs
         c = cost[task]
-        if kind in ("average", "trainable_average") and ("constants", task, corpus) not in prep:
-            prep.add(("constants", task, corpus))
+        if kind in ("average", "trainable_average") and ("constants", task, corpus, p.corpus_limit) not in prep:
+            prep.add(("constants", task, corpus, p.corpus_limit))
             source = task if corpus in ("task", "none") else corpus
             c["constants"] += split_size(source, "train", p.corpus_limit, data_dir) / r["capture_per_s"]
-        if selection in ("lambda", "reversed_lambda") and ("rank", task, kind) not in prep:
-            prep.add(("rank", task, kind))
+        if selection in ("lambda", "reversed_lambda") and ("rank", name, task, kind) not in prep:
+            prep.add(("rank", name, task, kind))
             rank_epochs = p.rank_epochs or spec.hparams.epochs
             c["ranking"] += min(train, p.rank_limit or train) * rank_epochs * r["lambda_s"]
         c["eval"] += evals / r["features_per_s"]

@@ -103,6 +103,33 @@ def relative_drop_curves(drops: pd.DataFrame, *, title: str = "") -> plt.Figure:
     return fig
 
 
+def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None, *, title: str = "") -> plt.Figure:
+    """One panel per task: the original-attention probe's metric (95% interval) against training examples
+    (`papa.paper.sections.learning_curves`), with the majority-class baseline as a dashed line where given."""
+    if curves.empty:
+        raise ValueError("no learning curve to plot: the profile draws none (its `curves`)")
+    tasks = list(dict.fromkeys(curves["task"]))
+    fig, axes = _grid(len(tasks))
+    for ax, task in zip(axes, tasks):
+        rows = curves[curves.task == task]
+        for model, group in rows.groupby("model", sort=False):
+            ci = group["ci95"].fillna(0)
+            ax.errorbar(group["train_examples"], group["mean"], yerr=ci, marker="o", capsize=3,
+                        label=short_model(model))
+        if baselines is not None and task in set(baselines["task"]):
+            majority = float(baselines.loc[baselines.task == task, "majority"].iloc[0])
+            ax.axhline(majority, color="grey", linestyle="--", label="majority class")
+        ax.set_xscale("log")
+        ax.set_xlabel("training examples")
+        ax.set_ylabel(_metric_name(rows))
+        ax.set_title(task)
+        ax.legend(fontsize=8)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
     """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model."""
     if summary.empty:

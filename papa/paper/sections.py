@@ -29,6 +29,11 @@ _ORDER = {label: i for i, label in enumerate(PAPER_FRACTIONS)}
 LEARNS_TABLE = "probes_vs_majority"
 
 
+#: How notebooks call the functions that run grids: a notebook's cells up to its last such call list its jobs
+#: (`papa.reproduce.jobs.notebook_grids`).
+GRID_RUNNERS = ("sections.run_grids(", "sections.learning_curves(")
+
+
 def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
               data_dir: str | None = None, device: str = "cpu", seeds: Sequence[int] | None = None,
               fractions: Sequence[str] | None = None, constants: Sequence[str] = ("average",),
@@ -240,6 +245,32 @@ def probes_learn(curves: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     low = table["mean"] - table["ci95"].fillna(0)
     table = table.assign(margin=low - table["majority"], learns=low > table["majority"] + 1e-12)
     return table.set_index(["model", "task"])
+
+
+def learning_curves(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
+                    data_dir: str | None = None, device: str = "cpu", force: bool = False,
+                    progress: bool = True) -> pd.DataFrame:
+    """The original-attention probe's score against its training-set size, at the sizes the profile's ``curves``
+    give each of `tasks` (`papa.runs.profiles.Profile.curve_profile`): one grid at fraction 1 per size, rows
+    aggregated over seeds with the number of training examples. Empty when the profile draws no curve."""
+    from papa.runs.profiles import get_profile
+
+    prof = get_profile(profile)
+    frames = []
+    for task in tasks:
+        for size in prof.curve_sizes(task):
+            point = prof.curve_profile(task, size)
+            rows = run_grids(models, [task], profile=point.name, out_dir=out_dir, data_dir=data_dir, device=device,
+                             fractions=["1"], force=force, progress=progress)
+            if rows.empty:  # a grid that only records its jobs (papa.reproduce.jobs) runs nothing
+                continue
+            examples = rows["extra"].map(lambda text: json.loads(text)["train_examples"])
+            frames.append(aggregate(rows).assign(train_examples=int(examples.max())))
+    columns = ["model", "task", "metric", "train_examples", "n", "mean", "ci95"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True)[columns].sort_values(["model", "task", "train_examples"],
+                                                                     ignore_index=True)
 
 
 def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:

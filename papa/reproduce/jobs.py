@@ -106,7 +106,7 @@ def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: s
     if not path.is_file():
         raise InputError(f"notebook {path} not found; the notebooks are {', '.join(NOTEBOOKS)}")
     cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-    last = max((i for i, c in enumerate(cells) if "run_grids" in c.source), default=-1)
+    last = max((i for i, c in enumerate(cells) if any(f in c.source for f in sections.GRID_RUNNERS)), default=-1)
     recorded = []
 
     def record(cfg, progress=True):

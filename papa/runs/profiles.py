@@ -32,7 +32,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
@@ -51,7 +51,8 @@ class Profile:
     """Data sizes and grid of one reproduction profile (None = everything / Table 3).
 
     `tasks` gives some tasks other sizes (a mapping task -> {size field: value}; kept as sorted pairs so that a
-    profile stays hashable); `for_task` applies them. `trainable_limit` / `trainable_epochs` size the runs whose
+    profile stays hashable); `for_task` applies them. `curves` maps tasks to training-set sizes (None = all) at
+    which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` / `trainable_epochs` size the runs whose
     constants train with the probe (Table 1), which run the backbone every step: None = `train_limit` / `epochs`.
     """
 
@@ -70,6 +71,7 @@ class Profile:
     trainable_limit: int | None = None
     trainable_epochs: int | None = None
     tasks: tuple[tuple[str, tuple[tuple[str, int | None], ...]], ...] = ()
+    curves: tuple[tuple[str, tuple[int | None, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         # Checked here so that a bad profile fails when it is made, not after the first runs of a grid.
@@ -77,6 +79,7 @@ class Profile:
         for name in SIZE_FIELDS:
             _check_size(where, name, getattr(self, name))
         object.__setattr__(self, "tasks", _task_sizes(where, self.tasks))
+        object.__setattr__(self, "curves", _curve_sizes(where, self.curves))
         seeds = tuple(self.seeds)
         if not seeds:
             raise ValueError(f"{where}: the seed list is empty: give at least one seed, e.g. [0, 1, 2].")
@@ -112,9 +115,35 @@ class Profile:
         return f"{text} ({', '.join(own)})" if own else text
 
 
+    def curve_sizes(self, task: str) -> tuple[int | None, ...]:
+        """The training-set sizes of `task`'s learning curve in this profile (none: no curve)."""
+        return dict(self.curves).get(task, ())
+
+    def curve_profile(self, task: str, size: int | None) -> "Profile":
+        """The profile of one point of `task`'s learning curve: `task`'s sizes with `size` training examples, named
+        ``<name>-<task>-n<size>`` (or ``-all``) so that its rows never mix with the profile's own; registered."""
+        name = f"{self.name}-{task}-{'all' if size is None else f'n{size}'}"
+        return register_profile(replace(self.for_task(task), name=name, train_limit=size, curves=()))
+
+
 def _check_size(where: str, name: str, v) -> None:
     if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
         raise ValueError(f"{where}: {name} must be a positive integer or null (= everything / Table 3), got {v!r}.")
+
+
+def _curve_sizes(where: str, curves) -> tuple:
+    """`curves` (a mapping task -> sizes, or the pairs it is kept as) checked and kept as sorted pairs."""
+    out = []
+    for task, sizes in (curves.items() if isinstance(curves, Mapping) else curves):
+        if task not in TASKS:
+            raise ValueError(f"{where}: unknown task {task!r} in its learning curves; tasks: {', '.join(TASKS)}.")
+        if isinstance(sizes, (str, bytes)) or not isinstance(sizes, Sequence) or not sizes:
+            raise ValueError(f"{where}: the learning curve of {task!r} needs a list of training-set sizes (null = "
+                             f"all), e.g. [250, 1000, null]; got {sizes!r}.")
+        for v in sizes:
+            _check_size(f"{where}, learning curve of {task!r}", "a size", v)
+        out.append((str(task), tuple(sizes)))
+    return tuple(sorted(out))
 
 
 def _task_sizes(where: str, tasks) -> tuple:
@@ -153,7 +182,9 @@ PROFILES: dict[str, Profile] = {
                           "ner": {"train_limit": 1000, "eval_limit": 500},
                           "pos": {"train_limit": 1000, "eval_limit": 500},
                           "mlm": {"train_limit": 400, "eval_limit": 400, "rank_limit": 400},
-                          "lm": {"eval_limit": 200, "corpus_limit": 500, "rank_limit": 200}}),
+                          "lm": {"eval_limit": 200, "corpus_limit": 500, "rank_limit": 200}},
+                   # MRPC's probe stays at the majority class even on the whole training set: the curve shows it
+                   curves={"mrpc": (250, 500, 1000, 2000, None)}),
     "full": Profile("full", train_limit=None, eval_limit=None, corpus_limit=None, rank_limit=None, rank_epochs=None,
                     epochs=None),
 }

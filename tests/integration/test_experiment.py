@@ -143,3 +143,19 @@ def test_trained_constants_run_on_their_own_subset(tmp_path, data_dir, monkeypat
                           constants=("trainable_average",)), progress=False)
     assert json.loads(plain.loc[0, "extra"])["train_examples"] == 48
     assert plain.loc[0, "run_id"] != rows.loc["trainable_average", "run_id"]
+
+
+def test_learning_curve_trains_the_original_probe_on_growing_subsets(tmp_path, data_dir, monkeypatch):
+    from papa.paper import sections
+
+    curved = Profile("test-curve", train_limit=48, eval_limit=32, corpus_limit=48, rank_limit=16, rank_epochs=1,
+                     epochs=1, seeds=(0, 1), fractions=("1", "0"), sample="random", curves={"sst2": (8, 24)})
+    monkeypatch.setitem(PROFILES, curved.name, curved)
+    sizes = sections.learning_curves(["sentence-transformers/all-MiniLM-L6-v2"], ["sst2", "cola"],
+                                     profile=curved.name, out_dir=str(tmp_path), data_dir=str(data_dir),
+                                     progress=False)
+    assert sizes["train_examples"].tolist() == [8, 24] and sizes["task"].eq("sst2").all()
+    assert sizes["n"].eq(2).all() and sizes["mean"].between(0, 1).all()
+    rows = ResultsTable(tmp_path / "results.csv").read()
+    assert set(rows["profile"]) == {"test-curve-sst2-n8", "test-curve-sst2-n24"}  # never mixed with the profile's
+    assert rows["fraction_label"].eq("1").all()

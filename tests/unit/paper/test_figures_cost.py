@@ -70,3 +70,15 @@ def test_cost_formulas():
     assert cost.model_speedup_ceiling(128, 768, 3072, replaced_share=0.0) == 1.0
     with pytest.raises(ValueError, match="share of heads"):
         cost.layer_cost(8, 8, 8, replaced_share=1.5)
+
+
+def test_learning_curves_plot_each_task_against_its_majority_baseline():
+    sizes = pd.DataFrame({"model": ["org/m"] * 3, "task": ["mrpc"] * 3, "metric": ["f1"] * 3,
+                          "train_examples": [250, 1000, 3668], "n": [3] * 3, "mean": [0.80, 0.81, 0.81],
+                          "ci95": [0.01, 0.005, float("nan")]})
+    fig = figures.learning_curves(sizes, pd.DataFrame({"task": ["mrpc"], "majority": [0.812]}))
+    ax = fig.axes[0]
+    assert ax.get_title() == "mrpc" and ax.get_xscale() == "log"
+    assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == [0.812]
+    with pytest.raises(ValueError, match="no learning curve"):
+        figures.learning_curves(sizes.iloc[:0])

@@ -75,3 +75,18 @@ def test_a_grid_runs_with_its_task_sizes():
 
     assert _resolve(GridConfig("cola", profile="cpu"))[1].train_limit == 3000
     assert _resolve(GridConfig("ner", profile="cpu"))[1].eval_limit == 500
+
+
+def test_learning_curve_points_are_profiles_of_their_own(tmp_path):
+    cpu = get_profile("cpu")
+    assert cpu.curve_sizes("mrpc")[-1] is None and cpu.curve_sizes("sst2") == ()
+    point = cpu.curve_profile("mrpc", 250)
+    assert point.name == "cpu-mrpc-n250" and point.train_limit == 250 and point.epochs is None
+    assert get_profile("cpu-mrpc-n250") == point  # registered: result rows and workers find it by name
+    assert cpu.curve_profile("mrpc", None).name == "cpu-mrpc-all"
+    spec = load_profile_file(_file(tmp_path, "curvy", base="quick", curves={"sst2": [8, None]}))
+    assert spec.curve_sizes("sst2") == (8, None)
+    with pytest.raises(ValueError, match="learning curve of 'sst2' needs a list"):
+        load_profile_file(_file(tmp_path, "flat", curves={"sst2": 8}))
+    with pytest.raises(ValueError, match="learning curve of 'sst2'.*positive integer"):
+        load_profile_file(_file(tmp_path, "zero", curves={"sst2": [0]}))
