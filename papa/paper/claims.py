@@ -215,15 +215,20 @@ def _fig5_reading(results: pd.DataFrame) -> ClaimReading:
     return ClaimReading("fig5", "Fig. 5", "06_head_selection", _verdict(best, len(ranks)), line, figure)
 
 
+# The pretraining objectives Fig. 6 compares with the downstream tasks: an encoder's MLM (a probe trained on its
+# features) and a decoder's LM (scored by its own frozen head, notebook 08).
+OBJECTIVES = ("mlm", "lm")
+
+
 def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
     figure = "figures/fig6_mlm_electra.png"
-    curves = main_curves(results[results.task.isin(["mlm", *DOWNSTREAM_TASKS])])
+    curves = main_curves(results[results.task.isin([*OBJECTIVES, *DOWNSTREAM_TASKS])])
     claims = fraction_claims(curves) if not curves.empty else pd.DataFrame()
     if "relative_drop_at_0" not in claims:
         return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", "not read", "no run at fractions 1 and 0", figure)
     rel = claims.reset_index()
     rel = rel[np.isfinite(rel["relative_drop_at_0"]) & (rel["original"] != 0)]
-    mlm, downstream = rel[rel.task == "mlm"], rel[rel.task != "mlm"]
+    mlm, downstream = rel[rel.task.isin(OBJECTIVES)], rel[~rel.task.isin(OBJECTIVES)]
     models = sorted(set(mlm.model) & set(downstream.model))
     if not models:
         return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", "not read",
@@ -232,12 +237,16 @@ def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
     for model in models:
         mine = mlm[mlm.model == model]["relative_drop_at_0"].iloc[0]
         more += int(mine > downstream[downstream.model == model]["relative_drop_at_0"].mean())
-    first = mlm[mlm.model == models[0]].iloc[0]
-    others = downstream[downstream.model == models[0]]["relative_drop_at_0"].mean()
-    line = (f"MLM {first['original']:.2f} -> {first['at_0']:.2f} nats at 0, a relative drop of "
-            f"{first['relative_drop_at_0']:.1%}, against {others:.1%} on the downstream tasks")
+    parts = []
+    for model in models:
+        first = mlm[mlm.model == model].iloc[0]
+        others = downstream[downstream.model == model]["relative_drop_at_0"].mean()
+        parts.append(f"{first['task'].upper()} {first['original']:.2f} -> {first['at_0']:.2f} nats at 0, a relative "
+                     f"drop of {first['relative_drop_at_0']:.1%}, against {others:.1%} on the downstream tasks"
+                     + (f" ({short_model(model)})" if len(models) > 1 else ""))
+    line = "; ".join(parts)
     if len(models) > 1:
-        line += f" ({short_model(models[0])}); MLM drops more for {more} of {len(models)} models"
+        line += f"; the objective drops more for {more} of {len(models)} models"
     return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", _verdict(more, len(models)), line, figure)
 
 

@@ -114,3 +114,23 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     assert "fig6" in readings and readings["fig6"].verdict == "holds"  # MLM has no majority class: kept
     text = " ".join(reproduction_summary("cpu", out_dir=run_dir).split())
     assert "Left out of every claim: ner (m), whose probe does not beat its majority-class baseline" in text
+
+
+def test_a_decoders_own_lm_objective_reads_fig6_beside_the_encoders_mlm(run_dir):
+    """Claim (f) on a causal LM: its perplexity with its own frozen head (task lm) against its probes."""
+    rows = ResultsTable(run_dir / "results.csv").read()
+    decoder = []
+    for task, label, mean in (("lm", "1", -4.0), ("lm", "0", -9.0), ("sst2", "1", 0.80), ("sst2", "0", 0.76)):
+        kind = "none" if label == "1" else "average"
+        for seed in range(3):
+            decoder.append(ResultRow(model="org/decoder", task=task, constants=kind,
+                                     constants_corpus="none" if label == "1" else "task", selection="none",
+                                     fraction=float(as_fraction(label)), fraction_label=label, n_input_dependent=0,
+                                     seed=seed, profile="quick", layout="standard", metric="accuracy", value=mean,
+                                     run_id=f"d-{task}-{label}-{seed}"))
+    ResultsTable(run_dir / "results.csv").append(decoder)
+    reading = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"]
+    assert reading.verdict == "holds" and "the objective drops more for 2 of 2 models" in reading.ours
+    assert "LM -4.00 -> -9.00 nats at 0, a relative drop of 125.0%, against 5.0% on the downstream tasks (decoder)" \
+        in reading.ours
+    assert len(rows) < len(ResultsTable(run_dir / "results.csv").read())
