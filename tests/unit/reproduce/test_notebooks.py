@@ -188,3 +188,15 @@ def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
     assert len(started) == 1 and "--IPKernelApp.log_level=ERROR" in started[0]["extra_arguments"]
     assert list(times["notebook"]) == ["03_constant_patterns"]
     assert (tmp_path / "out" / "notebooks" / "03_constant_patterns.ipynb").is_file()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_listing_a_notebooks_jobs_writes_nothing(name):
+    """`papa jobs` executes a notebook's cells up to its last grid (papa.reproduce.jobs.notebook_grids), with grids
+    recorded instead of run: none of those cells may write a table or a figure into the run's folder."""
+    from papa.paper.sections import GRID_RUNNERS
+
+    cells = [c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
+             if c.cell_type == "code"]
+    last = max((i for i, s in enumerate(cells) if any(f in s for f in GRID_RUNNERS)), default=-1)
+    assert not [s for s in cells[: last + 1] if "save_table(" in s or "save_figure(" in s]
