@@ -21,11 +21,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from papa.core.vocabulary import DATA_FREE_KINDS, NONE, SELECTION_METHODS
+from papa.core.vocabulary import DATA_FREE_KINDS, NONE, PAPER_BASE, PAPER_LARGE, SELECTION_METHODS
 from papa.paper.paper_numbers import (CLAIMS, PAPER_DIAGONAL_SHARE, PAPER_MAX_RELATIVE_DROP,
                                       PAPER_AVERAGE_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
-from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLE, average_beats, fraction_claims, main_curves, method_ranks,
+from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLE, average_beats, fraction_claims, main_curves,
+                                 method_ranks,
                                  performance_vs_drop, selection_curves, short_model)
 from papa.runs.results import aggregate
 
@@ -218,6 +219,14 @@ def _fig5_reading(results: pd.DataFrame) -> ClaimReading:
 # The pretraining objectives Fig. 6 compares with the downstream tasks: an encoder's MLM (a probe trained on its
 # features) and a decoder's LM (scored by its own frozen head, notebook 08).
 OBJECTIVES = ("mlm", "lm")
+# The paper's hypothesis is about a model's own pretraining objective: MLM is read for the paper's MLM-pretrained
+# encoders only (not ELECTRA, pretrained on replaced-token detection, nor e.g. a sentence-embedding model without an
+# MLM head), LM for every decoder.
+MLM_PRETRAINED = tuple(short_model(m) for m in (*PAPER_BASE, *PAPER_LARGE))
+
+
+def _own_objective(task: str, model: str) -> bool:
+    return task == "lm" or (task == "mlm" and short_model(model) in MLM_PRETRAINED)
 
 
 def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
@@ -228,11 +237,15 @@ def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
         return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", "not read", "no run at fractions 1 and 0", figure)
     rel = claims.reset_index()
     rel = rel[np.isfinite(rel["relative_drop_at_0"]) & (rel["original"] != 0)]
-    mlm, downstream = rel[rel.task.isin(OBJECTIVES)], rel[~rel.task.isin(OBJECTIVES)]
+    own = np.array([_own_objective(t, m) for t, m in zip(rel.task, rel.model)], dtype=bool)
+    mlm, downstream = rel[own], rel[~rel.task.isin(OBJECTIVES)]
+    others = sorted({short_model(m) for m in rel[rel.task.isin(OBJECTIVES) & ~own].model})
+    unread = f" (not read: MLM probes of {', '.join(others)}, not pretrained with MLM)" if others else ""
     models = sorted(set(mlm.model) & set(downstream.model))
     if not models:
         return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", "not read",
-                            "MLM and a downstream task were not both run at fractions 1 and 0", figure)
+                            "a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, LM for "
+                            "a decoder) and a downstream task were not both run at fractions 1 and 0" + unread, figure)
     more = 0
     for model in models:
         mine = mlm[mlm.model == model]["relative_drop_at_0"].iloc[0]
@@ -247,6 +260,7 @@ def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
     line = "; ".join(parts)
     if len(models) > 1:
         line += f"; the objective drops more for {more} of {len(models)} models"
+    line += unread
     return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", _verdict(more, len(models)), line, figure)
 
 

@@ -52,8 +52,9 @@ class Profile:
 
     `tasks` gives some tasks other sizes (a mapping task -> {size field: value}; kept as sorted pairs so that a
     profile stays hashable); `for_task` applies them. `curves` maps tasks to training-set sizes (None = all) at
-    which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` / `trainable_epochs` size the runs whose
-    constants train with the probe (Table 1), which run the backbone every step: None = `train_limit` / `epochs`.
+    which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` /
+    `trainable_epochs` size the runs whose constants train with the probe (Table 1), which run the backbone every
+    step: None = `train_limit` / `epochs`.
     """
 
     name: str

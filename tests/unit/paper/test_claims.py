@@ -36,7 +36,8 @@ def run_dir(tmp_path):
     rows = []
     for (task, kind, corpus, method, label), mean in MEANS.items():
         for seed, noise in enumerate((-0.01, 0.0, 0.01)):
-            rows.append(ResultRow(model="org/m", task=task, constants=kind, constants_corpus=corpus, selection=method,
+            rows.append(ResultRow(model="org/roberta-base", task=task, constants=kind, constants_corpus=corpus,
+                                  selection=method,
                                   fraction=float(as_fraction(label)), fraction_label=label, n_input_dependent=0,
                                   seed=seed, profile="quick", layout="official", metric="accuracy",
                                   value=mean + noise, run_id=f"{task}-{kind}-{corpus}-{method}-{label}-{seed}"))
@@ -105,32 +106,38 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     curves = sections.main_curves(ResultsTable(run_dir / "results.csv").read())
     baselines = pd.DataFrame({"task": ["sst2", "ner"], "majority": [0.5, 0.795]})  # NER's interval reaches 0.795
     learns = sections.probes_learn(curves, baselines)
-    assert learns.loc[("org/m", "sst2"), "learns"] and not learns.loc[("org/m", "ner"), "learns"]
-    assert learns.loc[("org/m", "sst2"), "margin"] == pytest.approx(0.9 - 0.0248 - 0.5, abs=1e-3)
+    assert learns.loc[("org/roberta-base", "sst2"), "learns"] and not learns.loc[("org/roberta-base", "ner"), "learns"]
+    assert learns.loc[("org/roberta-base", "sst2"), "margin"] == pytest.approx(0.9 - 0.0248 - 0.5, abs=1e-3)
     sections.save_table(learns, run_dir, sections.LEARNS_TABLE)
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}
     assert readings["fig2_half"].verdict == "holds"  # NER's 5-point drop is no longer read
     assert "on 1 of 1 tasks" in readings["table1"].ours
     assert "fig6" in readings and readings["fig6"].verdict == "holds"  # MLM has no majority class: kept
     text = " ".join(reproduction_summary("cpu", out_dir=run_dir).split())
-    assert "Left out of every claim: ner (m), whose probe does not beat its majority-class baseline" in text
+    assert "Left out of every claim: ner (roberta-base), whose probe does not beat its majority-class baseline" in text
 
 
 def test_a_decoders_own_lm_objective_reads_fig6_beside_the_encoders_mlm(run_dir):
     """Claim (f) on a causal LM: its perplexity with its own frozen head (task lm) against its probes."""
     rows = ResultsTable(run_dir / "results.csv").read()
     decoder = []
-    for task, label, mean in (("lm", "1", -4.0), ("lm", "0", -9.0), ("sst2", "1", 0.80), ("sst2", "0", 0.76)):
+    # and an encoder not pretrained with MLM, whose from-scratch MLM probe gets better without attention
+    minilm = "st/all-MiniLM-L6-v2"
+    for model, task, label, mean in (("org/decoder", "lm", "1", -4.0), ("org/decoder", "lm", "0", -9.0),
+                                     ("org/decoder", "sst2", "1", 0.80), ("org/decoder", "sst2", "0", 0.76),
+                                     (minilm, "mlm", "1", -8.7), (minilm, "mlm", "0", -8.1),
+                                     (minilm, "sst2", "1", 0.78), (minilm, "sst2", "0", 0.75)):
         kind = "none" if label == "1" else "average"
         for seed in range(3):
-            decoder.append(ResultRow(model="org/decoder", task=task, constants=kind,
+            decoder.append(ResultRow(model=model, task=task, constants=kind,
                                      constants_corpus="none" if label == "1" else "task", selection="none",
                                      fraction=float(as_fraction(label)), fraction_label=label, n_input_dependent=0,
                                      seed=seed, profile="quick", layout="standard", metric="accuracy", value=mean,
-                                     run_id=f"d-{task}-{label}-{seed}"))
+                                     run_id=f"{model}-{task}-{label}-{seed}"))
     ResultsTable(run_dir / "results.csv").append(decoder)
     reading = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"]
     assert reading.verdict == "holds" and "the objective drops more for 2 of 2 models" in reading.ours
     assert "LM -4.00 -> -9.00 nats at 0, a relative drop of 125.0%, against 5.0% on the downstream tasks (decoder)" \
         in reading.ours
+    assert reading.ours.endswith("(not read: MLM probes of all-MiniLM-L6-v2, not pretrained with MLM)")
     assert len(rows) < len(ResultsTable(run_dir / "results.csv").read())
