@@ -237,7 +237,7 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     if base == "quick":
         head += (f" The {prof.name} profile is a smoke test: {prof.train_limit} training examples per task, so its "
                  "numbers show that every section runs, they are NOT the paper's evidence (for that: `make reproduce "
-                 "PROFILE=cpu`, about 90 minutes on 2 CPU cores, or PROFILE=full).")
+                 "PROFILE=cpu`, about 100 minutes on 2 CPU cores, or PROFILE=full).")
     elif base != "full":
         head += f" {prof.sizes_text()}."
     skipped = not_learning(read_learns(out))
