@@ -7,7 +7,8 @@ and tokenizers, no weights) with seeded random weights and saved locally; the pr
 of MNLI in the GLUE layout, which the data directory lacks. So every path the full profile takes on the paper's models
 runs here (24 layers x 16 heads, 1/16 of 384 heads, sentence pairs at n = 256 in the MNLI layout, ELECTRA in notebook
 07); the numbers mean nothing. The base models (all seven notebooks) and the large ones (notebooks 02, 04, 05) run as
-two tests (`run_notebooks(models=...)`): together they took about 40 minutes on 2 busy CPU cores. The test prints what each notebook and each model's grids cost (run with ``-s``)::
+two tests (`run_notebooks(models=...)`): together they took 19 minutes on 2 idle CPU cores (about 40 on busy ones).
+The test prints what each notebook and each model's grids cost (run with ``-s``)::
 
     PAPA_FULL_DRY_RUN=1 .venv/bin/python -m pytest -s tests/acceptance/test_full_profile_dry_run.py
 """
@@ -30,7 +31,7 @@ from papa.reproduce.notebooks import ELECTRA_BASE, PAPER_BASE, PAPER_LARGE, PAPE
 # Too long for CI (which must stay under 45 minutes): run on demand, before a full reproduction.
 pytestmark = [pytest.mark.integration, pytest.mark.acceptance, pytest.mark.slow,
               pytest.mark.skipif(os.environ.get("PAPA_FULL_DRY_RUN") != "1",
-                                 reason="the full profile's dry run takes about 40 minutes on 2 CPU cores: set "
+                                 reason="the full profile's dry run takes about 20 minutes on 2 CPU cores: set "
                                         "PAPA_FULL_DRY_RUN=1 to run it")]
 
 MODELS = (*PAPER_BASE, *PAPER_LARGE, ELECTRA_BASE)
