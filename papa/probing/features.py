@@ -4,12 +4,13 @@ Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embe
 LM task, which a decoder's own LM head scores, only the last one, [examples, 1, n, d].
 When nothing in the backbone trains (no λ, no trainable constants), `FeatureCache` computes them once per head
 configuration and keeps them in memory for every epoch and seed, up to a byte budget per split
-(``PAPA_FEATURE_CACHE_GB``; by default a third of the machine's memory, 4 GiB where that cannot be read); beyond it
-the backbone is re-run for every batch, with the same results.
+(``PAPA_FEATURE_CACHE_GB``; by default 60% of the memory available when the split is cached, 4 GiB where that
+cannot be read); beyond it the backbone is re-run for every batch, with the same results, and a warning says so.
 """
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -122,13 +123,26 @@ def feature_bytes(model, n_examples: int, max_length: int, last_only: bool = Fal
 
 
 def cache_budget_bytes() -> int:
-    """Bytes one split's cached features may take: ``PAPA_FEATURE_CACHE_GB`` GiB, else a third of the memory."""
+    """Bytes one split's cached features may take: ``PAPA_FEATURE_CACHE_GB`` GiB, else 60% of the memory available
+    now (so that a training split cached first leaves room for its evaluation split)."""
     if CACHE_BUDGET_ENV in os.environ:
         return int(float(os.environ[CACHE_BUDGET_ENV]) * 2**30)
+    available = _available_memory()
+    return 4 * 2**30 if available is None else int(0.6 * available)
+
+
+def _available_memory() -> int | None:
+    try:  # Linux: what can be allocated without swapping, page cache included
+        with open("/proc/meminfo", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 3
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
     except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
-        return 4 * 2**30
+        return None
 
 
 @torch.no_grad()
@@ -166,7 +180,13 @@ class FeatureSource:
         self.model, self.data = model, data
         self.device = next(model.parameters()).device
         size = feature_bytes(model, len(data), data.inputs["input_ids"].shape[1], data.last_layer_only)
-        self.cached = not trainable_backbone and size <= cache_budget_bytes()
+        budget = cache_budget_bytes()
+        self.cached = not trainable_backbone and size <= budget
+        if not trainable_backbone and not self.cached and budget > 0:
+            warnings.warn(f"{desc}: the features of {len(data)} examples take {size / 2**30:.1f} GiB, more than the "
+                          f"cache budget of {budget / 2**30:.1f} GiB, so the backbone runs again for every batch of "
+                          f"every epoch and seed (same results, much slower). Set {CACHE_BUDGET_ENV} higher if "
+                          "memory allows, or use fewer examples.", stacklevel=2)
         self._features = compute_features(model, data, progress=progress, desc=desc) if self.cached else None
         self.trainable_backbone = trainable_backbone
 

@@ -107,3 +107,13 @@ def test_token_scores_read_only_labelled_slots_sentence_by_sentence():
     assert [len(p) for p in preds] == [3, 2, 5]
     expected = compute_metric(spec.metric, preds, refs, label_names=spec.label_names)
     assert evaluate_probe(probe, spec, source, batch_size=2) == pytest.approx(expected)
+
+
+def test_features_over_the_cache_budget_warn_that_the_backbone_runs_again(monkeypatch):
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    data = _toy_sst2(tok)
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", "1e-9")
+    with pytest.warns(UserWarning, match="more than the cache budget .* PAPA_FEATURE_CACHE_GB higher"):
+        assert not FeatureSource(model, data, trainable_backbone=False, progress=False).cached
+    monkeypatch.delenv("PAPA_FEATURE_CACHE_GB")  # the default: a share of the memory available, far above this
+    assert FeatureSource(model, data, trainable_backbone=False, progress=False).cached
