@@ -2,10 +2,10 @@
 
 * ``quick``: small subsets so a whole task grid on the offline model finishes in minutes on 2 CPU cores;
   numbers are noisy and only show that everything runs end to end.
-* ``cpu``: the paper's protocol cut to what 2 CPU cores run in about 100 minutes on the offline model: the whole
-  CoLA and MRPC training sets with Table 3's epochs, larger fixed random subsets of SST-2, NER and POS, whole
-  validation sets (a fixed subset for NER and POS), Table 1's trainable constants on a smaller subset; the scale of
-  the README's "Results". Its sizes differ per task (`Profile.tasks`).
+* ``cpu``: the paper's protocol cut to what 2 CPU cores run in about 100 minutes on the offline model: Table 3's
+  epochs, fixed random training subsets sized per task (`Profile.tasks`; 1,000-3,000 examples), whole validation
+  sets (a fixed subset for NER and POS), Table 1's trained constants on a smaller subset, a learning curve for MRPC;
+  the scale of the README's "Results".
 * ``full``: the paper's settings (whole training sets, Table 3 epochs, 3 seeds).
 
 Fractions are shares of heads that stay input-dependent. When a share is not a whole number of heads (1/16 of
@@ -108,13 +108,12 @@ class Profile:
         return replace(self, **self.task_sizes(task), tasks=())
 
     def sizes_text(self) -> str:
-        """The training sizes in words, e.g. "2000 training examples per task (cola: all, mrpc: all)"."""
+        """The training sizes in words, e.g. "2000 training examples per task (cola: 3000, mrpc: 1000)"."""
         amount = lambda v: "all" if v is None else str(v)  # noqa: E731
         own = [f"{task}: {amount(dict(sizes)['train_limit'])}" for task, sizes in self.tasks
                if "train_limit" in dict(sizes)]
         text = f"{amount(self.train_limit).capitalize()} training examples per task"
         return f"{text} ({', '.join(own)})" if own else text
-
 
     def curve_sizes(self, task: str) -> tuple[int | None, ...]:
         """The training-set sizes of `task`'s learning curve in this profile (none: no curve)."""
