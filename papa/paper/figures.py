@@ -120,6 +120,9 @@ def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None,
             majority = float(baselines.loc[baselines.task == task, "majority"].iloc[0])
             ax.axhline(majority, color="grey", linestyle="--", label="majority class")
         ax.set_xscale("log")
+        sizes = sorted(set(rows["train_examples"]))
+        ax.set_xticks(sizes, [f"{v:,}" for v in sizes])  # the sizes run, not powers of ten
+        ax.minorticks_off()
         ax.set_xlabel("training examples")
         ax.set_ylabel(_metric_name(rows))
         ax.set_title(task)
