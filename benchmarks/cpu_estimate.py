@@ -22,6 +22,7 @@ by what the data holds. It prints the measured rates and the expected minutes pe
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import sys
 import time
@@ -101,6 +102,7 @@ def measure(model, tokenizer, task: str, layout: str, data_dir, sample: int) -> 
     return row
 
 
+@functools.lru_cache(maxsize=None)  # every head configuration of a task asks again: read each file once
 def split_size(task: str, split: str, limit, data_dir) -> int:
     return len(load_examples(get_task(task), split, data_dir, limit=limit, sample="random"))
 
