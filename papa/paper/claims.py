@@ -25,9 +25,8 @@ from papa.core.vocabulary import DATA_FREE_KINDS, NONE, PAPER_BASE, PAPER_LARGE,
 from papa.paper.paper_numbers import (CLAIMS, PAPER_DIAGONAL_SHARE, PAPER_MAX_RELATIVE_DROP,
                                       PAPER_AVERAGE_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
-from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLE, average_beats, fraction_claims, main_curves,
-                                 method_ranks,
-                                 performance_vs_drop, selection_curves, short_model)
+from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLES, average_beats, fraction_claims, main_curves,
+                                 method_ranks, not_learning, performance_vs_drop, selection_curves, short_model)
 from papa.runs.results import aggregate
 
 VERDICTS = ("holds", "partly", "does not hold", "not read")
@@ -264,14 +263,6 @@ def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
     return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", _verdict(more, len(models)), line, figure)
 
 
-def not_learning(learns: pd.DataFrame | None) -> list[tuple[str, str]]:
-    """(model, task) pairs whose probe does not beat its majority baseline (`papa.paper.sections.probes_learn`)."""
-    if learns is None or learns.empty:
-        return []
-    table = learns.reset_index()
-    return [(m, t) for m, t, ok in zip(table["model"], table["task"], table["learns"]) if not bool(ok)]
-
-
 def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None = None,
                 learns: pd.DataFrame | None = None) -> list[ClaimReading]:
     """Every claim of `papa.paper.paper_numbers.CLAIMS`, in the paper's order, read on `results` (rows of a results
@@ -305,9 +296,10 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
 
 
 def read_learns(out_dir: str | Path) -> pd.DataFrame | None:
-    """The run's `papa.paper.sections.probes_learn` table (written by notebook 02), or None."""
-    path = Path(out_dir) / "tables" / f"{LEARNS_TABLE}.csv"
-    return pd.read_csv(path).set_index(["model", "task"]) if path.is_file() else None
+    """The run's `papa.paper.sections.probes_learn` tables (notebook 02's and notebook 08's), together, or None."""
+    paths = [Path(out_dir) / "tables" / f"{name}.csv" for name in LEARNS_TABLES]
+    tables = [pd.read_csv(path) for path in paths if path.is_file()]
+    return pd.concat(tables, ignore_index=True).set_index(["model", "task"]) if tables else None
 
 
 def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:

@@ -10,6 +10,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from papa.paper.sections import not_learning
+
 #: The pretraining objective of a decoder (papa.tasks.registry), read beside its downstream probes.
 LM_TASK = "lm"
 
@@ -27,17 +29,27 @@ def relative_drops(curves: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(keys, kind="stable").reset_index(drop=True)
 
 
-def objective_vs_probes(curves: pd.DataFrame, lm_task: str = LM_TASK) -> pd.DataFrame:
+def objective_vs_probes(curves: pd.DataFrame, lm_task: str = LM_TASK,
+                        learns: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model: the relative drop of the LM objective and the mean relative drop of the downstream probes at
-    each fraction below 1, and whether the objective suffers more (the paper's MLM finding, Fig. 6)."""
+    each fraction below 1, and whether the objective suffers more (the paper's MLM finding, Fig. 6).
+
+    With `learns` (`papa.paper.sections.probes_learn`), probes that do not beat their majority baseline are left out
+    of the mean (such a probe scores the same whatever the attention); ``probes_left_out`` names them."""
     drops = relative_drops(curves)
     drops = drops[drops.fraction_label != "1"]
     if drops.empty or lm_task not in set(drops.task):
         return pd.DataFrame()
-    lm = drops[drops.task == lm_task].groupby(["model", "fraction_label"], sort=False)["relative_drop"].mean()
-    probes = drops[drops.task != lm_task].groupby(["model", "fraction_label"], sort=False)["relative_drop"].mean()
+    skip = set(not_learning(learns))
+    left_out = drops[[(m, t) in skip for m, t in zip(drops.model, drops.task)]]
+    drops = drops.drop(left_out.index)
+    keys = ["model", "fraction_label"]
+    lm = drops[drops.task == lm_task].groupby(keys, sort=False)["relative_drop"].mean()
+    probes = drops[drops.task != lm_task].groupby(keys, sort=False)["relative_drop"].mean()
     table = pd.DataFrame({"lm_relative_drop": lm, "probes_mean_relative_drop": probes})
     table["objective_suffers_more"] = table["lm_relative_drop"] > table["probes_mean_relative_drop"]
+    names = left_out.groupby(keys, sort=False)["task"].agg(lambda tasks: ", ".join(sorted(set(tasks))))
+    table["probes_left_out"] = [names.get(key, "") for key in table.index]
     return table
 
 
@@ -47,8 +59,14 @@ def objective_vs_probes_summary(table: pd.DataFrame) -> str:
         return "no LM and probe results at the same fractions yet: run the notebook's grids first"
     lines = []
     for (model, fraction), row in table.iterrows():
-        probes = row["probes_mean_relative_drop"]
-        probes_text = "no probe results" if pd.isna(probes) else f"the probes lose {probes:.1%} on average"
+        probes, left_out = row["probes_mean_relative_drop"], row.get("probes_left_out", "")
+        if pd.isna(probes):
+            probes_text = (f"no probe to read ({left_out}: not above the majority baseline)" if left_out
+                           else "no probe results")
+        else:
+            probes_text = f"the probes lose {probes:.1%} on average"
+            if left_out:
+                probes_text += f" ({left_out} left out: not above the majority baseline)"
         verdict = "" if pd.isna(probes) else (" -> the objective suffers more" if row["objective_suffers_more"]
                                               else " -> the probes suffer as much or more")
         lines.append(f"{model.split('/')[-1]} at {fraction}: the LM objective loses {row['lm_relative_drop']:.1%}, "
@@ -76,4 +94,33 @@ def scoring_speed(model, tokenizer, texts: Sequence[str], constants, *, max_leng
     table.loc["original", "share of ceiling"] = float("nan")
     table.attrs["ceiling"] = ceiling
     table.attrs["tokens"] = tokens
+    return table
+
+
+def hidden_state_scale(model, tokenizer, texts: Sequence[str], *, max_length: int) -> pd.DataFrame:
+    """Per hidden state the probes read (0 = embeddings): the largest |value| at each text's first token and at its
+    other real tokens, averaged over `texts`. A pre-norm decoder's residual stream is not normalised between layers,
+    and its first token often carries "massive activations"; a probe whose MLP reads such values unscaled starts with
+    its tanh saturated, which can keep it at the majority class (an encoder's hidden states are LayerNorm'd)."""
+    import torch
+
+    from papa.method.layout import encode
+
+    batch = encode(tokenizer, list(texts), max_length=max_length, layout="standard",
+                   model_type=model.config.model_type)
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        out = model(**{k: v.to(device) for k, v in batch.inputs.items()}, output_hidden_states=True)
+    mask = batch.inputs["attention_mask"].bool()
+    first = mask.float().argmax(dim=1)  # left-aligned or left-padded: the first real slot
+    rows = []
+    for layer, states in enumerate(out.hidden_states):
+        size = states.detach().float().abs().amax(dim=-1).cpu()  # [batch, n]
+        at_first = size[torch.arange(len(size)), first]
+        others = mask.clone()
+        others[torch.arange(len(size)), first] = False
+        rest = size.masked_fill(~others, 0).amax(dim=1)
+        rows.append(dict(layer=layer, first_token_max=float(at_first.mean()), other_tokens_max=float(rest.mean())))
+    table = pd.DataFrame(rows).set_index("layer")
+    table["ratio"] = table["first_token_max"] / table["other_tokens_max"]
     return table

@@ -25,8 +25,11 @@ from papa.runs.results import aggregate, relative_drop
 # Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
 DOWNSTREAM_TASKS = PAPER_TASKS
 _ORDER = {label: i for i, label in enumerate(PAPER_FRACTIONS)}
-#: Name of the `probes_learn` table under ``<out>/tables/`` (notebook 02 writes it; the claims read it).
+#: Names of the `probes_learn` tables under ``<out>/tables/``: notebook 02 writes the first (encoders), notebook 08
+#: the second (decoders); the claims read both.
 LEARNS_TABLE = "probes_vs_majority"
+DECODER_LEARNS_TABLE = "decoder_probes_vs_majority"
+LEARNS_TABLES = (LEARNS_TABLE, DECODER_LEARNS_TABLE)
 
 
 #: How notebooks call the functions that run grids: a notebook's cells up to its last such call list its jobs
@@ -245,6 +248,14 @@ def probes_learn(curves: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:
     low = table["mean"] - table["ci95"].fillna(0)
     table = table.assign(margin=low - table["majority"], learns=low > table["majority"] + 1e-12)
     return table.set_index(["model", "task"])
+
+
+def not_learning(learns: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """(model, task) pairs whose probe does not beat its majority baseline (`probes_learn`)."""
+    if learns is None or learns.empty:
+        return []
+    table = learns.reset_index()
+    return [(m, t) for m, t, ok in zip(table["model"], table["task"], table["learns"]) if not bool(ok)]
 
 
 def learning_curves(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,

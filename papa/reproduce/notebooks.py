@@ -223,8 +223,8 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import format_claims, not_learning, read_learns, run_claims
-    from papa.paper.sections import LEARNS_TABLE, short_model
+    from papa.paper.claims import format_claims, read_learns, run_claims
+    from papa.paper.sections import LEARNS_TABLES, not_learning, short_model
 
     prof = get_profile(profile)
     out = Path(out_dir or f"artifacts/{profile}")
@@ -244,7 +244,7 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)
         head += (f" Left out of every claim: {which}, whose probe does not beat its majority-class baseline "
-                 f"(tables/{LEARNS_TABLE}.csv).")
+                 f"({', '.join(f'tables/{name}.csv' for name in LEARNS_TABLES)}).")
     return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out)])
 
 

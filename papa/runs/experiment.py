@@ -274,15 +274,21 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile,
                                                  cfg.layout, cfg.dtype)
+    prof = s.profile
+    rank_data = _subset(s.train, prof.rank_limit, prof.sample)
+    settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
+    wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate}
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = load_ranking(path)
         ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
                                  max_length=s.max_length, layout=cfg.layout)
-        return ranking
+        stale = _stale_settings(ranking.metadata, wanted)
+        if not stale:
+            return ranking
+        # the file is named by profile, not by its sizes: a profile whose sizes changed must not reuse it
+        tqdm.write(f"{path.name} was learned with {stale}; learning it again with the profile's "
+                   f"{_settings_text(wanted)}.")
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
-    prof = s.profile
-    rank_data = _subset(s.train, prof.rank_limit, prof.sample)
-    settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
     lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=RANKING_SEED, progress=progress)
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
@@ -291,6 +297,16 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     if distributed.is_main():
         ranking.save(path)
     return ranking
+
+
+def _stale_settings(recorded: dict, wanted: dict) -> str:
+    """The recorded ranking settings that differ from `wanted`, as text ("" when none differ)."""
+    differ = {k: recorded[k] for k, v in wanted.items() if k in recorded and recorded[k] != v}
+    return _settings_text(differ)
+
+
+def _settings_text(settings: dict) -> str:
+    return ", ".join(f"{k}={v}" for k, v in settings.items())
 
 
 def _subset(data: EncodedTask, limit: int | None, sample: str) -> EncodedTask:

@@ -56,6 +56,23 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
     pd.testing.assert_frame_equal(again, rows)
 
 
+def test_ranking_of_other_sizes_is_learned_again(tmp_path, data_dir, monkeypatch, capsys):
+    """A saved λ ranking is named by profile, not by its sizes: when the profile's ranking subset changes, the
+    ranking is learned again instead of being reused."""
+    from dataclasses import replace
+
+    from papa.method.selection import load_ranking
+
+    cfg = _cfg(tmp_path, data_dir, fractions=("1/2",), seeds=(0,))
+    run_grid(cfg, progress=False)
+    (path,) = (tmp_path / "rankings").glob("*.safetensors")
+    assert load_ranking(path).metadata["examples"] == 16
+    monkeypatch.setitem(PROFILES, "test", replace(TINY, rank_limit=8))
+    run_grid(cfg, progress=False)
+    assert load_ranking(path).metadata["examples"] == 8
+    assert "examples=16" in capsys.readouterr().out
+
+
 def test_same_seed_same_rows(tmp_path, data_dir):
     """Determinism on the CPU: the same configuration and seed give identical rows (all but the run time), from
     separately extracted constants. (Across processes and an interruption: test_reliability.py.)"""

@@ -141,3 +141,13 @@ def test_a_decoders_own_lm_objective_reads_fig6_beside_the_encoders_mlm(run_dir)
         in reading.ours
     assert reading.ours.endswith("(not read: MLM probes of all-MiniLM-L6-v2, not pretrained with MLM)")
     assert len(rows) < len(ResultsTable(run_dir / "results.csv").read())
+
+    # notebook 08's own probes-vs-majority table: a decoder probe at its majority baseline leaves the decoder out
+    from papa.paper import sections
+
+    learns = pd.DataFrame({"model": ["org/decoder"], "task": ["sst2"], "mean": [0.8], "ci95": [0.0], "n": [3],
+                           "majority": [0.8], "margin": [0.0], "learns": [False]})
+    sections.save_table(learns.set_index(["model", "task"]), run_dir, sections.DECODER_LEARNS_TABLE)
+    reading = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"]
+    assert "(decoder)" not in reading.ours and "2 models" not in reading.ours
+    assert "Left out of every claim: sst2 (decoder)" in " ".join(reproduction_summary("cpu", out_dir=run_dir).split())

@@ -50,3 +50,45 @@ def test_objective_vs_probes(curves):
     figures.relative_drop_curves(decoders.relative_drops(curves))  # draws without error
     with pytest.raises(ValueError, match="no results"):
         figures.relative_drop_curves(decoders.relative_drops(curves.iloc[:0]))
+
+
+def test_probes_at_their_majority_baseline_are_left_out(curves):
+    """A probe that does not beat its majority class says nothing about attention: it is not averaged in."""
+    baselines = pd.DataFrame({"task": ["sst2"], "majority": [0.80]})
+    learns = sections.probes_learn(curves, baselines)
+    assert not learns.loc[("org/decoder", "sst2"), "learns"]
+    table = decoders.objective_vs_probes(curves, learns=learns)
+    assert table["probes_mean_relative_drop"].isna().all() and table["probes_left_out"].eq("sst2").all()
+    assert not table["objective_suffers_more"].any()
+    line = decoders.objective_vs_probes_summary(table)
+    assert "decoder at 0: the LM objective loses 200.0%, no probe to read (sst2: not above the majority" in line
+    assert "suffers" not in line
+    kept = decoders.objective_vs_probes(curves, learns=sections.probes_learn(curves, baselines.assign(majority=0.5)))
+    assert kept["probes_left_out"].eq("").all()
+    assert kept.loc[("org/decoder", "0"), "probes_mean_relative_drop"] == pytest.approx(0.25)
+
+
+def test_hidden_state_scale_finds_massive_first_token_activations():
+    """The measurement behind a decoder probe stuck at its majority class: first-token |h| against the others."""
+    import torch
+
+    from conftest import tiny_model, tiny_tokenizer
+
+    model, tokenizer = tiny_model("llama", lm_head=True), tiny_tokenizer("llama")
+    texts = ["the cat sat on the mat", "a good movie"]
+    plain = decoders.hidden_state_scale(model, tokenizer, texts, max_length=16)
+    assert list(plain.index) == [0, 1, 2] and (plain["ratio"] < 20).all()
+
+    def massive(module, args, output):  # what a sink-forming layer does to the first token's residual stream
+        states = output[0] if isinstance(output, tuple) else output
+        states[:, 0] *= 1000.0
+
+    handle = model.model.layers[0].register_forward_hook(massive)
+    try:
+        scaled = decoders.hidden_state_scale(model, tokenizer, texts, max_length=16)
+    finally:
+        handle.remove()
+    assert scaled.loc[0, "ratio"] == pytest.approx(plain.loc[0, "ratio"])  # the embeddings are untouched
+    assert scaled.loc[1, "ratio"] > 100
+    assert scaled.loc[2, "ratio"] < 20  # the last hidden state comes after the model's final norm
+    assert torch.isfinite(torch.tensor(scaled.to_numpy())).all()
