@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from papa.core.vocabulary import DATA_FREE_KINDS, NONE, PAPER_BASE, PAPER_LARGE, SELECTION_METHODS
+from papa.core.vocabulary import (DATA_FREE_KINDS, DECODER_LAYOUT, NONE, PAPER_BASE, PAPER_LARGE,
+                                  SELECTION_METHODS)
 from papa.paper.paper_numbers import (CLAIMS, PAPER_DIAGONAL_SHARE, PAPER_MAX_RELATIVE_DROP,
                                       PAPER_AVERAGE_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
@@ -244,7 +245,8 @@ def _fig6_reading(results: pd.DataFrame) -> ClaimReading:
     if not models:
         return ClaimReading("fig6", "Fig. 6", "07_mlm_electra", "not read",
                             "a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, LM for "
-                            "a decoder) and a downstream task were not both run at fractions 1 and 0" + unread, figure)
+                            "a decoder) and a downstream task whose probe learns were not both run at fractions 1 "
+                            "and 0" + unread, figure)
     more = 0
     for model in models:
         mine = mlm[mlm.model == model]["relative_drop_at_0"].iloc[0]
@@ -287,12 +289,22 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
 
     out = Path(out_dir)
     results = ResultsTable(out / "results.csv").read()
-    for column, wanted in (("profile", profile), ("layout", layout), ("dtype", dtype)):
+    for column, wanted in (("profile", profile), ("dtype", dtype)):
         if wanted is not None:
             results = results[results[column] == wanted]
+    if layout is not None:
+        results = results[_in_layout(results, layout)]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
                 for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
     return read_claims(results, patterns, read_learns(out))
+
+
+def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
+    """Rows made in `layout`, and the rows of models made only in the decoder layout: a profile's layout applies to
+    encoders, while a causal LM always reads left-aligned inputs (`papa.method.layout.layout_for`)."""
+    mine = results["layout"] == layout
+    decoders = set(results.loc[results["layout"] == DECODER_LAYOUT, "model"]) - set(results.loc[mine, "model"])
+    return mine | results["model"].isin(decoders)
 
 
 def read_learns(out_dir: str | Path) -> pd.DataFrame | None:

@@ -140,6 +140,9 @@ def test_a_decoders_own_lm_objective_reads_fig6_beside_the_encoders_mlm(run_dir)
     assert "LM -4.00 -> -9.00 nats at 0, a relative drop of 125.0%, against 5.0% on the downstream tasks (decoder)" \
         in reading.ours
     assert reading.ours.endswith("(not read: MLM probes of all-MiniLM-L6-v2, not pretrained with MLM)")
+    # a profile's layout is the encoders'; a decoder's rows are always in the decoder layout, and are read beside them
+    official = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}["fig6"]
+    assert "(decoder)" in official.ours
     assert len(rows) < len(ResultsTable(run_dir / "results.csv").read())
 
     # notebook 08's own probes-vs-majority table: a decoder probe at its majority baseline leaves the decoder out
