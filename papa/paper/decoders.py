@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from papa.core.vocabulary import DECODER_LAYOUT
 from papa.paper.sections import not_learning
 
 #: The pretraining objective of a decoder (papa.tasks.registry), read beside its downstream probes.
@@ -82,7 +83,7 @@ def scoring_speed(model, tokenizer, texts: Sequence[str], constants, *, max_leng
     from papa.method.cost import config_speedups, forward_timings
     from papa.method.layout import encode
 
-    batch = encode(tokenizer, list(texts)[:batch_size], max_length=max_length, layout="standard",
+    batch = encode(tokenizer, list(texts)[:batch_size], max_length=max_length, layout=DECODER_LAYOUT,
                    model_type=model.config.model_type)
     tokens = int(batch.inputs["attention_mask"].sum())
     device = next(model.parameters()).device
@@ -106,7 +107,7 @@ def hidden_state_scale(model, tokenizer, texts: Sequence[str], *, max_length: in
 
     from papa.method.layout import encode
 
-    batch = encode(tokenizer, list(texts), max_length=max_length, layout="standard",
+    batch = encode(tokenizer, list(texts), max_length=max_length, layout=DECODER_LAYOUT,
                    model_type=model.config.model_type)
     device = next(model.parameters()).device
     with torch.no_grad():
