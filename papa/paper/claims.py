@@ -27,7 +27,7 @@ from papa.paper.paper_numbers import (CLAIMS, PAPER_DIAGONAL_SHARE, PAPER_MAX_RE
                                       PAPER_AVERAGE_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
 from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLES, average_beats, fraction_claims, main_curves,
-                                 method_ranks, not_learning, performance_vs_drop, selection_curves, short_model)
+                                 method_ranks, performance_vs_drop, selection_curves, short_model, split_learning)
 from papa.runs.results import aggregate
 
 VERDICTS = ("holds", "partly", "does not hold", "not read")
@@ -271,10 +271,7 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
     table, `papa.runs.results.ResultsTable.read`) and `patterns` (task -> `papa.paper.patterns.head_patterns`).
     With `learns` (`papa.paper.sections.probes_learn`), tasks whose probe does not beat its majority baseline are
     left out: whatever the attention, such a probe cannot tell one attention matrix from another."""
-    skip = not_learning(learns)
-    if skip:
-        pairs = pd.MultiIndex.from_frame(results[["model", "task"]])
-        results = results[~pairs.isin(skip)]
+    results, _ = split_learning(results, learns)
     readings = [*_fraction_readings(results), *_pattern_readings(patterns or {}), _table1_reading(results),
                 _table2_reading(results), _fig5_reading(results), _fig6_reading(results)]
     order = list(CLAIMS)

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from papa.core.vocabulary import DECODER_LAYOUT
-from papa.paper.sections import not_learning
+from papa.paper.sections import split_learning
 
 #: The pretraining objective of a decoder (papa.tasks.registry), read beside its downstream probes.
 LM_TASK = "lm"
@@ -41,9 +41,7 @@ def objective_vs_probes(curves: pd.DataFrame, lm_task: str = LM_TASK,
     drops = drops[drops.fraction_label != "1"]
     if drops.empty or lm_task not in set(drops.task):
         return pd.DataFrame()
-    skip = set(not_learning(learns))
-    left_out = drops[[(m, t) in skip for m, t in zip(drops.model, drops.task)]]
-    drops = drops.drop(left_out.index)
+    drops, left_out = split_learning(drops, learns)
     keys = ["model", "fraction_label"]
     lm = drops[drops.task == lm_task].groupby(keys, sort=False)["relative_drop"].mean()
     probes = drops[drops.task != lm_task].groupby(keys, sort=False)["relative_drop"].mean()
@@ -81,13 +79,9 @@ def scoring_speed(model, tokenizer, texts: Sequence[str], constants, *, max_leng
     and every head constant with its Q/K projections dropped, beside the whole-model ceiling of `papa.method.cost`.
     A look from a notebook; `benchmarks/bench.py` measures with care."""
     from papa.method.cost import config_speedups, forward_timings
-    from papa.method.layout import encode
 
-    batch = encode(tokenizer, list(texts)[:batch_size], max_length=max_length, layout=DECODER_LAYOUT,
-                   model_type=model.config.model_type)
-    tokens = int(batch.inputs["attention_mask"].sum())
-    device = next(model.parameters()).device
-    inputs = {k: v.to(device) for k, v in batch.inputs.items()}
+    inputs = _decoder_inputs(model, tokenizer, list(texts)[:batch_size], max_length)
+    tokens = int(inputs["attention_mask"].sum())
     table = forward_timings(model, inputs, constants, repeats=repeats)
     table["tokens/s"] = tokens / table["seconds"]
     ceiling = config_speedups(model.config, max_length)["model_speedup_ceiling"]
@@ -105,23 +99,29 @@ def hidden_state_scale(model, tokenizer, texts: Sequence[str], *, max_length: in
     its tanh saturated, which can keep it at the majority class (an encoder's hidden states are LayerNorm'd)."""
     import torch
 
-    from papa.method.layout import encode
+    from papa.probing.features import hidden_features
 
-    batch = encode(tokenizer, list(texts), max_length=max_length, layout=DECODER_LAYOUT,
-                   model_type=model.config.model_type)
-    device = next(model.parameters()).device
+    inputs = _decoder_inputs(model, tokenizer, list(texts), max_length)
     with torch.no_grad():
-        out = model(**{k: v.to(device) for k, v in batch.inputs.items()}, output_hidden_states=True)
-    mask = batch.inputs["attention_mask"].bool()
+        states = hidden_features(model, inputs).float().abs().amax(dim=-1).cpu()  # [batch, L+1, n]
+    mask = inputs["attention_mask"].bool().cpu()
+    rows = torch.arange(len(mask))
     first = mask.float().argmax(dim=1)  # left-aligned or left-padded: the first real slot
-    rows = []
-    for layer, states in enumerate(out.hidden_states):
-        size = states.detach().float().abs().amax(dim=-1).cpu()  # [batch, n]
-        at_first = size[torch.arange(len(size)), first]
-        others = mask.clone()
-        others[torch.arange(len(size)), first] = False
-        rest = size.masked_fill(~others, 0).amax(dim=1)
-        rows.append(dict(layer=layer, first_token_max=float(at_first.mean()), other_tokens_max=float(rest.mean())))
-    table = pd.DataFrame(rows).set_index("layer")
+    others = mask.clone()
+    others[rows, first] = False
+    at_first = states[rows, :, first].mean(dim=0)  # [L+1]
+    rest = states.masked_fill(~others[:, None, :], 0).amax(dim=2).mean(dim=0)
+    table = pd.DataFrame({"first_token_max": at_first.numpy(), "other_tokens_max": rest.numpy()},
+                         index=pd.RangeIndex(len(at_first), name="layer")).astype(float)
     table["ratio"] = table["first_token_max"] / table["other_tokens_max"]
     return table
+
+
+def _decoder_inputs(model, tokenizer, texts: list[str], max_length: int) -> dict:
+    """`texts` in the decoder layout, on the model's device."""
+    from papa.method.layout import encode
+
+    batch = encode(tokenizer, texts, max_length=max_length, layout=DECODER_LAYOUT,
+                   model_type=model.config.model_type)
+    device = next(model.parameters()).device
+    return {k: v.to(device) for k, v in batch.inputs.items()}

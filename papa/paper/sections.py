@@ -258,6 +258,14 @@ def not_learning(learns: pd.DataFrame | None) -> list[tuple[str, str]]:
     return [(m, t) for m, t, ok in zip(table["model"], table["task"], table["learns"]) if not bool(ok)]
 
 
+def split_learning(frame: pd.DataFrame, learns: pd.DataFrame | None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`frame`'s rows (with ``model`` and ``task`` columns) whose probe learns or has no baseline, and the rows of
+    the (model, task) pairs that `not_learning` names."""
+    skip = set(not_learning(learns))
+    out = pd.Series([(m, t) in skip for m, t in zip(frame["model"], frame["task"])], index=frame.index, dtype=bool)
+    return frame[~out], frame[out]
+
+
 def learning_curves(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
                     data_dir: str | None = None, device: str = "cpu", force: bool = False,
                     progress: bool = True) -> pd.DataFrame:
