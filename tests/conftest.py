@@ -15,8 +15,10 @@ os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
 
 def _shared_dir(variable: str, name: str, holds: str) -> Path:
-    """$`variable`, else ../shared/`name`; the test is skipped, saying what to set, when it is missing."""
-    path = Path(os.environ.get(variable, REPO.parent / "shared" / name))
+    """$`variable`, else ../shared/`name`; the test is skipped, saying what to set, when it is missing. An empty
+    variable counts as unset: the Makefile exports PAPA_DATA_DIR empty when ../shared/data is absent, and Path("")
+    would be the working directory."""
+    path = Path(os.environ.get(variable) or REPO.parent / "shared" / name)
     if not path.is_dir():
         pytest.skip(f"no {name} directory at {path}: set {variable} to the folder holding {holds}")
     return path
