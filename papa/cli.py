@@ -429,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             return args.func(args)
         except (PapaError, FileNotFoundError, ValueError) as exc:
-            _say(args, "error", exc)
+            # the library's advice names its arguments (rounding='down'); here it names the flags (--rounding down)
+            _say(args, "error", exc.cli_message() if isinstance(exc, PapaError) else exc)
             return 2
         except KeyboardInterrupt:
             _say(args, "interrupted", _INTERRUPTED.get(args.command, "run the same command again"))

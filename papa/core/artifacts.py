@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from papa.core.errors import OutputPathError
+from papa.core.errors import Arg, OutputPathError
 
 
 def _umask() -> int:
@@ -50,13 +50,15 @@ def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
 
 
-def check_output_dir(path: str | os.PathLike, option: str = "--out") -> Path:
-    """Raise `OutputPathError` unless `path` is, or can be created as, a directory this process can write in.
+def check_output_dir(path: str | os.PathLike, argument: str = "out_dir", flag: str = "--out") -> Path:
+    """Raise `OutputPathError` unless `path` is, or can be created as, a directory this process can write in (the
+    error names it as the library's `argument`, or on the command line as `flag`).
 
     Called before any work, so that a run does not fail at its end on where its result goes. Nothing is left behind:
     missing directories are not created here, and the test file is removed.
     """
     path = Path(path)
+    given = Arg(argument, str(path), flag=flag)
     existing = path
     while not existing.exists() and existing != existing.parent:
         if existing.is_symlink():  # a dangling link cannot become a directory either
@@ -64,24 +66,26 @@ def check_output_dir(path: str | os.PathLike, option: str = "--out") -> Path:
         existing = existing.parent
     if not existing.is_dir():
         blocker = f"{path} is" if existing == path else f"{existing} (on the way to {path}) is"
-        raise OutputPathError(f"{option} {path}: {blocker} not a directory: pass a directory (it is created if "
-                              "missing), or move that file away.")
+        raise OutputPathError(f"{given}: {blocker} not a directory: pass a directory (it is created if missing), or "
+                              "move that file away.", advice=[given])
     try:  # os.access says yes to root on read-only mounts; creating a file is the real test
         fd, probe = tempfile.mkstemp(prefix=".papa-write-test.", dir=existing)
     except OSError as exc:
-        raise OutputPathError(f"{option} {path}: cannot write in {existing} ({exc.strerror or exc}): pass a directory "
-                              "you can write to.") from None
+        raise OutputPathError(f"{given}: cannot write in {existing} ({exc.strerror or exc}): pass a directory you can "
+                              "write to.", advice=[given]) from None
     os.close(fd)
     os.unlink(probe)
     return path
 
 
-def check_output_file(path: str | os.PathLike, option: str = "--out") -> Path:
+def check_output_file(path: str | os.PathLike, argument: str = "out", flag: str = "--out") -> Path:
     """Raise `OutputPathError` unless a file can be written at `path` (its folder is writable, it is no directory)."""
     path = Path(path)
     if path.is_dir():
-        raise OutputPathError(f"{option} {path} is a directory: give a file name (e.g. {path / 'report.csv'}).")
-    check_output_dir(path.parent, option)
+        given = Arg(argument, str(path), flag=flag)
+        raise OutputPathError(f"{given} is a directory: give a file name (e.g. {path / 'report.csv'}).",
+                              advice=[given])
+    check_output_dir(path.parent, argument, flag)
     return path
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from papa.core.errors import InputError
+from papa.core.errors import Arg, InputError
 from papa.method.architectures import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
@@ -26,10 +26,10 @@ class AttentionStats:
 
     def _check_length(self, n: int) -> None:
         if n > self.max_length:
+            given, larger = Arg("max_length", self.max_length), Arg("max_length")
             raise InputError(
-                f"input has {n} positions but attention statistics are collected at max_length={self.max_length}: "
-                f"encode the corpus at {self.max_length} (papa.method.layout) or extract at a larger --max-length."
-            )
+                f"input has {n} positions but attention statistics are collected at {given}: encode the corpus at "
+                f"{self.max_length} (papa.method.layout) or extract with a larger {larger}", advice=(given, larger))
 
     @torch.no_grad()
     def add_counts(self, valid: torch.Tensor, causal: bool = False) -> None:

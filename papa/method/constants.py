@@ -18,7 +18,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from papa.core.artifacts import atomic_path
-from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
+from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError
 from papa.core.vocabulary import DATA_FREE_KINDS, KINDS, LAYOUTS
 from papa.method.architectures import ModelSignature
 
@@ -102,15 +102,15 @@ class ConstantMatrices:
                         f"{where} belong to another model: {attr} {mine} != {theirs} of {signature.model_name!r}: {fix}."
                     )
         if max_length is not None and max_length != self.max_length:
+            again = Arg("max_length", max_length)
             raise IncompatibleArtifactError(
                 f"{where} were made at sequence length {self.max_length}, not {max_length}: "
-                f"re-extract with --max-length {max_length} or encode inputs at {self.max_length}."
-            )
+                f"re-extract with {again} or encode inputs at {self.max_length}.", advice=[again])
         if layout is not None and layout != meta.layout:
+            again = Arg("layout", layout)
             raise IncompatibleArtifactError(
                 f"{where} were made with input layout {meta.layout!r}, not {layout!r}: use constants made in "
-                f"{layout!r} (papa extract --layout {layout}), or encode inputs in {meta.layout!r}."
-            )
+                f"{layout!r} (extract them with {again}), or encode inputs in {meta.layout!r}.", advice=[again])
 
 
 def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: ConstantsMetadata, source: str) -> None:

@@ -9,7 +9,7 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.artifacts import fingerprint_texts
-from papa.core.errors import InputError
+from papa.core.errors import Arg, InputError
 from papa.method.architectures import architecture, backbone
 from papa.method.constants import ConstantMatrices
 from papa.method.controller import PapaController, attach, controller_of
@@ -43,8 +43,9 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     check_layout(layout)
     limit = max_positions(model.config)
     if limit is not None and max_length > limit:
-        raise InputError(f"max_length={max_length} is longer than the {limit} positions the model has: extract at "
-                         f"--max-length {limit} or less.")
+        given, most = Arg("max_length", max_length), Arg("max_length", limit)
+        raise InputError(f"{given} is longer than the {limit} positions the model has: extract with {most} or less.",
+                         advice=(given, most))
     existing = controller_of(model)
     controller: PapaController = existing or attach(model, model_name=model_name)
     device = next(model.parameters()).device

@@ -70,6 +70,7 @@ import json
 import weakref
 from typing import TYPE_CHECKING
 
+from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import DECODER_LAYOUT, LAYOUTS, REPRODUCTION_LAYOUT
 
 if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout names cost nothing to import
@@ -102,8 +103,9 @@ def layout_for(causal: bool, requested: str | None, default: str) -> str:
     if not causal:
         return check_layout(requested or default)
     if requested is not None and requested != DECODER_LAYOUT:
-        raise ValueError(f"layout {requested!r} moves a final separator, which causal LMs do not have: decoders read "
-                         f"left-aligned inputs, layout {DECODER_LAYOUT!r} (leave --layout out, or pass it)")
+        fix = Arg("layout", DECODER_LAYOUT)
+        raise InputError(f"layout {requested!r} moves a final separator, which causal LMs do not have: decoders read "
+                         f"left-aligned inputs: pass {fix}, the default for a causal LM", advice=[fix])
     return DECODER_LAYOUT
 
 

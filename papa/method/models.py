@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import DEFAULT_DTYPE, MODEL_DTYPES
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --help` starts fast
@@ -33,6 +34,7 @@ if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --
 
 DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 DEFAULT_DECODER = "SmolLM2-135M-Instruct-Q4_1"
+_CPU = Arg("device", "cpu")  # the advice when an accelerator asked for is not here
 
 
 @dataclass(frozen=True)
@@ -149,12 +151,12 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"cannot read {device!r} as a device ({exc}): use cpu, cuda, cuda:N, mps or auto") from None
     if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} was asked for but CUDA is not available here: use --device cpu")
+        raise InputError(f"device {device!r} was asked for but CUDA is not available here: use {_CPU}", advice=[_CPU])
     if dev.type == "cuda" and dev.index is not None and dev.index >= torch.cuda.device_count():
         raise ValueError(f"device {device!r} was asked for but there are only {torch.cuda.device_count()} CUDA "
                          f"device(s): use cuda:0 .. cuda:{torch.cuda.device_count() - 1}")
     if dev.type == "mps" and not torch.backends.mps.is_available():
-        raise ValueError(f"device {device!r} was asked for but MPS is not available here: use --device cpu")
+        raise InputError(f"device {device!r} was asked for but MPS is not available here: use {_CPU}", advice=[_CPU])
     return dev
 
 

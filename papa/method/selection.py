@@ -26,7 +26,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from papa.core.artifacts import atomic_path
-from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
+from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError, InputError
 from papa.core.vocabulary import PAPER_FRACTIONS as _PAPER_FRACTION_LABELS, ROUNDINGS, SELECTION_METHODS
 
 # The paper's x-axis (4.2) as exact fractions: share of heads that stay input-dependent.
@@ -62,7 +62,8 @@ def replacement_order(method: str, num_layers: int, num_heads: int, *, lambdas: 
         return [(layer, head) for layer in reversed(range(num_layers)) for head in range(num_heads)]
     if method == "random":
         if seed is None or isinstance(seed, bool) or not isinstance(seed, int):
-            raise ValueError(f"the 'random' head order needs an integer seed (got {seed!r}): pass seed=0, 1, ...")
+            raise InputError(f"the 'random' head order needs an integer seed (got {seed!r}): pass "
+                             f"{Arg('seed', 0, flag='--seeds')}, 1, ...", advice=[Arg("seed", 0, flag="--seeds")])
         # A private generator: the order depends on the seed only, not on whatever else ran before.
         random.Random(seed).shuffle(heads)
         return heads
@@ -184,11 +185,11 @@ def num_input_dependent(fraction: float | int | Fraction | str, total_heads: int
     if abs(x - nearest_int) <= _WHOLE_TOL:
         return int(nearest_int)  # whole up to float noise: every rounding agrees
     if rounding == "exact":
-        raise ValueError(
+        down, nearest = Arg("rounding", "down"), Arg("rounding", "nearest")
+        raise InputError(
             f"{fraction!r} of {total_heads} heads is {float(x):g}, not a whole number of heads: pick a fraction that "
-            f"divides {total_heads} or pass rounding='down' ({math.floor(x)} heads) or rounding='nearest' "
-            f"({nearest_int} heads)."
-        )
+            f"divides {total_heads} or pass {down} ({math.floor(x)} heads) or {nearest} ({nearest_int} heads).",
+            advice=(down, nearest))
     return int(math.floor(x) if rounding == "down" else nearest_int)
 
 

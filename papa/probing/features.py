@@ -24,7 +24,7 @@ from papa.method.layout import encode, is_decoder_type
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
-from papa.tasks.registry import TaskSpec, model_mismatch
+from papa.tasks.registry import TaskSpec, check_task_fits_model
 
 CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"
 MLM_MASK_SEED = 0  # one fixed masking of the MLM data, so features can be cached and seeds compare like with like
@@ -61,9 +61,7 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
     if len(examples) == 0:
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
     decoder = is_decoder_type(model_type)
-    mismatch = model_mismatch(spec, decoder, model_type)
-    if mismatch:
-        raise InputError(mismatch)
+    check_task_fits_model(spec, decoder, model_type)
     if spec.kind == "token":
         batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type)

@@ -33,6 +33,7 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
+from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, RANKED
 from papa.method.architectures import model_signature
 from papa.method.attention_free import query_key_dropped_while
@@ -46,14 +47,14 @@ from papa.probing.features import EncodedTask, FeatureSource, encode_task
 from papa.probing.ranking import learn_lambdas
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.runs.keys import point_key
-from papa.runs.names import constants_filename, ranking_filename
+from papa.runs.names import constants_filenames, existing_file, ranking_filenames
 from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.tasks.corpus import corpus_name, task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
 from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, fraction_label, heads_to_replace,
                         load_ranking, num_input_dependent, replacement_order)
-from papa.tasks.registry import TaskSpec, get_task, model_mismatch
+from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
 
 RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
 
@@ -100,12 +101,14 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
             raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
     fractions = tuple(fraction_label(f) for f in (prof.fractions if cfg.fractions is None else cfg.fractions))
     if not fractions:
-        raise ValueError("the fraction list is empty: give at least one fraction (e.g. --fractions 1 1/2 0), "
-                         "or leave it out for the profile's")
+        example = Arg("fractions", ["1", "1/2", "0"])
+        raise InputError(f"the fraction list is empty: give at least one fraction (e.g. {example}), or leave it out "
+                         "for the profile's", advice=[example])
     seeds = tuple(prof.seeds if cfg.seeds is None else cfg.seeds)
     if not seeds:
-        raise ValueError("the seed list is empty: give at least one seed (e.g. --seeds 0 1 2), or leave it out "
-                         "for the profile's")
+        example = Arg("seeds", [0, 1, 2])
+        raise InputError(f"the seed list is empty: give at least one seed (e.g. {example}), or leave it out for the "
+                         "profile's", advice=[example])
     if any(isinstance(v, bool) or not isinstance(v, int) for v in seeds):
         raise ValueError(f"seeds must be integers, got {list(seeds)}")
     if not cfg.constants or not cfg.selections:
@@ -115,9 +118,7 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
         raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
     causal = bool(is_causal_model(cfg.model))  # from the local config; unknown (hub-only) counts as an encoder
     layout = layout_for(causal, cfg.layout, prof.layout)
-    mismatch = model_mismatch(spec, causal, cfg.model)
-    if mismatch:
-        raise ValueError(mismatch)
+    check_task_fits_model(spec, causal, cfg.model)
     resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
     # A profile file is recorded by the name it defines, never by its path.
@@ -215,8 +216,8 @@ def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, l
     named in the file unless it is float32 (constants averaged in another precision are other constants)."""
     dtype = dtype_name(next(model.parameters()).dtype)
     name = corpus_name(corpus_task, "train", limit, sample)
-    path = Path(out_dir) / "constants" / constants_filename(signature.model_name, name, max_length, layout,
-                                                            dtype=dtype)
+    names = constants_filenames(signature.model_name, name, max_length, layout, dtype=dtype)
+    path = existing_file(Path(out_dir) / "constants", names)  # a file named by an older version is read too
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=max_length, layout=layout)
@@ -227,7 +228,7 @@ def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, l
                                   corpus=corpus.name, model_name=signature.model_name, progress=progress)
     constants = record_dtype(constants, dtype)
     if distributed.is_main():
-        constants.save(path)
+        constants.save(path.with_name(names[0]))
     return constants
 
 
@@ -272,8 +273,8 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
     """The learned λ ranking for `kind`'s constants: loaded if saved, else learned and saved."""
     cfg, sig = s.cfg, s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
-    path = s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length, cfg.profile,
-                                                 cfg.layout, cfg.dtype)
+    names = _ranking_names(s, kind)
+    path = existing_file(s.out / "rankings", names)  # a file named by an older version is read too
     prof = s.profile
     rank_data = _subset(s.train, prof.rank_limit, prof.sample)
     settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
@@ -295,8 +296,15 @@ def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, profile=cfg.profile, dtype=cfg.dtype)
     if distributed.is_main():
-        ranking.save(path)
+        ranking.save(path.with_name(names[0]))
     return ranking
+
+
+def _ranking_names(s: _Session, kind: str) -> list[str]:
+    """The file names of the session's λ ranking with `kind` constants: the current one, then an older version's."""
+    cfg = s.cfg
+    return ranking_filenames(s.controller.signature.model_name, cfg.task, kind, cfg.constants_corpus, s.max_length,
+                             cfg.profile, cfg.layout, cfg.dtype)
 
 
 def _stale_settings(recorded: dict, wanted: dict) -> str:
@@ -421,7 +429,4 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = Tr
         ranking = head_ranking(s, kind, progress)
     finally:
         s.controller.detach()
-    sig = s.controller.signature
-    corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
-    return ranking, s.out / "rankings" / ranking_filename(sig.model_name, cfg.task, kind, corpus, s.max_length,
-                                                          cfg.profile, cfg.layout, cfg.dtype)
+    return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind))

@@ -1,9 +1,20 @@
-"""Names shared by the CLI and the library without heavy imports: the file names of constants and rankings."""
+"""Names shared by the CLI and the library without heavy imports: the file names of constants and rankings.
+
+A file is named after the model's *name*, never where it lies: a model loaded from a folder is named by that folder
+(``microsoft--deberta-base``, a mirror's spelling of a hub id, reads as the hub id), so that names neither leak
+where a user keeps models nor change when the folder moves. Files that older versions named by the whole path are
+still found: `existing_file` tries each name `constants_filenames` / `ranking_filenames` give, the current one first.
+"""
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path, PurePath
 
 from papa.core.vocabulary import DEFAULT_DTYPE
+
+# The Hugging Face cache's layout: <cache>/models--<org>--<name>/snapshots/<revision>
+_HF_CACHE_DIR = re.compile(r"^models--(?P<id>.+)$")
 
 
 def _slug(s: str) -> str:
@@ -15,14 +26,69 @@ def _dtype_suffix(dtype: str) -> str:
     return "" if dtype == DEFAULT_DTYPE else f"-{_slug(dtype)}"
 
 
+def _is_local_path(name: str) -> bool:
+    """`name` names a place on this machine (absolute, ``./``, ``../``, ``~`` or an existing folder), not a hub id."""
+    text = str(name)
+    return os.path.isabs(text) or text.startswith((".", "~")) or os.path.isdir(text)
+
+
+def model_file_name(model_name: str) -> str:
+    """The model's part of an artifact's file name: a hub id or alias as it is; a local folder by its name, a
+    mirror's ``org--name`` folder or a Hugging Face cache snapshot by the hub id they record (``org/name``)."""
+    if not _is_local_path(model_name):
+        return str(model_name)
+    path = PurePath(os.path.expanduser(str(model_name)))
+    if not path.name or path.name in (".", ".."):
+        path = Path(os.path.expanduser(str(model_name))).resolve()
+    parts = path.parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and _HF_CACHE_DIR.match(parts[-3]):
+        return _HF_CACHE_DIR.match(parts[-3])["id"].replace("--", "/")
+    return path.name.replace("--", "/")
+
+
 def constants_filename(model_name: str, corpus: str, max_length: int, layout: str, kind: str = "average",
                        dtype: str = DEFAULT_DTYPE) -> str:
-    """<model>__<corpus>__<kind>-<layout>-n<N>[-<dtype>].safetensors (the dtype only when not float32)"""
-    return f"{_slug(model_name)}__{_slug(corpus)}__{kind}-{layout}-n{max_length}{_dtype_suffix(dtype)}.safetensors"
+    """<model>__<corpus>__<kind>-<layout>-n<N>[-<dtype>].safetensors (the dtype only when not float32); <model> is
+    `model_file_name`'s."""
+    return _constants_name(model_file_name(model_name), corpus, max_length, layout, kind, dtype)
 
 
 def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str,
                      layout: str, dtype: str = DEFAULT_DTYPE) -> str:
-    """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>].safetensors"""
-    return (f"{_slug(model_name)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
+    """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>].safetensors; <model> is
+    `model_file_name`'s."""
+    return _ranking_name(model_file_name(model_name), task, constants, corpus, max_length, profile, layout, dtype)
+
+
+def constants_filenames(model_name: str, *args, **kwargs) -> list[str]:
+    """`constants_filename`, then the name older papa versions gave the same file (the model's whole path)."""
+    return _with_legacy(model_name, _constants_name, *args, **kwargs)
+
+
+def ranking_filenames(model_name: str, *args, **kwargs) -> list[str]:
+    """`ranking_filename`, then the name older papa versions gave the same file (the model's whole path)."""
+    return _with_legacy(model_name, _ranking_name, *args, **kwargs)
+
+
+def existing_file(directory: str | os.PathLike, names: list[str]) -> Path:
+    """The first of `names` that is a file in `directory`, else the first (where a new file is to be written)."""
+    for name in names:
+        if (Path(directory) / name).is_file():
+            return Path(directory) / name
+    return Path(directory) / names[0]
+
+
+def _with_legacy(model_name: str, build, *args, **kwargs) -> list[str]:
+    names = [build(model_file_name(model_name), *args, **kwargs), build(str(model_name), *args, **kwargs)]
+    return list(dict.fromkeys(names))
+
+
+def _constants_name(model: str, corpus: str, max_length: int, layout: str, kind: str = "average",
+                    dtype: str = DEFAULT_DTYPE) -> str:
+    return f"{_slug(model)}__{_slug(corpus)}__{kind}-{layout}-n{max_length}{_dtype_suffix(dtype)}.safetensors"
+
+
+def _ranking_name(model: str, task: str, constants: str, corpus: str, max_length: int, profile: str, layout: str,
+                  dtype: str = DEFAULT_DTYPE) -> str:
+    return (f"{_slug(model)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
             f"-n{max_length}-{_slug(profile)}{_dtype_suffix(dtype)}.safetensors")

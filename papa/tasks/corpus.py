@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from papa.core.errors import InputError
+from papa.core.errors import Arg, InputError
 
 
 @dataclass
@@ -80,7 +80,8 @@ def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_co
         if text_column is None:
             text_column = next((c for c in ("sentence", "text", "sentence1", "#1 String") if c in header), None)
             if text_column is None:
-                raise InputError(f"{path}: no text column among {header}; pass --text-column")
+                column = Arg("text_column")
+                raise InputError(f"{path}: no text column among {header}; name it with {column}", advice=[column])
             if pair_column is None and partners.get(text_column) in header:
                 pair_column = partners[text_column]
         for col in filter(None, (text_column, pair_column)):

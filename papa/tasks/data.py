@@ -24,7 +24,7 @@ from pathlib import Path
 
 from datasets import DatasetDict, load_dataset
 
-from papa.core.errors import PapaError
+from papa.core.errors import Arg, PapaError
 from papa.core.vocabulary import SAMPLES, SPLITS
 from papa.tasks.registry import LocalSource, TaskSpec, get_task
 
@@ -317,10 +317,10 @@ def _local_examples(spec: TaskSpec, split: str, root: Path) -> Iterable[Example]
 
 def _check_exists(path: Path) -> None:
     if not path.is_file():
+        where = Arg("data_dir")
         raise DataNotFoundError(
-            f"data file not found: {path}. Point --data-dir (data_dir=) or ${DATA_DIR_ENV} at the folder that "
-            f"holds glue_data/, conll2003/ and wikitext/, or unset both to download from the Hugging Face hub."
-        )
+            f"data file not found: {path}. Point {where} or ${DATA_DIR_ENV} at the folder that holds glue_data/, "
+            f"conll2003/ and wikitext/, or unset both to download from the Hugging Face hub.", advice=[where])
 
 
 def _text_lines(path: Path, *, bom: bool = False) -> Iterator[tuple[int, str]]:
@@ -366,9 +366,10 @@ def _hub_examples(spec: TaskSpec, split: str) -> Iterable[Example] | list[tuple[
     try:
         ds = load_dataset(hub.dataset, hub.config, split=hub_split)
     except Exception as err:  # the hub raises many types (connection, auth, missing config)
+        where = Arg("data_dir")
         raise DataSourceError(
             f"could not load {hub.dataset} ({hub.config or 'default'}) split {hub_split!r} from the Hugging Face "
-            f"hub: {err}. To use local files instead, pass data_dir= or set ${DATA_DIR_ENV}."
+            f"hub: {err}. To use local files instead, pass {where} or set ${DATA_DIR_ENV}.", advice=[where]
         ) from err
     if isinstance(ds, DatasetDict):  # load_dataset returns one when a split is not honoured
         if hub_split not in ds:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from papa.core.errors import PapaError
+from papa.core.errors import Arg, InputError, PapaError
 
 TaskKind = Literal["sentence", "pair", "token", "mlm", "lm"]
 ReaderName = Literal["tsv", "conll", "wikitext"]
@@ -255,15 +255,17 @@ def task_names() -> list[str]:
     return list(TASKS)
 
 
-def model_mismatch(spec: TaskSpec, causal: bool, model: str) -> str | None:
-    """Why `spec` cannot run on `model` (a causal LM or not), or None: LM is scored by a causal LM's own head; MLM
-    masks tokens for a bidirectional encoder."""
+def check_task_fits_model(spec: TaskSpec, causal: bool, model: str) -> None:
+    """Raise `InputError` when `spec` cannot run on `model` (a causal LM or not): LM is scored by a causal LM's own
+    head; MLM masks tokens for a bidirectional encoder."""
     if spec.kind == "lm" and not causal:
-        return (f"task {spec.name!r} scores a causal LM with its own LM head, and {model!r} is not one (or its config "
-                "is not on this machine): pass a decoder, e.g. --model smollm2, or probe an encoder with mlm")
+        decoder = Arg("model", "smollm2")
+        raise InputError(f"task {spec.name!r} scores a causal LM with its own LM head, and {model!r} is not one (or "
+                         f"its config is not on this machine): pass a decoder, e.g. {decoder}, or probe an encoder "
+                         "with mlm", advice=[decoder])
     if spec.kind == "mlm" and causal:
-        return f"task {spec.name!r} masks tokens for a bidirectional encoder; {model!r} is a causal LM: use the lm task"
-    return None
+        raise InputError(f"task {spec.name!r} masks tokens for a bidirectional encoder; {model!r} is a causal LM: use "
+                         "the lm task")
 
 
 def get_task(name: str) -> TaskSpec:

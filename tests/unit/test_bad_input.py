@@ -134,7 +134,7 @@ def test_model_not_found(tmp_path, capsys):
 
 def test_max_length_beyond_the_model_positions():
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")  # 128 absolute positions
-    with pytest.raises(InputError, match="max_length=200 is longer than the 128 positions.*--max-length 128"):
+    with pytest.raises(InputError, match="max_length=200 is longer than the 128 positions.*max_length=128 or less"):
         papa.extract_constants(model, tok, ["the cat sat"], max_length=200, progress=False)
     roberta, rtok = tiny_model("roberta"), tiny_tokenizer("roberta")  # positions start after the pad id
     limit = 128 - roberta.config.pad_token_id - 1
@@ -307,7 +307,7 @@ def test_unavailable_device(tmp_path, capsys):
         resolve_device("gpu")
     if torch.cuda.is_available():
         pytest.skip("CUDA is available here")
-    with pytest.raises(ValueError, match="CUDA is not available here: use --device cpu"):
+    with pytest.raises(ValueError, match="CUDA is not available here: use device='cpu'"):
         resolve_device("cuda:1")
     with pytest.raises(ValueError, match="CUDA is not available"):
         GridConfig(task="sst2", device="cuda").resolved()

@@ -1,0 +1,88 @@
+"""What must hold of a notebook's table whose numbers another CPU may change, said in a line that no CPU changes.
+
+Float rounding differs between instruction sets (AVX2, AVX-512): a forward pass agrees to about 1e-6 across CPUs,
+and a probe trained on a few dozen examples turns that into a few different predictions, so a learned score's last
+digits, the ranks and verdicts read off it, and a float shown at three decimals may differ from one machine to the
+next. A seed fixes a run on one machine, not across machines (docs/reliability.md).
+
+nbval compares every cell's output with the stored one, so such a table is shown in a cell tagged
+``nbval-ignore-output`` (for the reader), and checked in the cell after it with `check_table`: it raises when a value
+is out of its stated range or vocabulary, and prints the table's structure (index, columns, counts) and the rules
+that held, which is what nbval compares.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Mapping
+
+import pandas as pd
+
+Range = tuple[float, float]
+
+
+class TableCheckError(AssertionError):
+    """A notebook table broke a rule its check states (a bug, or a run that went wrong): not a rounding difference."""
+
+
+def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | Mapping[str, Range] | None = None,
+                allowed: Mapping[str, Collection] | None = None, nan_ok: Collection[str] | bool = False,
+                labels: bool = True) -> None:
+    """Check `table` and print one line of what held.
+
+    `between`: (low, high) for every numeric value, or per column; `allowed`: the values a column may take (a
+    verdict, a flag, a rank); `nan_ok`: columns that may hold NaN (True: any), e.g. a relative drop from a zero
+    score. Every other numeric value must be finite. `labels` False leaves the row labels out of the line, for a
+    table whose rows are chosen by learned values (e.g. the heads with the strongest pattern)."""
+    frame = table.to_frame() if isinstance(table, pd.Series) else table
+    if frame.empty:
+        print(f"{name}: empty")
+        return
+    numeric = frame.select_dtypes("number")
+    rules = []
+    for column in numeric:
+        values = numeric[column]
+        if not (nan_ok is True or str(column) in {str(c) for c in (nan_ok or ())}):
+            _require(values.notna().all(), name, f"column {column!r} holds NaN: {values[values.isna()].index.tolist()}")
+        finite = values.dropna()
+        _require(finite.map(math.isfinite).all(), name, f"column {column!r} holds an infinite value")
+    for columns, (low, high) in _ranges(numeric, between):
+        block = numeric[columns].stack().dropna()
+        bad = block[(block < low) | (block > high)]
+        _require(bad.empty, name, f"values outside [{low:g}, {high:g}]: {bad.to_dict()}")
+        rules.append(f"{_which(columns, numeric)} in [{low:g}, {high:g}]")
+    for column, values in (allowed or {}).items():
+        _require(column in frame, name, f"no column {column!r} (columns: {list(frame.columns)})")
+        seen = set(frame[column].dropna().tolist())
+        _require(seen <= set(values), name, f"column {column!r} holds {sorted(map(str, seen - set(values)))}, "
+                                            f"outside {sorted(map(str, values))}")
+        rules.append(f"{column} in {{{', '.join(map(str, values))}}}")
+    rows = f"{len(frame)} rows {_labels(frame.index)}" if labels else f"{len(frame)} rows"
+    print(f"{name}: {rows} x {len(frame.columns)} columns "
+          f"[{', '.join(map(str, frame.columns))}]" + (f"; {'; '.join(rules)}" if rules else ""))
+
+
+def _ranges(numeric: pd.DataFrame, between) -> list[tuple[list, Range]]:
+    if between is None:
+        return []
+    if isinstance(between, Mapping):
+        return [([c], r) for c, r in between.items() if c in numeric]
+    return [(list(numeric.columns), between)]
+
+
+def _which(columns: list, numeric: pd.DataFrame) -> str:
+    return "every value" if len(columns) == len(numeric.columns) else ", ".join(map(str, columns))
+
+
+def _labels(index: pd.Index) -> str:
+    names = [str(n) for n in index.names if n is not None]
+    head = f"by {', '.join(names)}: " if names else ""
+    return f"({head}{', '.join(map(_label, index.tolist()))})"
+
+
+def _label(value) -> str:
+    return "/".join(map(str, value)) if isinstance(value, tuple) else str(value)
+
+
+def _require(ok: bool, name: str, what: str) -> None:
+    if not ok:
+        raise TableCheckError(f"{name}: {what}")

@@ -1,0 +1,56 @@
+"""The notebooks' table checks: a line no CPU changes when the rules hold, an error naming the rule when one breaks."""
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from papa.paper.checks import TableCheckError, check_table
+
+
+def _learns() -> pd.DataFrame:
+    index = pd.MultiIndex.from_tuples([("m", "cola"), ("m", "sst2")], names=["model", "task"])
+    return pd.DataFrame({"mean": [0.1234567, 0.80001], "majority": [0.0, 0.509], "learns": [True, False]},
+                        index=index)
+
+
+def test_the_line_holds_structure_and_rules_not_values(capsys):
+    table = _learns()
+    check_table(table, "probes", between={"mean": (-1, 1)}, allowed={"learns": [True, False]})
+    line = capsys.readouterr().out
+    assert line == ("probes: 2 rows (by model, task: m/cola, m/sst2) x 3 columns [mean, majority, learns]; "
+                    "mean in [-1, 1]; learns in {True, False}\n")
+    # another CPU's last digits, or another verdict within the vocabulary: the same line
+    check_table(table.assign(mean=[0.1234568, 0.79], learns=[True, True]), "probes", between={"mean": (-1, 1)},
+                allowed={"learns": [True, False]})
+    assert capsys.readouterr().out == line
+
+
+def test_labels_can_be_left_out(capsys):
+    check_table(_learns(), "heads", labels=False)
+    assert capsys.readouterr().out == "heads: 2 rows x 3 columns [mean, majority, learns]\n"
+
+
+@pytest.mark.parametrize("change, rule", [
+    (dict(mean=[0.1, 1.5]), r"outside \[-1, 1\]"),
+    (dict(mean=[0.1, math.nan]), "column 'mean' holds NaN"),
+    (dict(mean=[0.1, math.inf]), "infinite"),
+    (dict(learns=["yes", False]), "column 'learns' holds \\['yes'\\]"),
+])
+def test_a_broken_rule_is_named(change, rule):
+    with pytest.raises(TableCheckError, match=rule):
+        check_table(_learns().assign(**change), "probes", between=(-1, 1), allowed={"learns": [True, False]})
+
+
+def test_nan_where_allowed_and_empty_tables(capsys):
+    check_table(_learns().assign(mean=[0.1, math.nan]), "drops", nan_ok=["mean"])
+    check_table(pd.DataFrame(), "ranks")
+    assert capsys.readouterr().out.splitlines()[-1] == "ranks: empty"
+    with pytest.raises(TableCheckError, match="no column 'verdict'"):
+        check_table(_learns(), "probes", allowed={"verdict": ["holds"]})
+
+
+def test_a_series_is_checked_as_one_column(capsys):
+    check_table(pd.Series({"diagonal": 0.5, "sink": 0.25}), "shares", between=(0, 1))
+    assert capsys.readouterr().out == "shares: 2 rows (diagonal, sink) x 1 columns [0]; every value in [0, 1]\n"
