@@ -62,8 +62,9 @@ def replacement_order(method: str, num_layers: int, num_heads: int, *, lambdas: 
         return [(layer, head) for layer in reversed(range(num_layers)) for head in range(num_heads)]
     if method == "random":
         if seed is None or isinstance(seed, bool) or not isinstance(seed, int):
-            raise InputError(f"the 'random' head order needs an integer seed (got {seed!r}): pass "
-                             f"{Arg('seed', 0, flag='--seeds')}, 1, ...", advice=[Arg("seed", 0, flag="--seeds")])
+            first = Arg("seed", 0, flag="--seeds")
+            raise InputError(f"the 'random' head order needs an integer seed (got {seed!r}): pass {first}, 1, ...",
+                             advice=[first])
         # A private generator: the order depends on the seed only, not on whatever else ran before.
         random.Random(seed).shuffle(heads)
         return heads
