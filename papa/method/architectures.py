@@ -29,7 +29,6 @@ from papa.method.adapters.base import Adapter
 from papa.method.adapters.deberta import DebertaAdapter
 from papa.method.adapters.interface import SUPPORTED_HINT, InterfaceAdapter, calls_interface
 
-HookKind = Literal["attention_function", "probs_dropout"]
 Positions = Literal["ids", "from_padding"]
 
 
@@ -51,8 +50,8 @@ class Architecture:
     verified: bool = True
 
     @property
-    def hook(self) -> HookKind:
-        return self.adapter.hook  # type: ignore[return-value]
+    def hook(self) -> str:
+        return self.adapter.hook
 
     def max_positions(self, config) -> int | None:
         """How many positions the model's absolute position embeddings cover (None: relative positions only)."""
@@ -81,7 +80,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "deberta-v2": Architecture(DEBERTA, query_key=None),
 }
 #: model type -> how its attention is intercepted
-SUPPORTED_MODEL_TYPES: dict[str, HookKind] = {name: arch.hook for name, arch in ARCHITECTURES.items()}
+SUPPORTED_MODEL_TYPES: dict[str, str] = {name: arch.hook for name, arch in ARCHITECTURES.items()}
 _UNVERIFIED = Architecture(INTERFACE, query_key=None, verified=False)
 
 
@@ -150,7 +149,7 @@ class ModelSignature:
 
 
 @dataclass
-class EncoderInfo:
+class ModelInfo:
     """The backbone inside a (possibly task-headed) model, its attention module per layer and the head geometry."""
 
     model_type: str
@@ -168,7 +167,7 @@ class EncoderInfo:
         return self.architecture.adapter
 
     @property
-    def hook(self) -> HookKind:
+    def hook(self) -> str:
         """How attention is intercepted: the architecture's adapter decides."""
         return self.architecture.hook
 
@@ -177,8 +176,9 @@ _INFO = "_papa_encoder_info"  # model.__dict__ entry: discovery runs a forward p
 _WARNED: set[str] = set()
 
 
-def describe_encoder(model: nn.Module) -> EncoderInfo:
-    """Find the backbone and its attention modules (once per model), or raise `UnsupportedModelError`."""
+def describe_model(model: nn.Module) -> ModelInfo:
+    """Find the backbone of an encoder or a causal LM and its attention modules (once per model), or raise
+    `UnsupportedModelError`."""
     info = model.__dict__.get(_INFO)
     if info is not None:
         return info
@@ -196,7 +196,7 @@ def describe_encoder(model: nn.Module) -> EncoderInfo:
                       f"({', '.join(sorted(ARCHITECTURES))}); it is attached through transformers' AttentionInterface "
                       "and its query/key projections are not dropped. Check the invariants (papa's tests) on it.",
                       stacklevel=2)
-    info = EncoderInfo(model_type=model_type, base=base, attention_modules=sites.layer_modules,
+    info = ModelInfo(model_type=model_type, base=base, attention_modules=sites.layer_modules,
                        num_layers=len(sites.layer_modules), num_heads=sites.num_heads, head_dim=sites.head_dim,
                        num_kv_heads=sites.num_kv_heads, architecture=arch,
                        causal=arch.causal if arch.verified else
@@ -207,7 +207,7 @@ def describe_encoder(model: nn.Module) -> EncoderInfo:
 
 def backbone(model: nn.Module) -> nn.Module:
     """The module that computes the hidden states (a causal LM's without its vocabulary-sized head)."""
-    return describe_encoder(model).base
+    return describe_model(model).base
 
 
 def config_fingerprint(config) -> str:
@@ -221,7 +221,7 @@ def config_fingerprint(config) -> str:
 @torch.no_grad()
 def weights_fingerprint(model: nn.Module) -> str:
     """sha256 (first 16 hex digits) of a few weight slices: tells one checkpoint from another cheaply."""
-    info = describe_encoder(model)
+    info = describe_model(model)
     h = hashlib.sha256()
     params = [p for _, p in info.base.named_parameters()]
     picks = [params[0], *[p for m in (info.attention_modules[0], info.attention_modules[-1]) for p in m.parameters()]]
@@ -234,7 +234,7 @@ def weights_fingerprint(model: nn.Module) -> str:
 
 def model_signature(model: nn.Module, model_name: str | None = None) -> ModelSignature:
     """The identity an artifact records; `model_name` defaults to the config's `_name_or_path`."""
-    info = describe_encoder(model)
+    info = describe_model(model)
     name = model_name or getattr(model.config, "_name_or_path", "") or type(model).__name__
     return ModelSignature(
         model_name=str(name),

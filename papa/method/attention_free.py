@@ -30,7 +30,6 @@ from papa.method.head_modes import MIX
 
 QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
 RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoes `drop_query_key` on the module
-KEEP_MODE = 0                     # papa.method.controller.KEEP (not imported: the controller imports this module)
 
 
 def constant_attention(constants: torch.Tensor, value: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:

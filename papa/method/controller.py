@@ -24,7 +24,7 @@ import torch
 from torch import nn
 
 from papa.core.errors import InputError, PapaError
-from papa.method.architectures import EncoderInfo, ModelSignature, describe_encoder, model_signature
+from papa.method.architectures import ModelInfo, ModelSignature, describe_model, model_signature
 from papa.method.attention_free import RESTORE
 from papa.method.capture import AttentionStats
 from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
@@ -46,7 +46,7 @@ class PapaController(nn.Module):
     ``controller.parameters()`` (plus the probe's) to an optimiser.
     """
 
-    def __init__(self, model: nn.Module, info: EncoderInfo, model_name: str | None = None):
+    def __init__(self, model: nn.Module, info: ModelInfo, model_name: str | None = None):
         super().__init__()
         self._model_ref = [model]  # a list keeps the model out of this module's children
         self.info = info
@@ -325,7 +325,7 @@ def attach(model: nn.Module, constants: ConstantMatrices | None = None, *, model
     """
     if _CONTROLLER in model.__dict__:
         raise PapaError("papa is already attached to this model: use the controller it returned, or papa.detach(model)")
-    info = describe_encoder(model)
+    info = describe_model(model)
     controller = PapaController(model, info, model_name=model_name)
     try:
         param = next(model.parameters())

@@ -2,7 +2,7 @@
 
 Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer); for the
 LM task, which a decoder's own LM head scores, only the last one, [examples, 1, n, d].
-When nothing in the backbone trains (no λ, no trainable constants), `FeatureCache` computes them once per head
+When nothing in the backbone trains (no λ, no trainable constants), `FeatureSource` computes them once per head
 configuration and keeps them in memory for every epoch and seed, up to a byte budget per split
 (``PAPA_FEATURE_CACHE_GB``; by default 60% of the memory available when the split is cached, 4 GiB where that
 cannot be read); beyond it the backbone is re-run for every batch, with the same results, and a warning says so.

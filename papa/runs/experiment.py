@@ -40,7 +40,7 @@ from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
 from papa.method.extract import extract_constants
-from papa.method.layout import LEGACY_LAYOUT, layout_for
+from papa.method.layout import UNRECORDED_LAYOUT, layout_for
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
 from papa.probing.features import EncodedTask, FeatureSource, encode_task
@@ -350,7 +350,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
     if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         base["sample"] = s.profile.sample
-    if cfg.layout != LEGACY_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
+    if cfg.layout != UNRECORDED_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
         base["layout"] = cfg.layout
     if cfg.dtype != DEFAULT_DTYPE:  # and those made before dtypes were (all float32)
         base["dtype"] = cfg.dtype

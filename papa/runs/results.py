@@ -25,19 +25,16 @@ from scipy import stats
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError
-from papa.core.vocabulary import CONSTANTS_KINDS as GRID_KINDS, DEFAULT_DTYPE, LAYOUTS, MODEL_DTYPES, NONE
-from papa.method.layout import LEGACY_LAYOUT
+from papa.core.vocabulary import DEFAULT_DTYPE, LAYOUTS, MODEL_DTYPES
+from papa.method.layout import UNRECORDED_LAYOUT
 from papa.method.selection import as_fraction, fraction_label
 from papa.runs.profiles import PROFILES
-# Kinds the experiments write (a point that replaced nothing records "none"); `ResultRow` accepts others (e.g.
-# "trained:average") so new kinds need no change here.
-CONSTANTS_KINDS = (*GRID_KINDS, NONE)
 
 COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
            "n_input_dependent", "seed", "profile", "layout", "dtype", "metric", "value", "runtime_s", "run_id",
            "extra")
 # Columns that tables written by older versions may lack, with the value their rows had.
-_ADDED_COLUMNS = {"layout": LEGACY_LAYOUT, "dtype": DEFAULT_DTYPE}
+_ADDED_COLUMNS = {"layout": UNRECORDED_LAYOUT, "dtype": DEFAULT_DTYPE}
 _FLOAT_COLUMNS = ("fraction", "value", "runtime_s")
 _INT_COLUMNS = ("n_input_dependent", "seed")
 _STR_COLUMNS = tuple(c for c in COLUMNS if c not in _FLOAT_COLUMNS + _INT_COLUMNS)
@@ -66,7 +63,7 @@ class ResultRow:
     n_input_dependent: int
     seed: int
     profile: str
-    layout: str = LEGACY_LAYOUT
+    layout: str = UNRECORDED_LAYOUT
     dtype: str = DEFAULT_DTYPE
     metric: str
     value: float

@@ -18,7 +18,7 @@ TINY = Profile("test", train_limit=48, eval_limit=48, corpus_limit=48, rank_limi
 
 
 @pytest.fixture(autouse=True)
-def test_profile(monkeypatch):
+def tiny_profile(monkeypatch):
     monkeypatch.setitem(PROFILES, "test", TINY)
 
 

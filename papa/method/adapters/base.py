@@ -32,7 +32,7 @@ class AttentionSites:
 class Adapter:
     """One attention mechanism. Subclasses implement `find`, `install`, `remove` and `drop_query_key`."""
 
-    #: recorded on `EncoderInfo.hook`: how attention is intercepted
+    #: recorded on `ModelInfo.hook`: how attention is intercepted
     hook: str = ""
 
     def find(self, model: nn.Module, base: nn.Module) -> AttentionSites:
