@@ -20,7 +20,6 @@ from papa.tasks.registry import task_names
 def _extract(args: argparse.Namespace) -> int:
     from papa.core import distributed
     from papa.core.artifacts import check_output_dir
-    from papa.method.architectures import is_causal
     from papa.method.extract import extract_constants
     from papa.method.layout import layout_for
     from papa.method.models import canonical_model_name, is_causal_model, load_model, resolve_device
@@ -41,21 +40,20 @@ def _extract(args: argparse.Namespace) -> int:
 
         token_task = get_task(args.task).token_level
         corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
-    # A decoder reads left-aligned inputs: its layout unless --layout asked for another (refused before loading).
-    layout = layout_for(bool(is_causal_model(args.model)), args.layout, REPRODUCTION_LAYOUT)
+    # A layout the model cannot read is refused before loading when its config is here; once loaded (a hub model's
+    # config is here then), extract_constants takes the model's default layout unless --layout names one.
+    layout_for(bool(is_causal_model(args.model)), args.layout, REPRODUCTION_LAYOUT)
     model, tokenizer = load_model(args.model, device=distributed.process_device(args.device), dtype=args.dtype)
-    layout = layout_for(is_causal(model.config), args.layout, REPRODUCTION_LAYOUT)  # a hub model's config is here now
+    name = canonical_model_name(args.model)
     start = time.perf_counter()
     constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=args.max_length,
-                                  batch_size=args.batch_size, layout=layout, corpus=corpus.name,
-                                  token_task=token_task,
-                                  model_name=canonical_model_name(args.model), progress=not args.quiet)
+                                  batch_size=args.batch_size, layout=args.layout, corpus=corpus.name,
+                                  token_task=token_task, model_name=name, progress=not args.quiet)
     constants = record_dtype(constants, args.dtype)
-    name = canonical_model_name(args.model)
     if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
         return 0
-    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length, layout,
-                                                              dtype=args.dtype))
+    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length,
+                                                              constants.metadata.layout, dtype=args.dtype))
     meta = constants.metadata
     print(f"wrote {path}\n  model {name} ({meta.model.num_layers} layers x {meta.model.num_heads} heads), "
           f"{meta.num_examples} examples from {corpus.name}, length {meta.max_length}, layout {meta.layout}, "

@@ -89,9 +89,18 @@ def architecture(model_type: str | None) -> Architecture:
     return ARCHITECTURES.get(model_type or "", _UNVERIFIED)
 
 
-def is_causal(config) -> bool:
-    """Whether `config` describes a causal LM: the registry says for verified types; otherwise the config's
-    ``is_decoder`` or a ``*ForCausalLM`` / ``*LMHeadModel`` class among its ``architectures``."""
+def is_causal(model_or_config) -> bool:
+    """The one answer to "is this a causal LM?" (decoder layout, causal counts, the `lm` task).
+
+    A loaded model: as attaching decides, the registry for a verified type, else its attention modules' own
+    ``is_causal``. A config (before any weights are read): the registry for a verified type, else the config's
+    ``is_decoder`` or a ``*ForCausalLM`` / ``*LMHeadModel`` class among its ``architectures``. A model type alone
+    (a string): the registry (False for a type it does not know)."""
+    if isinstance(model_or_config, nn.Module):
+        return describe_model(model_or_config).causal
+    if model_or_config is None or isinstance(model_or_config, str):
+        return architecture(model_or_config).causal
+    config = model_or_config
     arch = ARCHITECTURES.get(getattr(config, "model_type", "") or "")
     if arch is not None:
         return arch.causal

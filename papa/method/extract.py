@@ -10,10 +10,11 @@ from tqdm.auto import tqdm
 from papa.core import distributed
 from papa.core.artifacts import fingerprint_texts
 from papa.core.errors import Arg, InputError
-from papa.method.architectures import architecture, backbone
+from papa.core.vocabulary import REPRODUCTION_LAYOUT
+from papa.method.architectures import architecture, backbone, is_causal
 from papa.method.constants import ConstantMatrices
 from papa.method.controller import PapaController, attach, controller_of
-from papa.method.layout import check_layout, encode
+from papa.method.layout import encode, layout_for
 
 
 def max_positions(config) -> int | None:
@@ -29,9 +30,10 @@ def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
 
 def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
                       text_pairs: Sequence[str] | None = None, *, max_length: int, batch_size: int = 32,
-                      layout: str = "sep_last", corpus: str = "", model_name: str | None = None,
+                      layout: str | None = None, corpus: str = "", model_name: str | None = None,
                       token_task: bool = False, progress: bool = True) -> ConstantMatrices:
-    """Average every head's attention over `texts` (optionally paired), encoded at `max_length` in `layout`.
+    """Average every head's attention over `texts` (optionally paired), encoded at `max_length` in `layout` (None:
+    the model's default, the decoder layout for a causal LM and `official` for an encoder).
 
     `token_task`: the texts are a token-level task's (MLM), encoded as such (`papa.method.layout.encode`).
 
@@ -40,7 +42,8 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
     """
     if len(texts) == 0:
         raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
-    check_layout(layout)
+    causal = is_causal(model)
+    layout = layout_for(causal, layout, REPRODUCTION_LAYOUT)
     limit = max_positions(model.config)
     if limit is not None and max_length > limit:
         given, most = Arg("max_length", max_length), Arg("max_length", limit)
@@ -58,7 +61,7 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
                                    unit="batch", disable=not progress or not distributed.is_main()):
                 batch = encode(tokenizer, texts[start:end], None if text_pairs is None else text_pairs[start:end],
                                max_length=max_length, layout=layout, model_type=model.config.model_type,
-                               token_task=token_task)
+                               causal=causal, token_task=token_task)
                 truncated += sum(batch.truncated)
                 # the backbone only: a causal LM's vocabulary projection would be computed and thrown away
                 hidden_model(**{k: v.to(device) for k, v in batch.inputs.items()})

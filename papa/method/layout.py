@@ -91,11 +91,6 @@ def _architecture(model_type: str | None):
     return architecture(model_type)
 
 
-def is_decoder_type(model_type: str | None) -> bool:
-    """Whether `model_type` is a causal LM of the registry (its inputs follow the decoder layout)."""
-    return _architecture(model_type).causal
-
-
 def layout_for(causal: bool, requested: str | None, default: str) -> str:
     """The layout a run uses: `requested`, else `default` (a profile's); a decoder gets `DECODER_LAYOUT` unless it
     asked for another, which is refused (module doc, "Decoders")."""
@@ -169,15 +164,20 @@ def check_layout(layout: str) -> str:
 
 
 def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs: Sequence[str] | None = None, *,
-           max_length: int, layout: str = "sep_last", model_type: str | None = None,
+           max_length: int, layout: str | None = None, model_type: str | None = None, causal: bool | None = None,
            token_task: bool = False) -> LayoutBatch:
     """Encode single texts (or word lists, for token tasks) or text pairs into a fixed-length batch.
 
-    `model_type` (a transformers ``config.model_type``) decides whether ``position_ids`` are added and, in the
-    official layout, whether token-task inputs get a prefix space (see module doc). `token_task` marks texts of a
-    token-level task (MLM): the official layout encodes them with the token-task rule (word lists always are).
+    `layout` None is the model's default: the decoder layout for a causal LM, the reproductions' (`official`) for an
+    encoder. `model_type` (a transformers ``config.model_type``) decides whether ``position_ids`` are added and, in
+    the official layout, whether token-task inputs get a prefix space (see module doc); `causal` whether the model
+    is a causal LM (None: what the registry says of `model_type`; pass `papa.method.architectures.is_causal(model)`
+    for a model type it does not know). `token_task` marks texts of a token-level task (MLM): the official layout
+    encodes them with the token-task rule (word lists always are).
     """
-    check_layout(layout)
+    if causal is None:
+        causal = _architecture(model_type).causal
+    layout = layout_for(causal, layout, REPRODUCTION_LAYOUT)  # refuses a separator-last layout for a decoder
     if len(texts) == 0:
         raise ValueError("encode() got no texts: the batch is empty")
     if text_pairs is not None and len(text_pairs) != len(texts):
@@ -185,8 +185,7 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     pretokenized = not isinstance(texts[0], str)
     if pretokenized and text_pairs is not None:
         raise ValueError("word-list inputs (token tasks) cannot be paired")
-    if is_decoder_type(model_type):
-        layout_for(True, layout, DECODER_LAYOUT)  # refuses a separator-last layout: decoders have no separator
+    if causal:
         return _encode_decoder(tokenizer, texts, text_pairs, max_length, pretokenized)
     if layout == "official":
         return _encode_official(tokenizer, texts, text_pairs, max_length, model_type, pretokenized,

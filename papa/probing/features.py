@@ -19,8 +19,9 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.errors import InputError
-from papa.method.architectures import backbone
-from papa.method.layout import encode, is_decoder_type
+from papa.core.vocabulary import REPRODUCTION_LAYOUT
+from papa.method.architectures import backbone, is_causal
+from papa.method.layout import encode, layout_for
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
@@ -52,33 +53,35 @@ class EncodedTask:
 
 
 def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_length: int, model_type: str,
-                layout: str = "sep_last", mlm_seed: int = MLM_MASK_SEED) -> EncodedTask:
-    """Encode examples for `spec`'s kind.
+                layout: str | None = None, causal: bool | None = None, mlm_seed: int = MLM_MASK_SEED) -> EncodedTask:
+    """Encode examples for `spec`'s kind, in `layout` (None: the model's default; `causal` as for
+    `papa.method.layout.encode`).
 
     Token tasks label one sub-token per word: an encoder's first (as the official code), a decoder's last, the
     first slot of a causal model that has seen the whole word. LM labels each slot with the next real token.
     """
     if len(examples) == 0:
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
-    decoder = is_decoder_type(model_type)
+    decoder = is_causal(model_type) if causal is None else causal
     check_task_fits_model(spec, decoder, model_type)
+    layout = layout_for(decoder, layout, REPRODUCTION_LAYOUT)
     if spec.kind == "token":
         batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type)
+                       model_type=model_type, causal=decoder)
         labels = torch.full(batch.inputs["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)
         for i, (example, word_ids) in enumerate(zip(examples, batch.word_ids)):
             for slot in _labelled_slots(word_ids, last=decoder):
                 labels[i, slot] = example.label[word_ids[slot]]
     elif spec.kind == "lm":
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type)
+                       model_type=model_type, causal=decoder)
         ids, real = batch.inputs["input_ids"], batch.inputs["attention_mask"].bool()
         labels = torch.full(ids.shape, IGNORE_INDEX, dtype=torch.long)
         # slot t predicts the token in slot t+1 wherever that one is real (left-aligned: real slots come first)
         labels[:, :-1] = torch.where(real[:, 1:], ids[:, 1:], torch.full_like(ids[:, 1:], IGNORE_INDEX))
     elif spec.kind == "mlm":
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type, token_task=True)
+                       model_type=model_type, causal=decoder, token_task=True)
         ids = batch.inputs["input_ids"]
         special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
         masked, labels = mask_tokens(ids, special, batch.inputs["attention_mask"], tokenizer.mask_token_id,
@@ -87,7 +90,7 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
     else:
         pairs = [e.text_pair for e in examples] if spec.kind == "pair" else None
         batch = encode(tokenizer, [e.text for e in examples], pairs, max_length=max_length, layout=layout,
-                       model_type=model_type)
+                       model_type=model_type, causal=decoder)
         labels = torch.tensor([e.label for e in examples], dtype=torch.long)
     return EncodedTask(kind=spec.kind, inputs=batch.inputs, labels=labels, truncated=sum(batch.truncated))
 

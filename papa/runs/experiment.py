@@ -35,7 +35,7 @@ from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, RANKED
-from papa.method.architectures import model_signature
+from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
@@ -184,8 +184,9 @@ def _open_session(cfg: GridConfig, prof: Profile, spec: TaskSpec, progress: bool
     n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
+    causal = is_causal(model)
     encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type,  # noqa
-                                    layout=cfg.layout)
+                                    layout=cfg.layout, causal=causal)
     out = Path(cfg.out_dir)
     controller = attach(model, model_name=canonical_model_name(cfg.model))
     return _Session(cfg, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,

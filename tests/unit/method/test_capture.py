@@ -26,7 +26,7 @@ def _explicit_average(model, tok, n):
     sums = torch.zeros(L, H, n, n, dtype=torch.float64)
     counts = torch.zeros(n, n, dtype=torch.float64)
     for texts in BATCHES:
-        inputs = encode(tok, texts, max_length=n, model_type=model.config.model_type).inputs
+        inputs = encode(tok, texts, max_length=n, model_type=model.config.model_type, layout="sep_last").inputs
         with torch.no_grad():
             attentions = model(**inputs, output_attentions=True).attentions
         valid = inputs["attention_mask"].double()
@@ -47,7 +47,7 @@ def test_capture_equals_eager_output_attentions(arch):
     ctrl = papa.attach(model)
     with ctrl.capturing(N) as stats, torch.no_grad():
         for texts in BATCHES:
-            model(**encode(tok, texts, max_length=N, model_type=arch).inputs)
+            model(**encode(tok, texts, max_length=N, model_type=arch, layout="sep_last").inputs)
     got = stats.averages()
     assert torch.equal(stats.counts, expected_counts)
     assert stats.num_examples == sum(len(b) for b in BATCHES)
@@ -64,7 +64,8 @@ def test_capture_equals_eager_output_attentions(arch):
 def test_extract_constants_matches_manual_capture():
     tok, model = tiny_tokenizer("bert"), tiny_model("bert")
     texts = [t for b in BATCHES for t in b]
-    constants = papa.extract_constants(model, tok, texts, max_length=N, batch_size=2, corpus="toy", progress=False)
+    constants = papa.extract_constants(model, tok, texts, max_length=N, batch_size=2, corpus="toy", layout="sep_last",
+                                       progress=False)
     expected, counts = _explicit_average(tiny_model("bert", attn_implementation="eager"), tok, N)
     assert torch.allclose(constants.matrices, expected, atol=1e-6)
     assert torch.equal(constants.counts, counts)

@@ -26,7 +26,7 @@ def bert():
 def average(bert):
     model, tok = bert
     return papa.extract_constants(model, tok, ["the cat sat", "a dog ran", "it was good"], max_length=N,
-                                  progress=False, model_name="tiny-bert")
+                                  layout="sep_last", progress=False, model_name="tiny-bert")
 
 
 def test_toeplitz_is_harmonic():

@@ -1,10 +1,16 @@
 """The PAPA input layout (Appendix A): [SEP] last, pair separator at n/2, trimming, position ids."""
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
-from papa.method.layout import encode, position_ids
+from papa.method import layout
+from papa.method.layout import position_ids
+
+# papa's own layout, named: the library's default is the model's (`official` for an encoder; test_layout_official.py)
+encode = functools.partial(layout.encode, layout="sep_last")
 
 from conftest import ARCHS, tiny_model, tiny_tokenizer
 

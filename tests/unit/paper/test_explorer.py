@@ -28,7 +28,7 @@ def folder(tmp_path, tiny):
     model, tok = tiny
     for n in (12, 16):
         constants = extract_constants(model, tok, TEXTS * 3, max_length=n, corpus="toy", model_name="tiny-bert",
-                                      progress=False)
+                                      layout="sep_last", progress=False)
         constants.save(tmp_path / "quick" / "constants" / f"c{n}.safetensors")
     lambdas = torch.tensor([[0.9, 0.2, 0.6, 0.4], [0.3, 0.8, 0.1, 0.7]])
     HeadRanking.from_lambdas(lambdas, signature=model_signature(model, "tiny-bert"), task="toy", max_length=12,
