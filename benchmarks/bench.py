@@ -218,7 +218,7 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
     batches = []
     for i in range(n_batches):
         chunk = texts[i * batch_size:(i + 1) * batch_size]
-        inputs = encode(tokenizer, chunk, max_length=n, model_type=model.config.model_type).inputs
+        inputs = encode(tokenizer, chunk, max_length=n, layout="sep_last", model_type=model.config.model_type).inputs
         batches.append({k: v.to(device) for k, v in inputs.items()})
     seqs = batch_size * n_batches
     cfg = model.config
@@ -526,13 +526,13 @@ def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, repo
     spec = get_task("cola")
     n = spec.hparams.max_length
     train_examples = load_examples(spec, "train", data_dir, limit=train_size)
-    train = encode_task(tokenizer, spec, train_examples, max_length=n, model_type="bert")
+    train = encode_task(tokenizer, spec, train_examples, max_length=n, model_type="bert", layout="sep_last")
     dev = encode_task(tokenizer, spec, load_examples(spec, "eval", data_dir, limit=eval_size), max_length=n,
-                      model_type="bert")
+                      model_type="bert", layout="sep_last")
     work = copy.deepcopy(model)
     # Average constants from the training inputs (paper 3.1); not timed, both variants share them.
     ctrl = papa.attach(work, papa.extract_constants(work, tokenizer, [e.text for e in train_examples], max_length=n,
-                                                    progress=False))
+                                                    layout="sep_last", progress=False))
     order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
     settings = TrainSettings.from_task(spec)
     fractions, seeds = ("1", "1/2", "1/8", "1/16", "0"), (0, 1, 2)
