@@ -19,9 +19,8 @@ from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.errors import InputError
-from papa.core.vocabulary import REPRODUCTION_LAYOUT
 from papa.method.architectures import backbone, is_causal
-from papa.method.layout import encode, layout_for
+from papa.method.layout import encode
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
@@ -64,7 +63,6 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
     decoder = is_causal(model_type) if causal is None else causal
     check_task_fits_model(spec, decoder, model_type)
-    layout = layout_for(decoder, layout, REPRODUCTION_LAYOUT)
     if spec.kind == "token":
         batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type, causal=decoder)
