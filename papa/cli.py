@@ -143,7 +143,21 @@ def _report(args: argparse.Namespace) -> int:
               if asked else f"papa report: {results} holds no results yet: run `papa probe` or `papa reproduce` first",
               file=sys.stderr)
         return 1
-    agg = report_order(aggregate(df))
+    if args.compare:
+        from papa.runs.compare import compare
+
+        column, reference, other = args.compare
+        for value in (reference, other):
+            if column in df and value not in set(df[column].astype(str)):
+                raise ValueError(f"--compare {column} {reference} {other}: no row has {column} {value!r}; it holds "
+                                 f"{', '.join(sorted(set(df[column].astype(str))))}")
+        agg = compare(df, column, reference, other, out_dir=results.parent)
+        if agg.empty:
+            print(f"papa report: no setting of {results} ran with both {column} {reference!r} and {other!r}",
+                  file=sys.stderr)
+            return 1
+    else:
+        agg = report_order(aggregate(df))
     if args.out:
         with atomic_path(args.out) as tmp:
             agg.to_csv(tmp, index=False)
@@ -228,7 +242,8 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "layout", "dtype", "constants", "selection", "fraction_label", "n", "mean", "ci95"]
+    cols = ["model", "task", "layout", "dtype", "constants", "selection", "fraction_label", "n", "mean", "ci95",
+            "reference", "other", "difference", "low", "high", "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     view["model"] = view["model"].str.split("/").str[-1]
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
@@ -342,6 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", nargs="+", default=None, help="only these models (hub id or its last part)")
     p.add_argument("--task", nargs="+", default=None, help="only these tasks")
     p.add_argument("--profile", nargs="+", default=None, help="only these profiles")
+    p.add_argument("--compare", nargs=3, metavar=("COLUMN", "REFERENCE", "OTHER"), default=None,
+                   help="instead of the aggregate: OTHER - REFERENCE of COLUMN (layout, constants, selection, "
+                        "fraction_label, ...) paired by seed for every setting run with both, with its 95%% interval "
+                        "(the evaluation examples resampled where predictions are stored) and the smallest "
+                        "difference it could detect, e.g. --compare layout official sep_last")
     p.set_defaults(func=_report)
 
     p = sub.add_parser("reproduce", help="run the section notebooks with papermill (every paper section, and decoders)",

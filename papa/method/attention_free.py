@@ -104,8 +104,13 @@ def restore_query_key(controller) -> None:
 
 
 @contextmanager
-def query_key_dropped_while(controller) -> Iterator[None]:
-    """`drop_query_key` for the block, `restore_query_key` after it (also on errors)."""
+def query_key_dropped_while(controller, *, where_possible: bool = False) -> Iterator[None]:
+    """`drop_query_key` for the block, `restore_query_key` after it (also on errors). With `where_possible`, a model
+    whose Q/K cannot be dropped (one fused QKV projection, as GPT-2's) runs the block as it is: its replaced heads
+    skip Q·Kᵀ anyway, and the outputs are the same."""
+    if where_possible and not controller.info.adapter.can_drop_query_key(controller.info):
+        yield
+        return
     drop_query_key(controller)
     try:
         yield

@@ -37,6 +37,7 @@ from papa.paper.figures import attention_vs_constant, png_bytes
 from papa.paper.inspection import live_attention, mean_pooled
 from papa.paper.patterns import head_patterns, special_slots
 from papa.runs.experiment import task_constants
+from papa.runs.predictions_store import PREDICTIONS_DIR
 
 DEFAULT_TEXT = "the movie was not good , but the actors were wonderful ."
 # What the grid's thumbnails show: the constants cropped to the sentence's slots (as the head view, and as they
@@ -72,6 +73,8 @@ def find_artifacts(directory: str | os.PathLike) -> Artifacts:
     constants: dict[str, dict[str, Path]] = {}
     rankings: dict[str, dict[str, HeadRanking]] = {}
     for path in sorted(root.rglob("*.safetensors")):
+        if path.parent.name == PREDICTIONS_DIR:  # a grid's per-run predictions: thousands of files, none to show
+            continue
         header = _header(path)
         folder = path.parent.relative_to(root).as_posix()
         where = "" if folder == "." else f" ({folder})"

@@ -81,3 +81,13 @@ def _pick(size: str, base: dict, large: dict) -> dict:
     if size not in ("base", "large"):
         raise ValueError(f"the paper reports RoBERTa 'base' and 'large'; got {size!r}")
     return base if size == "base" else large
+
+
+def relative_drops(size: str = "base") -> pd.Series:
+    """Table 1 (or 4): each task's relative drop from the original model to average constants with every head
+    replaced, (original − average) / original, and their mean over the tasks (``"average"``). What Sec. 4.2's "8% on
+    average, never more than 20%" measures is read off it: CoLA alone loses over 20%, so the bound is on a model's
+    drop averaged over its tasks (Fig. 3's x-axis), not on a task's."""
+    table = alternative_matrices(size)
+    drops = (table.loc["none"] - table.loc["average"]) / table.loc["none"]
+    return pd.concat([drops, pd.Series({"average": drops.mean()})])

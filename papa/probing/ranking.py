@@ -5,29 +5,77 @@ Every head mixes its attention with its constant matrix, B = λA + (1 − λ)C, 
 """
 from __future__ import annotations
 
+import time
+from dataclasses import dataclass, field
+
 import torch
 
+from papa.core.errors import InputError
 from papa.method.controller import PapaController
 from papa.probing.features import EncodedTask, FeatureSource
 from papa.probing.training import TrainSettings, make_probe, train_probe
 from papa.tasks.registry import TaskSpec
 
 
+@dataclass
+class LambdaTrace:
+    """λ [L, H] recorded while it learns: after every `every` optimizer steps (None: only after the last one) and
+    always after the last one, with the step count and the seconds since training began. Pass one to
+    `learn_lambdas` to draw a learning curve; recording reads θ only, so λ learns exactly as without it."""
+
+    every: int | None = None
+    steps: list[int] = field(default_factory=list)
+    lambdas: list[torch.Tensor] = field(default_factory=list)
+    seconds: list[float] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.every is not None and (isinstance(self.every, bool) or not isinstance(self.every, int)
+                                       or self.every < 1):
+            raise InputError(f"LambdaTrace(every={self.every!r}): record λ every positive whole number of steps "
+                             "(e.g. 10), or give None to record the final λ only.")
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps of the whole run (0 before it ran)."""
+        return self.steps[-1] if self.steps else 0
+
+    def record(self, step: int, lambdas: torch.Tensor, seconds: float) -> None:
+        """Add λ after `step` steps (a CPU copy is kept)."""
+        self.steps.append(int(step))
+        self.lambdas.append(lambdas.detach().cpu().clone())
+        self.seconds.append(float(seconds))
+
+
 def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask, settings: TrainSettings, *,
-                  seed: int = 0, lambda_lr: float | None = None, progress: bool = True) -> torch.Tensor:
-    """Train a probe and θ of every head jointly; return λ [L, H] (the heads go back to their previous modes)."""
+                  seed: int = 0, lambda_lr: float | None = None, progress: bool = True,
+                  trace: LambdaTrace | None = None) -> torch.Tensor:
+    """Train a probe and θ of every head jointly; return λ [L, H] (the heads go back to their previous modes).
+
+    `lambda_lr` is θ's learning rate (None: the probe's, `settings.learning_rate`); `trace` records λ along the way
+    (`LambdaTrace`) and the number of steps taken.
+    """
     if controller.constants is None:
         raise ValueError("learning λ needs constants to mix with: call controller.set_constants(...) first")
     model = controller.model
     saved_modes, saved_theta = controller.modes.clone(), controller.theta.detach().clone()
     torch.manual_seed(seed)
     probe = make_probe(spec, model, train.inputs["input_ids"].shape[1]).to(controller.theta.device)
+    start = time.perf_counter()
+
+    def on_step(step: int) -> None:
+        if trace.every is not None and step % trace.every == 0:
+            with torch.no_grad():
+                trace.record(step, controller.lambdas, time.perf_counter() - start)
+
     try:
         controller.mix()  # all heads, λ = 0.5
         source = FeatureSource(model, train, trainable_backbone=True, progress=False)
-        train_probe(probe, spec.kind, source, settings, seed=seed, extra_parameters=[controller.theta],
-                    extra_lr=lambda_lr, progress=progress, desc=f"learn λ ({spec.name})")
+        losses = train_probe(probe, spec.kind, source, settings, seed=seed, extra_parameters=[controller.theta],
+                             extra_lr=lambda_lr, progress=progress, desc=f"learn λ ({spec.name})",
+                             on_step=None if trace is None else on_step)
         lambdas = controller.lambdas.detach().cpu().clone()
+        if trace is not None and (not trace.steps or trace.total_steps != len(losses)):
+            trace.record(len(losses), lambdas, time.perf_counter() - start)
     finally:
         controller.modes.copy_(saved_modes)
         with torch.no_grad():

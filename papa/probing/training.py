@@ -6,7 +6,7 @@ weights and the batch order, so a run is deterministic on the CPU.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -14,6 +14,7 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from papa.probing.features import FeatureSource
+from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
 from papa.probing.probes import IGNORE_INDEX, LMHeadProbe, SentenceProbe, TokenProbe, mlm_probe, probe_loss
 from papa.tasks.metrics import compute_metric
@@ -68,9 +69,11 @@ def _forward(probe: nn.Module, kind: str, feats, mask, labels):
 
 def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: TrainSettings, *, seed: int,
                 extra_parameters: Iterable[nn.Parameter] = (), extra_lr: float | None = None,
-                progress: bool = True, desc: str = "train probe") -> list[float]:
+                progress: bool = True, desc: str = "train probe",
+                on_step: Callable[[int], None] | None = None) -> list[float]:
     """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step (none when
-    nothing trains: the LM head probe alone)."""
+    nothing trains: the LM head probe alone). `on_step`, if given, is called after every optimizer step with the
+    number of steps taken so far (e.g. to record λ for a learning curve)."""
     generator = torch.Generator().manual_seed(seed)
     groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
     extra = [p for p in extra_parameters if p.requires_grad]
@@ -97,6 +100,8 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
+            if on_step is not None:
+                on_step(len(losses))
             bar.update(1)
             bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
     bar.close()
@@ -105,20 +110,30 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
 
 
 @torch.no_grad()
-def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, batch_size: int = 64) -> float:
-    """The task's metric on `source` (the validation split)."""
+def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, batch_size: int = 64,
+                   return_predictions: bool = False) -> float | tuple[float, EvalPredictions]:
+    """The task's metric on `source` (the validation split); with `return_predictions`, (metric, each example's
+    outcome as `EvalPredictions`), from which `papa.probing.predictions.metric_on` recomputes the metric on any
+    resample of the examples. The metric is the same either way."""
     probe.eval()
     if spec.kind == "lm":  # every position gets vocabulary-sized logits: batches of the task's own size
         batch_size = min(batch_size, spec.hparams.batch_size)
     preds, refs = [], []
     total_loss, total_tokens = 0.0, 0
+    example_losses, example_tokens = [], []
     n = len(source.data)
     for start in range(0, n, batch_size):
         idx = torch.arange(start, min(start + batch_size, n))
         feats, mask, labels = source(idx)
         logits, targets = _forward(probe, spec.kind, feats, mask, labels)
         if spec.kind in ("mlm", "lm"):
-            total_loss += nn.functional.cross_entropy(logits, targets, reduction="sum").item()
+            if return_predictions:
+                batch_loss, loss, tokens = _example_losses(logits, targets, labels)
+                total_loss += batch_loss
+                example_losses.append(loss)
+                example_tokens.append(tokens)
+            else:
+                total_loss += nn.functional.cross_entropy(logits, targets, reduction="sum").item()
             total_tokens += targets.numel()
         elif spec.kind == "token":  # the selected positions, row by row: split them back into sentences
             per_row = (labels != IGNORE_INDEX).sum(dim=1).cpu().tolist()
@@ -128,5 +143,32 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
             preds.extend(logits.argmax(-1).cpu().tolist())
             refs.extend(targets.cpu().tolist())
     if spec.kind in ("mlm", "lm"):
-        return compute_metric(spec.metric, total_loss / max(total_tokens, 1), None)
-    return compute_metric(spec.metric, preds, refs, label_names=spec.label_names)
+        value = compute_metric(spec.metric, total_loss / max(total_tokens, 1), None)
+    else:
+        value = compute_metric(spec.metric, preds, refs, label_names=spec.label_names)
+    if not return_predictions:
+        return value
+    if spec.kind in ("mlm", "lm"):
+        predictions = EvalPredictions.from_losses(spec.kind, torch.cat(example_losses).numpy(),
+                                                  torch.cat(example_tokens).numpy())
+    elif spec.kind == "token":
+        predictions = EvalPredictions.from_sequences(preds, refs, spec.label_names)
+    else:
+        predictions = EvalPredictions.from_labels(spec.kind, preds, refs, spec.label_names)
+    return value, predictions
+
+
+def _example_losses(logits: torch.Tensor, targets: torch.Tensor, labels: torch.Tensor
+                    ) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """The batch's summed cross-entropy, with each row's sum (float64, CPU) and number of scored tokens, from the
+    selected positions' logits (in row order, as `_forward` selects them).
+
+    `cross_entropy` is `nll_loss` of `log_softmax` (so ATen computes it, on every device): the batch's sum is the
+    one `cross_entropy(reduction="sum")` gives, bit for bit, and the vocabulary-sized softmax runs once, not twice.
+    """
+    log_probs = nn.functional.log_softmax(logits, dim=1)
+    batch_loss = nn.functional.nll_loss(log_probs, targets, reduction="sum").item()
+    token_loss = nn.functional.nll_loss(log_probs, targets, reduction="none").float().cpu().double()
+    rows = (labels != IGNORE_INDEX).nonzero(as_tuple=True)[0].cpu()
+    per_row = torch.zeros(labels.shape[0], dtype=torch.float64).index_add_(0, rows, token_loss)
+    return batch_loss, per_row, torch.bincount(rows, minlength=labels.shape[0])

@@ -223,7 +223,7 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import format_claims, read_learns, run_claims
+    from papa.paper.claims import format_claims, read_learns, run_claims, uncertainty_note
     from papa.paper.sections import LEARNS_TABLES, not_learning, short_model
 
     prof = get_profile(profile)
@@ -240,6 +240,10 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                  "PROFILE=cpu`, about 100 minutes on 2 CPU cores, or PROFILE=full).")
     elif base != "full":
         head += f" {prof.sizes_text()}."
+    from papa.runs.results import ResultsTable
+
+    rows = ResultsTable(out / "results.csv").read()
+    head += " " + uncertainty_note(out, rows[rows.profile == prof.name])
     skipped = not_learning(read_learns(out))
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)

@@ -43,11 +43,13 @@ from papa.method.extract import extract_constants
 from papa.method.layout import UNRECORDED_LAYOUT, layout_for
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
+from papa.probing.convergence import lambda_movement
 from papa.probing.features import EncodedTask, FeatureSource, encode_task
-from papa.probing.ranking import learn_lambdas
+from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.runs.keys import point_key
 from papa.runs.names import constants_filenames, existing_file, ranking_filenames
+from papa.runs.predictions_store import save_run_predictions
 from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.tasks.corpus import corpus_name, task_corpus
@@ -270,42 +272,53 @@ def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
     return s.constants[kind]
 
 
-def head_ranking(s: _Session, kind: str, progress: bool) -> HeadRanking:
-    """The learned λ ranking for `kind`'s constants: loaded if saved, else learned and saved."""
+def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEED) -> HeadRanking:
+    """The λ ranking for `kind`'s constants, λ learned with `seed` (the grid's: RANKING_SEED): loaded if saved
+    (and learned with the profile's settings), else learned and saved. It records how far λ moved
+    (`papa.probing.convergence.lambda_movement`), the optimizer steps and λ's learning rate."""
     cfg, sig = s.cfg, s.controller.signature
     corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
-    names = _ranking_names(s, kind)
+    names = _ranking_names(s, kind, seed)
     path = existing_file(s.out / "rankings", names)  # a file named by an older version is read too
     prof = s.profile
     rank_data = _subset(s.train, prof.rank_limit, prof.sample)
     settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
-    wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate}
+    lambda_lr = prof.rank_lr or settings.learning_rate
+    wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate,
+              "lambda_learning_rate": lambda_lr}
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = load_ranking(path)
         ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
                                  max_length=s.max_length, layout=cfg.layout)
-        stale = _stale_settings(ranking.metadata, wanted)
+        recorded = dict(ranking.metadata)
+        if "learning_rate" in recorded:  # rankings saved before λ had a rate of its own learned at the probe's
+            recorded.setdefault("lambda_learning_rate", recorded["learning_rate"])
+        stale = _stale_settings(recorded, wanted)
         if not stale:
             return ranking
         # the file is named by profile, not by its sizes: a profile whose sizes changed must not reuse it
         tqdm.write(f"{path.name} was learned with {stale}; learning it again with the profile's "
                    f"{_settings_text(wanted)}.")
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
-    lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=RANKING_SEED, progress=progress)
+    trace = LambdaTrace()  # counts the steps
+    lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
+                            progress=progress, trace=trace)
     ranking = HeadRanking.from_lambdas(
-        lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=RANKING_SEED,
+        lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=seed,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
-        learning_rate=settings.learning_rate, profile=cfg.profile, dtype=cfg.dtype)
+        learning_rate=settings.learning_rate, lambda_learning_rate=lambda_lr, steps=trace.total_steps,
+        lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype)
     if distributed.is_main():
         ranking.save(path.with_name(names[0]))
     return ranking
 
 
-def _ranking_names(s: _Session, kind: str) -> list[str]:
-    """The file names of the session's λ ranking with `kind` constants: the current one, then an older version's."""
+def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED) -> list[str]:
+    """The file names of the session's λ ranking with `kind` constants and λ learned with `seed`: the current one,
+    then an older version's (only a seed other than the grid's is named)."""
     cfg = s.cfg
     return ranking_filenames(s.controller.signature.model_name, cfg.task, kind, cfg.constants_corpus, s.max_length,
-                             cfg.profile, cfg.layout, cfg.dtype)
+                             cfg.profile, cfg.layout, cfg.dtype, seed=seed)
 
 
 def _stale_settings(recorded: dict, wanted: dict) -> str:
@@ -348,7 +361,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
                 train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
                 corpus_limit=None if corpus == NONE else s.profile.corpus_limit,
-                epochs=s.profile.epochs, rank=(s.profile.rank_limit, s.profile.rank_epochs) if ranked else None)
+                epochs=s.profile.epochs, rank=s.profile.ranking_key() if ranked else None)
     if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         base["sample"] = s.profile.sample
     if cfg.layout != UNRECORDED_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
@@ -380,12 +393,12 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
     # LM with the model's own head trains nothing (unless its constants train): no training features
     training = s.spec.trains_probe or trainable
     # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
-    with nullcontext() if baseline else query_key_dropped_while(ctrl):
+    with nullcontext() if baseline else query_key_dropped_while(ctrl, where_possible=True):
         sources = None if trainable else (
             FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}")
             if training else None,
             FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
-        untrained_value = None  # nothing trains (LM with the model's head): every seed scores the same model
+        untrained = None  # nothing trains (LM with the model's head): every seed scores the same model
         for seed in todo:
             start = time.perf_counter()
             if trainable:
@@ -401,12 +414,17 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             if training:
                 train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
                             progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
-            if training or untrained_value is None:
-                value = evaluate_probe(probe, s.spec, eval_src)
-                untrained_value = None if training else value
+            if training or untrained is None:
+                value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
+                untrained = None if training else (value, predictions)
             else:
-                value = untrained_value
+                value, predictions = untrained
             if distributed.is_main():  # every process trained the same probe; one writes it down
+                # before the row: a row in the table always has its predictions
+                save_run_predictions(s.out, ids[seed], predictions, task=cfg.task, metric=s.spec.metric,
+                                     value=value, model=base["model"], constants=row_kind, constants_corpus=corpus,
+                                     selection=row_method, fraction=label, seed=seed, profile=cfg.profile,
+                                     layout=cfg.layout, dtype=cfg.dtype)
                 s.table.append([ResultRow(
                     model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
                     selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
@@ -420,14 +438,20 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
     return list(ids.values())
 
 
-def learn_ranking(cfg: GridConfig, kind: str = "average", *, progress: bool = True) -> tuple[HeadRanking, Path]:
-    """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants; returns it and where it is saved."""
+def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING_SEED,
+                  progress: bool = True) -> tuple[HeadRanking, Path]:
+    """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants, λ learned with `seed` (the grid's is
+    RANKING_SEED; another seed's ranking is saved under its own name, e.g. to see how much two seeds agree:
+    `papa.runs.stability`); returns it and where it is saved."""
+    if isinstance(seed, bool) or not isinstance(seed, int):  # before the model and data are loaded
+        raise InputError(f"the ranking's seed must be an integer (got {seed!r}): {RANKING_SEED} for the grid's own "
+                         "ranking, another one (1, 2, ...) to compare with it.")
     cfg, prof, spec = _resolve(cfg)
     check_output_dir(cfg.out_dir)  # where results go is checked before the model and data are loaded
     progress = progress and distributed.is_main()
     s = _open_session(cfg, prof, spec, progress)
     try:
-        ranking = head_ranking(s, kind, progress)
+        ranking = head_ranking(s, kind, progress, seed)
     finally:
         s.controller.detach()
-    return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind))
+    return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind, seed))

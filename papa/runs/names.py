@@ -54,10 +54,11 @@ def constants_filename(model_name: str, corpus: str, max_length: int, layout: st
 
 
 def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str,
-                     layout: str, dtype: str = DEFAULT_DTYPE) -> str:
-    """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>].safetensors; <model> is
-    `model_file_name`'s."""
-    return _ranking_name(model_file_name(model_name), task, constants, corpus, max_length, profile, layout, dtype)
+                     layout: str, dtype: str = DEFAULT_DTYPE, seed: int = 0) -> str:
+    """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-seed<S>].safetensors (the
+    dtype only when not float32, the seed λ learned with only when not 0); <model> is `model_file_name`'s."""
+    return _ranking_name(model_file_name(model_name), task, constants, corpus, max_length, profile, layout, dtype,
+                         seed)
 
 
 def constants_filenames(model_name: str, *args, **kwargs) -> list[str]:
@@ -89,6 +90,10 @@ def _constants_name(model: str, corpus: str, max_length: int, layout: str, kind:
 
 
 def _ranking_name(model: str, task: str, constants: str, corpus: str, max_length: int, profile: str, layout: str,
-                  dtype: str = DEFAULT_DTYPE) -> str:
+                  dtype: str = DEFAULT_DTYPE, seed: int = 0) -> str:
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f"a ranking's seed must be an integer, got {seed!r}.")
+    # Only another seed than the grid's (0) is named, so that the grid's rankings keep their names.
+    seed_suffix = "" if seed == 0 else f"-seed{seed}"
     return (f"{_slug(model)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
-            f"-n{max_length}-{_slug(profile)}{_dtype_suffix(dtype)}.safetensors")
+            f"-n{max_length}-{_slug(profile)}{_dtype_suffix(dtype)}{seed_suffix}.safetensors")

@@ -19,7 +19,8 @@ profile name goes (``papa probe --profile tiny.json``)::
 Fields left out are taken from ``base`` (default ``quick``). A size set at the top of the file holds for every
 task: the base's per-task values of that size are dropped (a file based on ``cpu`` with ``"train_limit": 32`` trains
 every task on 32 examples); ``"tasks": {"cola": {"epochs": 3}}`` sets sizes of one task (and replaces the base's
-``tasks``). The file's ``name`` is what result rows, run ids and
+``tasks``). ``"rank_lr": 0.01`` (at the top or per task) gives λ's θ its own learning rate; by default (null) θ
+learns at the probe's Table 3 rate, the paper's protocol. The file's ``name`` is what result rows, run ids and
 ranking file names record, so its runs never mix with those of a built-in profile. A batch run of the notebooks
 (`papa.reproduce.notebooks`) gives a file profile the models and tasks of the built-in profile it derives from
 (`builtin_base`): ``"base": "full"`` runs the paper's models at the file's sizes.
@@ -30,6 +31,7 @@ Every profile encodes inputs in ``layout`` (`papa.method.layout`): by default th
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -41,9 +43,13 @@ from papa.tasks.registry import TASKS
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 
-#: The sizes a profile may set per task (`Profile.tasks`): how much data and how many epochs, nothing else.
+#: The sizes a profile may set, profile-wide and per task (`Profile.tasks`): how much data and how many epochs.
 SIZE_FIELDS = ("train_limit", "eval_limit", "corpus_limit", "rank_limit", "rank_epochs", "epochs",
                "trainable_limit", "trainable_epochs")
+#: Learning rates a profile may set, profile-wide and per task: positive numbers, or None for Table 3's.
+RATE_FIELDS = ("rank_lr",)
+#: What `Profile.tasks` may set for one task.
+TASK_FIELDS = SIZE_FIELDS + RATE_FIELDS
 
 
 @dataclass(frozen=True)
@@ -54,7 +60,8 @@ class Profile:
     profile stays hashable); `for_task` applies them. `curves` maps tasks to training-set sizes (None = all) at
     which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` /
     `trainable_epochs` size the runs whose constants train with the probe (Table 1), which run the backbone every
-    step: None = `train_limit` / `epochs`.
+    step: None = `train_limit` / `epochs`. `rank_lr` is the learning rate of λ's θ while λ learns (None: the probe's
+    Table 3 rate, as the paper learns them; recorded in run ids and rankings only when set).
     """
 
     name: str
@@ -71,14 +78,17 @@ class Profile:
     layout: str = REPRODUCTION_LAYOUT  # input layout of every run (papa.method.layout)
     trainable_limit: int | None = None
     trainable_epochs: int | None = None
-    tasks: tuple[tuple[str, tuple[tuple[str, int | None], ...]], ...] = ()
+    tasks: tuple[tuple[str, tuple[tuple[str, int | float | None], ...]], ...] = ()
     curves: tuple[tuple[str, tuple[int | None, ...]], ...] = ()
+    rank_lr: float | None = None  # λ's learning rate (None: the probe's, Table 3)
 
     def __post_init__(self) -> None:
         # Checked here so that a bad profile fails when it is made, not after the first runs of a grid.
         where = f"profile {self.name!r}"
         for name in SIZE_FIELDS:
             _check_size(where, name, getattr(self, name))
+        for name in RATE_FIELDS:
+            object.__setattr__(self, name, _check_rate(where, name, getattr(self, name)))
         object.__setattr__(self, "tasks", _task_sizes(where, self.tasks))
         object.__setattr__(self, "curves", _curve_sizes(where, self.curves))
         seeds = tuple(self.seeds)
@@ -98,14 +108,21 @@ class Profile:
         object.__setattr__(self, "seeds", seeds)
         object.__setattr__(self, "fractions", fractions)
 
-    def task_sizes(self, task: str) -> dict[str, int | None]:
-        """The sizes `task` has in this profile that differ from the profile-wide ones."""
+    def task_sizes(self, task: str) -> dict[str, int | float | None]:
+        """The sizes (and λ learning rate) `task` has in this profile that differ from the profile-wide ones."""
         return dict(dict(self.tasks).get(task, ()))
 
     def for_task(self, task: str) -> "Profile":
         """This profile with `task`'s own sizes in place of the profile-wide ones (same name: a task's runs record
         the sizes they ran with)."""
         return replace(self, **self.task_sizes(task), tasks=())
+
+    def ranking_key(self) -> tuple:
+        """What the run id of a point replaced in λ order records of how its ranking learned: (rank_limit,
+        rank_epochs), plus `rank_lr` only where it is set, so that the ids of runs made before λ had a learning
+        rate of its own stay as they were. Apply to a profile `for_task` (a task may set its own)."""
+        key = (self.rank_limit, self.rank_epochs)
+        return key if self.rank_lr is None else (*key, self.rank_lr)
 
     def sizes_text(self) -> str:
         """The training sizes in words, e.g. "2000 training examples per task (cola: 3000, mrpc: 1000)"."""
@@ -131,6 +148,16 @@ def _check_size(where: str, name: str, v) -> None:
         raise ValueError(f"{where}: {name} must be a positive integer or null (= everything / Table 3), got {v!r}.")
 
 
+def _check_rate(where: str, name: str, v) -> float | None:
+    """`v` as a float if it is a positive finite number or None (= Table 3's rate); else a clear error."""
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise ValueError(f"{where}: {name} must be a positive number (a learning rate, e.g. 0.01) or null (= the "
+                         f"probe's Table 3 rate), got {v!r}.")
+    return float(v)
+
+
 def _curve_sizes(where: str, curves) -> tuple:
     """`curves` (a mapping task -> sizes, or the pairs it is kept as) checked and kept as sorted pairs."""
     out = []
@@ -154,12 +181,15 @@ def _task_sizes(where: str, tasks) -> tuple:
         if task not in TASKS:
             raise ValueError(f"{where}: unknown task {task!r} in its per-task sizes; tasks: {', '.join(TASKS)}.")
         sizes = dict(sizes.items() if isinstance(sizes, Mapping) else sizes)
-        unknown = sorted(set(sizes) - set(SIZE_FIELDS))
+        unknown = sorted(set(sizes) - set(TASK_FIELDS))
         if unknown:
             raise ValueError(f"{where}: task {task!r} sets {', '.join(unknown)}; a task may set only "
-                             f"{', '.join(SIZE_FIELDS)}.")
+                             f"{', '.join(TASK_FIELDS)}.")
         for name, v in sizes.items():
-            _check_size(f"{where}, task {task!r}", name, v)
+            if name in RATE_FIELDS:
+                sizes[name] = _check_rate(f"{where}, task {task!r}", name, v)
+            else:
+                _check_size(f"{where}, task {task!r}", name, v)
         out.append((str(task), tuple(sorted(sizes.items()))))
     return tuple(sorted(out))
 

@@ -40,6 +40,7 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
     assert rows["value"].between(0, 1).all() and rows["metric"].eq("accuracy").all()
     assert len(list((tmp_path / "constants").glob("*.safetensors"))) == 1
     assert len(list((tmp_path / "rankings").glob("*.safetensors"))) == 1  # learned for fraction 1/2 only
+    assert sorted(p.stem for p in (tmp_path / "predictions").glob("*.safetensors")) == sorted(rows["run_id"])
     agg = aggregate(ResultsTable(tmp_path / "results.csv").read())
     assert list(agg["n"]) == [2, 2, 2]
 
@@ -140,7 +141,7 @@ def test_grid_drops_query_key_of_replaced_heads(tmp_path, data_dir, monkeypatch)
     fast = run_grid(_cfg(tmp_path / "fast", data_dir, **cfg), progress=False)
     assert seen == [False, False, True, True]  # fraction 1: train + eval; fraction 1/2: train + eval
 
-    monkeypatch.setattr(experiment, "query_key_dropped_while", lambda ctrl: contextlib.nullcontext())
+    monkeypatch.setattr(experiment, "query_key_dropped_while", lambda ctrl, **_: contextlib.nullcontext())
     plain = run_grid(_cfg(tmp_path / "plain", data_dir, **cfg), progress=False)
     assert plain["value"].tolist() == pytest.approx(fast["value"].tolist(), abs=1e-6)
 

@@ -17,6 +17,7 @@ from papa import cli
 from papa.method.constants import load_constants
 from papa.method.models import DEFAULT_MODEL
 from papa.runs.names import constants_filename
+from papa.runs.predictions_store import load_run_predictions
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
 
@@ -103,8 +104,10 @@ def test_killed_batch_resumes_to_the_uninterrupted_result(tmp_path, data_dir, pr
     pd.testing.assert_frame_equal(by_id(resumed), by_id(reference), check_exact=True)
     # Nothing half-written or temporary is left, and every artifact reads back.
     assert [p.name for p in out.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"] == []
-    artifacts = sorted(out.rglob("*.safetensors"))
+    artifacts = sorted(p for p in out.rglob("*.safetensors") if p.parent.name != "predictions")
     assert len(artifacts) == 1 and load_constants(artifacts[0]).metadata.num_examples == PROFILE["corpus_limit"]
+    predictions = load_run_predictions(out, resumed["run_id"], strict=True)  # one per row, each readable
+    assert len(list((out / "predictions").iterdir())) == len(predictions) == ROWS
 
 
 def test_bad_input_fails_before_any_run(tmp_path, data_dir, profile_file, capsys):

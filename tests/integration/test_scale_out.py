@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
@@ -22,6 +23,7 @@ from papa.method.models import DEFAULT_MODEL
 from papa.method.selection import load_ranking
 from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
 from papa.runs.experiment import GridConfig, record_dtype
+from papa.runs.predictions_store import load_run_predictions
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
 from papa.tasks.corpus import task_corpus
@@ -98,6 +100,10 @@ def test_probing_on_two_processes_equals_one(tmp_path, data_dir, profile_file):
     assert c1.name == c2.name and torch.equal(load_constants(c1).matrices, load_constants(c2).matrices)
     (r1,), (r2,) = (tmp_path / "one" / "rankings").iterdir(), (tmp_path / "two" / "rankings").iterdir()
     assert r1.name == r2.name and torch.equal(load_ranking(r1).lambdas, load_ranking(r2).lambdas)
+    # The same per-example predictions, written once (by the main process).
+    p1 = load_run_predictions(tmp_path / "one", one["run_id"], strict=True)
+    p2 = load_run_predictions(tmp_path / "two", one["run_id"], strict=True)
+    assert all(np.array_equal(p1[r].predicted, p2[r].predicted) for r in one["run_id"])
 
 
 def _values(out: Path) -> pd.Series:

@@ -414,6 +414,25 @@ def test_report_sorts_fractions_as_numbers(tmp_path, capsys):
     assert [line.split()[6] for line in lines] == ["1", "1/2", "1/8", "1/16", "0"]
 
 
+def test_report_compare(tmp_path, capsys):
+    table = ResultsTable(tmp_path / "results.csv")
+    for layout, shift in (("official", 0.0), ("sep_last", 0.01)):
+        for seed in range(3):
+            table.append(ResultRow(model="org/m", task="sst2", constants="none", constants_corpus="none",
+                                   selection="none", fraction=1.0, n_input_dependent=8, seed=seed, profile="quick",
+                                   layout=layout, metric="accuracy", value=0.8 + seed / 100 + shift * (1 + seed / 10),
+                                   run_id=f"{layout}{seed}"))
+    results = str(tmp_path / "results.csv")
+    assert cli.main(["report", "--results", results, "--compare", "layout", "official", "sep_last"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "difference" in out[0] and "detectable" in out[0] and len(out) == 2
+    assert "0.0110" in out[1]  # the mean paired difference: 0.01 * (1 + 0.1)
+    err = cli_error(capsys, ["report", "--results", results, "--compare", "layout", "official", "standard"])
+    assert "no row has layout 'standard'" in err and "official, sep_last" in err
+    err = cli_error(capsys, ["report", "--results", results, "--compare", "seed", "0", "1"])
+    assert "compare settings by one of" in err
+
+
 # ---- reproduce ---------------------------------------------------------------------------------------------------
 
 def test_reproduce_checks_before_any_kernel(tmp_path, capsys, monkeypatch):

@@ -23,6 +23,7 @@ from papa.method.layout import layout_for
 from papa.method.models import resolve_device
 from papa.method.selection import num_input_dependent, replacement_order
 from papa.runs.experiment import GridConfig
+from papa.runs.stability import ranking_stability
 from papa.tasks.corpus import file_corpus
 from papa.tasks.data import load_examples
 
@@ -122,6 +123,9 @@ CASES: dict[str, dict] = {
         library=lambda tmp, mp: GridConfig(task="sst2", fractions=[]).resolved(),
         cli=None, sites={("runs/experiment.py", "fractions")}, library_says=["fractions=['1', '1/2', '0']"],
         cli_says=["--fractions 1 1/2 0"]),
+    "one seed to compare rankings": dict(
+        library=lambda tmp, mp: ranking_stability(GridConfig(task="sst2"), seeds=(0, 0)),
+        cli=None, sites={("runs/stability.py", "seeds")}, library_says=["seeds=[0, 1]"], cli_says=["--seeds 0 1"]),
     "empty seeds": dict(
         library=lambda tmp, mp: GridConfig(task="sst2", seeds=[]).resolved(),
         cli=None, sites={("runs/experiment.py", "seeds")}, library_says=["seeds=[0, 1, 2]"],

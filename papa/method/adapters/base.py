@@ -51,6 +51,10 @@ class Adapter:
         """Stop computing Q and K of the heads that `layers` (all run by `module`) replace; register the undo."""
         raise NotImplementedError
 
+    def can_drop_query_key(self, info) -> bool:
+        """Whether `drop_query_key` works on this model (e.g. not where one fused projection makes Q, K and V)."""
+        return True
+
 
 def unsupported(model: nn.Module, why: str, supported: str) -> UnsupportedModelError:
     return UnsupportedModelError(f"papa cannot attach to {type(model).__name__}: {why}. {supported}")

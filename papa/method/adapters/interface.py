@@ -337,11 +337,14 @@ class InterfaceAdapter(Adapter):
             controller.model.set_attn_implementation(controller._attn_impl)
             controller._attn_impl = None
 
+    def can_drop_query_key(self, info) -> bool:
+        return info.architecture.query_key is not None
+
     def drop_query_key(self, controller, layers: list[int], module: nn.Module) -> None:
         """Slice the query projection (and the key projection, without grouping) to the heads these layers keep."""
         info = controller.info
         names = info.architecture.query_key
-        if names is None:
+        if not self.can_drop_query_key(info):
             raise PapaError(f"{info.model_type} computes queries, keys and values in one fused projection: its "
                             "query/key work cannot be dropped (replaced heads already skip Q·Kᵀ)")
         keep = _kept_by(controller, layers)  # a shared module keeps what any of its layers keeps

@@ -65,3 +65,17 @@ def test_constants_saved_under_an_older_name_are_read_not_extracted_again(tmp_pa
                                       out_dir=tmp_path / "out", layout="official", data_dir=None, progress=False)
     assert loaded.metadata.num_examples == 2
     assert (loaded.matrices == made.matrices).all()
+
+
+def test_a_ranking_of_another_seed_is_named_by_it_and_seed_0_keeps_its_name():
+    grid = ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official")
+    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed=0) == grid
+    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed=1) == \
+        "my-bert__sst2__lambda-average-task-official-n64-cpu-seed1.safetensors"
+    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", "bfloat16", seed=2) == \
+        "my-bert__sst2__lambda-average-task-official-n64-cpu-bfloat16-seed2.safetensors"
+    assert all(name.endswith("-seed1.safetensors")
+               for name in ranking_filenames("/data/my-bert", "sst2", "average", "task", 64, "cpu", "official",
+                                             seed=1))
+    with pytest.raises(ValueError, match="seed must be an integer"):
+        ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed="1")

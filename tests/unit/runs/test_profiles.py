@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -90,3 +91,29 @@ def test_learning_curve_points_are_profiles_of_their_own(tmp_path):
         load_profile_file(_file(tmp_path, "flat", curves={"sst2": 8}))
     with pytest.raises(ValueError, match="learning curve of 'sst2'.*positive integer"):
         load_profile_file(_file(tmp_path, "zero", curves={"sst2": [0]}))
+
+
+def test_lambda_learning_rate_is_optional_validated_and_keyed_only_when_set(tmp_path):
+    cpu = get_profile("cpu")
+    assert cpu.rank_lr is None and cpu.for_task("sst2").ranking_key() == (1000, 1)  # run ids as before
+    fast = load_profile_file(_file(tmp_path, "fast-rank", base="cpu", rank_lr=0.01,
+                                   tasks={"cola": {"rank_lr": 1, "train_limit": 3000}}))
+    assert fast.for_task("sst2").rank_lr == 0.01 and fast.for_task("sst2").ranking_key() == (1000, 1, 0.01)
+    cola = fast.for_task("cola")
+    assert cola.rank_lr == 1.0 and isinstance(cola.rank_lr, float) and cola.ranking_key() == (1000, 1, 1.0)
+    assert Profile("x", 1, 1, 1, 1, 1, 1, rank_lr=1e-3) == Profile("x", 1, 1, 1, 1, 1, 1, rank_lr=0.001)
+    # a run id hashes the key as JSON: the same as the (rank_limit, rank_epochs) pair ids hashed before, unless set
+    from papa.runs.results import run_id
+
+    assert run_id(rank=cpu.for_task("cola").ranking_key()) == run_id(rank=(1000, 1))
+    assert run_id(rank=fast.for_task("sst2").ranking_key()) != run_id(rank=(1000, 1))
+
+
+@pytest.mark.parametrize("value", [0, -1e-3, "0.01", True, float("nan"), float("inf")])
+def test_bad_lambda_learning_rates_are_refused_with_what_to_do(tmp_path, value):
+    with pytest.raises(ValueError, match=r"rank_lr must be a positive number .*or null"):
+        Profile("x", 1, 1, 1, 1, 1, 1, rank_lr=value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return  # JSON has no NaN or infinity
+    with pytest.raises(ValueError, match=r"profile file .*task 'cola'.*rank_lr must be a positive number"):
+        load_profile_file(_file(tmp_path, "bad-rate", tasks={"cola": {"rank_lr": value}}))

@@ -1,0 +1,120 @@
+"""Has λ learned anything? How far it moved from its 0.5 start, and how much two rankings agree (issue 27).
+
+All functions take λ as [L, H] tensors (or anything `torch.as_tensor` reads) and return plain floats, so that their
+results go straight into a ranking's metadata or a JSON record.
+
+Agreement between two rankings is measured twice:
+
+* Spearman's ρ of λ over all heads (tied λ get their average rank, as `scipy.stats.spearmanr` does): 1 when both
+  order the heads alike, −1 when one reverses the other, NaN when either gives every head the same λ (no order);
+* for each fraction of heads kept input-dependent, the *share of common heads*: |A ∩ B| / |A| of the sets A and B
+  that the grid replaces (``overlap_replaced``) and of those it keeps (``overlap_kept``) under the "lambda" order.
+  Both sets have the same size, so the share is 1 for the same set, 0 for disjoint ones, and two random sets of
+  k heads out of n share k/n of their heads on average (the share is 1 by convention for two empty sets). The
+  sets come from `replacement_order` and `heads_to_replace`, so they are exactly the heads a grid replaces. At
+  1/2 both shares are equal; at 1/8 the kept share is the readable one (9 of 72 heads: chance 0.125, where two
+  random sets of 63 replaced heads already share at least 54/63 = 0.86).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from papa.method.selection import fraction_label, heads_to_replace, replacement_order
+from papa.probing.ranking import LambdaTrace
+
+DEFAULT_FRACTIONS = ("1/2", "1/8")
+
+
+def _grid(lambdas) -> torch.Tensor:
+    lam = torch.as_tensor(lambdas).detach().to("cpu", torch.float64)
+    if lam.dim() != 2 or 0 in lam.shape:
+        raise ValueError(f"λ must be a non-empty [layers, heads] tensor, got shape {tuple(lam.shape)}.")
+    if not torch.isfinite(lam).all():
+        raise ValueError("λ has a non-finite value: it cannot be a sigmoid's output; re-learn λ.")
+    return lam
+
+
+def lambda_movement(lambdas) -> dict[str, float]:
+    """How far λ moved from 0.5: its min, max and spread (max − min), and the spread and standard deviation of the
+    logits θ = log(λ / (1 − λ)), which start at 0 (the std is the population one, over all heads)."""
+    lam = _grid(lambdas)
+    theta = torch.logit(lam)
+    return {"lambda_min": lam.min().item(), "lambda_max": lam.max().item(),
+            "lambda_spread": (lam.max() - lam.min()).item(),
+            "logit_spread": (theta.max() - theta.min()).item(),
+            "logit_std": theta.std(unbiased=False).item()}
+
+
+def average_ranks(values) -> np.ndarray:
+    """Ranks 1..n of `values` (flattened), tied values sharing the average of their ranks."""
+    x = np.asarray(torch.as_tensor(values).detach().cpu().double().flatten())
+    order = np.argsort(x, kind="stable")
+    ordered = x[order]
+    starts_group = np.r_[True, ordered[1:] != ordered[:-1]]
+    group = np.cumsum(starts_group) - 1
+    starts = np.flatnonzero(starts_group)
+    ends = np.r_[starts[1:], len(x)]  # one past each group's last position
+    ranks = np.empty(len(x))
+    ranks[order] = ((starts + ends - 1) / 2 + 1)[group]
+    return ranks
+
+
+def spearman(lambdas_a, lambdas_b) -> float:
+    """Spearman's ρ between two λ grids of the same shape (NaN when either has a single value everywhere)."""
+    a, b = _grid(lambdas_a), _grid(lambdas_b)
+    if a.shape != b.shape:
+        raise ValueError(f"cannot compare λ of shapes {tuple(a.shape)} and {tuple(b.shape)}: rankings of one model "
+                         "have the same layers x heads.")
+    ra, rb = average_ranks(a), average_ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denominator = float(np.sqrt((ra * ra).sum() * (rb * rb).sum()))
+    return float("nan") if denominator == 0 else float((ra * rb).sum() / denominator)
+
+
+def replaced_heads(lambdas, fraction, rounding: str = "down") -> torch.Tensor:
+    """[L, H] bool mask of the heads a grid replaces at `fraction` under the "lambda" order of `lambdas`."""
+    lam = _grid(lambdas)
+    num_layers, num_heads = lam.shape
+    order = replacement_order("lambda", num_layers, num_heads, lambdas=lam)
+    return heads_to_replace(order, fraction, num_layers, num_heads, rounding)
+
+
+def _share(a: torch.Tensor, b: torch.Tensor) -> float:
+    size = int(a.sum())
+    return 1.0 if size == 0 else int((a & b).sum()) / size
+
+
+def ranking_agreement(lambdas_a, lambdas_b, *, fractions: Sequence = DEFAULT_FRACTIONS,
+                      rounding: str = "down") -> dict[str, float]:
+    """Spearman's ρ of two λ grids and, per fraction, the share of common replaced and kept heads (module doc):
+    keys ``spearman``, ``overlap_replaced_<f>`` and ``overlap_kept_<f>`` (<f> as `fraction_label` writes it)."""
+    out = {"spearman": spearman(lambdas_a, lambdas_b)}
+    for fraction in fractions:
+        label = fraction_label(fraction)
+        a, b = replaced_heads(lambdas_a, fraction, rounding), replaced_heads(lambdas_b, fraction, rounding)
+        out[f"overlap_replaced_{label}"] = _share(a, b)
+        out[f"overlap_kept_{label}"] = _share(~a, ~b)
+    return out
+
+
+def learning_curve(trace_a: LambdaTrace, trace_b: LambdaTrace, *, fractions: Sequence = DEFAULT_FRACTIONS,
+                   rounding: str = "down") -> list[dict[str, float]]:
+    """One row per step both traces recorded: the step, λ's spread and the logits' spread in each (``_a``/``_b``)
+    and their agreement (`ranking_agreement`), e.g. for two seeds of the same settings."""
+    where_b = dict(zip(trace_b.steps, trace_b.lambdas))
+    rows = []
+    for step, lam_a in zip(trace_a.steps, trace_a.lambdas):
+        if step not in where_b:
+            continue
+        lam_b = where_b[step]
+        row: dict[str, float] = {"step": step}
+        for side, lam in (("a", lam_a), ("b", lam_b)):
+            moved = lambda_movement(lam)
+            row[f"lambda_spread_{side}"] = moved["lambda_spread"]
+            row[f"logit_spread_{side}"] = moved["logit_spread"]
+        row.update(ranking_agreement(lam_a, lam_b, fractions=fractions, rounding=rounding))
+        rows.append(row)
+    return rows

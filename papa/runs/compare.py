@@ -1,0 +1,123 @@
+"""Settings of a run compared seed by seed: the `Scores` of a setting (its runs' values, and their stored predictions
+resampled alike for every setting of a task), and paired comparison tables.
+
+`RunScores` is what the claims (`papa.paper.claims`) and `compare` read a results table with; the statistics are
+`papa.runs.statistics`'.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from papa.core.vocabulary import NONE
+from papa.runs.predictions_store import load_run_predictions
+from papa.runs.statistics import Estimate, Scores, difference, resample_weights, scores
+
+#: A setting: the columns of a result row that say what ran (besides model, task and seed).
+SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label", "layout", "dtype", "profile")
+
+
+class RunScores:
+    """The runs of one results table, read as paired `Scores` per setting.
+
+    With `out_dir` (the grid folder holding ``predictions/``), a setting whose every run stored its predictions
+    gets the evaluation examples' uncertainty, from resamples shared by every setting of the same model and task;
+    `missing_predictions` collects the runs that had none (rows older than stored predictions)."""
+
+    def __init__(self, results: pd.DataFrame, out_dir: str | Path | None = None):
+        self.results = results
+        self.out = Path(out_dir) if out_dir is not None else None
+        self._weights: dict[tuple[str, str, int], np.ndarray] = {}
+        self.missing_predictions: set[str] = set()
+
+    def rows(self, model: str, task: str, **setting: str) -> pd.DataFrame:
+        """The rows of `model` on `task` whose columns equal `setting` (e.g. constants="average")."""
+        r = self.results
+        keep = (r.model == model) & (r.task == task)
+        for column, value in setting.items():
+            keep &= r[column] == value
+        return r[keep]
+
+    def scores(self, model: str, task: str, constants: str = NONE, corpus: str = NONE, selection: str = NONE,
+               label: str = "1", **more: str) -> Scores | None:
+        """The `Scores` of one setting (None when it did not run): constants kind and corpus, selection method,
+        fraction label, and any further columns in `more` (e.g. layout="official")."""
+        rows = self.rows(model, task, constants=constants, constants_corpus=corpus, selection=selection,
+                         fraction_label=label, **more)
+        rows = rows.drop_duplicates("seed", keep="last")
+        if rows.empty:
+            return None
+        seeds = rows.seed.astype(int).tolist()
+        values = dict(zip(seeds, rows.value.astype(float)))
+        metric, statistics, weights = str(rows.metric.iloc[0]), None, None
+        if self.out is not None:
+            found = load_run_predictions(self.out, list(rows.run_id))
+            self.missing_predictions.update(found.missing)
+            if not found.missing:
+                seed_of = dict(zip(rows.run_id, seeds))
+                statistics = {seed_of[rid]: p.example_statistics(metric) for rid, p in found.items()}
+                weights = self.weights(model, task, len(next(iter(statistics.values()))))
+        return scores(values, statistics, metric=metric, weights=weights)
+
+    def weights(self, model: str, task: str, n: int) -> np.ndarray:
+        """The bootstrap resamples of `task`'s `n` evaluation examples: the same for every setting (paired)."""
+        key = (model, task, n)
+        if key not in self._weights:
+            self._weights[key] = resample_weights(n, key=f"{model}|{task}")
+        return self._weights[key]
+
+
+def compare(results: pd.DataFrame, column: str, reference: str, other: str, *, out_dir: str | Path | None = None,
+            fixed: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """`other` − `reference` of `column` (e.g. layout "sep_last" − "official"), paired by seed, for every model, task
+    and setting of the other columns that ran with both: difference, 95% interval, its standard errors, whether the
+    evaluation examples were resampled, and the smallest difference the comparison could detect (`detectable`)."""
+    if column not in SETTING_COLUMNS:
+        raise ValueError(f"compare settings by one of {', '.join(SETTING_COLUMNS)}, not {column!r}")
+    rows = results
+    for c, v in (fixed or {}).items():
+        rows = rows[rows[c] == v]
+    others = [c for c in SETTING_COLUMNS if c != column and c in rows]
+    run = RunScores(rows, out_dir)
+    out = []
+    groups = rows[["model", "task", *others]].drop_duplicates().itertuples(index=False)
+    for g in groups:
+        g = g._asdict()
+        setting = {c: g[c] for c in others if c not in ("constants", "constants_corpus", "selection",
+                                                         "fraction_label")}
+        kw = dict(constants=g["constants"], corpus=g["constants_corpus"], selection=g["selection"],
+                  label=g["fraction_label"])
+        a = run.scores(g["model"], g["task"], **kw, **setting, **{column: reference})
+        b = run.scores(g["model"], g["task"], **kw, **setting, **{column: other})
+        if a is None or b is None:
+            continue
+        e = difference(a, b)
+        low, high = e.interval()
+        out.append({**g, "reference": a.values.mean(), "other": b.values.mean(), "difference": e.value,
+                    "low": low, "high": high, "se_seeds": e.se_seeds, "se_examples": e.se_examples,
+                    "seeds": e.seeds, "examples": e.examples, "detectable": detectable(e)})
+    return pd.DataFrame(out)
+
+
+def detectable(e: Estimate, power: float = 0.8, level: float = 0.95) -> float:
+    """The smallest true difference a comparison with `e`'s standard error and seeds finds with probability `power`
+    at `level` (two-sided t test): (t_{1-α/2} + t_{power}) · se. NaN with one seed."""
+    from scipy import stats
+
+    if e.seeds < 2 or not np.isfinite(e.se):
+        return float("nan")
+    df = e.seeds - 1
+    return float((stats.t.ppf(0.5 + level / 2, df) + stats.t.ppf(power, df)) * e.se)
+
+
+def comparison_text(table: pd.DataFrame, digits: int = 3, keys: Sequence[str] = ("task", "fraction_label")) -> str:
+    """One line per compared setting: keys, difference [interval], detectable difference."""
+    lines = []
+    for _, r in table.iterrows():
+        where = ", ".join(str(r[k]) for k in keys)
+        lines.append(f"{where}: {r['difference']:+.{digits}f} [{r['low']:+.{digits}f}, {r['high']:+.{digits}f}], "
+                     f"detectable {r['detectable']:.{digits}f}")
+    return "\n".join(lines)

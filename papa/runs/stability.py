@@ -1,0 +1,40 @@
+"""How much a task's λ ranking depends on the seed it learned with: rankings of two seeds, compared (issue 27).
+
+A ranking that learned something orders the heads alike whatever the probe's initial weights and the batch order;
+one that did not (λ still near its 0.5 start) is a seed's noise. `ranking_stability` learns (or loads) the ranking
+of each seed as a grid of the same configuration would (`papa.runs.experiment.learn_ranking`: seed 0's is the
+grid's own, the others are saved beside it under names with their seed) and reports how far λ moved in each and how
+much the first two agree (`papa.probing.convergence`).
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from papa.core.errors import Arg, InputError
+from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
+from papa.runs.experiment import GridConfig, learn_ranking
+
+
+def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str = "average", *,
+                      fractions: Sequence = DEFAULT_FRACTIONS, progress: bool = True) -> dict:
+    """One flat row for `cfg`'s task: its settings (task, model, profile, constants kind, seeds, optimizer steps,
+    λ's learning rate), each seed's λ movement (``<field>_seed<s>``) and the agreement of the first two seeds'
+    rankings (``spearman``, ``overlap_replaced_<f>``, ``overlap_kept_<f>``) at `fractions`, rounded as the grid
+    rounds (`cfg.rounding`, else the profile's)."""
+    seeds = list(seeds)
+    if len(seeds) < 2 or len(set(seeds)) != len(seeds):
+        example = Arg("seeds", [0, 1])
+        raise InputError(f"comparing rankings needs at least two different seeds, got {seeds!r}: pass e.g. "
+                         f"{example}.", advice=[example])
+    resolved = cfg.resolved()
+    rankings = [learn_ranking(cfg, kind, seed=seed, progress=progress)[0] for seed in seeds]
+    meta = rankings[0].metadata
+    row = {"task": resolved.task, "model": rankings[0].model_name, "profile": resolved.profile, "constants": kind,
+           "seeds": seeds, "examples": meta.get("examples"), "steps": meta.get("steps"),
+           "lambda_learning_rate": meta.get("lambda_learning_rate", meta.get("learning_rate"))}
+    for seed, ranking in zip(seeds, rankings):
+        for name, value in lambda_movement(ranking.lambdas).items():
+            row[f"{name}_seed{seed}"] = value
+    row.update(ranking_agreement(rankings[0].lambdas, rankings[1].lambdas, fractions=fractions,
+                                 rounding=resolved.rounding))
+    return row

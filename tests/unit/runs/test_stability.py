@@ -1,0 +1,75 @@
+"""Rankings of other seeds and of λ's own learning rate (issue 27), on a tiny model and real data: what a ranking
+records of how far λ moved, where another seed's ranking is saved, and how two seeds' rankings are compared."""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+import torch
+
+from conftest import tiny_model, tiny_tokenizer
+from papa.core.errors import InputError
+from papa.method.selection import load_ranking
+from papa.runs.experiment import GridConfig, learn_ranking
+from papa.runs.profiles import PROFILES, Profile
+from papa.runs.stability import ranking_stability
+
+RANK_TEST = Profile("rank-test", train_limit=12, eval_limit=8, corpus_limit=8, rank_limit=10, rank_epochs=2,
+                    epochs=1, seeds=(0,), fractions=("1/2",))
+
+
+@pytest.fixture
+def tiny_dir(tmp_path):
+    path = tmp_path / "tiny-bert"
+    tiny_model("bert", layers=2, heads=4).save_pretrained(path)
+    tiny_tokenizer("bert").save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+def cfg(tmp_path, tiny_dir, data_dir, monkeypatch):
+    monkeypatch.setitem(PROFILES, "rank-test", RANK_TEST)
+    return GridConfig(task="sst2", model=str(tiny_dir), profile="rank-test", out_dir=str(tmp_path / "out"),
+                      data_dir=str(data_dir))
+
+
+def test_a_ranking_records_how_far_lambda_moved(cfg):
+    ranking, path = learn_ranking(cfg, progress=False)
+    meta = load_ranking(path).metadata
+    assert meta["seed"] == 0 and "seed" not in path.name  # the grid's ranking keeps its name
+    assert meta["steps"] == 2  # 10 examples in SST-2's batches of 32: one step an epoch, two epochs
+    assert meta["lambda_learning_rate"] == meta["learning_rate"] == 1e-4  # Table 3's, the paper's protocol
+    moved = meta["lambda_movement"]
+    assert set(moved) == {"lambda_min", "lambda_max", "lambda_spread", "logit_spread", "logit_std"}
+    assert moved["lambda_min"] == pytest.approx(ranking.lambdas.min().item())
+    assert 0 < moved["lambda_spread"] < 1e-3  # a few steps at 1e-4: λ barely left 0.5
+
+
+def test_another_seed_is_saved_beside_and_rank_lr_relearns(cfg, monkeypatch, capsys):
+    grid, grid_path = learn_ranking(cfg, progress=False)
+    other, other_path = learn_ranking(cfg, seed=1, progress=False)
+    assert other_path.name == grid_path.name.replace(".safetensors", "-seed1.safetensors")
+    assert other.metadata["seed"] == 1 and not torch.equal(grid.lambdas, other.lambdas)
+    assert torch.equal(load_ranking(grid_path).lambdas, grid.lambdas)  # seed 0's file is untouched
+    assert torch.equal(learn_ranking(cfg, seed=1, progress=False)[0].lambdas, other.lambdas)  # loaded, not learned
+    with pytest.raises(InputError, match="seed must be an integer"):
+        learn_ranking(cfg, seed="1", progress=False)
+
+    # The same profile with λ's own learning rate: the saved ranking was learned at the probe's, so it is relearned.
+    monkeypatch.setitem(PROFILES, "rank-test", replace(RANK_TEST, rank_lr=0.05))
+    fast, path = learn_ranking(cfg, progress=False)
+    assert path == grid_path and "lambda_learning_rate=0.0001" in capsys.readouterr().out
+    assert fast.metadata["lambda_learning_rate"] == 0.05 and fast.metadata["learning_rate"] == 1e-4
+    assert fast.metadata["lambda_movement"]["logit_spread"] > grid.metadata["lambda_movement"]["logit_spread"]
+
+
+def test_ranking_stability_compares_two_seeds(cfg):
+    row = ranking_stability(cfg, seeds=(0, 2), progress=False)
+    assert row["task"] == "sst2" and row["seeds"] == [0, 2] and row["steps"] == 2 and row["examples"] == 10
+    assert row["lambda_learning_rate"] == 1e-4 and row["profile"] == "rank-test"
+    assert row["lambda_spread_seed0"] > 0 and row["logit_std_seed2"] > 0
+    assert -1 <= row["spearman"] <= 1 and not math.isnan(row["spearman"])
+    assert {"overlap_replaced_1/2", "overlap_kept_1/2", "overlap_replaced_1/8", "overlap_kept_1/8"} <= set(row)
+    with pytest.raises(InputError, match="two different seeds"):
+        ranking_stability(cfg, seeds=(0, 0), progress=False)
