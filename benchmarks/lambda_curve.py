@@ -2,7 +2,7 @@
 
     python benchmarks/lambda_curve.py --task sst2 --steps 256 --lrs paper 1e-2
     python benchmarks/lambda_curve.py --task cola --steps 378 --every 63 --lrs paper 1e-3 1e-2
-    python benchmarks/lambda_curve.py --task sst2 --steps 8 --every 4 --profile quick --out /tmp/lc   # a smoke run
+    python benchmarks/lambda_curve.py --task sst2 --steps 8 --every 4 --profile quick --out lambda-curve-smoke   # a smoke run
 
 For one task, on the λ data a grid of the profile (default ``cpu``) learns its ranking from (its `rank_limit`
 examples, picked from its training subset as `papa.runs.experiment.head_ranking` picks them) with the task's average
