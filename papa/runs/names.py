@@ -48,14 +48,14 @@ def model_file_name(model_name: str) -> str:
 
 def constants_filename(model_name: str, corpus: str, max_length: int, layout: str, kind: str = "average",
                        dtype: str = DEFAULT_DTYPE) -> str:
-    """<model>__<corpus>__<kind>-<layout>-n<N>[-<dtype>].safetensors (the dtype only when not float32); <model> is
+    """`<model>__<corpus>__<kind>-<layout>-n<N>[-<dtype>].safetensors` (the dtype only when not float32); <model> is
     `model_file_name`'s."""
     return _constants_name(model_file_name(model_name), corpus, max_length, layout, kind, dtype)
 
 
 def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str,
                      layout: str, dtype: str = DEFAULT_DTYPE, seed: int = 0) -> str:
-    """<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-seed<S>].safetensors (the
+    """`<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-seed<S>].safetensors` (the
     dtype only when not float32, the seed λ learned with only when not 0); <model> is `model_file_name`'s."""
     return _ranking_name(model_file_name(model_name), task, constants, corpus, max_length, profile, layout, dtype,
                          seed)
