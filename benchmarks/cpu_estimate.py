@@ -13,6 +13,9 @@ profile's layout, at Table 3's length and batch size:
 * trainable: seconds per example of a trained-constants step (every head replaced, backward through the backbone);
 * capture: examples/s of extracting the average constants.
 
+Notebooks that measure their λ rankings' stability (`papa.paper.sections.ranking_stability`) learn each of their λ
+rankings again with every other seed of `STABILITY_SEEDS`: the part ``stability``.
+
 The grid comes from the notebooks themselves (`papa.reproduce.jobs.notebook_jobs`), grouped as the runner groups
 it: per (task, constants corpus) one extraction; per (task, constants kind) one λ ranking; per head configuration
 one feature pass over the training and evaluation sets, then seeds x epochs of probe training; trained constants
@@ -29,6 +32,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import nbformat
 import torch
 
 import papa
@@ -41,7 +45,9 @@ from papa.method.models import canonical_model_name, is_causal_model
 from papa.method.selection import heads_to_replace, replacement_order
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.training import TrainSettings, make_probe, train_probe
+from papa.paper.sections import STABILITY_SEEDS
 from papa.reproduce.jobs import notebook_jobs
+from papa.reproduce.notebooks import NOTEBOOK_DIR
 from papa.runs.profiles import get_profile
 from papa.tasks.corpus import task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir
@@ -107,10 +113,22 @@ def split_size(task: str, split: str, limit, data_dir) -> int:
     return len(load_examples(get_task(task), split, data_dir, limit=limit, sample="random"))
 
 
+def measures_stability(notebook: str) -> bool:
+    """Whether `notebook` compares its λ rankings across seeds (calls `sections.ranking_stability`)."""
+    cells = nbformat.read(NOTEBOOK_DIR / f"{notebook}.ipynb", as_version=4).cells
+    return any("sections.ranking_stability(" in c.source for c in cells if c.cell_type == "code")
+
+
 def estimate(profile: str, notebooks, model: str, rates: dict, data_dir) -> dict:
     """Expected seconds per task of `notebooks`' grid on `model`, from `rates` (task -> `measure` row)."""
-    jobs = [j for j in notebook_jobs(profile, notebooks, data_dir=data_dir)
-            if canonical_model_name(j.model) == canonical_model_name(model)]
+    def ours(jobs):
+        return [j for j in jobs if canonical_model_name(j.model) == canonical_model_name(model)]
+
+    jobs = ours(notebook_jobs(profile, notebooks, data_dir=data_dir))
+    # (profile, task) of every λ ranking a notebook learns again with other seeds
+    restudied = {(j.profile, j.task) for nb in notebooks if measures_stability(nb)
+                 for j in ours(notebook_jobs(profile, [nb], data_dir=data_dir))
+                 if j.selection in ("lambda", "reversed_lambda")}
     points = defaultdict(list)
     for j in jobs:  # one head configuration serves every seed; learning-curve points have profiles of their own
         points[(j.profile, j.task, j.constants, j.constants_corpus, j.selection, j.fraction)].append(j.seed)
@@ -130,6 +148,9 @@ def estimate(profile: str, notebooks, model: str, rates: dict, data_dir) -> dict
             prep.add(("rank", name, task, kind))
             rank_epochs = p.rank_epochs or spec.hparams.epochs
             c["ranking"] += min(train, p.rank_limit or train) * rank_epochs * r["lambda_s"]
+            if kind == "average" and (name, task) in restudied:  # the stability table compares average's rankings
+                c["stability"] += (len(STABILITY_SEEDS) - 1) * min(train, p.rank_limit or train) * rank_epochs \
+                    * r["lambda_s"]
         c["eval"] += evals / r["features_per_s"]
         if kind.startswith("trainable_") and fraction != "1":
             t_train = min(train, p.trainable_limit or train)
@@ -177,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {task} | {r['n']} | {r['features_per_s']:.0f} | {probe} | {1e3 * r['lambda_s']:.1f} | "
               f"{1e3 * r['trainable_s']:.1f} | {r['capture_per_s']:.0f} |", flush=True)
     cost = estimate(args.profile, args.notebooks, args.model, rates, data_dir)
-    parts = ("constants", "ranking", "features", "probe", "eval", "trainable")
+    parts = ("constants", "ranking", "stability", "features", "probe", "eval", "trainable")
     print(f"\n| task | head configs | {' | '.join(parts)} | minutes |\n|---|---|{'---|' * len(parts)}---|")
     total = 0.0
     for task, c in sorted(cost.items()):

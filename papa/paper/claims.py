@@ -33,12 +33,14 @@ from papa.core.vocabulary import (DATA_FREE_KINDS, DECODER_LAYOUT, NONE, PAPER_B
 from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
                                       PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
-from papa.paper.sections import DOWNSTREAM_TASKS, LEARNS_TABLES, short_model, split_learning
+from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLES, RANKING_STABILITY_TABLE, short_model,
+                                  split_learning)
 from papa.runs.compare import RunScores
 from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, VERDICTS, Estimate, above, all_of,
                                   any_of, at_most, difference, estimate, within)
 
-__all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "format_claims"]
+__all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "format_claims",
+           "uncertainty_note", "stability_note"]
 
 # "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
 HALF_MARGIN = 0.02
@@ -55,8 +57,6 @@ SHARE_MARGIN = 0.15
 SPREAD_THRESHOLD = 0.5
 # A λ ranking is read only where rankings learned with two seeds agree at least this much (Spearman's ρ).
 STABLE_RHO = 0.8
-# The table of λ rankings' seed-to-seed agreement (model, task, spearman: `papa.runs.stability`), when a run wrote one.
-STABILITY_TABLE = "ranking_stability"
 
 #: Each claim's rule, in one line.
 RULES = {
@@ -514,7 +514,7 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
         results = results[_in_layout(results, layout)]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
                 for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
-    stability_path = out / "tables" / f"{STABILITY_TABLE}.csv"
+    stability_path = out / "tables" / f"{RANKING_STABILITY_TABLE}.csv"
     stability = pd.read_csv(stability_path) if stability_path.is_file() else None
     return read_claims(results, patterns, read_learns(out), out_dir=out, stability=stability)
 
@@ -531,6 +531,24 @@ def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
                 "paired by seed.")
     return (f"{missing} of {len(results)} runs were made before runs stored their predictions: their intervals "
             "hold the probe seeds' variance only, not the evaluation examples'.")
+
+
+def stability_note(out_dir: str | Path) -> str:
+    """One sentence on the run's λ rankings: each task's seed-to-seed Spearman's ρ from notebook 02's table and which
+    fall below `STABLE_RHO` (their λ-dependent parts are not read), or that the table is missing."""
+    path = Path(out_dir) / "tables" / f"{RANKING_STABILITY_TABLE}.csv"
+    if not path.is_file():
+        return ("The λ rankings' stability was not measured (no tables/ranking_stability.csv): the parts that rest on "
+                "them are read as the rankings are.")
+    table = pd.read_csv(path)
+    many = table.model.nunique() > 1
+    each = ", ".join(f"{_label(m, t, 2 if many else 1)} {rho:.2f}" for m, t, rho in
+                     zip(table.model, table.task, table.spearman))
+    below = [_label(m, t, 2 if many else 1) for m, t, rho in zip(table.model, table.task, table.spearman)
+             if not rho >= STABLE_RHO]
+    tail = (f"; below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below
+            else f", all at least {STABLE_RHO}.")
+    return f"λ rankings of two seeds agree at Spearman's ρ {each}{tail}"
 
 
 def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:

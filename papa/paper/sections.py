@@ -30,6 +30,11 @@ _ORDER = {label: i for i, label in enumerate(PAPER_FRACTIONS)}
 LEARNS_TABLE = "probes_vs_majority"
 DECODER_LEARNS_TABLE = "decoder_probes_vs_majority"
 LEARNS_TABLES = (LEARNS_TABLE, DECODER_LEARNS_TABLE)
+#: The table of the λ rankings' seed-to-seed agreement under ``<out>/tables/`` (`ranking_stability`; notebook 02
+#: writes it): the claims read a task's λ-dependent parts only where its rankings agree.
+RANKING_STABILITY_TABLE = "ranking_stability"
+#: The seeds whose λ rankings `ranking_stability` compares: the grids' own (0) and one more.
+STABILITY_SEEDS = (0, 1)
 
 
 #: How notebooks call the functions that run grids: a notebook's cells up to its last such call list its jobs
@@ -290,6 +295,31 @@ def learning_curves(models: Sequence[str], tasks: Sequence[str], *, profile: str
         return pd.DataFrame(columns=columns)
     return pd.concat(frames, ignore_index=True)[columns].sort_values(["model", "task", "train_examples"],
                                                                      ignore_index=True)
+
+
+def ranking_stability(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
+                      data_dir: str | None = None, device: str = "cpu", force: bool = False,
+                      progress: bool = True) -> pd.DataFrame:
+    """How much each model's λ ranking on each of `tasks` depends on the seed λ learned with: one row per model and
+    task (`papa.runs.stability.ranking_stability` of `STABILITY_SEEDS`: Spearman's ρ, the heads in common at 1/2
+    and 1/8, how far λ moved in each; ``model`` named as result rows name it). Seed 0's ranking is the one the
+    grids use (learned or loaded); each other seed's is learned once and saved beside it."""
+    from papa.runs.stability import ranking_stability as stability_row
+
+    if not models or not tasks:
+        raise ValueError("give at least one model and one task")
+    rows = []
+    for model in models:
+        for task in tasks:
+            cfg = GridConfig(task=task, model=model, profile=profile, data_dir=data_dir, out_dir=out_dir,
+                             device=device, force=force)
+            start = time.perf_counter()
+            row = stability_row(cfg, seeds=STABILITY_SEEDS, progress=progress)
+            rows.append({**row, "seeds": " ".join(map(str, row["seeds"]))})
+            if progress:
+                print(f"{short_model(model)} {task}: λ rankings of seeds {STABILITY_SEEDS} agree at "
+                      f"ρ = {row['spearman']:.2f} ({time.perf_counter() - start:.0f}s)", flush=True)
+    return pd.DataFrame(rows).set_index(["model", "task"])
 
 
 def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:

@@ -223,7 +223,7 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import format_claims, read_learns, run_claims, uncertainty_note
+    from papa.paper.claims import format_claims, read_learns, run_claims, stability_note, uncertainty_note
     from papa.paper.sections import LEARNS_TABLES, not_learning, short_model
 
     prof = get_profile(profile)
@@ -243,7 +243,7 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     from papa.runs.results import ResultsTable
 
     rows = ResultsTable(out / "results.csv").read()
-    head += " " + uncertainty_note(out, rows[rows.profile == prof.name])
+    head += " " + uncertainty_note(out, rows[rows.profile == prof.name]) + " " + stability_note(out)
     skipped = not_learning(read_learns(out))
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)

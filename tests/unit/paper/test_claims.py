@@ -144,6 +144,17 @@ def test_an_unstable_ranking_is_not_read(run_dir):
     assert readings["fig5"].verdict == "not read"
 
 
+def test_the_summary_says_how_stable_the_rankings_are(run_dir):
+    assert "stability was not measured" in " ".join(reproduction_summary("quick", out_dir=run_dir).split())
+    tables = run_dir / "tables"
+    pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "spearman": [0.3, 0.95]}) \
+        .set_index(["model", "task"]).to_csv(tables / "ranking_stability.csv")  # as notebook 02 saves it
+    words = " ".join(reproduction_summary("quick", out_dir=run_dir).split())
+    assert ("λ rankings of two seeds agree at Spearman's ρ sst2 0.30, ner 0.95; below 0.8, not read where a part "
+            "rests on them: sst2.") in words
+    assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # the table is read from the folder
+
+
 def test_trained_constants_are_read_only_at_the_others_training_size(tmp_path):
     means = {("sst2", "average", "task", "none", "0"): 0.81, ("sst2", "identity", "none", "none", "0"): 0.70,
              ("sst2", "toeplitz", "none", "none", "0"): 0.72, ("sst2", "zeros", "none", "none", "0"): 0.60,

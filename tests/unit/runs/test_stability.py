@@ -73,3 +73,29 @@ def test_ranking_stability_compares_two_seeds(cfg):
     assert {"overlap_replaced_1/2", "overlap_kept_1/2", "overlap_replaced_1/8", "overlap_kept_1/8"} <= set(row)
     with pytest.raises(InputError, match="two different seeds"):
         ranking_stability(cfg, seeds=(0, 0), progress=False)
+
+
+def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
+    """Notebook 02's table (`sections.ranking_stability`), saved where `papa reproduce` reads it, names each model
+    as the grid's result rows do, so the claims find a task's ρ and gate its λ-dependent parts on it."""
+    import pandas as pd
+
+    from papa.paper import claims, sections
+    from papa.runs.experiment import run_grid
+
+    results = run_grid(cfg, progress=False)
+    table = sections.ranking_stability([cfg.model], ["sst2"], profile=cfg.profile, out_dir=cfg.out_dir,
+                                       data_dir=cfg.data_dir, progress=False)
+    assert list(table.index.names) == ["model", "task"] and len(table) == 1
+    assert table.reset_index().model.tolist() == results.model.unique().tolist()
+    assert table["seeds"].tolist() == [" ".join(map(str, sections.STABILITY_SEEDS))]
+    saved = sections.save_table(table, cfg.out_dir, sections.RANKING_STABILITY_TABLE)
+    run = claims._Run(results, cfg.out_dir, pd.read_csv(saved))
+    rho = float(table["spearman"].iloc[0])
+    why = run.unstable(results.model.iloc[0], "sst2")
+    assert (why is None) == (rho >= claims.STABLE_RHO)
+    # A table that says the rankings disagree: the claims name why.
+    run = claims._Run(results, cfg.out_dir, pd.read_csv(saved).assign(spearman=0.1))
+    model = results.model.iloc[0]
+    assert run.unstable(model, "sst2") == f"λ rankings of two seeds agree at ρ = 0.10 < {claims.STABLE_RHO}"
+    assert run.unstable(model, "cola") is None  # not measured: read as it is
