@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats as _scipy_stats
 
-from papa.core.vocabulary import (DATA_FREE_KINDS, DECODER_LAYOUT, NONE, PAPER_BASE, PAPER_LARGE, RANKED,
-                                  SELECTION_METHODS)
+from papa.core.vocabulary import (DATA_FREE_KINDS, DECODER_LAYOUT, DEFAULT_DTYPE, NONE, PAPER_BASE, PAPER_LARGE,
+                                  RANKED, SELECTION_METHODS)
 from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
                                       PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
@@ -40,7 +40,7 @@ from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, 
                                   any_of, at_most, difference, estimate, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "format_claims",
-           "uncertainty_note", "stability_note"]
+           "profile_claims", "section_claims", "uncertainty_note", "stability_note"]
 
 # "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
 HALF_MARGIN = 0.02
@@ -57,6 +57,8 @@ SHARE_MARGIN = 0.15
 SPREAD_THRESHOLD = 0.5
 # A λ ranking is read only where rankings learned with two seeds agree at least this much (Spearman's ρ).
 STABLE_RHO = 0.8
+# The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
+LAMBDA_CLAIMS = ("fig2_half", "fig5")
 
 #: Each claim's rule, in one line.
 RULES = {
@@ -517,6 +519,33 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
     stability_path = out / "tables" / f"{RANKING_STABILITY_TABLE}.csv"
     stability = pd.read_csv(stability_path) if stability_path.is_file() else None
     return read_claims(results, patterns, read_learns(out), out_dir=out, stability=stability)
+
+
+def profile_claims(out_dir: str | Path, profile: str | Path,
+                   notebooks: Collection[str] | None = None) -> list[ClaimReading]:
+    """`run_claims` on the rows a run of `profile` (a name or a profile file) made in its layout at float32, the
+    precision the notebooks run at; only the claims of `notebooks` (names such as "02_main_results") when given."""
+    from papa.runs.profiles import get_profile
+
+    prof = get_profile(profile)
+    readings = run_claims(out_dir, profile=prof.name, layout=prof.layout, dtype=DEFAULT_DTYPE)
+    return [r for r in readings if notebooks is None or r.notebook in notebooks]
+
+
+def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> str:
+    """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
+    their intervals hold and how stable the λ rankings are; for a notebook's last cell."""
+    from papa.runs.profiles import get_profile
+    from papa.runs.results import ResultsTable
+
+    readings = profile_claims(out_dir, profile, [notebook])
+    if not readings:
+        return f"no claim of the paper is read by {notebook}"
+    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    head = uncertainty_note(out_dir, rows[rows.profile == get_profile(profile).name])
+    if any(r.claim in LAMBDA_CLAIMS for r in readings):
+        head += " " + stability_note(out_dir)
+    return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out_dir)])
 
 
 def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:

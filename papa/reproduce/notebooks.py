@@ -22,7 +22,7 @@ import pandas as pd
 
 from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import InputError
-from papa.core.vocabulary import DEFAULT_DTYPE, ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
+from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -223,13 +223,12 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import format_claims, read_learns, run_claims, stability_note, uncertainty_note
+    from papa.paper.claims import format_claims, profile_claims, read_learns, stability_note, uncertainty_note
     from papa.paper.sections import LEARNS_TABLES, not_learning, short_model
 
     prof = get_profile(profile)
     out = Path(out_dir or f"artifacts/{profile}")
-    readings = [r for r in run_claims(out, profile=prof.name, layout=prof.layout, dtype=DEFAULT_DTYPE)
-                if r.notebook in names]
+    readings = profile_claims(out, profile, names)
     if not readings:
         return f"no claim of the paper is read by the notebooks {', '.join(names)}"
     base = builtin_base(prof)

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from papa.method.selection import as_fraction
-from papa.paper.claims import VERDICTS, format_claims, read_claims, run_claims
+from papa.paper.claims import VERDICTS, format_claims, read_claims, run_claims, section_claims
 from papa.reproduce.notebooks import reproduction_summary
 from papa.runs.results import ResultRow, ResultsTable, aggregate
 
@@ -153,6 +153,17 @@ def test_the_summary_says_how_stable_the_rankings_are(run_dir):
     assert ("λ rankings of two seeds agree at Spearman's ρ sst2 0.30, ner 0.95; below 0.8, not read where a part "
             "rests on them: sst2.") in words
     assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # the table is read from the folder
+
+
+def test_a_notebook_prints_the_claims_of_its_section(run_dir):
+    text = section_claims(run_dir, "quick", "02_main_results")
+    words = " ".join(text.split())
+    assert "Fig. 2" in words and "Fig. 5" not in words and "Table 1" not in words
+    assert "runs were made before runs stored their predictions" in words and "stability was not measured" in words
+    assert text.split("\n  Fig. 2", 1)[1] in reproduction_summary("quick", out_dir=run_dir)  # the same reading
+    patterns = " ".join(section_claims(run_dir, "quick", "03_constant_patterns").split())
+    assert "Fig. 4" in patterns and "stability" not in patterns  # no λ ranking behind Fig. 4
+    assert section_claims(run_dir, "quick", "01_method") == "no claim of the paper is read by 01_method"
 
 
 def test_trained_constants_are_read_only_at_the_others_training_size(tmp_path):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -25,11 +26,14 @@ def _file(tmp_path, name, **spec):
 def test_cpu_profile_gives_each_task_its_sizes():
     cpu = get_profile("cpu")
     cola, sst2, ner, mrpc = (cpu.for_task(t) for t in ("cola", "sst2", "ner", "mrpc"))
-    assert cola.train_limit == 3000 and mrpc.train_limit == 1000
+    assert cola.train_limit == 3000 and mrpc.train_limit == 500
     assert cola.epochs is None and cola.eval_limit is None        # Table 3's epochs, whole validation set
+    # λ: as many epochs as the measured curves needed (artifacts/lambda_curve/), Table 3's where they never agreed
+    assert [cpu.for_task(t).rank_epochs for t in ("cola", "sst2", "ner", "pos", "mrpc")] == [None, None, 2, 1, 1]
+    assert cpu.seeds == (0, 1, 2, 3, 4)
     assert sst2.train_limit == cpu.train_limit == 2000 and ner.eval_limit == 500 and ner.train_limit == 1000
     assert cola.name == "cpu" and cola.tasks == ()                 # rows still record the profile's name
-    assert cpu.trainable_limit == 200 and cpu.trainable_epochs == 4
+    assert cpu.trainable_limit == 200 and cpu.trainable_epochs == 1
     assert get_profile("quick").for_task("cola") == get_profile("quick")  # no per-task sizes: unchanged
     assert cpu.sizes_text().startswith("2000 training examples per task (cola: 3000,")
 
@@ -95,18 +99,18 @@ def test_learning_curve_points_are_profiles_of_their_own(tmp_path):
 
 def test_lambda_learning_rate_is_optional_validated_and_keyed_only_when_set(tmp_path):
     cpu = get_profile("cpu")
-    assert cpu.rank_lr is None and cpu.for_task("sst2").ranking_key() == (1000, 1)  # run ids as before
+    assert cpu.rank_lr is None and cpu.for_task("sst2").ranking_key() == (1000, None)  # no λ rate: no third element
     fast = load_profile_file(_file(tmp_path, "fast-rank", base="cpu", rank_lr=0.01,
                                    tasks={"cola": {"rank_lr": 1, "train_limit": 3000}}))
-    assert fast.for_task("sst2").rank_lr == 0.01 and fast.for_task("sst2").ranking_key() == (1000, 1, 0.01)
+    assert fast.for_task("sst2").rank_lr == 0.01 and fast.for_task("sst2").ranking_key() == (1000, None, 0.01)
     cola = fast.for_task("cola")
-    assert cola.rank_lr == 1.0 and isinstance(cola.rank_lr, float) and cola.ranking_key() == (1000, 1, 1.0)
+    assert cola.rank_lr == 1.0 and isinstance(cola.rank_lr, float) and cola.ranking_key() == (1000, None, 1.0)
     assert Profile("x", 1, 1, 1, 1, 1, 1, rank_lr=1e-3) == Profile("x", 1, 1, 1, 1, 1, 1, rank_lr=0.001)
     # a run id hashes the key as JSON: the same as the (rank_limit, rank_epochs) pair ids hashed before, unless set
     from papa.runs.results import run_id
 
-    assert run_id(rank=cpu.for_task("cola").ranking_key()) == run_id(rank=(1000, 1))
-    assert run_id(rank=fast.for_task("sst2").ranking_key()) != run_id(rank=(1000, 1))
+    assert run_id(rank=cpu.for_task("cola").ranking_key()) == run_id(rank=(1000, None))
+    assert run_id(rank=fast.for_task("sst2").ranking_key()) != run_id(rank=(1000, None))
 
 
 @pytest.mark.parametrize("value", [0, -1e-3, "0.01", True, float("nan"), float("inf")])
@@ -117,3 +121,33 @@ def test_bad_lambda_learning_rates_are_refused_with_what_to_do(tmp_path, value):
         return  # JSON has no NaN or infinity
     with pytest.raises(ValueError, match=r"profile file .*task 'cola'.*rank_lr must be a positive number"):
         load_profile_file(_file(tmp_path, "bad-rate", tasks={"cola": {"rank_lr": value}}))
+
+
+RHO_NEEDED = 0.9  # the cpu profile's rule (papa/runs/profiles.py): ρ >= 0.9 between two seeds, else Table 3's
+
+
+def _curves_by_task() -> dict[str, dict]:
+    """The longest measured λ learning curve of each task (artifacts/lambda_curve/, benchmarks/lambda_curve.py)."""
+    longest: dict[str, dict] = {}
+    for path in sorted((Path(__file__).resolve().parents[3] / "artifacts" / "lambda_curve").glob("*.json")):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        if record["profile"] == "cpu" and record["rows"] and \
+                record["steps"] > longest.get(record["task"], {}).get("steps", 0):
+            longest[record["task"]] = record
+    return longest
+
+
+def test_cpu_lambda_epochs_are_the_fewest_the_measured_curves_needed():
+    from papa.tasks.registry import get_task
+
+    curves = _curves_by_task()
+    assert {"cola", "sst2", "ner", "pos"} <= set(curves)  # every task whose probe learns was measured
+    cpu = get_profile("cpu")
+    for task, record in curves.items():
+        per_epoch = math.ceil(record["examples"] / record["batch_size"])
+        paper = [r for r in record["rows"] if r["lambda_lr"].endswith("(paper)")]
+        table3 = get_task(task).hparams.epochs
+        agreed = [r["step"] // per_epoch for r in paper if r["spearman"] >= RHO_NEEDED and r["step"] % per_epoch == 0]
+        wanted = min(agreed) if agreed and min(agreed) < table3 else None  # None: Table 3's epochs
+        assert record["examples"] == cpu.for_task(task).rank_limit
+        assert cpu.for_task(task).rank_epochs == wanted, task
