@@ -40,7 +40,8 @@ from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, 
                                   any_of, at_most, difference, estimate, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "format_claims",
-           "profile_claims", "section_claims", "uncertainty_note", "stability_note"]
+           "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
+           "stability_note"]
 
 # "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
 HALF_MARGIN = 0.02
@@ -535,17 +536,27 @@ def profile_claims(out_dir: str | Path, profile: str | Path,
 def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> str:
     """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
     their intervals hold and how stable the λ rankings are; for a notebook's last cell."""
-    from papa.runs.profiles import get_profile
-    from papa.runs.results import ResultsTable
-
     readings = profile_claims(out_dir, profile, [notebook])
     if not readings:
         return f"no claim of the paper is read by {notebook}"
-    rows = ResultsTable(Path(out_dir) / "results.csv").read()
-    head = uncertainty_note(out_dir, rows[rows.profile == get_profile(profile).name])
+    head = profile_uncertainty_note(out_dir, profile)
     if any(r.claim in LAMBDA_CLAIMS for r in readings):
         head += " " + stability_note(out_dir)
+    return headed_claims(head, readings, out_dir)
+
+
+def headed_claims(head: str, readings: Sequence[ClaimReading], out_dir: str | Path) -> str:
+    """`head` wrapped as a paragraph above `format_claims(readings, out_dir)`."""
     return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out_dir)])
+
+
+def profile_uncertainty_note(out_dir: str | Path, profile: str | Path) -> str:
+    """`uncertainty_note` on the rows a run of `profile` wrote to `out_dir`'s results.csv."""
+    from papa.runs.profiles import get_profile
+    from papa.runs.results import ResultsTable
+
+    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    return uncertainty_note(out_dir, rows[rows.profile == get_profile(profile).name])
 
 
 def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import textwrap
 import time
 from collections.abc import Collection, Sequence
 from pathlib import Path
@@ -223,7 +222,8 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import format_claims, profile_claims, read_learns, stability_note, uncertainty_note
+    from papa.paper.claims import (headed_claims, profile_claims, profile_uncertainty_note, read_learns,
+                                   stability_note)
     from papa.paper.sections import LEARNS_TABLES, not_learning, short_model
 
     prof = get_profile(profile)
@@ -239,16 +239,13 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                  "PROFILE=cpu`, about 100 minutes on 2 CPU cores, or PROFILE=full).")
     elif base != "full":
         head += f" {prof.sizes_text()}."
-    from papa.runs.results import ResultsTable
-
-    rows = ResultsTable(out / "results.csv").read()
-    head += " " + uncertainty_note(out, rows[rows.profile == prof.name]) + " " + stability_note(out)
+    head += " " + profile_uncertainty_note(out, prof) + " " + stability_note(out)
     skipped = not_learning(read_learns(out))
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)
         head += (f" Left out of every claim: {which}, whose probe does not beat its majority-class baseline "
                  f"({', '.join(f'tables/{name}.csv' for name in LEARNS_TABLES)}).")
-    return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out)])
+    return headed_claims(head, readings, out)
 
 
 def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:
