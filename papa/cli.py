@@ -272,7 +272,7 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     profile = group()
     profile.add_argument("--profile", default="quick",
                          help=f"{', '.join(PROFILE_NAMES)} (papa.runs.profiles: quick = minutes on a CPU, cpu = about "
-                              "1.75 h on a CPU, full = the paper's settings) or a JSON profile file")
+                              "2.5 h on a CPU, full = the paper's settings) or a JSON profile file")
 
     force = group()
     force.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")

@@ -50,6 +50,38 @@ def _mlp(in_features: int, hidden: int, out_features: int, dropout: float, activ
     )
 
 
+class _Standardizable(nn.Module):
+    """A probe whose inputs may be standardised per (layer, dimension): `papa.probing.standardize`."""
+
+    input_mean: torch.Tensor | None
+    input_std: torch.Tensor | None
+
+    def _no_statistics(self) -> None:
+        self.register_buffer("input_mean", None)
+        self.register_buffer("input_std", None)
+
+    @property
+    def standardized(self) -> bool:
+        """Whether the inputs are standardised (`set_input_statistics` was called)."""
+        return self.input_mean is not None
+
+    def set_input_statistics(self, statistics) -> None:
+        """Standardise every (layer, dimension) of the inputs with `statistics` (`papa.probing.standardize.
+        InputStatistics` of the training features) from now on."""
+        shape = (self.num_layers, self.hidden_size)
+        if tuple(statistics.mean.shape) != shape:
+            raise ValueError(f"statistics of shape {tuple(statistics.mean.shape)} do not fit this probe's {shape}")
+        device = next(self.parameters()).device
+        self.input_mean = statistics.mean.to(device)
+        self.input_std = statistics.std.to(device)
+
+    def _standardize(self, x: torch.Tensor) -> torch.Tensor:
+        """`x` [..., L+1, d] standardised, or as it is without statistics."""
+        if self.input_mean is None:
+            return x
+        return (x - self.input_mean.to(x.dtype)) / self.input_std.to(x.dtype)
+
+
 def _check_features(features: torch.Tensor, num_layers: int, hidden_size: int) -> None:
     if features.dim() != 4:
         raise ValueError(f"features must be [batch, L+1, n, d], got shape {tuple(features.shape)}")
@@ -60,7 +92,7 @@ def _check_features(features: torch.Tensor, num_layers: int, hidden_size: int) -
         )
 
 
-class SentenceProbe(nn.Module):
+class SentenceProbe(_Standardizable):
     """Per-layer learned position pooling, concatenation across layers, 2-layer MLP.
 
     Args:
@@ -92,6 +124,7 @@ class SentenceProbe(nn.Module):
         # i.e. the probe starts as mean pooling and learns which positions matter.
         self.position_logits = nn.Parameter(torch.zeros(num_layers, max_length))
         self.mlp = _mlp(num_layers * hidden_size, mlp_hidden or hidden_size, num_labels, dropout, activation)
+        self._no_statistics()
 
     def pooling_weights(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """Position weights [batch, L+1, n]: softmax over real tokens, exactly 0 on pads.
@@ -122,7 +155,8 @@ class SentenceProbe(nn.Module):
         real = attention_mask.bool()[:, None, :, None]
         zero = torch.zeros((), dtype=weights.dtype, device=weights.device)
         features = torch.where(real, features.to(weights.dtype), zero)
-        pooled = torch.einsum("bln,blnd->bld", weights, features)
+        # Standardising the pooled vector equals standardising every real token first: the weights sum to 1.
+        pooled = self._standardize(torch.einsum("bln,blnd->bld", weights, features))
         return pooled.reshape(features.shape[0], self.num_layers * self.hidden_size)
 
     def forward(self, features: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -130,7 +164,7 @@ class SentenceProbe(nn.Module):
         return self.mlp(self.pool(features, attention_mask))
 
 
-class TokenProbe(nn.Module):
+class TokenProbe(_Standardizable):
     """Per-token concatenation across layers, 2-layer MLP (NER, POS; MLM via :func:`mlm_probe`).
 
     Args:
@@ -156,6 +190,20 @@ class TokenProbe(nn.Module):
         self.hidden_size = hidden_size
         self.num_labels = num_labels
         self.mlp = _mlp(num_layers * hidden_size, mlp_hidden or hidden_size, num_labels, dropout, activation)
+        self._no_statistics()
+
+    def token_inputs(self, features: torch.Tensor, select: torch.Tensor | None = None) -> torch.Tensor:
+        """The MLP's input per token, [batch, n, (L+1)*d] (or [num_selected, (L+1)*d] with `select`): each token's
+        L+1 vectors, standardised if the probe has statistics, concatenated layer-major like the official probe."""
+        _check_features(features, self.num_layers, self.hidden_size)
+        batch, _, n, _ = features.shape
+        per_token = features.permute(0, 2, 1, 3)  # [batch, L+1, n, d] -> [batch, n, L+1, d]
+        if select is not None:
+            if select.shape != (batch, n):
+                raise ValueError(f"select shape {tuple(select.shape)} != (batch, n) = {(batch, n)}")
+            per_token = per_token[select.bool()]  # [k, L+1, d]
+        per_token = self._standardize(per_token.to(self.mlp[0].weight.dtype))
+        return per_token.reshape(*per_token.shape[:-2], self.num_layers * self.hidden_size)
 
     def forward(
         self,
@@ -178,16 +226,7 @@ class TokenProbe(nn.Module):
         Returns:
             [batch, n, num_labels], or [num_selected, num_labels] with ``select``.
         """
-        _check_features(features, self.num_layers, self.hidden_size)
-        batch, _, n, _ = features.shape
-        # [batch, L+1, n, d] -> [batch, n, L+1, d] -> [batch, n, (L+1)*d], layer-major like the official probe.
-        per_token = features.permute(0, 2, 1, 3)
-        if select is not None:
-            if select.shape != (batch, n):
-                raise ValueError(f"select shape {tuple(select.shape)} != (batch, n) = {(batch, n)}")
-            per_token = per_token[select.bool()]  # [k, L+1, d]
-        per_token = per_token.reshape(*per_token.shape[:-2], self.num_layers * self.hidden_size)
-        return self.mlp(per_token.to(self.mlp[0].weight.dtype))
+        return self.mlp(self.token_inputs(features, select))
 
 
 def mlm_probe(

@@ -128,11 +128,33 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
     return out
 
 
+TIME_COLUMNS = ["notebook", "profile", "seconds", "output"]
+
+
+def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
+    """Add one notebook's time to ``<out>/notebook_times.csv``, replacing that notebook's earlier row.
+
+    Written after each notebook, so a batch that stops (or a later batch of other notebooks) keeps the times of
+    the notebooks that finished; rows follow the sections' order.
+    """
+    path = Path(out_dir) / "notebook_times.csv"
+    times = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
+    missing = set(TIME_COLUMNS) - set(times.columns)
+    if missing:
+        raise InputError(f"{path} lacks the columns {sorted(missing)}; move it aside and run again.")
+    times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
+    order = {name: i for i, name in enumerate(NOTEBOOKS)}
+    times = times.sort_values("notebook", key=lambda s: s.map(lambda n: order.get(n, len(order))), kind="stable")
+    with atomic_path(path) as tmp:
+        times[TIME_COLUMNS].to_csv(tmp, index=False)
+    return times.reset_index(drop=True)
+
+
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
                   notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
                   models: Collection[str] | None = None, progress: bool = True) -> pd.DataFrame:
-    """Execute `names` in order with papermill; returns (and saves) each notebook's wall time.
+    """Execute `names` in order with papermill; returns each notebook's wall time (saved by `record_notebook_time`).
 
     `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
     only these of the profile's models (`notebook_parameters`).
@@ -168,11 +190,10 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         running.replace(target)
         seconds = time.perf_counter() - start
         rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target)})
+        record_notebook_time(out, rows[-1])
         if progress:
             print(f"[{name}] {seconds:.0f}s -> {target}", flush=True)
-    times = pd.DataFrame(rows)
-    with atomic_path(out / "notebook_times.csv") as tmp:
-        times.to_csv(tmp, index=False)
+    times = pd.DataFrame(rows, columns=TIME_COLUMNS)
     if (out / "constants").is_dir():  # what the constants were, for results published without them
         from papa.method.constants import write_constants_index
 
@@ -236,15 +257,16 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     if base == "quick":
         head += (f" The {prof.name} profile is a smoke test: {prof.train_limit} training examples per task, so its "
                  "numbers show that every section runs, they are NOT the paper's evidence (for that: `make reproduce "
-                 "PROFILE=cpu`, about 100 minutes on 2 CPU cores, or PROFILE=full).")
+                 "PROFILE=cpu`, about 2.5 hours on 2 CPU cores, or PROFILE=full).")
     elif base != "full":
         head += f" {prof.sizes_text()}."
     head += " " + profile_uncertainty_note(out, prof) + " " + stability_note(out)
     skipped = not_learning(read_learns(out))
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)
+        tables = [f"tables/{name}.csv" for name in LEARNS_TABLES if (out / "tables" / f"{name}.csv").is_file()]
         head += (f" Left out of every claim: {which}, whose probe does not beat its majority-class baseline "
-                 f"({', '.join(f'tables/{name}.csv' for name in LEARNS_TABLES)}).")
+                 f"({', '.join(tables)}).")
     return headed_claims(head, readings, out)
 
 

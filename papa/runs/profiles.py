@@ -2,10 +2,11 @@
 
 * ``quick``: small subsets so a whole task grid on the offline model finishes in minutes on 2 CPU cores;
   numbers are noisy and only show that everything runs end to end.
-* ``cpu``: the paper's protocol cut to what 2 CPU cores run in about 100 minutes on the offline model: Table 3's
-  epochs (λ's as many as its measured learning curve needs), fixed random training subsets sized per task
-  (`Profile.tasks`; 500-3,000 examples), whole validation sets (a fixed subset for NER and POS), 5 seeds, Table 1's
-  trained constants on a smaller subset, a learning curve for MRPC; the scale of the README's "Results".
+* ``cpu``: the paper's protocol cut to what 2 CPU cores run in a few hours on the offline model (notebooks 01-07:
+  112 minutes of grid work estimated, about 2.5 hours measured): Table 3's epochs (λ's as many as its measured
+  learning curve needs), fixed random training subsets sized per task (`Profile.tasks`; 500-3,000 examples), whole
+  validation sets (a fixed subset for NER and POS), 5 seeds, Table 1's trained constants on a smaller subset, a
+  learning curve for MRPC; the scale of the README's "Results".
 * ``full``: the paper's settings (whole training sets, Table 3 epochs, 3 seeds).
 
 Fractions are shares of heads that stay input-dependent. When a share is not a whole number of heads (1/16 of
@@ -199,8 +200,9 @@ PROFILES: dict[str, Profile] = {
     # every section, not a measurement.
     "quick": Profile("quick", train_limit=96, eval_limit=96, corpus_limit=96, rank_limit=48, rank_epochs=1,
                      epochs=2),
-    # The paper's protocol cut to about 100 minutes on 2 CPU cores for the seven notebooks on the offline model
-    # (README "Results"; the arithmetic is in docs/results.md, from benchmarks/cpu_estimate.py): Table 3's epochs
+    # The paper's protocol cut to about 100 minutes of estimated grid work on 2 CPU cores for notebooks 01-07 on the
+    # offline model (about 2.5 h measured, notebooks included; README "Results"; the arithmetic is in
+    # docs/results.md, from benchmarks/cpu_estimate.py): Table 3's epochs
     # everywhere, where frozen features are computed once per head configuration and the epochs cost little;
     # fixed random subsets, larger where a task's probe needs them (some files are sorted by source, as CoLA's);
     # whole validation sets but CoNLL's (3,250 sentences, a fixed 500); 5 seeds, read as paired differences.

@@ -6,11 +6,13 @@ import json
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 
 from conftest import REPO
 from papa.core.errors import InputError
-from papa.reproduce.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths
+from papa.reproduce.notebooks import (NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths,
+                                     record_notebook_time)
 
 # Seeds and fractions are the profile's (papa.runs.profiles): no notebook takes them, so a profile file rules.
 COMMON = {"profile", "device", "data_dir", "out_dir", "force"}
@@ -70,6 +72,22 @@ def test_parameters_for_profiles(tmp_path):
         notebook_parameters("08_extra", "quick", out_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown profile"):
         notebook_parameters("01_method", "huge", out_dir=tmp_path)
+
+
+def test_notebook_times_keep_earlier_notebooks_and_replace_a_rerun(tmp_path):
+    """A batch that resumes (or runs other notebooks) keeps the times of the ones done before, in section order."""
+    def row(name, seconds):
+        return {"notebook": name, "profile": "cpu", "seconds": seconds, "output": f"{name}.ipynb"}
+
+    record_notebook_time(tmp_path, row("04_alternative_matrices", 30.0))
+    record_notebook_time(tmp_path, row("01_method", 1.0))
+    times = record_notebook_time(tmp_path, row("04_alternative_matrices", 40.0))
+    stored = pd.read_csv(tmp_path / "notebook_times.csv")
+    assert list(stored["notebook"]) == ["01_method", "04_alternative_matrices"] == list(times["notebook"])
+    assert list(stored["seconds"]) == [1.0, 40.0]
+    (tmp_path / "notebook_times.csv").write_text("name,secs\nx,1\n")
+    with pytest.raises(InputError, match="lacks the columns"):
+        record_notebook_time(tmp_path, row("01_method", 1.0))
 
 
 def test_portable_paths(tmp_path):

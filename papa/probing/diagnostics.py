@@ -1,0 +1,116 @@
+"""Why a probe does not learn, in numbers: what its first layer reads, how saturated its hidden units are, and
+whether its predictions are constant.
+
+A probe reads every hidden state as the backbone leaves it. An encoder's are LayerNorm'd; a decoder's residual
+stream is not normalised between layers, and a few input-independent dimensions (the first token's massive
+activations) can dominate the vectors the probe's first linear layer reads. These functions measure that on the
+vectors themselves (`mlp_inputs`), so the same numbers can be taken for any probe, model and task.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import pandas as pd
+import torch
+from torch import nn
+
+from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe
+
+__all__ = ["ProbeDiagnosis", "constant_prediction_share", "diagnose_probe", "hidden_saturation", "input_scale",
+           "mlp_inputs"]
+
+#: |pre-activation| above which tanh's gradient is below 0.071 (tanh'(2) = 1 - tanh(2)^2): a saturated unit.
+SATURATED = 2.0
+
+
+@torch.no_grad()
+def mlp_inputs(probe: nn.Module, source, *, batch_size: int = 64) -> torch.Tensor:
+    """The vectors `probe`'s MLP reads, [items, (L+1)*d], float64 on the CPU, over all of `source`.
+
+    A sentence probe's item is an example (its pooled, concatenated layers, with the probe's current position
+    weights); a token probe's is a labelled token (its concatenated layers). Standardised, where the probe is
+    (`papa.probing.standardize`).
+    """
+    if not isinstance(probe, (SentenceProbe, TokenProbe)):
+        raise TypeError(f"mlp_inputs reads a SentenceProbe or TokenProbe, got {type(probe).__name__}")
+    n = len(source.data)
+    if n == 0:
+        raise ValueError("the feature source holds no examples")
+    out = []
+    for start in range(0, n, batch_size):
+        feats, mask, labels = source(torch.arange(start, min(start + batch_size, n)))
+        x = probe.pool(feats, mask) if isinstance(probe, SentenceProbe) else probe.token_inputs(
+            feats, labels != IGNORE_INDEX)
+        out.append(x.double().cpu())
+    return torch.cat(out)
+
+
+def input_scale(inputs: torch.Tensor, num_layers: int, hidden_size: int) -> pd.DataFrame:
+    """Per input dimension of a probe, sorted by root mean square (largest first): its layer and index within the
+    layer, `rms` (its scale), `mean` and `std` over the items (`std`/`rms` near 0: it barely varies with the input),
+    and `share`, its part of the inputs' total sum of squares."""
+    if inputs.dim() != 2 or inputs.shape[1] != num_layers * hidden_size:
+        raise ValueError(f"inputs must be [items, {num_layers} * {hidden_size}], got {tuple(inputs.shape)}")
+    x = inputs.double()
+    square = (x ** 2).mean(0)
+    dims = torch.arange(x.shape[1])
+    table = pd.DataFrame({
+        "layer": (dims // hidden_size).numpy(), "dim": (dims % hidden_size).numpy(),
+        "rms": square.sqrt().numpy(), "mean": x.mean(0).numpy(), "std": x.std(0, correction=0).numpy(),
+        "share": (square / square.sum().clamp_min(torch.finfo(torch.float64).tiny)).numpy(),
+    })
+    return table.sort_values("rms", ascending=False, kind="stable").reset_index(drop=True)
+
+
+@torch.no_grad()
+def hidden_saturation(probe: nn.Module, inputs: torch.Tensor, threshold: float = SATURATED) -> tuple[float, float]:
+    """(share of the hidden units' pre-activations beyond ±`threshold`, their standard deviation) over `inputs`,
+    the vectors `mlp_inputs` gives: the first linear layer of `probe`'s MLP applied to them."""
+    first = probe.mlp[0]
+    pre = inputs.to(first.weight.dtype) @ first.weight.T + first.bias
+    return float((pre.abs() > threshold).double().mean()), float(pre.double().std(correction=0))
+
+
+def constant_prediction_share(predictions) -> float:
+    """The share of items given the most frequent predicted label (1.0: the probe predicts one class for all)."""
+    labels = torch.as_tensor(predictions).reshape(-1)
+    if labels.numel() == 0:
+        raise ValueError("no predictions")
+    return float(torch.bincount(labels - labels.min()).max()) / labels.numel()
+
+
+@dataclass(frozen=True)
+class ProbeDiagnosis:
+    """One probe's numbers: see `diagnose_probe`."""
+
+    items: int
+    saturated: float
+    preactivation_std: float
+    constant_predictions: float
+    top_share: float
+    top_dims: int
+    top_std_over_rms: float
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@torch.no_grad()
+def diagnose_probe(probe: nn.Module, source, *, top: int = 10, batch_size: int = 64) -> ProbeDiagnosis:
+    """Saturation, constant predictions and input scale of `probe` (as it is: freshly made, or trained) on `source`.
+
+    `top_share`: the part of the inputs' sum of squares carried by their `top` largest dimensions;
+    `top_std_over_rms`: how much those dimensions vary with the input, relative to their size (sum of their std
+    over sum of their rms; 0 = the same value for every input).
+    """
+    probe.eval()
+    x = mlp_inputs(probe, source, batch_size=batch_size)
+    saturated, spread = hidden_saturation(probe, x)
+    logits = probe.mlp(x.to(probe.mlp[0].weight.dtype))
+    scale = input_scale(x, probe.num_layers, probe.hidden_size).head(top)
+    return ProbeDiagnosis(
+        items=x.shape[0], saturated=saturated, preactivation_std=spread,
+        constant_predictions=constant_prediction_share(logits.argmax(-1)),
+        top_share=float(scale["share"].sum()), top_dims=len(scale),
+        top_std_over_rms=float(scale["std"].sum() / max(scale["rms"].sum(), 1e-300)),
+    )
