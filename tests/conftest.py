@@ -9,6 +9,18 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+class TensorSource:
+    """A probe's feature source over fixed tensors, as `papa.probing.features.FeatureSource` is called: `data` for
+    its length, and (features, attention mask, labels) of the rows asked for."""
+
+    def __init__(self, feats, mask, labels):
+        self.feats, self.mask, self.labels = feats, mask, labels
+        self.data = labels
+
+    def __call__(self, idx):
+        return self.feats[idx], self.mask[idx], self.labels[idx]
+
 # Tests never reach the hub: models come from files, data from the data directory, hub paths are faked.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -14,6 +14,10 @@ final [SEP] in the last slot), so a token position means the same thing in every
 * :class:`LMHeadProbe` (LM, decoders only): not a probe at all but the causal LM's own output head, frozen,
   applied to the last hidden state: nothing is trained, the pretraining objective is scored as it is.
 
+Sentence and token probes can standardise their inputs per (layer, dimension) with training statistics
+(`set_input_statistics`, `papa.probing.standardize`): off by default, as in the paper; the function class is the
+same either way (an affine map the first linear layer absorbs).
+
 Defaults follow the official probe (schwartz-lab-NLP/papa, ``FreezeExtractPoller*``): the MLP's
 hidden width is d (the backbone's hidden size) and its activation tanh. Two deliberate
 differences from that code: the position weights go through a softmax restricted to real tokens

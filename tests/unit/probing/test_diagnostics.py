@@ -4,22 +4,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import TensorSource
 from papa.probing.diagnostics import (constant_prediction_share, diagnose_probe, hidden_saturation, input_scale,
                                       mlp_inputs)
 from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe
 
 LAYERS, N, D = 3, 6, 8
-
-
-class _Source:
-    """A feature source over fixed tensors: (features, mask, labels) of the rows asked for."""
-
-    def __init__(self, feats, mask, labels):
-        self.feats, self.mask, self.labels = feats, mask, labels
-        self.data = labels
-
-    def __call__(self, idx):
-        return self.feats[idx], self.mask[idx], self.labels[idx]
 
 
 def _sentences(n=40, massive: float = 0.0, seed=0, pads=True):
@@ -29,7 +19,7 @@ def _sentences(n=40, massive: float = 0.0, seed=0, pads=True):
     mask = torch.ones(n, N, dtype=torch.long)
     if pads:
         mask[: n // 2, -2:] = 0
-    return _Source(feats, mask, torch.randint(0, 2, (n,), generator=g))
+    return TensorSource(feats, mask, torch.randint(0, 2, (n,), generator=g))
 
 
 def test_mlp_inputs_are_what_each_probe_feeds_its_mlp():
@@ -44,7 +34,7 @@ def test_mlp_inputs_are_what_each_probe_feeds_its_mlp():
     labels[:, 1] = 0
     labels[2, 4] = 1
     tok = TokenProbe(LAYERS, D, 2)
-    x = mlp_inputs(tok, _Source(src.feats[:5], src.mask[:5], labels), batch_size=2)
+    x = mlp_inputs(tok, TensorSource(src.feats[:5], src.mask[:5], labels), batch_size=2)
     assert x.shape == (6, LAYERS * D)
     torch.testing.assert_close(x[1], src.feats[1, :, 1].reshape(-1).double())  # row 1's only labelled token
     torch.testing.assert_close(x[3], src.feats[2, :, 4].reshape(-1).double())  # row 2's second

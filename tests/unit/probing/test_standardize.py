@@ -4,19 +4,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import TensorSource
 from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe
 from papa.probing.standardize import VARIANCE_EPS, InputStatistics, input_statistics
 
 LAYERS, N, D = 3, 6, 8
-
-
-class _Source:
-    def __init__(self, feats, mask, labels):
-        self.feats, self.mask, self.labels = feats, mask, labels
-        self.data = labels
-
-    def __call__(self, idx):
-        return self.feats[idx], self.mask[idx], self.labels[idx]
 
 
 def _data(n=20, seed=0):
@@ -38,14 +30,14 @@ def _expected(vectors):
 
 def test_statistics_are_taken_over_real_tokens_for_sentences_and_labelled_ones_for_tokens():
     feats, mask, labels = _data()
-    sent = input_statistics(SentenceProbe(LAYERS, D, N, 2), _Source(feats, mask, labels[:, 1]), batch_size=7)
+    sent = input_statistics(SentenceProbe(LAYERS, D, N, 2), TensorSource(feats, mask, labels[:, 1]), batch_size=7)
     real = feats.permute(0, 2, 1, 3)[mask.bool()]
     mean, std = _expected(real)
     assert sent.count == int(mask.sum())
     torch.testing.assert_close(sent.mean, mean)
     torch.testing.assert_close(sent.std, std)
 
-    tok = input_statistics(TokenProbe(LAYERS, D, 3), _Source(feats, mask, labels), batch_size=7)
+    tok = input_statistics(TokenProbe(LAYERS, D, 3), TensorSource(feats, mask, labels), batch_size=7)
     chosen = feats.permute(0, 2, 1, 3)[labels != IGNORE_INDEX]
     mean, std = _expected(chosen)
     assert tok.count == int((labels != IGNORE_INDEX).sum())
@@ -59,7 +51,7 @@ def test_pooling_standardised_tokens_equals_standardising_the_pooled_vector():
     probe = SentenceProbe(LAYERS, D, N, 2)
     with torch.no_grad():
         probe.position_logits.normal_()  # any pooling weights, not only the uniform start
-    stats = input_statistics(probe, _Source(feats, mask, labels[:, 1]))
+    stats = input_statistics(probe, TensorSource(feats, mask, labels[:, 1]))
     probe.set_input_statistics(stats)
     plain = SentenceProbe(LAYERS, D, N, 2)
     plain.load_state_dict(probe.state_dict(), strict=False)
@@ -79,7 +71,7 @@ def test_a_standardised_probe_is_a_plain_probe_with_its_first_layer_changed(kind
     else:
         probe, plain = TokenProbe(LAYERS, D, 3).double(), TokenProbe(LAYERS, D, 3).double()
         source_labels, select = labels, labels != IGNORE_INDEX
-    stats = input_statistics(probe, _Source(feats, mask, source_labels))
+    stats = input_statistics(probe, TensorSource(feats, mask, source_labels))
     probe.set_input_statistics(InputStatistics(stats.mean.double(), stats.std.double(), stats.count))
     assert probe.standardized and not plain.standardized
     plain.load_state_dict({k: v for k, v in probe.state_dict().items() if not k.startswith("input_")})
@@ -108,4 +100,4 @@ def test_bad_statistics_are_refused():
     with pytest.raises(ValueError, match="standard deviation > 0"):
         InputStatistics(torch.zeros(LAYERS, D), torch.zeros(LAYERS, D), 1)
     with pytest.raises(TypeError, match="sentence and token probes"):
-        input_statistics(torch.nn.Linear(2, 2), _Source(*_data()))
+        input_statistics(torch.nn.Linear(2, 2), TensorSource(*_data()))
