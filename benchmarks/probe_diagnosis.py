@@ -67,11 +67,11 @@ def main(argv=None) -> None:
         before = diagnose_probe(probe, train)
         losses = train_probe(probe, spec.kind, train, settings, seed=args.seed, progress=False)
         after = diagnose_probe(probe, train)
-        value, predictions = evaluate_probe(probe, spec, evaluation, return_predictions=True)
+        value = evaluate_probe(probe, spec, evaluation)
         rows.append((standardised, before, after, value, losses))
 
-    scale = input_scale(mlp_inputs(make_probe(spec, model, n), train), model.config.num_hidden_layers + 1,
-                        model.config.hidden_size)
+    fresh = make_probe(spec, model, n)  # mean pooling at initialisation: the inputs as the model gives them
+    scale = input_scale(mlp_inputs(fresh, train), fresh.num_layers, fresh.hidden_size)
     print(f"# {args.model}, {args.task}: {len(train.data)} training / {len(evaluation.data)} evaluation examples, "
           f"{settings.epochs} epochs at {settings.learning_rate}, seed {args.seed}, layout {layout}, "
           f"{time.perf_counter() - start:.0f} s\n")

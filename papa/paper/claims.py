@@ -39,7 +39,8 @@ from papa.runs.compare import RunScores
 from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, VERDICTS, Estimate, above, all_of,
                                   any_of, at_most, difference, estimate, within)
 
-__all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "format_claims",
+__all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
+           "format_claims",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note"]
 
@@ -599,10 +600,15 @@ def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
     return mine | results["model"].isin(decoders)
 
 
+def learns_tables(out_dir: str | Path) -> list[str]:
+    """The `papa.paper.sections.probes_learn` tables the run in `out_dir` wrote (notebook 02's, notebook 08's), as
+    paths relative to it."""
+    return [f"tables/{name}.csv" for name in LEARNS_TABLES if (Path(out_dir) / "tables" / f"{name}.csv").is_file()]
+
+
 def read_learns(out_dir: str | Path) -> pd.DataFrame | None:
-    """The run's `papa.paper.sections.probes_learn` tables (notebook 02's and notebook 08's), together, or None."""
-    paths = [Path(out_dir) / "tables" / f"{name}.csv" for name in LEARNS_TABLES]
-    tables = [pd.read_csv(path) for path in paths if path.is_file()]
+    """The run's `learns_tables`, together, or None."""
+    tables = [pd.read_csv(Path(out_dir) / path) for path in learns_tables(out_dir)]
     return pd.concat(tables, ignore_index=True).set_index(["model", "task"]) if tables else None
 
 

@@ -8,7 +8,7 @@ vectors themselves (`mlp_inputs`), so the same numbers can be taken for any prob
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -90,9 +90,6 @@ class ProbeDiagnosis:
     top_share: float
     top_dims: int
     top_std_over_rms: float
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @torch.no_grad()

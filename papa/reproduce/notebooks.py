@@ -243,9 +243,9 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import (headed_claims, profile_claims, profile_uncertainty_note, read_learns,
-                                   stability_note)
-    from papa.paper.sections import LEARNS_TABLES, not_learning, short_model
+    from papa.paper.claims import (headed_claims, learns_tables, profile_claims, profile_uncertainty_note,
+                                   read_learns, stability_note)
+    from papa.paper.sections import not_learning, short_model
 
     prof = get_profile(profile)
     out = Path(out_dir or f"artifacts/{profile}")
@@ -264,9 +264,8 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     skipped = not_learning(read_learns(out))
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)
-        tables = [f"tables/{name}.csv" for name in LEARNS_TABLES if (out / "tables" / f"{name}.csv").is_file()]
         head += (f" Left out of every claim: {which}, whose probe does not beat its majority-class baseline "
-                 f"({', '.join(tables)}).")
+                 f"({', '.join(learns_tables(out))}).")
     return headed_claims(head, readings, out)
 
 
