@@ -9,9 +9,10 @@ import time
 import warnings
 from pathlib import Path
 
-from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DEFAULT_DTYPE, JOB_ACTIONS, LAYOUTS, MODEL_DTYPES,
-                                   NOTEBOOKS as NOTEBOOK_NAMES, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS,
-                                   SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
+from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS, DEFAULT_DTYPE, JOB_ACTIONS,
+                                   LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES, PAPER_PROBE_INPUTS,
+                                   PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS,
+                                   SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
 from papa.runs.names import constants_filename
 from papa.tasks.registry import task_names
@@ -83,7 +84,8 @@ def _grid_config(args: argparse.Namespace, **overrides):
 
     values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
-                  force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype)
+                  force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
+                  probe_inputs=args.probe_inputs)
     values.update(overrides)
     return GridConfig(**values)
 
@@ -242,8 +244,8 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "layout", "dtype", "constants", "selection", "fraction_label", "n", "mean", "ci95",
-            "reference", "other", "difference", "low", "high", "seeds", "examples", "detectable"]
+    cols = ["model", "task", "layout", "dtype", "probe_inputs", "constants", "selection", "fraction_label", "n", "mean",
+            "ci95", "reference", "other", "difference", "low", "high", "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     view["model"] = view["model"].str.split("/").str[-1]
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
@@ -287,6 +289,10 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     grid.add_argument("--layout", default=None, choices=LAYOUTS,
                       help=f"input layout (default: the profile's, {REPRODUCTION_LAYOUT!r} = the authors' released "
                            "preprocessing; 'sep_last' = papa's own, see papa.method.layout)")
+    grid.add_argument("--probe-inputs", default=None, choices=PROBE_INPUTS,
+                      help=f"what the probe reads (default: {PAPER_PROBE_INPUTS!r}, the paper's, for encoders; "
+                           f"{DECODER_PROBE_INPUTS!r} for causal LMs, whose un-normalised hidden states saturate the "
+                           "paper's probe; see papa.probing.standardize)")
 
     reproduction = group()  # the section notebooks' grids (reproduce, jobs)
     reproduction.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",

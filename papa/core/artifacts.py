@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from papa.core.errors import Arg, OutputPathError
+from papa.core.errors import Arg, CorruptArtifactError, OutputPathError
 
 
 def _umask() -> int:
@@ -42,6 +42,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
+
+
+def read_safetensors(path: str | os.PathLike, *, framework: str = "pt", fix: str) -> tuple[dict, dict]:
+    """(header metadata, tensors) of the safetensors file at `path`; a file that cannot be read raises
+    `CorruptArtifactError` saying so, and `fix` (what the user should do)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework=framework) as f:
+            return f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+    except Exception as exc:  # safetensors raises several types for truncated/garbled files
+        raise CorruptArtifactError(f"{path} is not a readable safetensors file ({exc}); it may be truncated: "
+                                   f"{fix}.") from exc
 
 
 def write_json_atomic(path: str | os.PathLike, obj: object) -> None:

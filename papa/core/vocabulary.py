@@ -50,6 +50,17 @@ REPRODUCTION_LAYOUT = "official"
 # The one layout of causal LMs (left-aligned, right-padded; papa.method.layout "Decoders"): no separator to move.
 DECODER_LAYOUT = "standard"
 
+# ---- the probe's inputs (papa.probing.standardize) -------------------------------------------------------------
+
+# raw: the hidden states as they are (the paper's probe); standardized: each (layer, dimension) shifted and scaled by
+# its training mean and standard deviation first (same function class, better conditioned: decoders need it).
+PROBE_INPUTS = ("raw", "standardized")
+# What an encoder's probe reads unless told otherwise (and what rows written before the option existed read).
+PAPER_PROBE_INPUTS = "raw"
+# What a causal LM's probe reads unless told otherwise: its residual stream is not normalised between layers, and a
+# few massive dimensions saturate the paper's probe at the majority class (docs/decoders.md).
+DECODER_PROBE_INPUTS = "standardized"
+
 # ---- numerical precision ---------------------------------------------------------------------------------------
 
 # The dtypes a model can be loaded in (`papa.load_model`, `--dtype`); the first is the default, whatever dtype the

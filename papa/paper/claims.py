@@ -36,8 +36,8 @@ from papa.paper.patterns import pattern_summary
 from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLES, RANKING_STABILITY_TABLE, short_model,
                                   split_learning)
 from papa.runs.compare import RunScores
-from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, VERDICTS, Estimate, above, all_of,
-                                  any_of, at_most, difference, estimate, within)
+from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, VERDICTS, Estimate, Scores, above,
+                                  all_of, any_of, at_most, difference, estimate, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
            "format_claims",
@@ -80,7 +80,8 @@ RULES = {
     "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
             "above 0 (read only where two seeds' λ rankings agree)",
     "fig6": "per model: its own objective's relative drop at 0 − the mean of its downstream tasks' above 0 (MLM for "
-            "MLM-pretrained encoders, LM for decoders); the paper's nats and ELECTRA read only where such models ran",
+            "MLM-pretrained encoders; LM for decoders, at 1/2, 1/8 and 1/16 in λ order too); the paper's nats and "
+            "ELECTRA read only where such models ran",
 }
 
 
@@ -146,9 +147,16 @@ class _Run(RunScores):
     def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None):
         super().__init__(results, out_dir)
         self.stability = stability
+        # Causal LMs are beyond the paper: only Fig. 6's reading, of a model's own objective beside its probes,
+        # takes them.
+        self.decoders = decoder_models(results)
 
-    def models_tasks(self, tasks: Sequence[str] = DOWNSTREAM_TASKS) -> list[tuple[str, str]]:
+    def models_tasks(self, tasks: Sequence[str] = DOWNSTREAM_TASKS, *, decoders: bool = False
+                     ) -> list[tuple[str, str]]:
+        """(model, task) pairs that ran one of `tasks`: the encoders', and with `decoders` the causal LMs' too."""
         r = self.results[self.results.task.isin(tasks)]
+        if not decoders:
+            r = r[~r.model.isin(self.decoders)]
         return sorted(set(zip(r.model, r.task)), key=lambda mt: (mt[0], list(tasks).index(mt[1])))
 
     def unstable(self, model: str, task: str) -> str | None:
@@ -199,30 +207,32 @@ def _fig2_half(run: _Run) -> ClaimReading:
     return _reading(*where, parts)
 
 
-def _task_average_relative_drop(run: _Run, model: str) -> tuple[Estimate | None, list[str]]:
-    """A model's relative drop at 0 averaged over its tasks (Fig. 3's x-axis), paired per seed, and the tasks."""
+def _task_average_relative_drop(run: _Run, model: str, label: str = "0", selection: str = NONE
+                                ) -> tuple[Estimate | None, list[str], list[Scores]]:
+    """A model's relative drop at fraction `label` (heads replaced in `selection` order; at 0: every head) averaged
+    over its tasks (Fig. 3's x-axis at 0), paired per seed; the tasks, and their (original, replaced) scores."""
     settings, tasks = [], []
-    for m, task in run.models_tasks():
+    for m, task in run.models_tasks(decoders=True):
         if m != model:
             continue
-        original, zero = run.scores(model, task), run.scores(model, task, "average", "task", NONE, "0")
-        if original is None or zero is None or original.values.mean() == 0:
+        original, replaced = run.scores(model, task), run.scores(model, task, "average", "task", selection, label)
+        if original is None or replaced is None or original.values.mean() == 0:
             continue  # a score of 0 (a probe that learnt nothing) has no relative drop
-        settings += [original, zero]
+        settings += [original, replaced]
         tasks.append(task)
     if not settings:
-        return None, []
+        return None, [], []
     t = len(tasks)
 
     def average(*means):
         return sum((means[2 * i] - means[2 * i + 1]) / np.abs(means[2 * i]) for i in range(t)) / t
-    return estimate(average, *settings), tasks
+    return estimate(average, *settings), tasks, settings
 
 
 def _fig2_all(run: _Run) -> ClaimReading:
     where = ("fig2_all", "Fig. 2", "02_main_results", "figures/fig2_main_results.png")
     models = sorted({m for m, _ in run.models_tasks()})
-    per_model = {m: _task_average_relative_drop(run, m) for m in models}
+    per_model = {m: _task_average_relative_drop(run, m)[:2] for m in models}
     per_model = {m: v for m, v in per_model.items() if v[0] is not None}
     if not per_model:
         return _not_read(*where, "no task with a non-zero original score was run at fractions 1 and 0")
@@ -249,7 +259,7 @@ def _fig3(run: _Run) -> ClaimReading:
     models = sorted({m for m, _ in run.models_tasks()})
     points = []
     for m in models:
-        e, tasks = _task_average_relative_drop(run, m)
+        e, tasks, _ = _task_average_relative_drop(run, m)
         if e is not None:
             original = np.mean([run.scores(m, t).values.mean() for t in tasks])
             points.append((original, e.value))
@@ -438,40 +448,48 @@ def _own_objective(task: str, model: str) -> bool:
     return task == "lm" or (task == "mlm" and short_model(model) in MLM_PRETRAINED)
 
 
+# A decoder's LM is read at every fraction the notebook runs it (heads replaced in λ order, as its probes), since
+# nothing but the reading needs more: its score takes no training.
+DECODER_POINTS = (("1/2", "lambda"), ("1/8", "lambda"), ("1/16", "lambda"), ("0", NONE))
+
+
 def _fig6(run: _Run) -> ClaimReading:
     where = ("fig6", "Fig. 6", "07_mlm_electra", "figures/fig6_mlm_electra.png")
-    objectives = [(m, t) for m, t in run.models_tasks(OBJECTIVES)]
+    # read on decoders only: notebook 08 shows it
+    decoder_only = ("fig6", "Fig. 6", "08_decoders", "figures/decoder_objective_vs_probes.png")
+    objectives = [(m, t) for m, t in run.models_tasks(OBJECTIVES, decoders=True)]
     own = [(m, t) for m, t in objectives if _own_objective(t, m)]
     others = sorted({short_model(m) for m, t in objectives if not _own_objective(t, m)})
     parts, nats = [], []
     models = sorted({m for m, _ in own})
     for model, task in own:
-        original, zero = run.scores(model, task), run.scores(model, task, "average", "task", NONE, "0")
-        downstream, tasks = _task_average_relative_drop(run, model)
-        if original is None or zero is None or downstream is None:
-            continue
-        settings = [original, zero]
-        for t in tasks:
-            settings += [run.scores(model, t), run.scores(model, t, "average", "task", NONE, "0")]
-        n = len(tasks)
+        original = run.scores(model, task)
+        for label, selection in DECODER_POINTS if task == "lm" else (("0", NONE),):
+            replaced = run.scores(model, task, "average", "task", selection, label)
+            downstream, tasks, settings = _task_average_relative_drop(run, model, label, selection)
+            if original is None or replaced is None or downstream is None:
+                continue
+            n = len(tasks)
 
-        def gap(o, z, *rest):  # own objective's relative drop − the downstream tasks' average
-            mine = (o - z) / np.abs(o)
-            return mine - sum((rest[2 * i] - rest[2 * i + 1]) / np.abs(rest[2 * i]) for i in range(n)) / n
-        e = estimate(gap, *settings)
-        name = f"{task.upper()} drops more than {', '.join(tasks)}" + (f" ({short_model(model)})"
-                                                                       if len(models) > 1 else "")
-        parts.append(Part(name, above(e), f"{original.values.mean():.2f} -> {zero.values.mean():.2f} nats; "
-                                          f"relative drop minus the tasks' {e.text(percent=True)}"))
-        if task == "mlm":
-            d = difference(zero, original)
-            nats.append(Part(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS), d.text(2)))
+            def gap(o, z, *rest):  # own objective's relative drop − the downstream tasks' average
+                mine = (o - z) / np.abs(o)
+                return mine - sum((rest[2 * i] - rest[2 * i + 1]) / np.abs(rest[2 * i]) for i in range(n)) / n
+            e = estimate(gap, original, replaced, *settings)
+            name = (f"{task.upper()} drops more than {', '.join(tasks)}" + (f" at {label}" if task == "lm" else "")
+                    + (f" ({short_model(model)})" if len(models) > 1 else ""))
+            parts.append(Part(name, above(e), f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats; "
+                                              f"relative drop minus the tasks' {e.text(percent=True)}"))
+            if task == "mlm":
+                d = difference(replaced, original)
+                nats.append(Part(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS), d.text(2)))
     if not parts:
         why = ("a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, LM for a decoder) "
                "and a downstream task whose probe learns were not both run at fractions 1 and 0")
         if others:
             why += f" (MLM probes of {', '.join(others)} are not read: not pretrained with MLM)"
         return _not_read(*where, why)
+    if all(t == "lm" for _, t in own):
+        where = decoder_only
     parts.append(Part("MLM-pretrained encoders lose 1-1.5 nats", all_of(p.verdict for p in nats), _tally(nats))
                  if nats else Part("MLM-pretrained encoders lose 1-1.5 nats", NOT_READ, "no MLM-pretrained encoder"))
     electra = [m for m, t in objectives if "electra" in m.lower() and t == "mlm"]
@@ -503,10 +521,11 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
 
 
 def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str | None = None,
-               dtype: str | None = None) -> list[ClaimReading]:
+               dtype: str | None = None, probe_inputs: str | None = None) -> list[ClaimReading]:
     """`read_claims` on a run's output folder (``results.csv``, ``tables/fig4_patterns_<task>.csv``, stored
     predictions, the λ rankings' stability table), keeping the rows of `profile`, `layout` and `dtype` when given (a
-    folder may hold several runs' rows)."""
+    folder may hold several runs' rows), and those whose probe read its inputs as `probe_inputs` (None: as each
+    model's grids do by default, `papa.probing.standardize.probe_inputs_for`)."""
     from papa.runs.results import ResultsTable
 
     out = Path(out_dir)
@@ -516,6 +535,7 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
             results = results[results[column] == wanted]
     if layout is not None:
         results = results[_in_layout(results, layout)]
+    results = results[_with_probe_inputs(results, probe_inputs)]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
                 for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
     stability_path = out / "tables" / f"{RANKING_STABILITY_TABLE}.csv"
@@ -593,11 +613,33 @@ def stability_note(out_dir: str | Path) -> str:
 
 
 def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
-    """Rows made in `layout`, and the rows of models made only in the decoder layout: a profile's layout applies to
-    encoders, while a causal LM always reads left-aligned inputs (`papa.method.layout.layout_for`)."""
-    mine = results["layout"] == layout
-    decoders = set(results.loc[results["layout"] == DECODER_LAYOUT, "model"]) - set(results.loc[mine, "model"])
-    return mine | results["model"].isin(decoders)
+    """Rows made in `layout`, and the rows of causal LMs (`decoder_models`): a profile's layout applies to encoders,
+    while a causal LM always reads left-aligned inputs (`papa.method.layout.layout_for`)."""
+    return (results["layout"] == layout) | results["model"].isin(decoder_models(results))
+
+
+def decoder_models(results: pd.DataFrame) -> set[str]:
+    """The causal LMs among `results`' models: from the model's local config where it is on this machine, else
+    from its rows (a causal LM runs in the decoder layout only)."""
+    from papa.method.models import is_causal_model
+
+    layouts = results.groupby("model")["layout"].agg(set)
+    return {model for model, used in layouts.items()
+            if (causal := is_causal_model(model)) or (causal is None and used == {DECODER_LAYOUT})}
+
+
+def _with_probe_inputs(results: pd.DataFrame, probe_inputs: str | None) -> pd.Series:
+    """Rows whose probe read `probe_inputs`, or (None) each model's default (`decoder_models` read standardised
+    inputs); a task without a probe reads its inputs raw whatever was asked."""
+    from papa.probing.standardize import probe_inputs_for
+    from papa.tasks.registry import get_task
+
+    decoders = decoder_models(results)
+    trains = {task: get_task(task).trains_probe for task in set(results["task"])}
+    wanted = [probe_inputs_for(model in decoders, probe_inputs if trains[task] else None,
+                               trains_probe=trains[task]) for model, task in zip(results["model"], results["task"])]
+    return pd.Series(np.asarray(wanted, dtype=object) == results["probe_inputs"].to_numpy(), index=results.index,
+                     dtype=bool)
 
 
 def learns_tables(out_dir: str | Path) -> list[str]:

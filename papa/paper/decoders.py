@@ -18,9 +18,9 @@ LM_TASK = "lm"
 
 
 def relative_drops(curves: pd.DataFrame) -> pd.DataFrame:
-    """For curves of one selection method (`papa.paper.sections.main_curves`), per model, task and fraction: the share of the original score lost, (original - score) / |original|
-    (0 = nothing lost), so that a perplexity and an accuracy can share one axis. Columns as `curves` plus
-    ``relative_drop``; the 95% interval is scaled alike."""
+    """For curves of one selection method (`papa.paper.sections.main_curves`), per model, task and fraction: the
+    share of the original score lost, (original - score) / |original| (0 = nothing lost), so that a perplexity and
+    an accuracy can share one axis. Columns as `curves` plus ``relative_drop``; the 95% interval is scaled alike."""
     if curves.empty:
         return curves.assign(relative_drop=pd.Series(dtype=float))
     keys = ["model", "task", "selection"]
@@ -115,6 +115,45 @@ def hidden_state_scale(model, tokenizer, texts: Sequence[str], *, max_length: in
                          index=pd.RangeIndex(len(at_first), name="layer")).astype(float)
     table["ratio"] = table["first_token_max"] / table["other_tokens_max"]
     return table
+
+
+def probe_diagnosis(model, tokenizer, task: str, *, profile: str, data_dir: str | None = None,
+                    train_limit: int = 500, eval_limit: int = 300, epochs: int | None = None, seed: int = 0,
+                    top: int = 5, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Why the paper's probe does (not) learn on `model`'s hidden states (original attention), and what standardising
+    its inputs changes: `papa.probing.diagnostics.raw_vs_standardized` on the profile's draw of `task`'s examples
+    (at most `train_limit` training and `eval_limit` evaluation ones), with `epochs` (None: the profile's). Returns
+    that table and the `top` largest dimensions of the raw inputs the probe's MLP reads at initialisation (mean
+    pooling), with ``std_over_rms``: how much each varies with the input (0 = the same for every input)."""
+    from papa.method.architectures import is_causal
+    from papa.method.layout import layout_for
+    from papa.probing.diagnostics import input_scale, mlp_inputs, raw_vs_standardized
+    from papa.probing.features import FeatureSource, encode_task
+    from papa.probing.training import TrainSettings, make_probe
+    from papa.runs.profiles import get_profile
+    from papa.tasks.data import load_examples, resolve_data_dir
+    from papa.tasks.registry import get_task
+
+    spec, prof = get_task(task), get_profile(profile).for_task(task)
+    if not spec.trains_probe:
+        raise ValueError(f"task {task!r} trains no probe (the model's own head scores it): diagnose a downstream task")
+    root, causal, n = resolve_data_dir(data_dir), is_causal(model), spec.hparams.max_length
+    layout = layout_for(causal, None, prof.layout)
+
+    def source(split: str, limit: int, profile_limit: int | None) -> FeatureSource:
+        examples = load_examples(spec, split, root, limit=min(limit, profile_limit or limit), sample=prof.sample)
+        encoded = encode_task(tokenizer, spec, examples, max_length=n, model_type=model.config.model_type,
+                              layout=layout, causal=causal)
+        return FeatureSource(model, encoded, trainable_backbone=False, progress=progress, desc=f"{split} features")
+
+    train, evaluation = source("train", train_limit, prof.train_limit), source("eval", eval_limit, prof.eval_limit)
+    settings = TrainSettings.from_task(spec, epochs=epochs or prof.epochs)
+    table = raw_vs_standardized(spec, model, train, evaluation, settings, seed=seed)
+    fresh = make_probe(spec, model, n)
+    scale = input_scale(mlp_inputs(fresh, train), fresh.num_layers, fresh.hidden_size).head(top)
+    scale = scale.assign(std_over_rms=scale["std"] / scale["rms"])
+    table.attrs.update(train=len(train.data), eval=len(evaluation.data), epochs=settings.epochs)
+    return table, scale.reset_index(drop=True)
 
 
 def _decoder_inputs(model, tokenizer, texts: list[str], max_length: int) -> dict:

@@ -46,10 +46,11 @@ def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_
               data_dir: str | None = None, device: str = "cpu", seeds: Sequence[int] | None = None,
               fractions: Sequence[str] | None = None, constants: Sequence[str] = ("average",),
               selections: Sequence[str] = ("lambda",), constants_corpus: str = "task", force: bool = False,
-              progress: bool = True) -> pd.DataFrame:
+              probe_inputs: str | None = None, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) one grid per model and task; returns all their rows. Prints the time each grid took.
 
-    `seeds` and `fractions` None take the profile's.
+    `seeds` and `fractions` None take the profile's; `probe_inputs` None each model's default (raw for encoders,
+    standardized for causal LMs: `papa.probing.standardize`).
     """
     if not models or not tasks:
         raise ValueError("give at least one model and one task")
@@ -60,7 +61,7 @@ def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_
                              device=device, seeds=None if seeds is None else tuple(seeds),
                              fractions=None if fractions is None else tuple(fractions),
                              constants=tuple(constants), selections=tuple(selections),
-                             constants_corpus=constants_corpus, force=force)
+                             constants_corpus=constants_corpus, force=force, probe_inputs=probe_inputs)
             start = time.perf_counter()
             frames.append(run_grid(cfg, progress=progress))
             if progress:

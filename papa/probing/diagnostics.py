@@ -14,10 +14,13 @@ import pandas as pd
 import torch
 from torch import nn
 
+from papa.core.vocabulary import PAPER_PROBE_INPUTS, PROBE_INPUTS
 from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe
+from papa.probing.standardize import input_statistics
+from papa.probing.training import evaluate_probe, make_probe, train_probe
 
 __all__ = ["ProbeDiagnosis", "constant_prediction_share", "diagnose_probe", "hidden_saturation", "input_scale",
-           "mlp_inputs"]
+           "mlp_inputs", "raw_vs_standardized"]
 
 #: |pre-activation| above which tanh's gradient is below 0.071 (tanh'(2) = 1 - tanh(2)^2): a saturated unit.
 SATURATED = 2.0
@@ -111,3 +114,26 @@ def diagnose_probe(probe: nn.Module, source, *, top: int = 10, batch_size: int =
         top_share=float(scale["share"].sum()), top_dims=len(scale),
         top_std_over_rms=float(scale["std"].sum() / max(scale["rms"].sum(), 1e-300)),
     )
+
+
+def raw_vs_standardized(spec, model, train, evaluation, settings, *, seed: int = 0) -> pd.DataFrame:
+    """The paper's probe on `spec`'s task, reading the hidden states raw and standardised (`papa.probing.
+    standardize`), each freshly made with `seed`, diagnosed (`diagnose_probe` on `train`) at initialisation and after
+    training on `train` with `settings`, and scored on `evaluation` (feature sources of the same model). One row per
+    probe inputs: saturation and constant predictions before and after, the pre-activation spread at initialisation,
+    the first and last training loss, and the task's metric."""
+    rows = {}
+    for inputs in PROBE_INPUTS:
+        torch.manual_seed(seed)
+        probe = make_probe(spec, model, train.data.inputs["input_ids"].shape[1])
+        if inputs != PAPER_PROBE_INPUTS:
+            probe.set_input_statistics(input_statistics(probe, train))
+        before = diagnose_probe(probe, train)
+        losses = train_probe(probe, spec.kind, train, settings, seed=seed, progress=False)
+        after = diagnose_probe(probe, train)
+        rows[inputs] = {"saturated_at_init": before.saturated, "preactivation_std_at_init": before.preactivation_std,
+                        "constant_predictions_at_init": before.constant_predictions,
+                        "saturated_after": after.saturated, "constant_predictions_after": after.constant_predictions,
+                        "first_loss": losses[0], "last_loss": losses[-1],
+                        spec.metric: evaluate_probe(probe, spec, evaluation)}
+    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("probe_inputs")

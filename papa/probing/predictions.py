@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import CorruptArtifactError, InputError
 from papa.tasks.metrics import METRICS, UnknownMetricError, compute_metric
 from papa.tasks.metric_statistics import per_example_statistics
@@ -212,19 +212,11 @@ def _compact(a: np.ndarray) -> np.ndarray:
 def load_predictions(path: str | os.PathLike) -> EvalPredictions:
     """Load and validate a file written by `save_predictions`; its header's run id, task, metric and provenance
     come back as the predictions' `metadata`."""
-    from safetensors import safe_open
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no predictions file at {path}: predictions are written by a grid run "
                                 "(papa probe) since predictions were stored.")
-    try:
-        with safe_open(str(path), framework="np") as f:
-            header = f.metadata() or {}
-            arrays = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:  # safetensors raises several types for truncated/garbled files
-        raise CorruptArtifactError(f"{path} is not a readable safetensors file ({exc}); it may be truncated: "
-                                   "delete it and re-run that run (force).") from exc
+    header, arrays = read_safetensors(path, framework="np", fix="delete it and re-run that run (force)")
     if PREDICTIONS_HEADER_KEY not in header:
         raise CorruptArtifactError(f"{path} is a safetensors file but not papa predictions (no "
                                    f"'{PREDICTIONS_HEADER_KEY}' metadata).")

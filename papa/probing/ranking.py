@@ -13,6 +13,7 @@ import torch
 from papa.core.errors import InputError
 from papa.method.controller import PapaController
 from papa.probing.features import EncodedTask, FeatureSource
+from papa.probing.standardize import input_statistics
 from papa.probing.training import TrainSettings, make_probe, train_probe
 from papa.tasks.registry import TaskSpec
 
@@ -48,11 +49,12 @@ class LambdaTrace:
 
 def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask, settings: TrainSettings, *,
                   seed: int = 0, lambda_lr: float | None = None, progress: bool = True,
-                  trace: LambdaTrace | None = None) -> torch.Tensor:
+                  trace: LambdaTrace | None = None, standardize: bool = False) -> torch.Tensor:
     """Train a probe and θ of every head jointly; return λ [L, H] (the heads go back to their previous modes).
 
     `lambda_lr` is θ's learning rate (None: the probe's, `settings.learning_rate`); `trace` records λ along the way
-    (`LambdaTrace`) and the number of steps taken.
+    (`LambdaTrace`) and the number of steps taken. With `standardize` the probe reads standardised inputs
+    (`papa.probing.standardize`), with statistics of the training features at the start (every λ at 0.5).
     """
     if controller.constants is None:
         raise ValueError("learning λ needs constants to mix with: call controller.set_constants(...) first")
@@ -70,6 +72,8 @@ def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask
     try:
         controller.mix()  # all heads, λ = 0.5
         source = FeatureSource(model, train, trainable_backbone=True, progress=False)
+        if standardize:  # the source streams (no cache), and the statistics take no gradient
+            probe.set_input_statistics(input_statistics(probe, source))
         losses = train_probe(probe, spec.kind, source, settings, seed=seed, extra_parameters=[controller.theta],
                              extra_lr=lambda_lr, progress=progress, desc=f"learn λ ({spec.name})",
                              on_step=None if trace is None else on_step)

@@ -10,17 +10,42 @@ residual stream), which would otherwise saturate the MLP's tanh units from the f
 """
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
+from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.errors import Arg, CorruptArtifactError, InputError
+from papa.core.vocabulary import DECODER_PROBE_INPUTS, PAPER_PROBE_INPUTS, PROBE_INPUTS
 from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe
 
-__all__ = ["InputStatistics", "input_statistics"]
+__all__ = ["InputStatistics", "input_statistics", "load_input_statistics", "probe_inputs_for",
+           "save_input_statistics"]
 
 #: Added to each variance before the square root, as BatchNorm's default, so that a dimension constant over the
 #: training features is not divided by zero.
 VARIANCE_EPS = 1e-5
+
+
+def probe_inputs_for(causal: bool, requested: str | None, *, trains_probe: bool = True) -> str:
+    """What a run's probe reads (`PROBE_INPUTS`): `requested`, else the raw hidden states for an encoder (the paper's
+    probe) and standardised ones for a causal LM. A task that trains no probe (a decoder's LM objective, scored by
+    its own head) reads them raw; asking it for standardised inputs is refused."""
+    if requested is not None and requested not in PROBE_INPUTS:
+        fix = Arg("probe_inputs", None)
+        raise InputError(f"unknown probe inputs {requested!r}: choose one of {', '.join(PROBE_INPUTS)}, or give "
+                         f"{fix} for the model's default", advice=[fix])
+    if not trains_probe:
+        if requested not in (None, PAPER_PROBE_INPUTS):
+            fix = Arg("probe_inputs", None)
+            raise InputError(f"probe inputs {requested!r}: this task trains no probe (the model's own head scores "
+                             f"it), so there is nothing to standardise: give {fix}", advice=[fix])
+        return PAPER_PROBE_INPUTS
+    return requested or (DECODER_PROBE_INPUTS if causal else PAPER_PROBE_INPUTS)
 
 
 @dataclass(frozen=True)
@@ -65,3 +90,29 @@ def input_statistics(probe: SentenceProbe | TokenProbe, source, *, batch_size: i
     mean = total / count
     var = (square / count - mean ** 2).clamp_min(0)
     return InputStatistics(mean.float().cpu(), (var + VARIANCE_EPS).sqrt().float().cpu(), count)
+
+
+def save_input_statistics(path: str | os.PathLike, statistics: InputStatistics, metadata: dict) -> Path:
+    """Write `statistics` atomically as safetensors, with `metadata` (what run they standardise, JSON-able) and the
+    count in the header; returns the path."""
+    path = Path(path)
+    header = {"papa_input_statistics": json.dumps({**metadata, "count": statistics.count}, sort_keys=True)}
+    with atomic_path(path) as tmp:
+        save_file({"mean": statistics.mean.contiguous(), "std": statistics.std.contiguous()}, str(tmp),
+                  metadata=header)
+    return path
+
+
+def load_input_statistics(path: str | os.PathLike) -> tuple[InputStatistics, dict]:
+    """Read and validate what `save_input_statistics` wrote: the statistics and their metadata."""
+    header, tensors = read_safetensors(path, fix="delete it and re-run the grid point")
+    if "papa_input_statistics" not in header or set(tensors) != {"mean", "std"}:
+        raise CorruptArtifactError(f"{path} is not a papa input-statistics file (no metadata, or not exactly the "
+                                   "tensors mean and std): delete it and re-run the grid point.")
+    try:
+        metadata = json.loads(header["papa_input_statistics"])
+        statistics = InputStatistics(tensors["mean"].float(), tensors["std"].float(), int(metadata["count"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise CorruptArtifactError(f"{path}: invalid input statistics ({exc}): delete it and re-run the grid "
+                                   "point.") from exc
+    return statistics, metadata

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from papa.core.errors import InputError
-from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, RANKED
+from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, PAPER_PROBE_INPUTS, RANKED
 
 
 @dataclass(frozen=True, order=True)
@@ -50,10 +50,14 @@ class Job:
     seed: int
     profile: str
     layout: str             # input layout (papa.method.layout); rows written before layouts were recorded: sep_last
+    probe_inputs: str = PAPER_PROBE_INPUTS   # raw or standardized (papa.probing.standardize)
 
     @property
     def key(self) -> str:
-        return "|".join(str(v) for v in asdict(self).values())
+        values = asdict(self)
+        if values["probe_inputs"] == PAPER_PROBE_INPUTS:  # named only when not the paper's: older ids stay
+            del values["probe_inputs"]
+        return "|".join(str(v) for v in values.values())
 
     @property
     def id(self) -> str:
@@ -63,7 +67,7 @@ class Job:
     def point(self) -> tuple:
         """What the jobs of one unit share: everything but the seed."""
         return (self.model, self.task, self.constants, self.constants_corpus, self.selection, self.fraction,
-                self.profile, self.layout)
+                self.profile, self.layout, self.probe_inputs)
 
 
 def grid_jobs(cfg) -> list[Job]:
@@ -82,7 +86,7 @@ def grid_jobs(cfg) -> list[Job]:
                                 rounding=cfg.rounding)
                 for seed in cfg.seeds:
                     job = Job(model, cfg.task, key.constants, key.constants_corpus, key.selection, label, seed,
-                              cfg.profile, cfg.layout)
+                              cfg.profile, cfg.layout, cfg.probe_inputs)
                     jobs.setdefault(job.key, job)
     return list(jobs.values())
 
@@ -167,7 +171,7 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
     df = ResultsTable(path).read()
     df = df[df["dtype"] == DEFAULT_DTYPE]  # the reproduction runs in float32; rows of `papa probe --dtype` are others
     done = {Job(r.model, r.task, r.constants, r.constants_corpus, r.selection, r.fraction_label, int(r.seed),
-                r.profile, r.layout).key for r in df.itertuples()}
+                r.profile, r.layout, r.probe_inputs).key for r in df.itertuples()}
     return {j.key for j in jobs if j.key in done}
 
 
@@ -214,6 +218,7 @@ class Unit:
                           device=self.device, constants=("average" if j.constants == NONE else j.constants,),
                           selections=(j.selection if j.selection in SELECTION_METHODS else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
+                          probe_inputs=j.probe_inputs,
                           constants_corpus="task" if j.constants_corpus == NONE else j.constants_corpus)
 
 
@@ -246,7 +251,7 @@ def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None
 def _preparation(job: Job) -> tuple:
     """Jobs with the same preparation share its constants (and λ ranking)."""
     return (job.model, job.task, job.constants_corpus, job.constants.removeprefix("trainable_"), job.profile,
-            job.layout)
+            job.layout, job.probe_inputs)
 
 
 def run_unit(unit: Unit) -> list[str]:

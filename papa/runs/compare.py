@@ -17,7 +17,8 @@ from papa.runs.predictions_store import load_run_predictions
 from papa.runs.statistics import Estimate, Scores, difference, resample_weights, scores
 
 #: A setting: the columns of a result row that say what ran (besides model, task and seed).
-SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label", "layout", "dtype", "profile")
+SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label", "layout", "dtype", "probe_inputs",
+                   "profile")
 
 
 class RunScores:

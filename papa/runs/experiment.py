@@ -34,7 +34,7 @@ from tqdm.auto import tqdm
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
-from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, RANKED
+from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, PAPER_PROBE_INPUTS, RANKED
 from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
@@ -46,6 +46,7 @@ from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name,
 from papa.probing.convergence import lambda_movement
 from papa.probing.features import EncodedTask, FeatureSource, encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
+from papa.probing.standardize import InputStatistics, input_statistics, probe_inputs_for, save_input_statistics
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.runs.keys import point_key
 from papa.runs.names import constants_filenames, existing_file, ranking_filenames
@@ -65,7 +66,9 @@ RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ran
 class GridConfig:
     """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
     "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.runs.profiles); `layout` None
-    takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16)."""
+    takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16); `probe_inputs`
+    None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
+    papa.probing.standardize)."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -82,6 +85,7 @@ class GridConfig:
     force: bool = False
     layout: str | None = None
     dtype: str = DEFAULT_DTYPE
+    probe_inputs: str | None = None
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -121,11 +125,12 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
     causal = bool(is_causal_model(cfg.model))  # from the local config; unknown (hub-only) counts as an encoder
     layout = layout_for(causal, cfg.layout, prof.layout)
     check_task_fits_model(spec, causal, cfg.model)
+    probe_inputs = probe_inputs_for(causal, cfg.probe_inputs, trains_probe=spec.trains_probe)
     resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
-                   layout=layout, dtype=dtype), prof, spec
+                   layout=layout, dtype=dtype, probe_inputs=probe_inputs), prof, spec
 
 
 @dataclass
@@ -285,7 +290,7 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
     settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
     lambda_lr = prof.rank_lr or settings.learning_rate
     wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate,
-              "lambda_learning_rate": lambda_lr}
+              "lambda_learning_rate": lambda_lr, "probe_inputs": cfg.probe_inputs}
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = load_ranking(path)
         ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
@@ -302,12 +307,13 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
     trace = LambdaTrace()  # counts the steps
     lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
-                            progress=progress, trace=trace)
+                            progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS)
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=seed,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, lambda_learning_rate=lambda_lr, steps=trace.total_steps,
-        lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype)
+        lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype,
+        probe_inputs=cfg.probe_inputs)
     if distributed.is_main():
         ranking.save(path.with_name(names[0]))
     return ranking
@@ -318,7 +324,7 @@ def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED) -> list[str
     then an older version's (only a seed other than the grid's is named)."""
     cfg = s.cfg
     return ranking_filenames(s.controller.signature.model_name, cfg.task, kind, cfg.constants_corpus, s.max_length,
-                             cfg.profile, cfg.layout, cfg.dtype, seed=seed)
+                             cfg.profile, cfg.layout, cfg.dtype, seed=seed, probe_inputs=cfg.probe_inputs)
 
 
 def _stale_settings(recorded: dict, wanted: dict) -> str:
@@ -368,6 +374,9 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
         base["layout"] = cfg.layout
     if cfg.dtype != DEFAULT_DTYPE:  # and those made before dtypes were (all float32)
         base["dtype"] = cfg.dtype
+    standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
+    if standardize:  # and those of the paper's probe, which reads its inputs raw
+        base["probe_inputs"] = cfg.probe_inputs
     trainable = kind.startswith("trainable_") and not baseline
     train, epochs = s.train, s.profile.epochs
     if trainable and (s.profile.trainable_limit, s.profile.trainable_epochs) != (None, None):
@@ -399,6 +408,7 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             if training else None,
             FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
         untrained = None  # nothing trains (LM with the model's head): every seed scores the same model
+        statistics = None  # of the training features, once per point (papa.probing.standardize)
         for seed in todo:
             start = time.perf_counter()
             if trainable:
@@ -410,6 +420,11 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 train_src, eval_src = sources
             torch.manual_seed(seed)
             probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
+            if standardize:
+                if statistics is None:  # for trained constants: of the features at their initial values (the
+                    # source then streams, and the statistics take no gradient)
+                    statistics = _point_statistics(s, probe, train_src, base)
+                probe.set_input_statistics(statistics)
             extra = [ctrl.constants] if trainable else []
             if training:
                 train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
@@ -424,18 +439,35 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
                 save_run_predictions(s.out, ids[seed], predictions, task=cfg.task, metric=s.spec.metric,
                                      value=value, model=base["model"], constants=row_kind, constants_corpus=corpus,
                                      selection=row_method, fraction=label, seed=seed, profile=cfg.profile,
-                                     layout=cfg.layout, dtype=cfg.dtype)
+                                     layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs)
                 s.table.append([ResultRow(
                     model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
                     selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
-                    layout=cfg.layout, dtype=cfg.dtype, metric=s.spec.metric, value=value,
-                    runtime_s=time.perf_counter() - start, run_id=ids[seed],
+                    layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs, metric=s.spec.metric,
+                    value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
                     extra={"train_examples": len(train), "eval_examples": len(s.eval), "epochs": settings.epochs,
                            "features_cached": bool(sources and next(x for x in sources if x).cached)})])
             bar.update(1)
     if trainable:
         ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
     return list(ids.values())
+
+
+def statistics_path(out_dir: str | Path, point_id: str) -> Path:
+    """Where a grid point's standardisation statistics are stored (``<out>/probe_inputs/<point id>.safetensors``,
+    the point id being the run id of its configuration without the seed)."""
+    return Path(out_dir) / "probe_inputs" / f"{point_id}.safetensors"
+
+
+def _point_statistics(s: _Session, probe, source: FeatureSource, point: dict) -> InputStatistics:
+    """The statistics that standardise the probe's inputs at one grid point (`point`: its run configuration without
+    the seed), from its training features, stored with its runs: every seed of the point uses them."""
+    statistics = input_statistics(probe, source)
+    if distributed.is_main():
+        point_id = run_id(**point)
+        save_input_statistics(statistics_path(s.out, point_id), statistics,
+                              {"point_id": point_id, "point": point, "train_examples": len(source.data)})
+    return statistics
 
 
 def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING_SEED,

@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path, PurePath
 
-from papa.core.vocabulary import DEFAULT_DTYPE
+from papa.core.vocabulary import DEFAULT_DTYPE, PAPER_PROBE_INPUTS
 
 # The Hugging Face cache's layout: <cache>/models--<org>--<name>/snapshots/<revision>
 _HF_CACHE_DIR = re.compile(r"^models--(?P<id>.+)$")
@@ -90,10 +90,12 @@ def _constants_name(model: str, corpus: str, max_length: int, layout: str, kind:
 
 
 def _ranking_name(model: str, task: str, constants: str, corpus: str, max_length: int, profile: str, layout: str,
-                  dtype: str = DEFAULT_DTYPE, seed: int = 0) -> str:
+                  dtype: str = DEFAULT_DTYPE, seed: int = 0, probe_inputs: str = PAPER_PROBE_INPUTS) -> str:
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ValueError(f"a ranking's seed must be an integer, got {seed!r}.")
     # Only another seed than the grid's (0) is named, so that the grid's rankings keep their names.
     seed_suffix = "" if seed == 0 else f"-seed{seed}"
+    # Likewise only a probe that reads standardised inputs (papa.probing.standardize).
+    inputs_suffix = "" if probe_inputs == PAPER_PROBE_INPUTS else f"-{_slug(probe_inputs)}"
     return (f"{_slug(model)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
-            f"-n{max_length}-{_slug(profile)}{_dtype_suffix(dtype)}{seed_suffix}.safetensors")
+            f"-n{max_length}-{_slug(profile)}{_dtype_suffix(dtype)}{inputs_suffix}{seed_suffix}.safetensors")

@@ -1,36 +1,47 @@
-"""benchmarks/probe_diagnosis.py on the real offline model and SST-2: both probes' rows, with sane numbers."""
+"""The probe diagnosis (papa.paper.decoders.probe_diagnosis, benchmarks/probe_diagnosis.py) on the real offline model
+and SST-2: both probes' rows, with sane numbers."""
 from __future__ import annotations
 
-import re
 import sys
 
 import pytest
 
+import papa
 from conftest import REPO
+from papa.core.vocabulary import PROBE_INPUTS
+from papa.paper.decoders import probe_diagnosis
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-import probe_diagnosis  # noqa: E402
+import probe_diagnosis as benchmark  # noqa: E402
 
 pytestmark = pytest.mark.integration
 
 
-def test_the_diagnosis_table_on_minilm(data_dir, capsys):
-    probe_diagnosis.main(["--model", "all-MiniLM-L6-v2", "--task", "sst2", "--train", "48", "--eval", "32",
-                          "--epochs", "1", "--data-dir", str(data_dir)])
+def test_the_diagnosis_on_minilm(data_dir):
+    model, tokenizer = papa.load_model("all-MiniLM-L6-v2")
+    table, scale = probe_diagnosis(model, tokenizer, "sst2", profile="quick", data_dir=str(data_dir),
+                                   train_limit=48, eval_limit=32, epochs=1, progress=False)
+    assert tuple(table.index) == PROBE_INPUTS
+    assert (table.attrs["train"], table.attrs["eval"], table.attrs["epochs"]) == (48, 32, 1)
+    shares = ["saturated_at_init", "constant_predictions_at_init", "saturated_after", "constant_predictions_after",
+              "accuracy"]
+    assert ((table[shares] >= 0) & (table[shares] <= 1)).all().all()
+    # MiniLM's features are LayerNorm'd: the paper's probe starts unsaturated; standardised ones are O(1) by design
+    assert table.loc["raw", "saturated_at_init"] < 0.1
+    assert table.loc["standardized", "preactivation_std_at_init"] < 2
+    assert len(scale) == 5 and scale["rms"].is_monotonic_decreasing
+    assert ((scale["std_over_rms"] >= 0) & (scale["std_over_rms"] <= 1 + 1e-9)).all()
+
+
+def test_the_benchmark_prints_both_probes(data_dir, capsys):
+    benchmark.main(["--model", "all-MiniLM-L6-v2", "--task", "sst2", "--train", "32", "--eval", "16", "--epochs", "1",
+                    "--data-dir", str(data_dir)])
     out = capsys.readouterr().out
-    rows = [line for line in out.splitlines() if line.startswith(("| raw", "| standardised"))]
-    assert len(rows) == 2
-    for row in rows:
-        cells = [c.strip() for c in row.strip("|").split("|")]
-        shares = [float(cells[i]) for i in (1, 3, 4, 5)]
-        assert all(0.0 <= s <= 1.0 for s in shares)
-        assert 0.0 <= float(re.search(r"accuracy ([0-9.]+)", cells[7]).group(1)) <= 1.0
-    # MiniLM's features are LayerNorm'd: the paper's probe starts unsaturated
-    assert float(rows[0].strip("|").split("|")[1]) < 0.1
-    assert "48 training / 32 evaluation examples" in out
+    assert "32 training / 16 evaluation examples, 1 epochs" in out
+    assert [line.split()[0] for line in out.splitlines() if line.startswith(PROBE_INPUTS)] == list(PROBE_INPUTS)
 
 
 def test_a_task_without_a_trained_probe_is_refused_before_loading(capsys):
     with pytest.raises(SystemExit):
-        probe_diagnosis.main(["--task", "lm"])
+        benchmark.main(["--task", "lm"])
     assert "--task must be a sentence, pair or token task" in capsys.readouterr().err

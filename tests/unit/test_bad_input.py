@@ -411,7 +411,7 @@ def test_report_sorts_fractions_as_numbers(tmp_path, capsys):
                                value=0.5, run_id=f"r{label}"))
     assert cli.main(["report", "--results", str(tmp_path / "results.csv")]) == 0
     lines = capsys.readouterr().out.splitlines()[1:]
-    assert [line.split()[6] for line in lines] == ["1", "1/2", "1/8", "1/16", "0"]
+    assert [line.split()[7] for line in lines] == ["1", "1/2", "1/8", "1/16", "0"]
 
 
 def test_report_compare(tmp_path, capsys):

@@ -158,6 +158,12 @@ CASES: dict[str, dict] = {
                          "16", "--out", str(tmp / "out"), "--quiet"],
         sites={("method/layout.py", "layout")}, library_says=[f"layout={DECODER_LAYOUT!r}"],
         cli_says=[f"--layout {DECODER_LAYOUT}"]),
+    "probe inputs of a task without a probe": dict(
+        library=lambda tmp, mp: GridConfig(task="lm", model="smollm2", probe_inputs="standardized").resolved(),
+        cli=lambda tmp: ["probe", "--model", "smollm2", "--task", "lm", "--probe-inputs", "standardized", "--out",
+                         str(tmp / "out"), "--quiet"],
+        sites={("probing/standardize.py", "probe_inputs")}, library_says=["probe_inputs=None"],
+        cli_says=["no --probe-inputs"]),
     "device": dict(
         library=lambda tmp, mp: resolve_device("cuda"),
         cli=lambda tmp: ["probe", "--task", "sst2", "--device", "cuda", "--out", str(tmp / "out"), "--quiet"],

@@ -47,7 +47,8 @@ def _jitter(key, seed, size=0.002, seeds=5):
     return wobble[seed] - sum(wobble) / seeds
 
 
-def _rows(means, model="org/roberta-base", seed_effect=SEED_EFFECT, jitter=0.002, layout="official", extra=None):
+def _rows(means, model="org/roberta-base", seed_effect=SEED_EFFECT, jitter=0.002, layout="official", extra=None,
+          probe_inputs="raw"):
     rows = []
     for (task, kind, corpus, method, label), mean in means.items():
         for seed, effect in enumerate(seed_effect):
@@ -55,8 +56,10 @@ def _rows(means, model="org/roberta-base", seed_effect=SEED_EFFECT, jitter=0.002
             rows.append(ResultRow(model=model, task=task, constants=kind, constants_corpus=corpus,
                                   selection=method, fraction=float(as_fraction(label)), fraction_label=label,
                                   n_input_dependent=0, seed=seed, profile="quick", layout=layout,
-                                  metric="accuracy", value=mean + effect + _jitter(str(key), seed, jitter),
-                                  run_id=_rid(model, *key, seed),
+                                  probe_inputs=probe_inputs, metric="accuracy",
+                                  value=mean + effect + _jitter(str(key), seed, jitter),
+                                  run_id=_rid(model, *key, seed,
+                                              *(() if probe_inputs == "raw" else (probe_inputs,))),
                                   extra=(extra or {}).get(kind, {})))
     return rows
 
@@ -228,31 +231,46 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
 
 
 def test_a_decoders_own_lm_objective_reads_fig6_beside_the_encoders_mlm(run_dir):
-    """Claim (f) on a causal LM: its perplexity with its own frozen head (task lm) against its probes."""
+    """Claim (f) on a causal LM: its perplexity with its own frozen head (task lm) against its probes, at every
+    fraction the LM and the probes share, paired by seed; the decoder's probe reads standardised inputs."""
     rows = ResultsTable(run_dir / "results.csv").read()
     # and an encoder not pretrained with MLM, whose from-scratch MLM probe gets better without attention
     minilm = "st/all-MiniLM-L6-v2"
     zero = ("average", "task", "none", "0")
-    decoder = [*_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", *zero): -9.0}, model="org/decoder",
-                      seed_effect=(0.0,) * 5, jitter=0.0, layout="standard"),  # its own head: nothing trains
-               *_rows({("sst2", "none", "none", "none", "1"): 0.80, ("sst2", *zero): 0.76}, model="org/decoder",
+    half = ("average", "task", "lambda", "1/2")
+    decoder = [*_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", *zero): -9.0, ("lm", *half): -5.0},
+                      model="org/decoder", seed_effect=(0.0,) * 5, jitter=0.0, layout="standard"),  # nothing trains
+               *_rows({("sst2", "none", "none", "none", "1"): 0.80, ("sst2", *zero): 0.76, ("sst2", *half): 0.70},
+                      model="org/decoder", layout="standard", probe_inputs="standardized"),
+               # the same grid with the paper's raw probe, at its majority class: not the decoder's default, not read
+               *_rows({("sst2", "none", "none", "none", "1"): 0.51, ("sst2", *zero): 0.51}, model="org/decoder",
                       layout="standard"),
                *_rows({("mlm", "none", "none", "none", "1"): -8.7, ("mlm", *zero): -8.1,
-                       ("sst2", "none", "none", "none", "1"): 0.78, ("sst2", *zero): 0.75}, model=minilm,
-                      layout="standard")]
+                       ("sst2", "none", "none", "none", "1"): 0.78, ("sst2", *zero): 0.75}, model=minilm)]
     ResultsTable(run_dir / "results.csv").append(decoder)
     reading = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"]
-    assert reading.verdict == "holds"
     parts = {p.name: p for p in reading.parts}
-    assert parts["LM drops more than sst2 (decoder)"].verdict == "holds"
+    assert parts["LM drops more than sst2 at 0 (decoder)"].verdict == "holds"
     assert parts["MLM drops more than sst2, ner (roberta-base)"].verdict == "holds"
-    assert parts["LM drops more than sst2 (decoder)"].numbers.startswith("-4.00 -> -9.00 nats; relative drop minus "
-                                                                        "the tasks' 120.0% [")
+    assert parts["LM drops more than sst2 at 0 (decoder)"].numbers.startswith(
+        "-4.00 -> -9.00 nats; relative drop minus the tasks' 120.0% [")
+    # at 1/2 the probe loses 12.5%, the LM 25%: a gap of 12.5 points, paired by seed
+    assert parts["LM drops more than sst2 at 1/2 (decoder)"].numbers.startswith(
+        "-4.00 -> -5.00 nats; relative drop minus the tasks' 12.5% [")
+    assert "LM drops more than sst2 at 1/8 (decoder)" not in parts  # not run: not read
     assert parts["MLM probes of all-MiniLM-L6-v2"].verdict == "not read"
+    assert reading.verdict == "holds"
+    # the raw probe's rows are read when asked for
+    raw = {r.claim: r for r in run_claims(run_dir, profile="quick", probe_inputs="raw")}["fig6"]
+    assert {p.name for p in raw.parts} >= {"LM drops more than sst2 at 0 (decoder)"}
+    assert "0.51" not in reading.ours and raw.ours != reading.ours
     # a profile's layout is the encoders'; a decoder's rows are always in the decoder layout, and are read beside them
     official = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}["fig6"]
     assert "(decoder)" in official.ours
     assert len(rows) < len(ResultsTable(run_dir / "results.csv").read())
+    # the paper's claims on downstream tasks read the encoders only: the decoder's probes change none of them
+    before = {r.claim: r.ours for r in run_claims(run_dir, profile="quick") if r.claim != "fig6"}
+    assert all("decoder" not in ours for ours in before.values())
 
     # notebook 08's own probes-vs-majority table: a decoder probe at its majority baseline leaves the decoder out
     from papa.paper import sections
