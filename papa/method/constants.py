@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError
 from papa.core.vocabulary import DATA_FREE_KINDS, KINDS, LAYOUTS
 from papa.method.architectures import ModelSignature
@@ -157,15 +156,7 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no constants file at {path}: create one with `papa extract`.")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            header = f.metadata() or {}
-            names = set(f.keys())
-            tensors = {k: f.get_tensor(k) for k in names}
-    except Exception as exc:  # safetensors raises several types for truncated/garbled files
-        raise CorruptArtifactError(
-            f"{path} is not a readable safetensors file ({exc}); it may be truncated: delete it and re-run `papa extract`."
-        ) from exc
+    header, tensors = read_safetensors(path, fix="delete it and re-run `papa extract`")
     if "papa" not in header or "matrices" not in tensors:
         raise CorruptArtifactError(f"{path} is a safetensors file but not a papa constants file (no 'papa' metadata "
                                    "or no 'matrices' tensor): pass a file written by `papa extract`.")

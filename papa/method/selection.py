@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError, InputError
 from papa.core.vocabulary import PAPER_FRACTIONS as _PAPER_FRACTION_LABELS, ROUNDINGS, SELECTION_METHODS
 
@@ -374,15 +373,7 @@ def load_ranking(path: str | os.PathLike) -> HeadRanking:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no head ranking file at {path}: create one with {RANK_COMMAND}.")
-    try:
-        with safe_open(str(path), framework="pt") as f:
-            header = f.metadata() or {}
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-    except Exception as exc:  # safetensors raises several types for truncated/garbled files
-        raise CorruptArtifactError(
-            f"{path} is not a readable safetensors file ({exc}); it may be truncated: "
-            f"delete it and re-run {RANK_COMMAND}."
-        ) from exc
+    header, tensors = read_safetensors(path, fix=f"delete it and re-run {RANK_COMMAND}")
     if RANKING_HEADER_KEY not in header or "order" not in tensors:
         raise CorruptArtifactError(f"{path} is a safetensors file but not a papa head ranking (no "
                                    f"'{RANKING_HEADER_KEY}' metadata or no 'order' tensor): re-run {RANK_COMMAND}.")

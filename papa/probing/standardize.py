@@ -35,13 +35,12 @@ def probe_inputs_for(causal: bool, requested: str | None, *, trains_probe: bool 
     """What a run's probe reads (`PROBE_INPUTS`): `requested`, else the raw hidden states for an encoder (the paper's
     probe) and standardised ones for a causal LM. A task that trains no probe (a decoder's LM objective, scored by
     its own head) reads them raw; asking it for standardised inputs is refused."""
+    fix = Arg("probe_inputs", None)
     if requested is not None and requested not in PROBE_INPUTS:
-        fix = Arg("probe_inputs", None)
         raise InputError(f"unknown probe inputs {requested!r}: choose one of {', '.join(PROBE_INPUTS)}, or give "
                          f"{fix} for the model's default", advice=[fix])
     if not trains_probe:
         if requested not in (None, PAPER_PROBE_INPUTS):
-            fix = Arg("probe_inputs", None)
             raise InputError(f"probe inputs {requested!r}: this task trains no probe (the model's own head scores "
                              f"it), so there is nothing to standardise: give {fix}", advice=[fix])
         return PAPER_PROBE_INPUTS
