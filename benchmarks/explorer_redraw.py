@@ -39,7 +39,7 @@ sys.path.insert(0, str(REPO))
 
 from papa.method.architectures import model_signature  # noqa: E402
 from papa.method.extract import extract_constants  # noqa: E402
-from papa.method.selection import HeadRanking  # noqa: E402
+from papa.method.rankings import HeadRanking  # noqa: E402
 from papa.paper.explorer import GRID_SCOPES, HeadExplorer, find_artifacts  # noqa: E402
 
 N = 512

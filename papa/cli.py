@@ -14,69 +14,26 @@ from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE
                                    PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS,
                                    SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
-from papa.runs.names import constants_filename
 from papa.tasks.registry import task_names
 
 
 def _extract(args: argparse.Namespace) -> int:
-    from papa.core import distributed
-    from papa.core.artifacts import check_output_dir
-    from papa.method.extract import extract_constants
-    from papa.method.layout import layout_for
-    from papa.method.models import canonical_model_name, is_causal_model, load_model, resolve_device
-    from papa.runs.experiment import record_dtype
-    from papa.tasks.corpus import file_corpus, task_corpus
+    from papa.runs.constants_cache import extract_to_file
+    from papa.tasks.corpus import CorpusSource
 
-    # Everything that can be checked is, before any data or weights are read.
-    resolve_device(args.device)
-    check_output_dir(args.out)
-    if Path(args.task).suffix.lower() in (".txt", ".tsv") and not Path(args.task).is_file():
-        raise FileNotFoundError(f"no corpus file at {args.task}: give an existing .txt/.tsv file or a task name")
-    _check_length(args.model, args.max_length)
-    token_task = False
-    if Path(args.task).is_file():
-        corpus = file_corpus(args.task, args.text_column, args.pair_column, limit=args.limit)
-    else:
-        from papa.tasks.registry import get_task
-
-        token_task = get_task(args.task).token_level
-        corpus = task_corpus(args.task, args.split, data_dir=args.data_dir, limit=args.limit)
-    # A layout the model cannot read is refused before loading when its config is here; once loaded (a hub model's
-    # config is here then), extract_constants takes the model's default layout unless --layout names one.
-    layout_for(bool(is_causal_model(args.model)), args.layout, REPRODUCTION_LAYOUT)
-    model, tokenizer = load_model(args.model, device=distributed.process_device(args.device), dtype=args.dtype)
-    name = canonical_model_name(args.model)
-    start = time.perf_counter()
-    constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=args.max_length,
-                                  batch_size=args.batch_size, layout=args.layout, corpus=corpus.name,
-                                  token_task=token_task, model_name=name, progress=not args.quiet)
-    constants = record_dtype(constants, args.dtype)
-    if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
+    source = CorpusSource(args.task, split=args.split, limit=args.limit, text_column=args.text_column,
+                          pair_column=args.pair_column)
+    constants, path, seconds = extract_to_file(args.model, source, max_length=args.max_length, out_dir=args.out,
+                                               layout=args.layout, dtype=args.dtype, device=args.device,
+                                               batch_size=args.batch_size, data_dir=args.data_dir,
+                                               progress=not args.quiet)
+    if path is None:  # not the main process under `accelerate launch`
         return 0
-    path = constants.save(Path(args.out) / constants_filename(name, corpus.name, args.max_length,
-                                                              constants.metadata.layout, dtype=args.dtype))
     meta = constants.metadata
-    print(f"wrote {path}\n  model {name} ({meta.model.num_layers} layers x {meta.model.num_heads} heads), "
-          f"{meta.num_examples} examples from {corpus.name}, length {meta.max_length}, layout {meta.layout}, "
-          f"{args.dtype}, {time.perf_counter() - start:.1f}s")
+    print(f"wrote {path}\n  model {meta.model.model_name} ({meta.model.num_layers} layers x {meta.model.num_heads} "
+          f"heads), {meta.num_examples} examples from {meta.corpus}, length {meta.max_length}, layout {meta.layout}, "
+          f"{args.dtype}, {seconds:.1f}s")
     return 0
-
-
-def _check_length(model: str, max_length: int) -> None:
-    """Refuse a length beyond the model's positions from its config alone, when that is on this machine (else
-    `extract_constants` refuses it once the model is loaded)."""
-    from papa.core.errors import InputError, PapaError
-    from papa.method.extract import max_positions
-    from papa.method.models import local_config
-
-    config = local_config(model)
-    try:
-        limit = None if config is None else max_positions(config)
-    except PapaError:  # an unsupported model: `load_model` says so in its own words
-        return
-    if limit is not None and max_length > limit:
-        raise InputError(f"--max-length {max_length} is longer than the {limit} positions the model has: extract at "
-                         f"--max-length {limit} or less.")
 
 
 def _grid_config(args: argparse.Namespace, **overrides):

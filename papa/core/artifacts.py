@@ -57,6 +57,20 @@ def read_safetensors(path: str | os.PathLike, *, framework: str = "pt", fix: str
                                    f"{fix}.") from exc
 
 
+def read_safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The header metadata of the safetensors file at `path` ({} if it has none), without reading its tensors.
+
+    A file that cannot be read as safetensors (missing, truncated, another format) raises `CorruptArtifactError`.
+    """
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:  # the header alone: no tensor is read, so numpy does
+            return f.metadata() or {}
+    except Exception as exc:  # safetensors raises several types for truncated/garbled files
+        raise CorruptArtifactError(f"{path} is not a readable safetensors file ({exc}).") from exc
+
+
 def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
     """Write `obj` as indented JSON, atomically."""
     with atomic_path(path) as tmp:

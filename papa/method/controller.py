@@ -22,6 +22,7 @@ from contextlib import contextmanager
 
 import torch
 from torch import nn
+from torch.utils.hooks import RemovableHandle
 
 from papa.core.errors import InputError, PapaError
 from papa.method.architectures import ModelInfo, ModelSignature, describe_model, model_signature
@@ -43,7 +44,8 @@ class PapaController(nn.Module):
     """The PAPA state of one encoder: head modes, constants, mixing weights θ, and capture.
 
     Trainable parameters are `theta` (always) and the constants when ``trainable_constants=True``; pass
-    ``controller.parameters()`` (plus the probe's) to an optimiser.
+    ``controller.parameters()`` (plus the probe's) to an optimiser. Adapters see it as a
+    `papa.method.adapters.base.AdapterContext`, and use nothing else of it.
     """
 
     def __init__(self, model: nn.Module, info: ModelInfo, model_name: str | None = None):
@@ -58,7 +60,7 @@ class PapaController(nn.Module):
         self.stats: AttentionStats | None = None
         self._valid: torch.Tensor | None = None   # [B, n] bool of the forward pass in flight; None: no padding
         self._n: int | None = None
-        self._handles: list = []
+        self._handles: list[RemovableHandle] = []
         self._attn_impl: str | None = None   # the attention implementation the adapter replaced, if any
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
         self._allowed_cache: dict = {}       # one `Allowed` per mask tensor of the forward pass in flight
@@ -231,7 +233,8 @@ class PapaController(nn.Module):
             self._allowed_cache[key] = found
         return found[1]
 
-    def _valid_for(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
+    def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
+        """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
         v = self._valid
         if v is None:
             return None
@@ -239,7 +242,7 @@ class PapaController(nn.Module):
             raise InputError(f"padding mask of shape {tuple(v.shape)} does not match attention over {batch} x {n}")
         return v.to(device)
 
-    def _layer_needs(self, layer: int) -> tuple[bool, bool]:
+    def layer_needs(self, layer: int) -> tuple[bool, bool]:
         """(any head not kept, any head mixed) for `layer`."""
         modes = self.modes[layer]
         return bool((modes != KEEP).any()), bool((modes == MIX).any())
@@ -283,12 +286,26 @@ class PapaController(nn.Module):
         return w * probs + (1 - w) * c
 
     # ---- attach / detach ----------------------------------------------------------------------------------------
+    def add_hook(self, handle: RemovableHandle) -> None:
+        """Take a hook handle to remove on `detach` (before the adapter's `remove` runs)."""
+        self._handles.append(handle)
+
+    def remember_attn_implementation(self, name: str) -> None:
+        """Note the model's attention implementation before an adapter replaces it."""
+        self._attn_impl = name
+
+    def restore_attn_implementation(self) -> None:
+        """Put back the implementation `remember_attn_implementation` noted, if any, and forget it."""
+        if self._attn_impl is not None:
+            self.model.set_attn_implementation(self._attn_impl)
+            self._attn_impl = None
+
     def _install(self) -> None:
         model, info = self.model, self.info
         self._forward_signature = inspect.signature(info.base.forward)
-        self._handles.append(info.base.register_forward_pre_hook(
+        self.add_hook(info.base.register_forward_pre_hook(
             lambda m, a, k: self._begin_forward(m, a, k), with_kwargs=True))
-        self._handles.append(info.base.register_forward_hook(self._end_forward))
+        self.add_hook(info.base.register_forward_hook(self._end_forward))
         info.adapter.install(self)
         for name, p in model.named_parameters():
             self._requires_grad[name] = p.requires_grad

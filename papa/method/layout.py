@@ -190,54 +190,30 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     if layout == "official":
         return _encode_official(tokenizer, texts, text_pairs, max_length, model_type, pretokenized,
                                 token_task or pretokenized)
+    return _encode_template(tokenizer, texts, text_pairs, max_length, layout, model_type, pretokenized)
+
+
+def _encode_template(tokenizer, texts, text_pairs, n: int, layout: str, model_type: str | None,
+                     pretokenized: bool) -> LayoutBatch:
+    """papa's own layouts (`sep_last`, `standard`): each input's content cut to the room its template leaves,
+    placed around the template's special tokens (`_single_slots`, `_pair_slots`)."""
     t = _template(tokenizer, pair=text_pairs is not None)
-    n = max_length
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
         raise ValueError("the tokenizer has no pad token; PAPA pads every input to a fixed length")
     if text_pairs is None:
-        room = n - len(t.prefix) - len(t.suffix)
+        rooms = (n - len(t.prefix) - len(t.suffix),)
     else:
         half = n // 2
-        room_a = half + 1 - len(t.prefix) - len(t.middle)
-        room_b = n - (half + 1) - len(t.suffix)
-        room = min(room_a, room_b)
-    if room < 1:
+        rooms = (half + 1 - len(t.prefix) - len(t.middle), n - (half + 1) - len(t.suffix))
+    if min(rooms) < 1:
         raise ValueError(f"max_length={n} leaves no room for text after the special tokens; use a longer length")
-
-    all_ids, all_mask, all_types, all_words, truncated = [], [], [], [], []
-    for i, text in enumerate(texts):
-        a, wa = _content(tokenizer, text, pretokenized)
-        if text_pairs is None:
-            cut = len(a) > room
-            a, wa = a[:room], wa[:room]
-            body = [*t.prefix, *a]
-            body_types = [*t.prefix_types, *[t.type_a] * len(a)]
-            body_words = [None] * len(t.prefix) + wa
-            ids, types, words, mask = _place(body, body_types, body_words, t.suffix, t.suffix_types, n, pad_id, layout)
-        else:
-            b, wb = _content(tokenizer, text_pairs[i], False)
-            cut = len(a) > room_a or len(b) > room_b
-            a, b = a[:room_a], b[:room_b]
-            first = [*t.prefix, *a]
-            first_types = [*t.prefix_types, *[t.type_a] * len(a)]
-            if layout == "sep_last":
-                ids1, types1, _, mask1 = _place(first, first_types, [None] * len(first), t.middle, t.middle_types,
-                                                half + 1, pad_id, layout)
-                ids2, types2, _, mask2 = _place(b, [t.type_b] * len(b), [None] * len(b), t.suffix, t.suffix_types,
-                                                n - half - 1, pad_id, layout)
-                ids, types, mask = ids1 + ids2, types1 + types2, mask1 + mask2
-            else:
-                body = [*first, *t.middle, *b]
-                body_types = [*first_types, *t.middle_types, *[t.type_b] * len(b)]
-                ids, types, _, mask = _place(body, body_types, [None] * len(body), t.suffix, t.suffix_types, n,
-                                             pad_id, layout)
-            words = [None] * n
-        all_ids.append(ids)
-        all_mask.append(mask)
-        all_types.append(types)
-        all_words.append(words)
-        truncated.append(cut)
+    rows = [_single_slots(t, _content(tokenizer, text, pretokenized), rooms[0], n, pad_id, layout)
+            if text_pairs is None else
+            _pair_slots(t, _content(tokenizer, text, pretokenized)[0], _content(tokenizer, text_pairs[i], False)[0],
+                        rooms, n, pad_id, layout)
+            for i, text in enumerate(texts)]
+    all_ids, all_types, all_words, all_mask, truncated = (list(column) for column in zip(*rows))
 
     import torch
 
@@ -248,6 +224,42 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
     if model_type is not None and not positions_from_padding(model_type):
         inputs["position_ids"] = position_ids(attention_mask)
     return LayoutBatch(inputs=inputs, word_ids=all_words if pretokenized else None, truncated=truncated)
+
+
+def _single_slots(t: _Template, content: tuple[list[int], list[int | None]], room: int, n: int, pad_id: int,
+                  layout: str) -> tuple:
+    """One single input's (ids, token types, word ids, attention mask, truncated) in `layout`."""
+    a, wa = content
+    cut = len(a) > room
+    a, wa = a[:room], wa[:room]
+    body = [*t.prefix, *a]
+    body_types = [*t.prefix_types, *[t.type_a] * len(a)]
+    body_words = [None] * len(t.prefix) + wa
+    return (*_place(body, body_types, body_words, t.suffix, t.suffix_types, n, pad_id, layout), cut)
+
+
+def _pair_slots(t: _Template, a: list[int], b: list[int], rooms: tuple[int, int], n: int, pad_id: int,
+                layout: str) -> tuple:
+    """One text pair's (ids, token types, word ids, attention mask, truncated) in `layout`: in `sep_last` each
+    text fills its own half, separator last in each; in `standard` they follow each other."""
+    room_a, room_b = rooms
+    cut = len(a) > room_a or len(b) > room_b
+    a, b = a[:room_a], b[:room_b]
+    first = [*t.prefix, *a]
+    first_types = [*t.prefix_types, *[t.type_a] * len(a)]
+    if layout == "sep_last":
+        half = n // 2
+        ids1, types1, _, mask1 = _place(first, first_types, [None] * len(first), t.middle, t.middle_types,
+                                        half + 1, pad_id, layout)
+        ids2, types2, _, mask2 = _place(b, [t.type_b] * len(b), [None] * len(b), t.suffix, t.suffix_types,
+                                        n - half - 1, pad_id, layout)
+        ids, types, mask = ids1 + ids2, types1 + types2, mask1 + mask2
+    else:
+        body = [*first, *t.middle, *b]
+        body_types = [*first_types, *t.middle_types, *[t.type_b] * len(b)]
+        ids, types, _, mask = _place(body, body_types, [None] * len(body), t.suffix, t.suffix_types, n, pad_id,
+                                     layout)
+    return ids, types, [None] * n, mask, cut
 
 
 def _encode_decoder(tokenizer, texts, text_pairs, n: int, pretokenized: bool) -> LayoutBatch:

@@ -24,15 +24,16 @@ import ipywidgets as widgets
 import matplotlib
 import torch
 import traitlets
-from safetensors import safe_open
 
-from papa.core.errors import InputError
+from papa.core.artifacts import read_safetensors_metadata
+from papa.core.errors import CorruptArtifactError, InputError
 from papa.method.architectures import model_signature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata, load_constants
 from papa.method.controller import attach
 from papa.method.layout import encode
 from papa.method.models import load_model
-from papa.method.selection import RANKING_HEADER_KEY, HeadRanking, load_ranking, replacement_order
+from papa.method.rankings import RANKING_HEADER_KEY, HeadRanking, load_ranking
+from papa.method.selection import replacement_order
 from papa.paper.figures import attention_vs_constant, png_bytes
 from papa.paper.inspection import live_attention, mean_pooled
 from papa.paper.patterns import head_patterns, special_slots
@@ -100,9 +101,8 @@ def find_artifacts(directory: str | os.PathLike) -> Artifacts:
 
 def _header(path: Path) -> dict[str, str]:
     try:
-        with safe_open(str(path), framework="pt") as f:
-            return f.metadata() or {}
-    except Exception:  # noqa: BLE001 - not a safetensors file: nothing to list
+        return read_safetensors_metadata(path)
+    except CorruptArtifactError:  # not a safetensors file: nothing to list
         return {}
 
 

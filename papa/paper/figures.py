@@ -105,7 +105,7 @@ def relative_drop_curves(drops: pd.DataFrame, *, title: str = "") -> plt.Figure:
 
 def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None, *, title: str = "") -> plt.Figure:
     """One panel per task: the original-attention probe's metric (95% interval) against training examples
-    (`papa.paper.sections.learning_curves`), with the majority-class baseline as a dashed line where given."""
+    (`papa.paper.grids.run` of a "curves" declaration), with the majority-class baseline as a dashed line where given."""
     if curves.empty:
         raise ValueError("no learning curve to plot: the profile draws none (its `curves`)")
     tasks = list(dict.fromkeys(curves["task"]))

@@ -1,9 +1,7 @@
-"""The paper's sections as runs and tables: what each notebook computes, kept out of the notebooks.
+"""The paper's sections as tables: what each notebook computes from its runs, kept out of the notebooks.
 
-`run_grids` runs one probing grid per (model, task) through `papa.runs.experiment.run_grid`, so every section shares
-one results table (``<out>/results.csv``) and one cache of constants and rankings: a point computed for Fig. 2 is
-reused by Table 1 and Fig. 5. The other functions select a section's rows from that table and aggregate them over
-seeds (mean, 95% interval).
+What each section runs is declared in `papa.paper.grids` (and run there); the functions here select a section's
+rows from the shared results table and aggregate them over seeds (mean, 95% interval).
 
 Conventions of the results table (see `papa.runs.experiment`): fraction 1 is recorded with constants and selection
 ``none`` (nothing replaced), fraction 0 with selection ``none`` (every head replaced, no selection involved).
@@ -19,7 +17,7 @@ import pandas as pd
 
 from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS, SELECTION_METHODS
-from papa.runs.experiment import GridConfig, run_grid
+from papa.paper.grids import Grids
 from papa.runs.results import aggregate, relative_drop
 
 # Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
@@ -35,53 +33,6 @@ LEARNS_TABLES = (LEARNS_TABLE, DECODER_LEARNS_TABLE)
 RANKING_STABILITY_TABLE = "ranking_stability"
 #: The seeds whose λ rankings `ranking_stability` compares: the grids' own (0) and one more.
 STABILITY_SEEDS = (0, 1)
-
-
-#: How notebooks call the functions that run grids: a notebook's cells up to its last such call list its jobs
-#: (`papa.reproduce.jobs.notebook_grids`).
-GRID_RUNNERS = ("sections.run_grids(", "sections.learning_curves(")
-
-
-def run_grids(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
-              data_dir: str | None = None, device: str = "cpu", seeds: Sequence[int] | None = None,
-              fractions: Sequence[str] | None = None, constants: Sequence[str] = ("average",),
-              selections: Sequence[str] = ("lambda",), constants_corpus: str = "task", force: bool = False,
-              probe_inputs: str | None = None, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) one grid per model and task; returns all their rows. Prints the time each grid took.
-
-    `seeds` and `fractions` None take the profile's; `probe_inputs` None each model's default (raw for encoders,
-    standardized for causal LMs: `papa.probing.standardize`).
-    """
-    if not models or not tasks:
-        raise ValueError("give at least one model and one task")
-    frames = []
-    for model in models:
-        for task in tasks:
-            cfg = GridConfig(task=task, model=model, profile=profile, data_dir=data_dir, out_dir=out_dir,
-                             device=device, seeds=None if seeds is None else tuple(seeds),
-                             fractions=None if fractions is None else tuple(fractions),
-                             constants=tuple(constants), selections=tuple(selections),
-                             constants_corpus=constants_corpus, force=force, probe_inputs=probe_inputs)
-            start = time.perf_counter()
-            frames.append(run_grid(cfg, progress=progress))
-            if progress:
-                print(f"{model.split('/')[-1]} {task}: {time.perf_counter() - start:.0f}s", flush=True)
-    return pd.concat(frames, ignore_index=True)
-
-
-def task_available(task: str, data_dir: str | None = None) -> bool:
-    """Whether `task`'s training file is in the local data directory (always True on the hub path)."""
-    from papa.tasks.data import resolve_data_dir
-    from papa.tasks.registry import get_task
-
-    root = resolve_data_dir(data_dir)
-    return root is None or (root / get_task(task).local.train_file).is_file()
-
-
-def other_corpus(preferred: str = "mnli", fallback: str = "mlm", data_dir: str | None = None) -> str:
-    """The corpus for Table 2's "constants from another corpus": `preferred` (MNLI, as the paper) when its data is
-    available, else `fallback` (WikiText, the MLM task's unlabeled text)."""
-    return preferred if task_available(preferred, data_dir) else fallback
 
 
 def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
@@ -272,32 +223,6 @@ def split_learning(frame: pd.DataFrame, learns: pd.DataFrame | None) -> tuple[pd
     return frame[~out], frame[out]
 
 
-def learning_curves(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
-                    data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                    progress: bool = True) -> pd.DataFrame:
-    """The original-attention probe's score against its training-set size, at the sizes the profile's ``curves``
-    give each of `tasks` (`papa.runs.profiles.Profile.curve_profile`): one grid at fraction 1 per size, rows
-    aggregated over seeds with the number of training examples. Empty when the profile draws no curve."""
-    from papa.runs.profiles import get_profile
-
-    prof = get_profile(profile)
-    frames = []
-    for task in tasks:
-        for size in prof.curve_sizes(task):
-            point = prof.curve_profile(task, size)
-            rows = run_grids(models, [task], profile=point.name, out_dir=out_dir, data_dir=data_dir, device=device,
-                             fractions=["1"], force=force, progress=progress)
-            if rows.empty:  # a grid that only records its jobs (papa.reproduce.jobs) runs nothing
-                continue
-            examples = rows["extra"].map(lambda text: json.loads(text)["train_examples"])
-            frames.append(aggregate(rows).assign(train_examples=int(examples.max())))
-    columns = ["model", "task", "metric", "train_examples", "n", "mean", "ci95"]
-    if not frames:
-        return pd.DataFrame(columns=columns)
-    return pd.concat(frames, ignore_index=True)[columns].sort_values(["model", "task", "train_examples"],
-                                                                     ignore_index=True)
-
-
 def ranking_stability(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
                       data_dir: str | None = None, device: str = "cpu", force: bool = False,
                       progress: bool = True) -> pd.DataFrame:
@@ -312,8 +237,8 @@ def ranking_stability(models: Sequence[str], tasks: Sequence[str], *, profile: s
     rows = []
     for model in models:
         for task in tasks:
-            cfg = GridConfig(task=task, model=model, profile=profile, data_dir=data_dir, out_dir=out_dir,
-                             device=device, force=force)
+            [cfg] = Grids((model,), (task,)).configs(profile=profile, out_dir=out_dir, data_dir=data_dir,
+                                                     device=device, force=force)
             start = time.perf_counter()
             row = stability_row(cfg, seeds=STABILITY_SEEDS, progress=progress)
             rows.append({**row, "seeds": " ".join(map(str, row["seeds"]))})

@@ -3,9 +3,8 @@
 A `Job` is one probe run: (model, task, constants, constants corpus, selection, fraction, seed, profile, input
 layout). Its
 `key` spells these out and its `id` is a short hash of the key; both are stable across machines and runs.
-The jobs of a reproduction are read off the section notebooks themselves (`notebook_jobs`): their cells are
-executed up to their last grid with the grid runner replaced by a recorder, so the notebooks stay the one place
-that says what each section runs.
+The jobs of a reproduction are read off the sections' grid declarations (`papa.paper.grids`), which the section
+notebooks run, called with each notebook's parameters (`notebook_jobs`): no notebook is executed to list them.
 
 Jobs are run in two waves of units (`plan_units`):
 
@@ -24,9 +23,7 @@ cluster job.
 """
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import io
 import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
@@ -94,41 +91,15 @@ def grid_jobs(cfg) -> list[Job]:
 # ---- what the notebooks run --------------------------------------------------------------------------------------
 
 def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: str | Path | None = None) -> list:
-    """The `GridConfig`s notebook `name` runs with `parameters` (e.g. `papa.reproduce.notebooks.notebook_parameters`).
+    """The `GridConfig`s notebook `name` runs with `parameters` (e.g. `papa.reproduce.notebooks.notebook_parameters`),
+    read off its section's declaration (`papa.paper.grids.section_grids`) with the notebook's own parameter values
+    where `parameters` gives none: no cell is executed."""
+    from papa.paper.grids import section_grids
+    from papa.reproduce.notebooks import NOTEBOOK_DIR, default_parameters
 
-    Executes the notebook's cells in this process up to its last grid, with `papa.paper.sections`' grid runner
-    recording instead of running; cells after that (tables, figures) are not executed.
-    """
-    import nbformat
-    import pandas as pd
-
-    from papa.paper import sections
-    from papa.reproduce.notebooks import NOTEBOOK_DIR
-    from papa.runs.results import COLUMNS
-
-    path = Path(notebook_dir or NOTEBOOK_DIR) / f"{name}.ipynb"
-    if not path.is_file():
-        raise InputError(f"notebook {path} not found; the notebooks are {', '.join(NOTEBOOKS)}")
-    cells = [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
-    last = max((i for i, c in enumerate(cells) if any(f in c.source for f in sections.GRID_RUNNERS)), default=-1)
-    recorded = []
-
-    def record(cfg, progress=True):
-        recorded.append(cfg)
-        return pd.DataFrame(columns=list(COLUMNS))
-
-    namespace: dict = {}
-    original = sections.run_grid
-    sections.run_grid = record
-    try:
-        with contextlib.redirect_stdout(io.StringIO()), _cwd(path.parent):
-            for i, cell in enumerate(cells[: last + 1]):
-                exec(compile(cell.source, f"{name}.ipynb cell {i}", "exec"), namespace)
-                if "parameters" in cell.metadata.get("tags", []):
-                    namespace.update(parameters or {})
-    finally:
-        sections.run_grid = original
-    return recorded
+    values = {**default_parameters(name, notebook_dir or NOTEBOOK_DIR), **(parameters or {})}
+    options = {k: values[k] for k in ("profile", "out_dir", "data_dir", "device", "force")}
+    return [cfg for grids in section_grids(name, values).values() for cfg in grids.configs(**options)]
 
 
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
@@ -147,16 +118,6 @@ def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: st
         for cfg in notebook_grids(name, params):
             jobs.update((j.key, j) for j in grid_jobs(cfg))
     return list(jobs.values())
-
-
-@contextlib.contextmanager
-def _cwd(path: Path):
-    before = Path.cwd()
-    os.chdir(path)
-    try:
-        yield
-    finally:
-        os.chdir(before)
 
 
 # ---- status ------------------------------------------------------------------------------------------------------

@@ -83,6 +83,29 @@ def injected_parameters(name: str, profile: str | Path, prof: Profile, *, out_di
     return local_models(params, model_dir) if model_dir is not None else params
 
 
+def default_parameters(name: str, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
+    """The values notebook `name`'s ``parameters`` cell assigns, read as literals (nothing is executed)."""
+    import ast
+
+    import nbformat
+
+    path = Path(notebook_dir) / f"{name}.ipynb"
+    if not path.is_file():
+        raise InputError(f"notebook {path} not found; the notebooks are {', '.join(NOTEBOOKS)}")
+    cells = [c for c in nbformat.read(path, as_version=4).cells
+             if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise InputError(f"notebook {path} has {len(cells)} cells tagged 'parameters'; papermill needs exactly one")
+    values = {}
+    for statement in ast.parse(cells[0].source).body:
+        if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                and isinstance(statement.targets[0], ast.Name)):
+            raise InputError(f"notebook {path}'s parameters cell may only assign literals to names: "
+                             f"line {statement.lineno} does something else")
+        values[statement.targets[0].id] = ast.literal_eval(statement.value)
+    return values
+
+
 def _only_models(name: str, params: dict, models: Collection[str]) -> dict:
     allowed = set(models)
     named = params.get("models") if "models" in params else [params["model"]] if "model" in params else None

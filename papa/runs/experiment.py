@@ -37,9 +37,8 @@ from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, PAPER_PROBE_INPUTS, RANKED
 from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
-from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
+from papa.method.constants import ConstantMatrices, data_free_constants
 from papa.method.controller import PapaController, attach
-from papa.method.extract import extract_constants
 from papa.method.layout import UNRECORDED_LAYOUT, layout_for
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
@@ -48,15 +47,16 @@ from papa.probing.features import EncodedTask, FeatureSource, encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.standardize import InputStatistics, input_statistics, probe_inputs_for, save_input_statistics
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
-from papa.runs.keys import point_key
-from papa.runs.names import constants_filenames, existing_file, ranking_filenames
+from papa.runs.constants_cache import ConstantsSource, cached_average_constants
+from papa.runs.keys import PointKey, point_key
+from papa.runs.names import existing_file, ranking_filenames
 from papa.runs.predictions_store import save_run_predictions
 from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
-from papa.tasks.corpus import corpus_name, task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
-from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, HeadRanking, fraction_label, heads_to_replace,
-                        load_ranking, num_input_dependent, replacement_order)
+from papa.method.rankings import HeadRanking, load_ranking
+from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, fraction_label, num_input_dependent, replaced_heads,
+                                   replacement_order)
 from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
 
 RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ranking serves every probe seed
@@ -92,9 +92,11 @@ class GridConfig:
         return _resolve(self)[0]
 
 
-def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
+def _resolve(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, Profile, TaskSpec]:
     """`cfg` with the profile's defaults filled in and every value checked, with the profile and task spec it was
-    resolved with: a grid resolves its inputs once and passes them down (a profile file is read once)."""
+    resolved with: a grid resolves its inputs once and passes them down (a profile file is read once). `causal`
+    None: from the model's local config (a model whose config is not on this machine counts as an encoder until it
+    is loaded: `_open_grid`)."""
     prof = get_profile(cfg.profile).for_task(cfg.task)  # the task's own sizes, where the profile gives it some
     spec = get_task(cfg.task)
     if cfg.constants_corpus != "task":
@@ -122,7 +124,7 @@ def _resolve(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec]:
     rounding = cfg.rounding or prof.rounding
     if rounding not in ROUNDINGS:
         raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
-    causal = bool(is_causal_model(cfg.model))  # from the local config; unknown (hub-only) counts as an encoder
+    causal = bool(is_causal_model(cfg.model)) if causal is None else causal
     layout = layout_for(causal, cfg.layout, prof.layout)
     check_task_fits_model(spec, causal, cfg.model)
     probe_inputs = probe_inputs_for(causal, cfg.probe_inputs, trains_probe=spec.trains_probe)
@@ -154,10 +156,9 @@ class _Session:
 
 def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the grid; returns its rows from the results table."""
-    cfg, prof, spec = _resolve(cfg)
-    check_output_dir(cfg.out_dir)  # where results go is checked before the model and data are loaded
     progress = progress and distributed.is_main()
-    s = _open_session(cfg, prof, spec, progress)
+    s = _open_grid(cfg, progress)
+    cfg = s.cfg
     try:
         total_heads = s.controller.num_layers * s.controller.num_heads
         for label in cfg.fractions:  # a fraction that is no whole number of heads fails before the first run
@@ -184,68 +185,54 @@ def _load_model(name: str, device: str, dtype: str = DEFAULT_DTYPE):
     return load_model(name, device=device, dtype=dtype)
 
 
-def _open_session(cfg: GridConfig, prof: Profile, spec: TaskSpec, progress: bool) -> _Session:
-    """Load the model and encode the data of `cfg` (resolved, with its profile and task spec)."""
-    data_dir = resolve_data_dir(cfg.data_dir)
-    model, tokenizer = _load_model(cfg.model, distributed.process_device(cfg.device), cfg.dtype)
+def _load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, object, object]:
+    """`cfg` resolved (every input checked before the model and data are loaded, where results go included), with
+    its profile, task spec, and the model and tokenizer loaded.
+
+    A model whose config was not on this machine before loading (a hub id not yet cached) was resolved as an
+    encoder; once loaded, the model itself says whether it is causal (`papa.method.architectures.is_causal`), and
+    a causal LM is resolved again: it gets a decoder's defaults (layout, probe inputs) as one whose config is here.
+    """
+    known = is_causal_model(cfg.model)
+    resolved, prof, spec = _resolve(cfg, causal=bool(known))
+    check_output_dir(resolved.out_dir)
+    model, tokenizer = _load_model(resolved.model, distributed.process_device(resolved.device), resolved.dtype)
+    if known is None and is_causal(model):
+        resolved, prof, spec = _resolve(cfg, causal=True)
+    return resolved, prof, spec, model, tokenizer
+
+
+def _open_grid(cfg: GridConfig, progress: bool) -> _Session:
+    """Everything a grid shares: `cfg` resolved, the model loaded and attached, the data encoded."""
+    resolved, prof, spec, model, tokenizer = _load_resolved(cfg)
+    causal = is_causal(model)
+    data_dir = resolve_data_dir(resolved.data_dir)
     n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
-    causal = is_causal(model)
     encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type,  # noqa
-                                    layout=cfg.layout, causal=causal)
-    out = Path(cfg.out_dir)
-    controller = attach(model, model_name=canonical_model_name(cfg.model))
-    return _Session(cfg, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
+                                    layout=resolved.layout, causal=causal)
+    out = Path(resolved.out_dir)
+    controller = attach(model, model_name=canonical_model_name(resolved.model))
+    return _Session(resolved, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
                     ResultsTable(out / "results.csv"), out, data_dir)
 
 
 # ---- artifacts ---------------------------------------------------------------------------------------------------
 
-def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
-    """The session's average constants (its task's, or `constants_corpus`'s): cached under ``<out>/constants/``."""
-    cfg = s.cfg
+def constants_source(cfg: GridConfig, prof: Profile, spec: TaskSpec) -> ConstantsSource:
+    """Which average constants a resolved grid uses: its constants corpus's training subset (the task's own, or
+    `constants_corpus`'s: paper 5.3), at the task's length (Table 3) in the grid's layout."""
     corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
-    return cached_average_constants(s.model, s.tokenizer, s.controller.signature, corpus_task,
-                                    limit=s.profile.corpus_limit, sample=s.profile.sample, max_length=s.max_length,
-                                    out_dir=s.out, layout=cfg.layout,
-                                    data_dir=s.data_dir, force=cfg.force, progress=progress)
+    return ConstantsSource(corpus_task, limit=prof.corpus_limit, max_length=spec.hparams.max_length,
+                           layout=cfg.layout, sample=prof.sample)
 
 
-def cached_average_constants(model, tokenizer, signature, corpus_task: str, *, limit: int | None, max_length: int,
-                             out_dir: str | Path, layout: str, sample: str = "first", data_dir: Path | None = None,
-                             force: bool = False, progress: bool = True) -> ConstantMatrices:
-    """Average constants of `corpus_task`'s training inputs in `layout`: loaded from ``<out_dir>/constants/`` if
-    there (and made for this model, length and layout), else extracted and saved there.
-
-    The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
-    the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
-    (`papa.tasks.data.resolve_data_dir`: None = the hub). The model's dtype is recorded with the constants, and
-    named in the file unless it is float32 (constants averaged in another precision are other constants)."""
-    dtype = dtype_name(next(model.parameters()).dtype)
-    name = corpus_name(corpus_task, "train", limit, sample)
-    names = constants_filenames(signature.model_name, name, max_length, layout, dtype=dtype)
-    path = existing_file(Path(out_dir) / "constants", names)  # a file named by an older version is read too
-    if distributed.main_decides(path.is_file() and not force):
-        constants = load_constants(path)
-        constants.check_compatible(signature, max_length=max_length, layout=layout)
-        return constants
-    corpus = task_corpus(corpus_task, "train", data_dir=data_dir, limit=limit, sample=sample)
-    constants = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
-                                  layout=layout, token_task=get_task(corpus_task).token_level,
-                                  corpus=corpus.name, model_name=signature.model_name, progress=progress)
-    constants = record_dtype(constants, dtype)
-    if distributed.is_main():
-        constants.save(path.with_name(names[0]))
-    return constants
-
-
-def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
-    """`constants` whose metadata also names the dtype the model ran in while they were averaged (appended to their
-    ``preprocessing`` record, which older papa versions read as free text: their files stay loadable both ways)."""
-    meta = constants.metadata
-    return ConstantMatrices(matrices=constants.matrices, counts=constants.counts,
-                            metadata=replace(meta, preprocessing=f"{meta.preprocessing}; dtype={dtype}"))
+def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
+    """The session's average constants: cached under ``<out>/constants/``."""
+    return cached_average_constants(s.model, s.tokenizer, s.controller.signature,
+                                    constants_source(s.cfg, s.profile, s.spec), out_dir=s.out, data_dir=s.data_dir,
+                                    force=s.cfg.force, progress=progress)
 
 
 def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
@@ -253,17 +240,14 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
                    layout: str | None = None, dtype: str = DEFAULT_DTYPE, progress: bool = True
                    ) -> tuple[ConstantMatrices, object, object]:
     """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
-    `layout` None takes the profile's."""
-    spec, prof = get_task(task), get_profile(profile).for_task(task)
-    layout = layout_for(bool(is_causal_model(model)), layout, prof.layout)
-    dtype = dtype_name(resolve_dtype(dtype))
-    loaded, tokenizer = _load_model(model, distributed.process_device(device), dtype)
-    signature = model_signature(loaded, canonical_model_name(model))
-    constants = cached_average_constants(loaded, tokenizer, signature, task if corpus == "task" else corpus,
-                                         limit=prof.corpus_limit, sample=prof.sample,
-                                         max_length=spec.hparams.max_length, layout=layout,
-                                         out_dir=out_dir, data_dir=resolve_data_dir(data_dir), force=force,
-                                         progress=progress)
+    `layout` None takes the profile's (the grid's resolution: `GridConfig.resolved`)."""
+    cfg, prof, spec, loaded, tokenizer = _load_resolved(GridConfig(
+        task=task, model=model, profile=profile, out_dir=out_dir, constants_corpus=corpus, data_dir=data_dir,
+        device=device, force=force, layout=layout, dtype=dtype))
+    signature = model_signature(loaded, canonical_model_name(cfg.model))
+    constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
+                                         out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
+                                         force=cfg.force, progress=progress)
     return constants, loaded, tokenizer
 
 
@@ -282,7 +266,6 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
     (and learned with the profile's settings), else learned and saved. It records how far λ moved
     (`papa.probing.convergence.lambda_movement`), the optimizer steps and λ's learning rate."""
     cfg, sig = s.cfg, s.controller.signature
-    corpus = "task" if cfg.constants_corpus == "task" else cfg.constants_corpus
     names = _ranking_names(s, kind, seed)
     path = existing_file(s.out / "rankings", names)  # a file named by an older version is read too
     prof = s.profile
@@ -309,7 +292,7 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
     lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
                             progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS)
     ranking = HeadRanking.from_lambdas(
-        lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=corpus, seed=seed,
+        lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=cfg.constants_corpus, seed=seed,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, lambda_learning_rate=lambda_lr, steps=trace.total_steps,
         lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype,
@@ -355,66 +338,106 @@ def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[in
 
 # ---- one point of the grid ---------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class _Point:
+    """One grid point as it runs and is recorded: its key, its run configuration without the seed (what its run ids
+    hash), and what its probes train on."""
+
+    key: PointKey
+    kind: str                     # the constants kind the point runs (``trainable_*`` included)
+    method: str
+    label: str
+    config: dict
+    train: EncodedTask
+    epochs: int
+    trainable: bool               # its constants train with the probe
+
+
 def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, bar) -> list[str]:
-    cfg, ctrl = s.cfg, s.controller
-    # The job lister records the point by the same rule (papa.runs.keys), so its jobs are this point's rows.
+    """The runs of one grid point (every seed not yet in the table); returns the run ids of all its seeds."""
+    point = _point(s, kind, method, label)
+    ids = {seed: run_id(**point.config, seed=seed) for seed in s.cfg.seeds}
+    todo = distributed.main_decides([seed for seed in s.cfg.seeds if s.cfg.force or not s.table.has(ids[seed])])
+    bar.update(len(s.cfg.seeds) - len(todo))
+    if todo:
+        _set_heads(s, point, progress)
+        try:
+            _run_seeds(s, point, todo, ids, progress, bar)
+        finally:
+            if point.trainable:
+                s.controller.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
+    return list(ids.values())
+
+
+def _point(s: _Session, kind: str, method: str, label: str) -> _Point:
+    """Point (`kind`, `method`, `label`) of the session's grid, keyed as the job lister keys it (papa.runs.keys)."""
+    cfg, ctrl, prof = s.cfg, s.controller, s.profile
     key = point_key(kind, method, cfg.constants_corpus, label, total_heads=ctrl.num_layers * ctrl.num_heads,
                     rounding=cfg.rounding)
-    keep, baseline, replace_all = key.n_input_dependent, key.keeps_all, key.replaces_all
-    row_kind, row_method, corpus = key.constants, key.selection, key.constants_corpus
-    ranked = row_method in RANKED
-    base = dict(model=ctrl.signature.model_name, task=cfg.task, constants=row_kind, constants_corpus=corpus,
-                selection=row_method, fraction=label, rounding=cfg.rounding, profile=cfg.profile,
-                train_limit=s.profile.train_limit, eval_limit=s.profile.eval_limit,
-                corpus_limit=None if corpus == NONE else s.profile.corpus_limit,
-                epochs=s.profile.epochs, rank=s.profile.ranking_key() if ranked else None)
-    if s.profile.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
-        base["sample"] = s.profile.sample
+    ranked = key.selection in RANKED
+    config = dict(model=ctrl.signature.model_name, task=cfg.task, constants=key.constants,
+                  constants_corpus=key.constants_corpus, selection=key.selection, fraction=label,
+                  rounding=cfg.rounding, profile=cfg.profile, train_limit=prof.train_limit,
+                  eval_limit=prof.eval_limit, corpus_limit=None if key.constants_corpus == NONE else prof.corpus_limit,
+                  epochs=prof.epochs, rank=prof.ranking_key() if ranked else None)
+    if prof.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
+        config["sample"] = prof.sample
     if cfg.layout != UNRECORDED_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
-        base["layout"] = cfg.layout
+        config["layout"] = cfg.layout
     if cfg.dtype != DEFAULT_DTYPE:  # and those made before dtypes were (all float32)
-        base["dtype"] = cfg.dtype
-    standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
-    if standardize:  # and those of the paper's probe, which reads its inputs raw
-        base["probe_inputs"] = cfg.probe_inputs
-    trainable = kind.startswith("trainable_") and not baseline
-    train, epochs = s.train, s.profile.epochs
-    if trainable and (s.profile.trainable_limit, s.profile.trainable_epochs) != (None, None):
+        config["dtype"] = cfg.dtype
+    if cfg.probe_inputs != PAPER_PROBE_INPUTS:  # and those of the paper's probe, which reads its inputs raw
+        config["probe_inputs"] = cfg.probe_inputs
+    trainable = kind.startswith("trainable_") and not key.keeps_all
+    train, epochs = s.train, prof.epochs
+    if trainable and (prof.trainable_limit, prof.trainable_epochs) != (None, None):
         # Trained constants run the backbone every step, so a profile may size them apart; recorded only then, so
         # that the ids of runs made before these sizes existed stay as they were.
-        train = _subset(s.train, s.profile.trainable_limit, s.profile.sample)
-        epochs = s.profile.trainable_epochs or epochs
-        base.update(train_limit=s.profile.trainable_limit or s.profile.train_limit, epochs=epochs)
-    ids = {seed: run_id(**base, seed=seed) for seed in cfg.seeds}
-    todo = distributed.main_decides([seed for seed in cfg.seeds if cfg.force or not s.table.has(ids[seed])])
-    bar.update(len(cfg.seeds) - len(todo))
-    if not todo:
-        return list(ids.values())
+        train = _subset(s.train, prof.trainable_limit, prof.sample)
+        epochs = prof.trainable_epochs or epochs
+        config.update(train_limit=prof.trainable_limit or prof.train_limit, epochs=epochs)
+    return _Point(key, kind, method, label, config, train, epochs, trainable)
 
+
+def _set_heads(s: _Session, point: _Point, progress: bool) -> None:
+    """Replace the point's heads: none at fraction 1; else its constants, in every head (fraction 0) or in the
+    first heads of its method's order."""
+    ctrl, key = s.controller, point.key
     ctrl.keep_all()
-    if not baseline:
-        ctrl.set_constants(_constants(s, kind, progress), trainable=trainable)
-        order = None if replace_all else _order(s, kind, method, progress)
-        ctrl.replace(None if replace_all else heads_to_replace(order, label, ctrl.num_layers, ctrl.num_heads,
-                                                               cfg.rounding))
-    initial = ctrl.constants.detach().clone() if trainable else None
-    settings = TrainSettings.from_task(s.spec, epochs=epochs)
+    if key.keeps_all:
+        return
+    ctrl.set_constants(_constants(s, point.kind, progress), trainable=point.trainable)
+    if key.replaces_all:
+        ctrl.replace(None)
+        return
+    order = _order(s, point.kind, point.method, progress)
+    ctrl.replace(replaced_heads(order, ctrl.num_layers * ctrl.num_heads - key.n_input_dependent, ctrl.num_layers,
+                                ctrl.num_heads))
+
+
+def _run_seeds(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
+    """Train and evaluate the point's probe with each of `seeds` and record each run (predictions, then its row).
+    Frozen heads share their features across seeds; trained constants restart from their initial values."""
+    cfg, ctrl, key = s.cfg, s.controller, point.key
+    initial = ctrl.constants.detach().clone() if point.trainable else None
+    settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
     # LM with the model's own head trains nothing (unless its constants train): no training features
-    training = s.spec.trains_probe or trainable
+    training = s.spec.trains_probe or point.trainable
+    standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
     # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
-    with nullcontext() if baseline else query_key_dropped_while(ctrl, where_possible=True):
-        sources = None if trainable else (
-            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress, desc=f"features {label}")
-            if training else None,
+    with nullcontext() if key.keeps_all else query_key_dropped_while(ctrl, where_possible=True):
+        sources = None if point.trainable else (
+            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress,
+                          desc=f"features {point.label}") if training else None,
             FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
         untrained = None  # nothing trains (LM with the model's head): every seed scores the same model
         statistics = None  # of the training features, once per point (papa.probing.standardize)
-        for seed in todo:
+        for seed in seeds:
             start = time.perf_counter()
-            if trainable:
+            if point.trainable:
                 with torch.no_grad():
                     ctrl.constants.copy_(initial)
-                train_src = FeatureSource(s.model, train, trainable_backbone=True, progress=False)
+                train_src = FeatureSource(s.model, point.train, trainable_backbone=True, progress=False)
                 eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
             else:
                 train_src, eval_src = sources
@@ -423,34 +446,35 @@ def _run_point(s: _Session, kind: str, method: str, label: str, progress: bool, 
             if standardize:
                 if statistics is None:  # for trained constants: of the features at their initial values (the
                     # source then streams, and the statistics take no gradient)
-                    statistics = _point_statistics(s, probe, train_src, base)
+                    statistics = _point_statistics(s, probe, train_src, point.config)
                 probe.set_input_statistics(statistics)
-            extra = [ctrl.constants] if trainable else []
             if training:
-                train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=extra,
-                            progress=progress, desc=f"{cfg.task} {row_kind}/{row_method} {label} seed {seed}")
+                train_probe(probe, s.spec.kind, train_src, settings, seed=seed,
+                            extra_parameters=[ctrl.constants] if point.trainable else [], progress=progress,
+                            desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
             if training or untrained is None:
                 value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
                 untrained = None if training else (value, predictions)
             else:
                 value, predictions = untrained
             if distributed.is_main():  # every process trained the same probe; one writes it down
-                # before the row: a row in the table always has its predictions
-                save_run_predictions(s.out, ids[seed], predictions, task=cfg.task, metric=s.spec.metric,
-                                     value=value, model=base["model"], constants=row_kind, constants_corpus=corpus,
-                                     selection=row_method, fraction=label, seed=seed, profile=cfg.profile,
-                                     layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs)
-                s.table.append([ResultRow(
-                    model=base["model"], task=cfg.task, constants=row_kind, constants_corpus=corpus,
-                    selection=row_method, fraction=label, n_input_dependent=keep, seed=seed, profile=cfg.profile,
-                    layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs, metric=s.spec.metric,
-                    value=value, runtime_s=time.perf_counter() - start, run_id=ids[seed],
-                    extra={"train_examples": len(train), "eval_examples": len(s.eval), "epochs": settings.epochs,
-                           "features_cached": bool(sources and next(x for x in sources if x).cached)})])
+                _record(s, point, seed, ids[seed], value, predictions, seconds=time.perf_counter() - start,
+                        epochs=settings.epochs, features_cached=bool(sources and next(x for x in sources if x).cached))
             bar.update(1)
-    if trainable:
-        ctrl.set_constants(_constants(s, kind, progress))  # back to the untrained initial constants
-    return list(ids.values())
+
+
+def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predictions, *, seconds: float,
+            epochs: int, features_cached: bool) -> None:
+    """One run's predictions file, then its row: a row in the table always has its predictions."""
+    cfg, key = s.cfg, point.key
+    recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
+                    constants_corpus=key.constants_corpus, selection=key.selection, fraction=point.label, seed=seed,
+                    profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs)
+    save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
+    s.table.append([ResultRow(
+        **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
+        run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
+                           "features_cached": features_cached})])
 
 
 def statistics_path(out_dir: str | Path, point_id: str) -> Path:
@@ -478,10 +502,8 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING
     if isinstance(seed, bool) or not isinstance(seed, int):  # before the model and data are loaded
         raise InputError(f"the ranking's seed must be an integer (got {seed!r}): {RANKING_SEED} for the grid's own "
                          "ranking, another one (1, 2, ...) to compare with it.")
-    cfg, prof, spec = _resolve(cfg)
-    check_output_dir(cfg.out_dir)  # where results go is checked before the model and data are loaded
     progress = progress and distributed.is_main()
-    s = _open_session(cfg, prof, spec, progress)
+    s = _open_grid(cfg, progress)
     try:
         ranking = head_ranking(s, kind, progress, seed)
     finally:

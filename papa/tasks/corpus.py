@@ -22,6 +22,43 @@ class Corpus:
         return len(self.texts)
 
 
+@dataclass(frozen=True)
+class CorpusSource:
+    """Where an unlabeled corpus comes from: a registered task's split (`name` a task), or a ``.txt``/``.tsv``
+    file (`name` its path; the columns as `file_corpus` takes them)."""
+
+    name: str
+    split: str = "train"
+    limit: int | None = None
+    text_column: str | None = None
+    pair_column: str | None = None
+
+    @property
+    def is_file(self) -> bool:
+        return Path(self.name).is_file()
+
+    def check(self) -> None:
+        """Refuse, before anything is read, a corpus file that is not there (a task name is checked on loading)."""
+        if Path(self.name).suffix.lower() in (".txt", ".tsv") and not self.is_file:
+            raise FileNotFoundError(f"no corpus file at {self.name}: give an existing .txt/.tsv file or a task name")
+
+    @property
+    def token_task(self) -> bool:
+        """Whether the corpus is a token-level task's (encoded with the token-task rule: `papa.method.layout`)."""
+        if self.is_file:
+            return False
+        from papa.tasks.registry import get_task
+
+        return get_task(self.name).token_level
+
+    def load(self, data_dir: str | os.PathLike | None = None) -> Corpus:
+        """The corpus's texts (`data_dir` for a task's: None = $PAPA_DATA_DIR, else the hub)."""
+        self.check()
+        if self.is_file:
+            return file_corpus(self.name, self.text_column, self.pair_column, limit=self.limit)
+        return task_corpus(self.name, self.split, data_dir=data_dir, limit=self.limit)
+
+
 def task_corpus(task: str, split: str = "train", data_dir: str | os.PathLike | None = None,
                 limit: int | None = None, sample: str = "first") -> Corpus:
     """The inputs of a registered task's split (paper 3.1: the task's own training set, labels unused); `limit` and

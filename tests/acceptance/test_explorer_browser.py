@@ -51,7 +51,7 @@ def explorer_notebook(tmp_path, minilm):
     λ ranking for MiniLM."""
     from papa.method.architectures import model_signature
     from papa.method.extract import extract_constants
-    from papa.method.selection import HeadRanking
+    from papa.method.rankings import HeadRanking
 
     model, tok = minilm
     sentences = ["a gripping , funny film .", "the plot is thin .", "it rains in paris .", "what a mess ."]

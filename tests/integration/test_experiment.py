@@ -62,7 +62,7 @@ def test_ranking_of_other_sizes_is_learned_again(tmp_path, data_dir, monkeypatch
     ranking is learned again instead of being reused."""
     from dataclasses import replace
 
-    from papa.method.selection import load_ranking
+    from papa.method.rankings import load_ranking
 
     cfg = _cfg(tmp_path, data_dir, fractions=("1/2",), seeds=(0,))
     run_grid(cfg, progress=False)
@@ -164,14 +164,13 @@ def test_trained_constants_run_on_their_own_subset(tmp_path, data_dir, monkeypat
 
 
 def test_learning_curve_trains_the_original_probe_on_growing_subsets(tmp_path, data_dir, monkeypatch):
-    from papa.paper import sections
+    from papa.paper import grids
 
     curved = Profile("test-curve", train_limit=48, eval_limit=32, corpus_limit=48, rank_limit=16, rank_epochs=1,
                      epochs=1, seeds=(0, 1), fractions=("1", "0"), sample="random", curves={"sst2": (8, 24)})
     monkeypatch.setitem(PROFILES, curved.name, curved)
-    sizes = sections.learning_curves(["sentence-transformers/all-MiniLM-L6-v2"], ["sst2", "cola"],
-                                     profile=curved.name, out_dir=str(tmp_path), data_dir=str(data_dir),
-                                     progress=False)
+    declared = grids.Grids(("sentence-transformers/all-MiniLM-L6-v2",), ("sst2", "cola"), runner="curves")
+    sizes = grids.run(declared, profile=curved.name, out_dir=str(tmp_path), data_dir=str(data_dir), progress=False)
     assert sizes["train_examples"].tolist() == [8, 24] and sizes["task"].eq("sst2").all()
     assert sizes["n"].eq(2).all() and sizes["mean"].between(0, 1).all()
     rows = ResultsTable(tmp_path / "results.csv").read()

@@ -20,9 +20,10 @@ from papa import cli
 from papa.method.constants import load_constants
 from papa.method.extract import extract_constants
 from papa.method.models import DEFAULT_MODEL
-from papa.method.selection import load_ranking
+from papa.method.rankings import load_ranking
 from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_jobs, submitit_executor
-from papa.runs.experiment import GridConfig, record_dtype
+from papa.runs.constants_cache import record_dtype
+from papa.runs.experiment import GridConfig
 from papa.runs.predictions_store import load_run_predictions
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
@@ -80,7 +81,7 @@ def test_extraction_on_two_processes_equals_one(tmp_path, data_dir, minilm):
     two = load_constants(path)
     # Counts are integers; sums differ only in the order of float64 additions, which float32 averages absorb.
     assert torch.equal(two.counts, one.counts) and torch.equal(two.matrices, one.matrices)
-    # `papa extract` also records the dtype the model ran in (papa.runs.experiment.record_dtype)
+    # `papa extract` also records the dtype the model ran in (papa.runs.constants_cache.record_dtype)
     assert two.metadata.num_examples == 70
     assert two.metadata.preprocessing == record_dtype(one, "float32").metadata.preprocessing
     assert two.metadata.corpus_fingerprint == one.metadata.corpus_fingerprint

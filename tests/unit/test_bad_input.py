@@ -61,7 +61,7 @@ from papa.core.errors import InputError
 from papa.method.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
 from papa.method.layout import encode
 from papa.method.models import load_model, resolve_device
-from papa.method.selection import HeadRanking
+from papa.method.rankings import HeadRanking
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable
@@ -501,7 +501,7 @@ def test_interrupt_says_what_is_kept(tmp_path, capsys, monkeypatch):
         bar.update(1)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("papa.method.extract.extract_constants", interrupted)
+    monkeypatch.setattr("papa.runs.constants_cache.extract_constants", interrupted)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("a sentence\n")
     out = tmp_path / "out"

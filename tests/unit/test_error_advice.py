@@ -22,9 +22,10 @@ from papa.method.capture import AttentionStats
 from papa.method.layout import layout_for
 from papa.method.models import resolve_device
 from papa.method.selection import num_input_dependent, replacement_order
+from papa.runs.constants_cache import extract_to_file
 from papa.runs.experiment import GridConfig
 from papa.runs.stability import ranking_stability
-from papa.tasks.corpus import file_corpus
+from papa.tasks.corpus import CorpusSource, file_corpus
 from papa.tasks.data import load_examples
 
 PAPA = Path(papa.__file__).parent
@@ -149,9 +150,15 @@ CASES: dict[str, dict] = {
     "length beyond the positions": dict(
         library=lambda tmp, mp: papa.extract_constants(tiny_model("bert"), tiny_tokenizer("bert"), ["a cat"],
                                                    max_length=200, progress=False),
-        cli=None,  # the CLI refuses it from the config alone, in its own words (test_bad_input.py)
+        cli=None,  # the CLI refuses it from the config alone (the case below)
         sites={("method/extract.py", "max_length")}, library_says=["max_length=200", "max_length=128 or less"],
         cli_says=["--max-length 200", "--max-length 128 or less"]),
+    "length beyond the positions, from the config": dict(
+        library=lambda tmp, mp: extract_to_file("sentence-transformers/all-MiniLM-L6-v2", CorpusSource("sst2"),
+                                                max_length=600, out_dir=tmp / "out", progress=False),
+        cli=lambda tmp: ["extract", "--task", "sst2", "--max-length", "600", "--out", str(tmp / "out"), "--quiet"],
+        sites={("runs/constants_cache.py", "max_length")}, library_says=["max_length=600", "max_length=512 or less"],
+        cli_says=["--max-length 600", "--max-length 512 or less"]),
     "layout of a decoder": dict(
         library=lambda tmp, mp: layout_for(True, "sep_last", "official"),
         cli=lambda tmp: ["extract", "--model", "smollm2", "--task", "sst2", "--layout", "sep_last", "--max-length",

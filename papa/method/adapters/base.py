@@ -3,14 +3,22 @@
 An adapter owns everything specific to one way of computing attention: finding the attention modules and the head
 geometry, installing and removing the hooks that route attention through the controller, and dropping the query/key
 work of replaced heads. The controller owns what every mechanism shares (head modes, constants, λ, capture).
+An adapter sees the controller only through `AdapterContext`: those members are the whole contract between them.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
+import torch
 from torch import nn
 
 from papa.core.errors import UnsupportedModelError
+
+if TYPE_CHECKING:  # annotations only: architectures imports the adapters, so a runtime import would be circular
+    from papa.method.architectures import ModelInfo
+    from papa.method.capture import AttentionStats
+    from papa.method.masks import Allowed
 
 SITE = "_papa_site"  # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
 
@@ -29,6 +37,75 @@ class AttentionSites:
     head_dim: int
 
 
+class AdapterContext(Protocol):
+    """What an adapter may read and call on the controller (`papa.method.controller.PapaController` implements it).
+
+    Anything else on the controller is its own business, so it can change without touching an adapter.
+    """
+
+    #: the attached model's description: attention modules in layer order, head geometry, adapter, architecture
+    info: ModelInfo
+    #: head modes `[L, H]` (`papa.method.head_modes`: KEEP, REPLACE, MIX)
+    modes: torch.Tensor
+    #: mixing logits `[L, H]`; λ = sigmoid(θ)
+    theta: torch.Tensor
+    #: the statistics of a running capture, else None
+    stats: AttentionStats | None
+    #: counts forward passes, so a module shared by several layers can tell which layer each call runs
+    forward_id: int
+    #: False: every changed layer materialises its probabilities (the reference the fast paths are tested against)
+    fast_paths: bool
+
+    @property
+    def model(self) -> nn.Module:
+        """The attached model."""
+        ...
+
+    @property
+    def num_heads(self) -> int:
+        """Query heads per layer."""
+        ...
+
+    def layer_needs(self, layer: int) -> tuple[bool, bool]:
+        """(any head not kept, any head mixed) for `layer`."""
+        ...
+
+    def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
+        """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
+        ...
+
+    def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> Allowed:
+        """What `mask` (as an attention function received it) allows, cached per forward pass."""
+        ...
+
+    def constant_matrices(self, layer: int, n: int, heads: torch.Tensor | slice = slice(None)) -> torch.Tensor:
+        """The raw constant matrices of `heads` at length `n`, `[h, n, n]`."""
+        ...
+
+    def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | Allowed | None, n: int,
+                       dtype: torch.dtype, rows: slice = slice(None)) -> torch.Tensor:
+        """Constant matrices masked by `valid` and renormalised row-wise, `[B or 1, h, r, n]`."""
+        ...
+
+    def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
+                        heads: slice = slice(None), rows: slice = slice(None), *,
+                        allowed: Allowed | None = None) -> torch.Tensor:
+        """Add probabilities `[B, h, r, n]` to a running capture, then apply the layer's head modes to them."""
+        ...
+
+    def add_hook(self, handle: torch.utils.hooks.RemovableHandle) -> None:
+        """Hand over a hook handle: the controller removes it on detach, before calling the adapter's `remove`."""
+        ...
+
+    def remember_attn_implementation(self, name: str) -> None:
+        """Note the model's attention implementation before the adapter replaces it."""
+        ...
+
+    def restore_attn_implementation(self) -> None:
+        """Put back the implementation `remember_attn_implementation` noted, if any, and forget it."""
+        ...
+
+
 class Adapter:
     """One attention mechanism. Subclasses implement `find`, `install`, `remove` and `drop_query_key`."""
 
@@ -39,19 +116,19 @@ class Adapter:
         """Locate the attention modules of `base` (the model's backbone) or raise `UnsupportedModelError`."""
         raise NotImplementedError
 
-    def install(self, controller) -> None:
-        """Route every layer's attention through `controller`; hook handles go to ``controller._handles``."""
+    def install(self, controller: AdapterContext) -> None:
+        """Route every layer's attention through `controller`; hook handles go to `controller.add_hook`."""
         raise NotImplementedError
 
-    def remove(self, controller) -> None:
+    def remove(self, controller: AdapterContext) -> None:
         """Undo `install` (the controller removes the hook handles itself)."""
         raise NotImplementedError
 
-    def drop_query_key(self, controller, layers: list[int], module: nn.Module) -> None:
+    def drop_query_key(self, controller: AdapterContext, layers: list[int], module: nn.Module) -> None:
         """Stop computing Q and K of the heads that `layers` (all run by `module`) replace; register the undo."""
         raise NotImplementedError
 
-    def can_drop_query_key(self, info) -> bool:
+    def can_drop_query_key(self, info: ModelInfo) -> bool:
         """Whether `drop_query_key` works on this model (e.g. not where one fused projection makes Q, K and V)."""
         return True
 

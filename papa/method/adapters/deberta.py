@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from papa.core.errors import PapaError
-from papa.method.adapters.base import Adapter, AttentionSites, unsupported
+from papa.method.adapters.base import Adapter, AdapterContext, AttentionSites, unsupported
 from papa.method.attention_free import QK_HEADS, RESTORE, constant_attention
 from papa.method.head_modes import KEEP
 
@@ -44,20 +44,20 @@ class DebertaAdapter(Adapter):
         return AttentionSites(base=base, layer_modules=modules, num_heads=heads, num_kv_heads=heads,
                               head_dim=first.attention_head_size)
 
-    def install(self, controller) -> None:
+    def install(self, controller: AdapterContext) -> None:
         for layer, module in enumerate(controller.info.attention_modules):
             hook = (lambda layer: lambda m, args: (self._transform(controller, layer, args[0]), *args[1:]))(layer)
-            controller._handles.append(module.dropout.register_forward_pre_hook(hook))
+            controller.add_hook(module.dropout.register_forward_pre_hook(hook))
 
-    def remove(self, controller) -> None:
+    def remove(self, controller: AdapterContext) -> None:
         pass  # the dropout pre-hooks are among the controller's handles
 
     @staticmethod
-    def _transform(controller, layer: int, probs: torch.Tensor) -> torch.Tensor:
+    def _transform(controller: AdapterContext, layer: int, probs: torch.Tensor) -> torch.Tensor:
         batch, _, n, _ = probs.shape
-        return controller.transform_probs(layer, probs, controller._valid_for(batch, n, probs.device))
+        return controller.transform_probs(layer, probs, controller.valid_mask(batch, n, probs.device))
 
-    def drop_query_key(self, controller, layers: list[int], module: nn.Module) -> None:
+    def drop_query_key(self, controller: AdapterContext, layers: list[int], module: nn.Module) -> None:
         """Fully replaced layers run value projection + constants alone; other layers need every head's scores."""
         (layer,) = layers
         if bool((controller.modes[layer] == KEEP).any()):
@@ -69,7 +69,7 @@ class DebertaAdapter(Adapter):
         def forward(hidden_states, attention_mask=None, output_attentions=False, *args, **kwargs):
             value = _value_states(module, hidden_states)
             batch, _, n, _ = value.shape
-            valid = controller._valid_for(batch, n, value.device)
+            valid = controller.valid_mask(batch, n, value.device)
             out = constant_attention(controller.constant_matrices(layer, n), value, valid)
             return out.reshape(batch, n, -1), None
 

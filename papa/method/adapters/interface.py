@@ -23,6 +23,7 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -31,10 +32,13 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from papa.core.errors import PapaError
-from papa.method.adapters.base import SITE, Adapter, AttentionSites, layers_by_module, unsupported
+from papa.method.adapters.base import SITE, Adapter, AdapterContext, AttentionSites, layers_by_module, unsupported
 from papa.method.attention_free import QK_HEADS, RESTORE, constant_attention, sliced_linear
 from papa.method.head_modes import KEEP, MIX, REPLACE
 from papa.method.masks import Allowed, attention_probs
+
+if TYPE_CHECKING:  # architectures imports this module: a runtime import would be circular
+    from papa.method.architectures import ModelInfo
 
 PREFIX = "papa_"   # registered attention implementations are named papa_<original>
 CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see _attention_in_blocks)
@@ -103,7 +107,7 @@ class _Recorder:
 class _Site:
     """One attention module's link to the controller; a module shared by layers counts its calls per forward."""
 
-    def __init__(self, controller, layers: list[int], fallback: Callable):
+    def __init__(self, controller: AdapterContext, layers: list[int], fallback: Callable):
         self.controller = controller
         self.layers = layers
         self.fallback = fallback
@@ -142,13 +146,13 @@ def _ungrouped(module: nn.Module) -> Iterator[None]:
         module.num_key_value_groups = groups
 
 
-def _masked_constants(controller, layer: int, n: int, heads, allowed: Allowed) -> torch.Tensor:
+def _masked_constants(controller: AdapterContext, layer: int, n: int, heads, allowed: Allowed) -> torch.Tensor:
     """Constants of `heads` [h, n, n] with the batch-shared part of the mask applied (its padding goes on V)."""
     c = controller.constant_matrices(layer, n, heads)
     return c if allowed.pattern is None else c * allowed.pattern.to(c.dtype)
 
 
-def _kept_by(controller, layers: list[int]) -> torch.Tensor:
+def _kept_by(controller: AdapterContext, layers: list[int]) -> torch.Tensor:
     """The heads that any of `layers` keeps (what drop_query_key sliced a module's projections to), on the CPU."""
     return (controller.modes[layers] == KEEP).any(dim=0).nonzero().squeeze(1).cpu()
 
@@ -157,9 +161,9 @@ def _keys(allowed: Allowed, batch: int) -> torch.Tensor | None:
     return None if allowed.keys is None else allowed.keys.expand(batch, -1)
 
 
-def _attention_in_blocks(controller, layer: int, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                         mask: torch.Tensor | None, scaling: float | None, valid: torch.Tensor | None,
-                         allowed: Allowed) -> torch.Tensor:
+def _attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Tensor, key: torch.Tensor,
+                         value: torch.Tensor, mask: torch.Tensor | None, scaling: float | None,
+                         valid: torch.Tensor | None, allowed: Allowed) -> torch.Tensor:
     """Materialised attention (capture, modes) one block of heads and query rows at a time, output [B, n, H, d].
 
     On the CPU a block holds about `CAPTURE_BLOCK_BYTES` of probabilities, so it stays in cache and reuses freed
@@ -192,7 +196,7 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     """The registered attention function's body: the layer's head modes and capture, else the original."""
     ctrl = site.controller
     layer = site.layer()
-    any_changed, any_mixed = ctrl._layer_needs(layer)
+    any_changed, any_mixed = ctrl.layer_needs(layer)
     qk_heads = module.__dict__.get(QK_HEADS)  # set by drop_query_key below
     capture = ctrl.stats is not None
     if not any_changed and not capture and qk_heads is None:
@@ -208,7 +212,7 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     batch, heads, d = query.shape[0], ctrl.num_heads, value.shape[-1]
     groups = heads // value.shape[1]
     allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)))
-    valid = ctrl._valid_for(batch, n, value.device)
+    valid = ctrl.valid_mask(batch, n, value.device)
     modes = ctrl.modes[layer]
     keep = (modes == KEEP).nonzero().squeeze(1)
     if qk_heads is not None and (any_mixed or capture or not torch.equal(qk_heads, _kept_by(ctrl, site.layers))):
@@ -320,27 +324,25 @@ class InterfaceAdapter(Adapter):
         return AttentionSites(base=base, layer_modules=[c[0] for c in recorder.calls], num_heads=heads,
                               num_kv_heads=kv_heads, head_dim=head_dim)
 
-    def install(self, controller) -> None:
+    def install(self, controller: AdapterContext) -> None:
         model, info = controller.model, controller.info
         original = model.config._attn_implementation
         fallback = original_attention_function(original, info.attention_modules[0])
         name = register_papa_implementation(original)
         for module, layers in layers_by_module(info.attention_modules):
             module.__dict__[SITE] = _Site(controller, layers, fallback)
-        controller._attn_impl = original
+        controller.remember_attn_implementation(original)
         model.set_attn_implementation(name)
 
-    def remove(self, controller) -> None:
+    def remove(self, controller: AdapterContext) -> None:
         for module in controller.info.attention_modules:
             module.__dict__.pop(SITE, None)
-        if controller._attn_impl is not None:
-            controller.model.set_attn_implementation(controller._attn_impl)
-            controller._attn_impl = None
+        controller.restore_attn_implementation()
 
-    def can_drop_query_key(self, info) -> bool:
+    def can_drop_query_key(self, info: ModelInfo) -> bool:
         return info.architecture.query_key is not None
 
-    def drop_query_key(self, controller, layers: list[int], module: nn.Module) -> None:
+    def drop_query_key(self, controller: AdapterContext, layers: list[int], module: nn.Module) -> None:
         """Slice the query projection (and the key projection, without grouping) to the heads these layers keep."""
         info = controller.info
         names = info.architecture.query_key

@@ -1,4 +1,5 @@
-"""Atomic artifact files follow the umask like any file the user creates, whatever wrote them."""
+"""Atomic artifact files follow the umask like any file the user creates, whatever wrote them; a safetensors
+file's header can be read on its own."""
 from __future__ import annotations
 
 import os
@@ -8,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path, check_output_dir, check_output_file
-from papa.core.errors import OutputPathError
+from papa.core.artifacts import atomic_path, check_output_dir, check_output_file, read_safetensors_metadata
+from papa.core.errors import CorruptArtifactError, OutputPathError
 
 
 @pytest.fixture
@@ -47,3 +48,14 @@ def test_output_checks_leave_nothing(tmp_path):
     with pytest.raises(OutputPathError, match="is a directory: give a file name"):
         check_output_file(tmp_path)
     assert check_output_file(tmp_path / "new" / "report.csv").name == "report.csv"
+
+
+def test_safetensors_metadata_reads_the_header_alone(tmp_path):
+    save_file({"a": torch.zeros(2)}, str(tmp_path / "meta.safetensors"), metadata={"papa": "{}", "note": "x"})
+    assert read_safetensors_metadata(tmp_path / "meta.safetensors") == {"papa": "{}", "note": "x"}
+    save_file({"a": torch.zeros(2)}, str(tmp_path / "bare.safetensors"))
+    assert read_safetensors_metadata(tmp_path / "bare.safetensors") == {}
+    (tmp_path / "notes.safetensors").write_text("not a safetensors file")
+    for bad in ("notes.safetensors", "missing.safetensors"):
+        with pytest.raises(CorruptArtifactError, match="is not a readable safetensors file"):
+            read_safetensors_metadata(tmp_path / bad)

@@ -12,7 +12,7 @@ import pytest
 
 import papa
 from papa.method.constants import load_constants
-from papa.method.selection import load_ranking
+from papa.method.rankings import load_ranking
 
 from conftest import REPO
 

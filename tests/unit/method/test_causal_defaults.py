@@ -82,3 +82,29 @@ def test_a_separator_layout_on_a_decoder_names_the_argument():
     message = str(caught.value)
     assert f"layout={DECODER_LAYOUT!r}" in message and "--layout" not in message
     assert f"--layout {DECODER_LAYOUT}" in caught.value.cli_message()
+
+
+def test_a_decoder_whose_config_was_not_here_gets_a_decoders_defaults_once_loaded(tmp_path, data_dir, monkeypatch):
+    """A hub id not yet cached resolves as an encoder before loading (nothing says otherwise without the network);
+    once the model is loaded it says it is causal, and the grid runs with the decoder layout and probe inputs, as
+    one whose config was here (papa.runs.experiment._load_resolved)."""
+    from papa.runs.experiment import GridConfig, run_grid
+    from papa.runs.profiles import PROFILES, Profile
+
+    model, tok = _mistral()
+    path = tmp_path / "tiny-mistral"
+    model.save_pretrained(path)
+    tok.save_pretrained(path)
+    monkeypatch.setitem(PROFILES, "causal-test", Profile("causal-test", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1,
+                                                         epochs=1, seeds=(0,), fractions=("1",)))
+    cfg = GridConfig(task="sst2", model=str(path), profile="causal-test", out_dir=str(tmp_path / "out"),
+                     data_dir=str(data_dir))
+    here = cfg.resolved()
+    assert (here.layout, here.probe_inputs) == (DECODER_LAYOUT, "standardized")
+    monkeypatch.setattr("papa.runs.experiment.is_causal_model", lambda name: None)  # as for a hub id not cached
+    before = cfg.resolved()
+    assert (before.layout, before.probe_inputs) == (REPRODUCTION_LAYOUT, "raw")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the unregistered type's warning
+        rows = run_grid(cfg, progress=False)
+    assert set(rows["layout"]) == {DECODER_LAYOUT} and set(rows["probe_inputs"]) == {"standardized"}

@@ -207,7 +207,7 @@ def test_reproductions_default_to_the_official_layout():
 
 def test_artifacts_of_one_layout_are_refused_in_the_other():
     import papa
-    from papa.method.selection import HeadRanking
+    from papa.method.rankings import HeadRanking
 
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
     official = papa.extract_constants(model, tok, ["the cat sat", "a dog"], max_length=N, layout="official",

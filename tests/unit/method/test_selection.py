@@ -10,8 +10,9 @@ import torch
 from safetensors.torch import save_file
 
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
-from papa.method.selection import (SELECTION_METHODS, HeadRanking, check_order, fraction_label, heads_to_replace,
-                            load_ranking, num_input_dependent, parse_fraction, replacement_order)
+from papa.method.rankings import HeadRanking, load_ranking
+from papa.method.selection import (SELECTION_METHODS, check_order, fraction_label, heads_to_replace,
+                                   num_input_dependent, parse_fraction, replacement_order)
 
 # A 2-layer x 3-head toy with distinct λ: sorted ascending they are (1,1) .1, (0,2) .2, (1,0) .3, (0,0) .4,
 # (1,2) .5, (0,1) .6.

@@ -10,7 +10,7 @@ from papa.core.errors import InputError
 from papa.method.architectures import model_signature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 from papa.method.extract import extract_constants
-from papa.method.selection import HeadRanking
+from papa.method.rankings import HeadRanking
 from papa.paper.explorer import GRID_SCOPES, Artifacts, HeadExplorer, HeadGrid, find_artifacts, head_thumbnails
 from conftest import tiny_model, tiny_tokenizer
 

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from papa.method.selection import as_fraction
-from papa.paper import sections
+from papa.paper import grids, sections
 from papa.runs.results import ResultRow, ResultsTable
 
 
@@ -79,15 +79,18 @@ def test_format_and_other_corpus(tmp_path):
     assert sections.format_cell(float("nan"), 0.1) == "—"
     (tmp_path / "glue_data" / "SST-2").mkdir(parents=True)
     (tmp_path / "glue_data" / "SST-2" / "train.tsv").write_text("sentence\tlabel\n")
-    assert sections.task_available("sst2", str(tmp_path))
-    assert sections.other_corpus(data_dir=str(tmp_path)) == "mlm"  # no MNLI files here
+    assert grids.task_available("sst2", str(tmp_path))
+    assert grids.available_corpus(data_dir=str(tmp_path)) == "mlm"  # no MNLI files here
+    assert grids.data_dependence(["m"], ["sst2"], data_dir=str(tmp_path))["other"].constants_corpus == "mlm"
     path = sections.save_table(pd.DataFrame({"a": [1]}), str(tmp_path), "t")
     assert path.read_text().splitlines()[0] == ",a"
 
 
-def test_run_grids_needs_models_and_tasks():
+def test_grids_need_models_and_tasks_and_a_known_runner():
     with pytest.raises(ValueError, match="at least one model and one task"):
-        sections.run_grids([], ["sst2"], profile="quick", out_dir="unused")
+        grids.Grids((), ("sst2",))
+    with pytest.raises(ValueError, match="unknown runner 'curve'"):
+        grids.Grids(("m",), ("sst2",), runner="curve")
 
 
 def test_training_sizes_say_what_each_kind_trained_on(results):

@@ -5,7 +5,8 @@ import torch
 
 import papa
 from papa.method.constants import data_free_constants
-from papa.method.selection import HeadRanking, check_order
+from papa.method.rankings import HeadRanking
+from papa.method.selection import check_order
 from papa.probing.features import encode_task
 from papa.probing.ranking import learn_lambdas
 from papa.probing.training import TrainSettings

@@ -209,12 +209,38 @@ def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_listing_a_notebooks_jobs_writes_nothing(name):
-    """`papa jobs` executes a notebook's cells up to its last grid (papa.reproduce.jobs.notebook_grids), with grids
-    recorded instead of run: none of those cells may write a table or a figure into the run's folder."""
-    from papa.paper.sections import GRID_RUNNERS
+def test_a_notebook_runs_what_its_section_declares(name):
+    """`papa jobs` lists a notebook's jobs from its section's declaration (papa.paper.grids.SECTION_GRIDS) without
+    running the notebook, so the notebook must run exactly that: its declaration called once, each grid it declares
+    run through `grids.run`, and no grid runner called any other way."""
+    from papa.paper.grids import SECTION_GRIDS, section_grids
+    from papa.reproduce.jobs import notebook_grids
+    from papa.reproduce.notebooks import default_parameters
 
-    cells = [c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
-             if c.cell_type == "code"]
-    last = max((i for i, s in enumerate(cells) if any(f in s for f in GRID_RUNNERS)), default=-1)
-    assert not [s for s in cells[: last + 1] if "save_table(" in s or "save_figure(" in s]
+    source = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
+                       if c.cell_type == "code")
+    assert "run_grid(" not in source and "run_grids(" not in source and "learning_curves(" not in source.replace(
+        "figures.learning_curves(", "")
+    declare = SECTION_GRIDS.get(name)
+    if declare is None:
+        assert "grids.run(" not in source and notebook_grids(name) == []
+        return
+    assert source.count(f"grids.{declare.__name__}(") == 1
+    run = [line.split("grids.run(declared[", 1)[1].split("]", 1)[0].strip("\"'") for line in source.splitlines()
+           if "grids.run(declared[" in line]
+    assert source.count("grids.run(") == len(run)
+    assert sorted(run) == sorted(section_grids(name, default_parameters(name)))
+
+
+def test_default_parameters_are_read_without_running_the_cell(tmp_path):
+    from papa.reproduce.notebooks import default_parameters
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell('models = ["a", "b"]\nforce = False  # a comment\n',
+                                          metadata={"tags": ["parameters"]})]
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    assert default_parameters("x", tmp_path) == {"models": ["a", "b"], "force": False}
+    nb.cells[0].source = "import os\nmodels = os.listdir('.')"
+    nbformat.write(nb, tmp_path / "x.ipynb")
+    with pytest.raises(InputError, match="may only assign literals"):
+        default_parameters("x", tmp_path)

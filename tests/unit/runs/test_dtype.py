@@ -8,7 +8,7 @@ from safetensors import safe_open
 import papa
 from conftest import tiny_model, tiny_tokenizer
 from papa import cli
-from papa.method.selection import load_ranking
+from papa.method.rankings import load_ranking
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, Profile
 

@@ -6,7 +6,7 @@ import pytest
 import papa
 from conftest import tiny_model, tiny_tokenizer
 from papa.method.architectures import model_signature
-from papa.runs.experiment import cached_average_constants
+from papa.runs.constants_cache import ConstantsSource, cached_average_constants
 from papa.runs.names import (constants_filename, constants_filenames, existing_file, model_file_name,
                              ranking_filename, ranking_filenames)
 
@@ -61,8 +61,9 @@ def test_constants_saved_under_an_older_name_are_read_not_extracted_again(tmp_pa
     corpus = "sst2:train[:2]"
     legacy = constants_filenames(where, corpus, 16, "official")[1]
     made.save(tmp_path / "out" / "constants" / legacy)
-    loaded = cached_average_constants(model, tok, signature, "sst2", limit=2, max_length=16,
-                                      out_dir=tmp_path / "out", layout="official", data_dir=None, progress=False)
+    loaded = cached_average_constants(model, tok, signature, ConstantsSource("sst2", limit=2, max_length=16,
+                                                                             layout="official"),
+                                      out_dir=tmp_path / "out", data_dir=None, progress=False)
     assert loaded.metadata.num_examples == 2
     assert (loaded.matrices == made.matrices).all()
 

@@ -10,7 +10,7 @@ import torch
 
 from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
-from papa.method.selection import load_ranking
+from papa.method.rankings import load_ranking
 from papa.runs.experiment import GridConfig, learn_ranking
 from papa.runs.profiles import PROFILES, Profile
 from papa.runs.stability import ranking_stability

@@ -1,0 +1,178 @@
+"""Each section's grids, declared as data: which models and tasks a notebook probes, with which constants kinds,
+selection methods, fractions, constants corpus and probe inputs.
+
+A section notebook calls its declaration (`main_results`, `alternative_matrices`, ...) with its parameters and runs
+what it declares with `run`; the job lister (`papa.reproduce.jobs.notebook_jobs`) calls the same declaration
+(`section_grids`) and lists the jobs of its `Grids.configs` without running any notebook. So the declarations below
+are the one place that says what each section runs.
+
+Every grid goes through `papa.runs.experiment.run_grid`, so every section shares one results table
+(``<out>/results.csv``) and one cache of constants and rankings: a point computed for Fig. 2 is reused by Table 1
+and Fig. 5.
+"""
+from __future__ import annotations
+
+import inspect
+import json
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+
+from papa.runs.experiment import GridConfig, run_grid
+from papa.runs.results import aggregate
+
+#: What a declared grid runs: the probing grid itself, or the profile's learning curves (the original-attention
+#: probe at each training size the profile gives a task, fraction 1).
+RUNNERS = ("grid", "curves")
+_CURVE_COLUMNS = ["model", "task", "metric", "train_examples", "n", "mean", "ci95"]
+
+
+@dataclass(frozen=True)
+class Grids:
+    """One grid per model and task, all with the same options (None: the profile's fractions; each model's default
+    probe inputs); `runner` "curves" runs the profile's learning curves of these models and tasks instead."""
+
+    models: tuple[str, ...]
+    tasks: tuple[str, ...]
+    fractions: tuple[str, ...] | None = None
+    constants: tuple[str, ...] = ("average",)
+    selections: tuple[str, ...] = ("lambda",)
+    constants_corpus: str = "task"
+    probe_inputs: str | None = None
+    runner: str = "grid"
+
+    def __post_init__(self) -> None:
+        if not self.models or not self.tasks:
+            raise ValueError("give at least one model and one task")
+        if self.runner not in RUNNERS:
+            raise ValueError(f"unknown runner {self.runner!r}; choose one of {', '.join(RUNNERS)}")
+
+    def configs(self, *, profile: str, out_dir: str, data_dir: str | None = None, device: str = "cpu",
+                force: bool = False) -> list[GridConfig]:
+        """The `GridConfig` of each grid, in the order `run` runs them: per model and task; for curves per task,
+        training size and model, each under its curve point's profile (`papa.runs.profiles.Profile.curve_profile`)."""
+        common = dict(out_dir=out_dir, data_dir=data_dir, device=device, force=force)
+        if self.runner == "curves":
+            from papa.runs.profiles import get_profile
+
+            prof = get_profile(profile)
+            return [GridConfig(task=task, model=model, profile=prof.curve_profile(task, size).name, fractions=("1",),
+                               **common)
+                    for task in self.tasks for size in prof.curve_sizes(task) for model in self.models]
+        return [GridConfig(task=task, model=model, profile=profile, fractions=self.fractions,
+                           constants=self.constants, selections=self.selections,
+                           constants_corpus=self.constants_corpus, probe_inputs=self.probe_inputs, **common)
+                for model in self.models for task in self.tasks]
+
+
+def _grids(models: Sequence[str] | str, tasks: Sequence[str], **options) -> Grids:
+    """`Grids` from a notebook's parameters: one model or a list, lists as tuples."""
+    models = (models,) if isinstance(models, str) else tuple(models)
+    options = {k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}
+    return Grids(models, tuple(tasks), **options)
+
+
+def task_available(task: str, data_dir: str | None = None) -> bool:
+    """Whether `task`'s training file is in the local data directory (always True on the hub path)."""
+    from papa.tasks.data import resolve_data_dir
+    from papa.tasks.registry import get_task
+
+    root = resolve_data_dir(data_dir)
+    return root is None or (root / get_task(task).local.train_file).is_file()
+
+
+def available_corpus(preferred: str = "mnli", fallback: str = "mlm", data_dir: str | None = None) -> str:
+    """The corpus for Table 2's "constants from another corpus": `preferred` (MNLI, as the paper) when its data is
+    available, else `fallback` (WikiText, the MLM task's unlabeled text)."""
+    return preferred if task_available(preferred, data_dir) else fallback
+
+
+# ---- the sections' declarations (one per notebook that runs grids) -------------------------------------------------
+
+def main_results(models: Sequence[str], tasks: Sequence[str]) -> dict[str, Grids]:
+    """Fig. 2 and 3 (notebook 02): λ-selected average constants at the profile's fractions, and the profile's
+    learning curves of the original-attention probe."""
+    return {"results": _grids(models, tasks), "sizes": _grids(models, tasks, runner="curves")}
+
+
+def alternative_matrices(models: Sequence[str], tasks: Sequence[str], kinds: Sequence[str]) -> dict[str, Grids]:
+    """Table 1 (notebook 04): every constants kind with all heads replaced, beside the original model."""
+    return {"results": _grids(models, tasks, fractions=["1", "0"], constants=list(kinds))}
+
+
+def data_dependence(models: Sequence[str], tasks: Sequence[str], other_corpus: str | None = None,
+                    data_dir: str | None = None) -> dict[str, Grids]:
+    """Table 2 (notebook 05): every head replaced by average constants of the task's own data ("own") and of another
+    corpus ("other": `other_corpus`, None = MNLI where its data is, else WikiText)."""
+    corpus = other_corpus or available_corpus(data_dir=data_dir)
+    return {"own": _grids(models, tasks, fractions=["0"]),
+            "other": _grids(models, tasks, fractions=["0"], constants_corpus=corpus)}
+
+
+def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequence[str]) -> dict[str, Grids]:
+    """Fig. 5 (notebook 06): the profile's fractions under each head-selection method."""
+    return {"results": _grids(models, tasks, selections=list(methods))}
+
+
+def mlm_electra(models: Sequence[str], downstream_task: str) -> dict[str, Grids]:
+    """Fig. 6 (notebook 07): the MLM objective beside one downstream task."""
+    return {"results": _grids(models, ["mlm", downstream_task])}
+
+
+def decoders(model: str, tasks: Sequence[str], selections: Sequence[str],
+             probe_inputs: str | None = None) -> dict[str, Grids]:
+    """Notebook 08: a causal LM's own LM objective under each selection method ("lm"), and downstream probes
+    ("probes", with `probe_inputs`: None = the decoder's default, standardized)."""
+    return {"lm": _grids(model, ["lm"], selections=list(selections)),
+            "probes": _grids(model, tasks, probe_inputs=probe_inputs)}
+
+
+#: Notebook name -> its declaration; notebooks 01 and 03 run no grid (they extract one task's constants).
+SECTION_GRIDS: dict[str, Callable[..., dict[str, Grids]]] = {
+    "02_main_results": main_results,
+    "04_alternative_matrices": alternative_matrices,
+    "05_data_dependence": data_dependence,
+    "06_head_selection": head_selection,
+    "07_mlm_electra": mlm_electra,
+    "08_decoders": decoders,
+}
+
+
+def section_grids(name: str, parameters: Mapping[str, object]) -> dict[str, Grids]:
+    """What notebook `name` runs with `parameters` (its parameter cell's names and values): its declaration called
+    with the parameters it takes; a notebook without grids declares none."""
+    declare = SECTION_GRIDS.get(name)
+    if declare is None:
+        return {}
+    wanted = inspect.signature(declare).parameters
+    missing = [p for p, v in wanted.items() if v.default is inspect.Parameter.empty and p not in parameters]
+    if missing:
+        raise ValueError(f"notebook {name}'s grids need the parameters {', '.join(missing)}")
+    return declare(**{p: parameters[p] for p in wanted if p in parameters})
+
+
+# ---- running them ------------------------------------------------------------------------------------------------
+
+def run(grids: Grids, *, profile: str, out_dir: str, data_dir: str | None = None, device: str = "cpu",
+        force: bool = False, progress: bool = True) -> pd.DataFrame:
+    """Run (or resume) `grids`: their result rows (printing the time each grid took), or for curves the probe's
+    score per training size, aggregated over seeds (empty when the profile draws no curve)."""
+    configs = grids.configs(profile=profile, out_dir=out_dir, data_dir=data_dir, device=device, force=force)
+    frames = []
+    for cfg in configs:
+        start = time.perf_counter()
+        rows = run_grid(cfg, progress=progress)
+        if progress:
+            print(f"{cfg.model.split('/')[-1]} {cfg.task}: {time.perf_counter() - start:.0f}s", flush=True)
+        if grids.runner == "curves":
+            examples = rows["extra"].map(lambda text: json.loads(text)["train_examples"])
+            rows = aggregate(rows).assign(train_examples=int(examples.max()))
+        frames.append(rows)
+    if grids.runner == "grid":
+        return pd.concat(frames, ignore_index=True)
+    if not frames:
+        return pd.DataFrame(columns=_CURVE_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[_CURVE_COLUMNS].sort_values(["model", "task", "train_examples"],
+                                                                            ignore_index=True)

@@ -1,0 +1,133 @@
+"""Average constants as files: extracted once per (model, corpus, length, layout, dtype), saved, and reloaded.
+
+`cached_average_constants` serves the grids (a task's training subset, under ``<out>/constants/``);
+`extract_to_file` serves `papa extract` (any corpus, written where the user says). Both extract with
+`papa.method.extract.extract_constants`, record the model's dtype and name the file by `papa.runs.names`.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from papa.core import distributed
+from papa.core.artifacts import check_output_dir
+from papa.core.errors import Arg, InputError, PapaError
+from papa.core.vocabulary import DEFAULT_DTYPE
+from papa.method.constants import ConstantMatrices, load_constants
+from papa.method.extract import extract_constants, max_positions
+from papa.method.layout import layout_for
+from papa.method.models import (canonical_model_name, dtype_name, is_causal_model, load_model, local_config,
+                                resolve_device, resolve_dtype)
+from papa.tasks.corpus import Corpus, CorpusSource, corpus_name, task_corpus
+from papa.tasks.registry import get_task
+
+
+@dataclass(frozen=True)
+class ConstantsSource:
+    """Which average constants a grid uses: `corpus_task`'s training inputs (`limit` of them, picked by `sample`),
+    encoded as that task's inputs are, at `max_length` in `layout`."""
+
+    corpus_task: str
+    limit: int | None
+    max_length: int
+    layout: str
+    sample: str = "first"
+
+    @property
+    def corpus(self) -> str:
+        """The corpus as the constants record it (``sst2:train[:96]``)."""
+        return corpus_name(self.corpus_task, "train", self.limit, self.sample)
+
+
+def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
+    """`constants` whose metadata also names the dtype the model ran in while they were averaged (appended to their
+    ``preprocessing`` record, which older papa versions read as free text: their files stay loadable both ways)."""
+    meta = constants.metadata
+    return ConstantMatrices(matrices=constants.matrices, counts=constants.counts,
+                            metadata=replace(meta, preprocessing=f"{meta.preprocessing}; dtype={dtype}"))
+
+
+def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *, out_dir: str | Path,
+                             data_dir: Path | None = None, force: bool = False,
+                             progress: bool = True) -> ConstantMatrices:
+    """Average constants of `source`: loaded from ``<out_dir>/constants/`` if there (and made for this model, length
+    and layout), else extracted and saved there.
+
+    The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
+    the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
+    (`papa.tasks.data.resolve_data_dir`: None = the hub). The model's dtype is recorded with the constants, and
+    named in the file unless it is float32 (constants averaged in another precision are other constants)."""
+    from papa.runs.names import constants_filenames, existing_file
+
+    dtype = dtype_name(next(model.parameters()).dtype)
+    names = constants_filenames(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
+    path = existing_file(Path(out_dir) / "constants", names)  # a file named by an older version is read too
+    if distributed.main_decides(path.is_file() and not force):
+        constants = load_constants(path)
+        constants.check_compatible(signature, max_length=source.max_length, layout=source.layout)
+        return constants
+    corpus = task_corpus(source.corpus_task, "train", data_dir=data_dir, limit=source.limit, sample=source.sample)
+    constants = record_dtype(_extract(model, tokenizer, corpus, max_length=source.max_length, layout=source.layout,
+                                      token_task=get_task(source.corpus_task).token_level,
+                                      model_name=signature.model_name, progress=progress), dtype)
+    if distributed.is_main():
+        constants.save(path.with_name(names[0]))
+    return constants
+
+
+def extract_to_file(model: str, source: CorpusSource, *, max_length: int, out_dir: str | Path,
+                    layout: str | None = None, dtype: str = DEFAULT_DTYPE, device: str = "cpu", batch_size: int = 32,
+                    data_dir: str | None = None, progress: bool = True) -> tuple[ConstantMatrices, Path | None, float]:
+    """Extract `model`'s average constants of the corpus `source` names and write them under `out_dir` (named by
+    `papa.runs.names.constants_filename`); returns them, their path (None on a process other than the main one
+    under ``accelerate launch``) and the seconds the extraction took.
+
+    Everything that can be checked is, before any data or weights are read: the device, the dtype, the output
+    folder, the corpus file, the length against the model's positions and the layout against its causality, from
+    its config where it is on this machine (else `extract_constants` refuses them once the model is loaded).
+    `layout` None is the model's default (`papa.method.extract.extract_constants`).
+    """
+    resolve_device(device)
+    dtype = dtype_name(resolve_dtype(dtype))
+    check_output_dir(out_dir)
+    source.check()
+    _check_length(model, max_length)
+    causal = is_causal_model(model)
+    if causal is not None and layout is not None:
+        layout_for(causal, layout, layout)  # refuses a separator-last layout for a decoder
+    corpus = source.load(data_dir)
+    loaded, tokenizer = load_model(model, device=distributed.process_device(device), dtype=dtype)
+    name = canonical_model_name(model)
+    start = time.perf_counter()
+    constants = record_dtype(_extract(loaded, tokenizer, corpus, max_length=max_length, layout=layout,
+                                      token_task=source.token_task, model_name=name, progress=progress,
+                                      batch_size=batch_size), dtype)
+    seconds = time.perf_counter() - start
+    if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
+        return constants, None, seconds
+    from papa.runs.names import constants_filename
+
+    path = constants.save(Path(out_dir) / constants_filename(name, corpus.name, max_length,
+                                                             constants.metadata.layout, dtype=dtype))
+    return constants, path, seconds
+
+
+def _extract(model, tokenizer, corpus: Corpus, *, max_length: int, layout: str | None, token_task: bool,
+             model_name: str, progress: bool, batch_size: int = 32) -> ConstantMatrices:
+    return extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
+                             batch_size=batch_size, layout=layout, token_task=token_task, corpus=corpus.name,
+                             model_name=model_name, progress=progress)
+
+
+def _check_length(model: str, max_length: int) -> None:
+    """Refuse a length beyond the model's positions from its config alone, when that is on this machine."""
+    config = local_config(model)
+    try:
+        limit = None if config is None else max_positions(config)
+    except PapaError:  # an unsupported model: `load_model` says so in its own words
+        return
+    if limit is not None and max_length > limit:
+        given, most = Arg("max_length", max_length), Arg("max_length", limit)
+        raise InputError(f"{given} is longer than the {limit} positions the model has: extract with {most} or less.",
+                         advice=(given, most))
