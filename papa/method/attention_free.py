@@ -20,16 +20,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import torch
 from torch import nn
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import layers_by_module
-from papa.method.head_modes import MIX
 
 QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
 RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoes `drop_query_key` on the module
+
+
+@dataclass(frozen=True)
+class QueryKeyHeads:
+    """What a module's sliced query/key projections still produce (its ``module.__dict__[QK_HEADS]``): the heads,
+    in order, decided on the host when Q/K were dropped."""
+
+    heads: tuple[int, ...]
+    _positions: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def positions(self, kept: tuple[int, ...], device: torch.device) -> torch.Tensor:
+        """Where each of the `kept` heads sits among `heads` (the sliced Q's head axis), as a long tensor on
+        `device`, made once per (kept heads, device)."""
+        key = (kept, device)
+        found = self._positions.get(key)
+        if found is None:
+            found = self._positions[key] = torch.tensor([self.heads.index(h) for h in kept], dtype=torch.long,
+                                                        device=device)
+        return found
 
 
 def constant_attention(constants: torch.Tensor, value: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
@@ -45,7 +64,11 @@ def constant_attention(constants: torch.Tensor, value: torch.Tensor, valid: torc
     out = torch.bmm(c, v.permute(1, 2, 0, 3).reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
     # Row sums in float32 even under bf16 autocast: they decide which rows are empty.
     c32 = constants.float()
-    sums = c32.sum(-1, keepdim=True) if valid is None else c32 @ valid.t().to(torch.float32)  # [h, n, 1 or B]
+    if valid is None:
+        sums = c32.sum(-1, keepdim=True)  # [h, n, 1]
+    else:  # [h, n, B]; where every key is real, the plain row sums (what a call without padding computes, bit for
+        # bit), chosen on the device so that no forward pass waits for the host to decide
+        sums = torch.where(valid.all(), c32.sum(-1, keepdim=True), c32 @ valid.t().to(torch.float32))
     scale = torch.where(sums > 0, 1.0 / sums.clamp_min(torch.finfo(torch.float32).tiny), torch.zeros_like(sums))
     out = out * scale.unsqueeze(-1).to(out.dtype)
     return out.permute(2, 1, 0, 3)
@@ -87,7 +110,7 @@ def drop_query_key(controller) -> None:
     """
     if controller.constants is None:
         raise PapaError("drop_query_key needs constants for the replaced heads: call set_constants(...) first")
-    if bool((controller.modes == MIX).any()):
+    if any(controller.plan(layer).mixed for layer in range(controller.num_layers)):
         raise PapaError("mixed heads need their own attention: drop_query_key works with 'keep' and 'replace' only")
     restore_query_key(controller)
     controller.signature  # noqa: B018 -- fingerprint the original projections before they are swapped

@@ -19,6 +19,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -40,6 +41,28 @@ _CONTROLLER = "_papa_controller"
 HeadSpec = Iterable[tuple[int, int]] | torch.Tensor | None
 
 
+@dataclass(frozen=True)
+class LayerPlan:
+    """What one layer's head modes ask of its attention, decided on the host whenever the modes change, so that a
+    forward pass never reads the modes back from the device: plain Python values, and index tensors made once on
+    the controller's device."""
+
+    changed: bool                  # some head is not kept: the layer cannot run the model's own attention alone
+    mixed: bool                    # some head mixes λA + (1 − λ)C
+    keep: tuple[int, ...]          # the kept heads
+    replace: tuple[int, ...]       # the replaced heads
+    keep_index: torch.Tensor       # `keep` as a long tensor on the controller's device
+    replace_index: torch.Tensor    # `replace` likewise
+
+    @classmethod
+    def of(cls, modes: list[int], device: torch.device) -> "LayerPlan":
+        keep = tuple(h for h, m in enumerate(modes) if m == KEEP)
+        replace = tuple(h for h, m in enumerate(modes) if m == REPLACE)
+        return cls(changed=len(keep) < len(modes), mixed=any(m == MIX for m in modes), keep=keep, replace=replace,
+                   keep_index=torch.tensor(keep, dtype=torch.long, device=device),
+                   replace_index=torch.tensor(replace, dtype=torch.long, device=device))
+
+
 class PapaController(nn.Module):
     """The PAPA state of one encoder: head modes, constants, mixing weights θ, and capture.
 
@@ -55,6 +78,8 @@ class PapaController(nn.Module):
         self.model_name = model_name
         self.theta = nn.Parameter(torch.zeros(info.num_layers, info.num_heads))
         self.register_buffer("modes", torch.full((info.num_layers, info.num_heads), KEEP, dtype=torch.long))
+        self._plans: list[LayerPlan] = []   # per layer, from the modes (`plan`)
+        self._replan()
         self.register_buffer("_constants", None, persistent=False)
         self.constant_set: ConstantMatrices | None = None
         self.stats: AttentionStats | None = None
@@ -64,6 +89,7 @@ class PapaController(nn.Module):
         self._attn_impl: str | None = None   # the attention implementation the adapter replaced, if any
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
         self._allowed_cache: dict = {}       # one `Allowed` per mask tensor of the forward pass in flight
+        self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
@@ -155,10 +181,36 @@ class PapaController(nn.Module):
                             "with constants from `papa extract` or papa.method.constants.data_free_constants(...)")
         mask = self._mask(heads).to(self.modes.device)
         self.modes[mask] = MODE_NAMES[mode]
+        self._replan()
 
     def keep_all(self) -> None:
         """Every head back to its original attention."""
         self.modes.fill_(KEEP)
+        self._replan()
+
+    def load_modes(self, modes: torch.Tensor) -> None:
+        """Set every head's mode from an [L, H] tensor of mode codes (e.g. saved with ``controller.modes.clone()``).
+        Modes change only through the controller's methods, which is what lets a forward pass read them from the
+        host (`plan`)."""
+        if modes.shape != self.modes.shape:
+            raise ValueError(f"modes must have shape {tuple(self.modes.shape)}, got {tuple(modes.shape)}")
+        self.modes.copy_(modes)
+        self._replan()
+
+    def plan(self, layer: int) -> LayerPlan:
+        """`layer`'s `LayerPlan`, made when the modes last changed (or the controller moved): a forward pass reads
+        its layers' modes from here, never from the device."""
+        return self._plans[layer]
+
+    def _replan(self) -> None:
+        device = self.modes.device
+        self._plans = [LayerPlan.of(row, device) for row in self.modes.tolist()]
+
+    def _apply(self, fn, recurse: bool = True):
+        out = super()._apply(fn, recurse)  # .to(device), .cuda(), ...: the index tensors follow the modes
+        if "modes" in self._buffers:
+            self._replan()
+        return out
 
     def replace(self, heads: HeadSpec = None) -> None:
         """Replace `heads` (default: all) with their constant matrices."""
@@ -201,14 +253,15 @@ class PapaController(nn.Module):
         self._valid = padding_mask(mask)
         self.forward_id += 1
         self._allowed_cache.clear()
-        if self.max_length is not None and n is not None and n > self.max_length and bool((self.modes != KEEP).any()):
+        self._padding_only = mask is None or mask.dim() == 2
+        if self.max_length is not None and n is not None and n > self.max_length and self.any_changed():
             raise InputError(
                 f"the input has {n} positions but the constants were made at length {self.max_length}: encode inputs "
                 f"at max_length={self.max_length} (papa.method.layout.encode) or extract constants at a larger length."
             )
         meta = self.constant_set.metadata if self.constant_set is not None else None
         if (meta is not None and meta.layout in SEPARATOR_LAST and meta.kind not in DATA_FREE_KINDS and n is not None
-                and n != self.max_length and bool((self.modes != KEEP).any())):
+                and n != self.max_length and self.any_changed()):
             # In the sep_last and official layouts slot n-1 holds the final separator, so the rows of constants
             # learned at another length belong to other tokens: the numbers would be plausible but wrong.
             raise InputError(
@@ -225,11 +278,14 @@ class PapaController(nn.Module):
         self._allowed_cache.clear()
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> Allowed:
-        """What `mask` (as an attention function received it) allows; computed once per mask and forward pass."""
+        """What `mask` (as an attention function received it) allows; computed once per mask and forward pass.
+        A mask transformers built from the padding mask the model was called with is described without reading
+        its values (`Allowed.from_padding_mask`); a 4D mask the caller passed is analysed (`Allowed.from_mask`)."""
         key = (id(mask) if mask is not None else None, q, k, causal)
         found = self._allowed_cache.get(key)
         if found is None or (mask is not None and found[0] is not mask):
-            found = (mask, Allowed.from_mask(mask, q, k, causal=causal))
+            found = (mask, Allowed.from_padding_mask(mask, q, k, causal=causal, padded=self._valid is not None)
+                     if self._padding_only else Allowed.from_mask(mask, q, k, causal=causal))
             self._allowed_cache[key] = found
         return found[1]
 
@@ -243,9 +299,13 @@ class PapaController(nn.Module):
         return v.to(device)
 
     def layer_needs(self, layer: int) -> tuple[bool, bool]:
-        """(any head not kept, any head mixed) for `layer`."""
-        modes = self.modes[layer]
-        return bool((modes != KEEP).any()), bool((modes == MIX).any())
+        """(any head not kept, any head mixed) for `layer`, from the host (`plan`)."""
+        p = self.plan(layer)
+        return p.changed, p.mixed
+
+    def any_changed(self) -> bool:
+        """Whether some head of some layer is not kept (from the host)."""
+        return any(self.plan(layer).changed for layer in range(self.num_layers))
 
     def constant_matrices(self, layer: int, n: int, heads: torch.Tensor | slice = slice(None)) -> torch.Tensor:
         """The raw constant matrices of `heads` at length `n`, [h, n, n] (trainable ones clamped to ≥ 0)."""
@@ -274,13 +334,16 @@ class PapaController(nn.Module):
             v = valid if valid is not None else torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool,
                                                            device=probs.device)
             self.stats.add(layer, probs.detach(), v, heads, rows)
-        modes = self.modes[layer, heads]
-        if not bool((modes != KEEP).any()):
+        plan = self.plan(layer)
+        kept = range(self.num_heads)[heads]
+        if all(h in plan.keep for h in kept):
             return probs
+        modes = self.modes[layer, heads]
         c = self.constant_probs(layer, heads, allowed if allowed is not None else valid, probs.shape[-1],
                                 probs.dtype, rows)
         w = (modes == KEEP).to(probs.dtype)
-        if bool((modes == MIX).any()):  # λ joins the graph only where it is used
+        if plan.mixed and any(h not in plan.keep and h not in plan.replace for h in kept):
+            # λ joins the graph only where it is used
             w = torch.where(modes == MIX, torch.sigmoid(self.theta[layer, heads]).to(probs.dtype), w)
         w = w[None, :, None, None]
         return w * probs + (1 - w) * c

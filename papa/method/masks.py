@@ -72,6 +72,27 @@ class Allowed:
         return cls(pattern=None if bool(pattern.all()) else pattern, keys=None if bool(keys.all()) else keys)
 
 
+    @classmethod
+    def from_padding_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool,
+                          padded: bool = True) -> "Allowed":
+        """`from_mask` for a mask that transformers derived from the 2D padding mask the model was called with
+        (`padded`; False: called without one, so every key is real): such a mask factors by construction (a pattern
+        shared by the batch, causal or sliding-window, and the batch's padding), so it is described without looking
+        at its values, which keeps every decision on the host. A per-head mask is still taken whole."""
+        if mask is None or mask.dim() == 2:
+            return cls.from_mask(mask, q, k, causal=causal)  # decided from shapes and flags alone
+        if mask.dim() != 4:
+            raise InputError(f"attention masks are 2D [batch, n] or 4D [batch, 1, q, k]; got shape {tuple(mask.shape)}")
+        allowed = (mask if mask.dtype == torch.bool else mask > -1.0)[..., :k]
+        if allowed.shape[1] != 1:
+            return cls(dense=allowed)
+        a = allowed[:, 0]
+        if not padded:
+            return cls(pattern=a.all(dim=0))
+        keys = a.any(dim=1)
+        return cls(pattern=(a | ~keys[:, None, :]).all(dim=0), keys=keys)
+
+
 def _causal(q: int, k: int, device) -> torch.Tensor:
     """Query i (the last q of k positions) sees keys up to its own position."""
     return torch.ones(q, k, dtype=torch.bool, device=device).tril(diagonal=k - q)

@@ -81,7 +81,7 @@ def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask
         if trace is not None and (not trace.steps or trace.total_steps != len(losses)):
             trace.record(len(losses), lambdas, time.perf_counter() - start)
     finally:
-        controller.modes.copy_(saved_modes)
+        controller.load_modes(saved_modes)
         with torch.no_grad():
             controller.theta.copy_(saved_theta)
     return lambdas

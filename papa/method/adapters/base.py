@@ -18,6 +18,7 @@ from papa.core.errors import UnsupportedModelError
 if TYPE_CHECKING:  # annotations only: architectures imports the adapters, so a runtime import would be circular
     from papa.method.architectures import ModelInfo
     from papa.method.capture import AttentionStats
+    from papa.method.controller import LayerPlan
     from papa.method.masks import Allowed
 
 SITE = "_papa_site"  # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
@@ -68,6 +69,11 @@ class AdapterContext(Protocol):
 
     def layer_needs(self, layer: int) -> tuple[bool, bool]:
         """(any head not kept, any head mixed) for `layer`."""
+        ...
+
+    def plan(self, layer: int) -> LayerPlan:
+        """`layer`'s head modes as decided on the host when they last changed (kept and replaced heads, as tuples
+        and as index tensors on the device): a forward pass reads modes from here, never from the device."""
         ...
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:

@@ -12,8 +12,7 @@ from torch import nn
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import Adapter, AdapterContext, AttentionSites, unsupported
-from papa.method.attention_free import QK_HEADS, RESTORE, constant_attention
-from papa.method.head_modes import KEEP
+from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, constant_attention
 
 
 def _value_states(module: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -60,7 +59,7 @@ class DebertaAdapter(Adapter):
     def drop_query_key(self, controller: AdapterContext, layers: list[int], module: nn.Module) -> None:
         """Fully replaced layers run value projection + constants alone; other layers need every head's scores."""
         (layer,) = layers
-        if bool((controller.modes[layer] == KEEP).any()):
+        if controller.plan(layer).keep:
             return  # scores of kept heads need Q, K and the relative terms: the layer runs unchanged
         if getattr(module, "head_weights_proj", None) is not None:
             raise PapaError("DeBERTa with talking heads mixes probabilities across heads: attention-free layers are "
@@ -74,7 +73,7 @@ class DebertaAdapter(Adapter):
             return out.reshape(batch, n, -1), None
 
         module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it
-        module.__dict__[QK_HEADS] = torch.zeros(0, dtype=torch.long)
+        module.__dict__[QK_HEADS] = QueryKeyHeads(())
 
         def restore() -> None:
             module.__dict__.pop("forward", None)

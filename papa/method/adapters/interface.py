@@ -33,8 +33,8 @@ from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import SITE, Adapter, AdapterContext, AttentionSites, layers_by_module, unsupported
-from papa.method.attention_free import QK_HEADS, RESTORE, constant_attention, sliced_linear
-from papa.method.head_modes import KEEP, MIX, REPLACE
+from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, constant_attention, sliced_linear
+from papa.method.head_modes import KEEP, MIX
 from papa.method.masks import Allowed, attention_probs
 
 if TYPE_CHECKING:  # architectures imports this module: a runtime import would be circular
@@ -152,9 +152,9 @@ def _masked_constants(controller: AdapterContext, layer: int, n: int, heads, all
     return c if allowed.pattern is None else c * allowed.pattern.to(c.dtype)
 
 
-def _kept_by(controller: AdapterContext, layers: list[int]) -> torch.Tensor:
-    """The heads that any of `layers` keeps (what drop_query_key sliced a module's projections to), on the CPU."""
-    return (controller.modes[layers] == KEEP).any(dim=0).nonzero().squeeze(1).cpu()
+def _kept_by(controller: AdapterContext, layers: list[int]) -> tuple[int, ...]:
+    """The heads that any of `layers` keeps (what drop_query_key sliced a module's projections to), from the host."""
+    return tuple(sorted({h for layer in layers for h in controller.plan(layer).keep}))
 
 
 def _keys(allowed: Allowed, batch: int) -> torch.Tensor | None:
@@ -214,8 +214,8 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)))
     valid = ctrl.valid_mask(batch, n, value.device)
     modes = ctrl.modes[layer]
-    keep = (modes == KEEP).nonzero().squeeze(1)
-    if qk_heads is not None and (any_mixed or capture or not torch.equal(qk_heads, _kept_by(ctrl, site.layers))):
+    plan = ctrl.plan(layer)
+    if qk_heads is not None and (any_mixed or capture or qk_heads.heads != _kept_by(ctrl, site.layers)):
         raise PapaError("the query/key projections were dropped for another head configuration (or for no "
                         "capture): call papa.method.attention_free.restore_query_key(controller) first")
     # Dropout on B cannot be moved past the matmul with V, so training with attention dropout stays exact.
@@ -241,8 +241,8 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
         probs = nn.functional.dropout(probs, p=dropout, training=module.training)
         return torch.matmul(probs, value_h).transpose(1, 2).contiguous(), probs
     # Only keep and replace: kept heads run the original function on their slice, replaced heads skip Q·Kᵀ.
-    repl = (modes == REPLACE).nonzero().squeeze(1)
-    every = repl.numel() == heads  # no gather of V when the whole layer is constant
+    repl = plan.replace_index
+    every = len(plan.replace) == heads  # no gather of V when the whole layer is constant
     if factored:
         out_repl = constant_attention(_masked_constants(ctrl, layer, n, slice(None) if every else repl, allowed),
                                       value_h if every else value_h[:, repl], _keys(allowed, batch))
@@ -250,9 +250,10 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
         c = ctrl.constant_probs(layer, repl, allowed, n, value.dtype)
         c = nn.functional.dropout(c, p=dropout, training=module.training)
         out_repl = torch.matmul(c, value_h[:, repl]).transpose(1, 2)
-    if keep.numel() == 0:
+    if not plan.keep:
         return out_repl.contiguous(), None
-    out_keep = _kept_heads(site, module, query, key, value, attention_mask, keep, qk_heads, groups,
+    keep = plan.keep_index
+    out_keep = _kept_heads(site, module, query, key, value, attention_mask, plan, qk_heads, groups,
                            scaling=scaling, dropout=dropout, **kwargs)
     out = value.new_empty(batch, n, heads, d)
     out[:, :, keep] = out_keep
@@ -260,11 +261,12 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     return out, None
 
 
-def _kept_heads(site: _Site, module: nn.Module, query, key, value, attention_mask, keep: torch.Tensor,
-                qk_heads: torch.Tensor | None, groups: int, **kwargs) -> torch.Tensor:
+def _kept_heads(site: _Site, module: nn.Module, query, key, value, attention_mask, plan,
+                qk_heads: QueryKeyHeads | None, groups: int, **kwargs) -> torch.Tensor:
     """The original attention function on the kept heads only, [B, n, h_keep, d]."""
+    keep = plan.keep_index
     if qk_heads is not None:  # the projections produce Q (and, without grouping, K) of qk_heads only
-        where = torch.searchsorted(qk_heads.to(keep.device), keep)
+        where = qk_heads.positions(plan.keep, keep.device)
         q, k = query[:, where], key[:, where] if groups == 1 else key
     else:
         q, k = query[:, keep], key
@@ -349,15 +351,16 @@ class InterfaceAdapter(Adapter):
         if not self.can_drop_query_key(info):
             raise PapaError(f"{info.model_type} computes queries, keys and values in one fused projection: its "
                             "query/key work cannot be dropped (replaced heads already skip Q·Kᵀ)")
-        keep = _kept_by(controller, layers)  # a shared module keeps what any of its layers keeps
-        if keep.numel() == controller.num_heads:
+        kept = _kept_by(controller, layers)  # a shared module keeps what any of its layers keeps
+        if len(kept) == controller.num_heads:
             return
+        keep = torch.tensor(kept, dtype=torch.long)
         query_name, key_name = names
         originals = {name: getattr(module, name) for name in names}
         setattr(module, query_name, sliced_linear(originals[query_name], keep, info.head_dim))
         if info.num_kv_heads == info.num_heads:  # grouped keys serve several query heads: kept whole
             setattr(module, key_name, sliced_linear(originals[key_name], keep, info.head_dim))
-        module.__dict__[QK_HEADS] = keep
+        module.__dict__[QK_HEADS] = QueryKeyHeads(kept)
 
         def restore() -> None:
             for name, linear in originals.items():

@@ -1,0 +1,96 @@
+"""A forward pass decides nothing per layer from values on the device (issue 30): head modes and each layer's kept
+and replaced heads are decided on the host when the modes change (`PapaController.plan`), so on a GPU no layer waits
+for the device. A `TorchDispatchMode` records every op that reads a tensor back to the host (``.item()``, ``bool()``,
+``nonzero()``, ``torch.equal``).
+
+A mask that transformers built from the padding mask the model was called with is described without reading its
+values (`papa.method.masks.Allowed.from_padding_mask`); only a 4D mask the caller passes is analysed on the host.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from contextlib import ExitStack
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+import papa
+from conftest import tiny_model, tiny_tokenizer
+from papa.method.attention_free import query_key_dropped_while
+from papa.method.constants import data_free_constants
+from papa.method.layout import encode
+
+aten = torch.ops.aten
+# The ops through which a tensor's values reach the host (`.item()` and `bool()` dispatch `_local_scalar_dense`).
+HOST_READS = {aten._local_scalar_dense, aten.nonzero, aten.equal, aten.is_nonzero}
+N = 16
+TEXTS = ["the cat sat on the mat", "a dog", "john ran to london and paris", "it was not good"]
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the host reads of the ops run inside it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: Counter = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.overloadpacket in HOST_READS:
+            self.reads[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def _half(ctrl) -> torch.Tensor:
+    mask = torch.zeros(ctrl.num_layers, ctrl.num_heads, dtype=torch.bool)
+    mask[:, : ctrl.num_heads // 2] = True
+    return mask
+
+
+MODES = {  # how each mode sets the heads; "dropped" also drops the replaced heads' Q/K work where the model can
+    "nothing replaced": lambda ctrl: ctrl.keep_all(),
+    "all replaced, Q/K dropped": lambda ctrl: ctrl.replace(None),
+    "half replaced": lambda ctrl: ctrl.replace(_half(ctrl)),
+    "λ mix": lambda ctrl: ctrl.mix(None),
+    "capture": lambda ctrl: ctrl.keep_all(),
+}
+
+
+def _recorded(model, inputs) -> Counter:
+    model(**inputs)  # a first pass may fill caches (e.g. a dropped module's head positions)
+    with HostReads() as recorder:
+        model(**inputs)
+    return recorder.reads
+
+
+def _reads(arch: str, mode: str, *, layers: int, padded: bool) -> dict[str, int]:
+    """The host reads papa adds to one forward pass: those of the attached model in `mode` beyond the model's own
+    (transformers reads some itself, e.g. to see whether a mask can be dropped for sdpa; a DeBERTa layer whose
+    attention papa skips reads fewer)."""
+    model, tok = tiny_model(arch, layers=layers, lm_head=False), tiny_tokenizer(arch)
+    texts = TEXTS if padded else [" ".join(TEXTS * 2)] * 2  # longer than N: every slot holds a token
+    inputs = encode(tok, texts, max_length=N, model_type=model.config.model_type, layout="standard").inputs
+    if not padded:
+        assert bool(inputs["attention_mask"].all()), "the unpadded case must fill every slot"
+    with torch.no_grad():
+        own = _recorded(model, inputs)
+    ctrl = papa.attach(model)
+    try:
+        ctrl.set_constants(data_free_constants("toeplitz", ctrl.signature, N))
+        MODES[mode](ctrl)
+        with ExitStack() as stack, torch.no_grad():
+            if mode.endswith("dropped"):
+                stack.enter_context(query_key_dropped_while(ctrl, where_possible=True))
+            if mode == "capture":
+                stack.enter_context(ctrl.capturing(N))
+            attached = _recorded(model, inputs)
+        return {op: attached[op] - own[op] for op in attached if attached[op] > own[op]}
+    finally:
+        ctrl.detach()
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["unpadded", "padded"])
+@pytest.mark.parametrize("arch", ["bert", "deberta", "llama"])
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_forward_pass_reads_nothing_back_from_the_device(arch, mode, padded):
+    assert _reads(arch, mode, layers=2, padded=padded) == {}
