@@ -51,7 +51,7 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
         raise AssertionError("a finished run was recomputed")
 
     monkeypatch.setattr(experiment, "train_probe", fail)
-    monkeypatch.setattr(experiment, "extract_constants", fail)
+    monkeypatch.setattr("papa.runs.constants_cache.extract_constants", fail)
     monkeypatch.setattr(experiment, "learn_lambdas", fail)
     again = run_grid(cfg, progress=False)
     pd.testing.assert_frame_equal(again, rows)
