@@ -23,6 +23,7 @@ class AttentionStats:
         self.sums = torch.zeros(num_layers, num_heads, max_length, max_length, dtype=torch.float64, device=device)
         self.counts = torch.zeros(max_length, max_length, dtype=torch.float64, device=device)
         self.num_examples = 0
+        self._pairs: tuple | None = None   # (valid, dtype, weights) of the forward pass in flight (`_pair_weights`)
 
     def _check_length(self, n: int) -> None:
         if n > self.max_length:
@@ -48,11 +49,21 @@ class AttentionStats:
         to real query and key positions."""
         n = valid.shape[1]
         self._check_length(n)
-        v = valid.to(probs.dtype)
-        pair = (v[:, rows, None] * v[:, None, :])[:, None]  # [B, 1, r, n]: query and key both real
+        pair = self._pair_weights(valid, probs.dtype)[:, :, rows]  # [B, 1, r, n]: query and key both real
         # Reduce over the batch in the working precision, then accumulate in float64 (add_ promotes in place). A
         # product and a sum, not a three-operand einsum: torch runs that einsum as a permuted bmm, ~9x slower on CPU.
         self.sums[layer, heads, :n][:, rows, :n].add_((probs * pair).sum(0))
+
+    def _pair_weights(self, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """[B, 1, n, n]: 1 where query and key are both real tokens; made once per padding mask (a forward pass
+        hands every layer and block the same one), not once per block."""
+        cached = self._pairs
+        if cached is not None and cached[0] is valid and cached[1] == dtype:
+            return cached[2]
+        v = valid.to(dtype)
+        weights = (v[:, :, None] * v[:, None, :])[:, None]
+        self._pairs = (valid, dtype, weights)
+        return weights
 
     def merge_(self, other: "AttentionStats") -> "AttentionStats":
         """Add another accumulator's statistics into this one (e.g. from another process)."""

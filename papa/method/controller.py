@@ -90,6 +90,7 @@ class PapaController(nn.Module):
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
         self._allowed_cache: dict = {}       # one `Allowed` per mask tensor of the forward pass in flight
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
+        self._all_real: torch.Tensor | None = None   # the capture's padding mask where a pass has no padding
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
@@ -324,6 +325,15 @@ class PapaController(nn.Module):
         s = c.sum(-1, keepdim=True)
         return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
 
+    def _every_token_real(self, probs: torch.Tensor) -> torch.Tensor:
+        """[B, n] all True for a pass without padding: one tensor while the shape stays, so the statistics make
+        their pair weights once (`AttentionStats._pair_weights`)."""
+        shape = (probs.shape[0], probs.shape[-1])
+        real = self._all_real
+        if real is None or real.shape != shape or real.device != probs.device:
+            real = self._all_real = torch.ones(shape, dtype=torch.bool, device=probs.device)
+        return real
+
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
                         heads: slice = slice(None), rows: slice = slice(None), *,
                         allowed: Allowed | None = None) -> torch.Tensor:
@@ -331,9 +341,8 @@ class PapaController(nn.Module):
         default), capturing them first. Statistics count the real queries and keys in `valid`; constants are masked
         by `allowed` (default: the real keys in `valid`)."""
         if self.stats is not None:
-            v = valid if valid is not None else torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool,
-                                                           device=probs.device)
-            self.stats.add(layer, probs.detach(), v, heads, rows)
+            self.stats.add(layer, probs.detach(), valid if valid is not None else self._every_token_real(probs),
+                           heads, rows)
         plan = self.plan(layer)
         kept = range(self.num_heads)[heads]
         if all(h in plan.keep for h in kept):
