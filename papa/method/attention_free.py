@@ -64,11 +64,7 @@ def constant_attention(constants: torch.Tensor, value: torch.Tensor, valid: torc
     out = torch.bmm(c, v.permute(1, 2, 0, 3).reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
     # Row sums in float32 even under bf16 autocast: they decide which rows are empty.
     c32 = constants.float()
-    if valid is None:
-        sums = c32.sum(-1, keepdim=True)  # [h, n, 1]
-    else:  # [h, n, B]; where every key is real, the plain row sums (what a call without padding computes, bit for
-        # bit), chosen on the device so that no forward pass waits for the host to decide
-        sums = torch.where(valid.all(), c32.sum(-1, keepdim=True), c32 @ valid.t().to(torch.float32))
+    sums = c32.sum(-1, keepdim=True) if valid is None else c32 @ valid.t().to(torch.float32)  # [h, n, 1 or B]
     scale = torch.where(sums > 0, 1.0 / sums.clamp_min(torch.finfo(torch.float32).tiny), torch.zeros_like(sums))
     out = out * scale.unsqueeze(-1).to(out.dtype)
     return out.permute(2, 1, 0, 3)

@@ -254,7 +254,10 @@ class PapaController(nn.Module):
         self._valid = padding_mask(mask)
         self.forward_id += 1
         self._allowed_cache.clear()
-        self._padding_only = mask is None or mask.dim() == 2
+        # transformers builds masks from the padding alone, except that without one it may read packed sequences
+        # off the position ids: those masks are analysed, not assumed.
+        self._padding_only = (mask is not None and mask.dim() == 2) or (mask is None
+                                                                        and bound.get("position_ids") is None)
         if self.max_length is not None and n is not None and n > self.max_length and self.any_changed():
             raise InputError(
                 f"the input has {n} positions but the constants were made at length {self.max_length}: encode inputs "
@@ -278,14 +281,16 @@ class PapaController(nn.Module):
         self._valid, self._n = None, None
         self._allowed_cache.clear()
 
-    def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> Allowed:
+    def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:
         """What `mask` (as an attention function received it) allows; computed once per mask and forward pass.
-        A mask transformers built from the padding mask the model was called with is described without reading
-        its values (`Allowed.from_padding_mask`); a 4D mask the caller passed is analysed (`Allowed.from_mask`)."""
-        key = (id(mask) if mask is not None else None, q, k, causal)
+        A mask transformers built from the padding mask the model was called with is described from what the host
+        knows (padding, `causal`, a sliding window: `windowed`) without reading it (`Allowed.from_padding_mask`); a
+        4D mask the caller passed is analysed (`Allowed.from_mask`)."""
+        key = (id(mask) if mask is not None else None, q, k, causal, windowed)
         found = self._allowed_cache.get(key)
         if found is None or (mask is not None and found[0] is not mask):
-            found = (mask, Allowed.from_padding_mask(mask, q, k, causal=causal, padded=self._valid is not None)
+            found = (mask, Allowed.from_padding_mask(mask, q, k, causal=causal, windowed=windowed,
+                                                     padded=self._valid is not None)
                      if self._padding_only else Allowed.from_mask(mask, q, k, causal=causal))
             self._allowed_cache[key] = found
         return found[1]

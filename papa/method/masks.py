@@ -73,12 +73,15 @@ class Allowed:
 
 
     @classmethod
-    def from_padding_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool,
+    def from_padding_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False,
                           padded: bool = True) -> "Allowed":
         """`from_mask` for a mask that transformers derived from the 2D padding mask the model was called with
-        (`padded`; False: called without one, so every key is real): such a mask factors by construction (a pattern
-        shared by the batch, causal or sliding-window, and the batch's padding), so it is described without looking
-        at its values, which keeps every decision on the host. A per-head mask is still taken whole."""
+        (`padded`; False: called without one, so every key is real). Such a mask factors by construction: the
+        batch's padding on the keys, and a pattern shared by the batch that only a causal (`causal`) or
+        sliding-window (`windowed`) module has. So it is described from these facts, known on the host, without
+        reading the mask; that it factors is asserted on the device (`torch._assert_async`: no host wait on an
+        accelerator; a mask that does not factor is an error, never a silently wrong result). A per-head mask is
+        taken whole."""
         if mask is None or mask.dim() == 2:
             return cls.from_mask(mask, q, k, causal=causal)  # decided from shapes and flags alone
         if mask.dim() != 4:
@@ -86,11 +89,17 @@ class Allowed:
         allowed = (mask if mask.dtype == torch.bool else mask > -1.0)[..., :k]
         if allowed.shape[1] != 1:
             return cls(dense=allowed)
-        a = allowed[:, 0]
-        if not padded:
-            return cls(pattern=a.all(dim=0))
-        keys = a.any(dim=1)
-        return cls(pattern=(a | ~keys[:, None, :]).all(dim=0), keys=keys)
+        a = allowed[:, 0]                                                      # [B, q, k]
+        keys = a.any(dim=1) if padded else None                               # a key is real if some query sees it
+        pattern = None
+        if causal or windowed:
+            pattern = (a if keys is None else a | ~keys[:, None, :]).all(dim=0)
+        described = cls(pattern=pattern, keys=keys)
+        expected = described.as_bool()
+        torch._assert_async((a if expected is None else a == expected[:, 0]).all(),
+                            "papa: an attention mask built from the padding mask does not factor into the padding and "
+                            "a pattern shared by the batch (e.g. packed sequences): call the model with a 4D mask")
+        return described
 
 
 def _causal(q: int, k: int, device) -> torch.Tensor:

@@ -80,7 +80,7 @@ class AdapterContext(Protocol):
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
         ...
 
-    def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> Allowed:
+    def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:
         """What `mask` (as an attention function received it) allows, cached per forward pass."""
         ...
 

@@ -226,7 +226,10 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
                         "replaced, mixed and captured heads do not reproduce")
     batch, heads, d = query.shape[0], ctrl.num_heads, value.shape[-1]
     groups = heads // value.shape[1]
-    allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)))
+    # A sliding window is passed to the attention function (Qwen2, ModernBERT) or held by the module.
+    windowed = kwargs.get("sliding_window", getattr(module, "sliding_window", None)) is not None
+    allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)),
+                           windowed=windowed)
     valid = ctrl.valid_mask(batch, n, value.device)
     modes = ctrl.modes[layer]
     plan = ctrl.plan(layer)

@@ -94,3 +94,27 @@ def _reads(arch: str, mode: str, *, layers: int, padded: bool) -> dict[str, int]
 @pytest.mark.parametrize("mode", list(MODES))
 def test_a_forward_pass_reads_nothing_back_from_the_device(arch, mode, padded):
     assert _reads(arch, mode, layers=2, padded=padded) == {}
+
+
+def test_a_mask_beyond_the_padding_is_analysed_not_assumed():
+    """Without an attention mask, transformers reads packed sequences off restarting position ids and builds a
+    block-diagonal mask: replaced heads must follow it, as the materialised reference does."""
+    model, tok = tiny_model("llama"), tiny_tokenizer("llama")
+    ids = encode(tok, [" ".join(TEXTS * 2)] * 2, max_length=N, model_type="llama",
+                 layout="standard").inputs["input_ids"]
+    # row 0 packs two sequences, row 1 holds one: the mask differs by row, so it does not factor
+    packed = torch.stack([torch.cat([torch.arange(N // 2), torch.arange(N // 2)]), torch.arange(N)])
+    ctrl = papa.attach(model)
+    try:
+        ctrl.set_constants(data_free_constants("toeplitz", ctrl.signature, N))
+        ctrl.replace(_half(ctrl))
+        with torch.no_grad():
+            fast = model(input_ids=ids, position_ids=packed, use_cache=False)[0]
+            ctrl.fast_paths = False
+            reference = model(input_ids=ids, position_ids=packed, use_cache=False)[0]
+            whole = model(input_ids=ids, use_cache=False)[0]
+        torch.testing.assert_close(fast, reference, rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(fast[0, N // 2:], whole[0, N // 2:])  # the second sequence saw only itself
+        torch.testing.assert_close(fast[1], whole[1], rtol=1e-5, atol=1e-6)
+    finally:
+        ctrl.detach()
