@@ -213,8 +213,39 @@ HEADER = ("| model | n | what | seq/s | ratio | peak MiB | target | verdict | no
 
 # ---- parts 1, 2, 3, 5 on one model and one length -----------------------------------------------------------------
 
+def bench_compiled(name: str, plain, work, ctrl, order, run, n: int, seqs: int, repeats: int, device: torch.device,
+                   report: Report, backend: str, eager_plain: float) -> None:
+    """`--compile`: the plain model and papa's variants under `torch.compile(backend)` (papa's variants with
+    fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward. Each variant is
+    its own copy of the model, configured once, so each compiles once, in the untimed warm-up round."""
+    def variant(heads: torch.Tensor | None | str):
+        model = copy.deepcopy(plain)
+        c = papa.attach(model, model_name=name)
+        c.set_constants(ctrl.constant_set)
+        if not isinstance(heads, str):  # "keep": nothing replaced (capture)
+            c.replace(heads)
+            drop_query_key(c)
+        return c, torch.compile(model, backend=backend, fullgraph=True)
+
+    half = heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down")
+    capture_ctrl, capture_model = variant("keep")
+    variants = {"plain": run(torch.compile(plain, backend=backend)), "capture": run(capture_model),
+                "attention-free": run(variant(None)[1]), "1/2": run(variant(half)[1])}
+    with capture_ctrl.capturing(n):  # statistics allocated once, as for a corpus
+        t = interleaved(variants, repeats, device)
+    label = f"compiled ({backend})"
+    report.add(name, n, f"plain forward (sdpa), {label}", seqs / t["plain"], eager_plain / t["plain"], "of eager plain")
+    report.add(name, n, f"capture (papa), {label}", seqs / t["capture"], t["plain"] / t["capture"],
+               "of compiled plain", None, "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85)
+    report.add(name, n, f"attention-free (all heads constant, Q/K dropped), {label}", seqs / t["attention-free"],
+               t["plain"] / t["attention-free"], "of compiled plain")
+    r = t["plain"] / t["1/2"]
+    report.add(name, n, f"1/2 input-dependent, Q/K dropped, {label}", seqs / t["1/2"], r, "of compiled plain", None,
+               "≥ 1.0×", r >= 1.0)
+
+
 def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches: int, repeats: int, texts: list[str],
-                autocast, device: torch.device, report: Report) -> None:
+                autocast, device: torch.device, report: Report, compile_backend: str | None = None) -> None:
     batches = []
     for i in range(n_batches):
         chunk = texts[i * batch_size:(i + 1) * batch_size]
@@ -307,6 +338,8 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
         report.add(name, n, key, seqs / t[key], r, "of plain", None, "≥ 1.0×", r >= 1.0, f"{kept} heads kept")
     restore_query_key(ctrl)
     ctrl.keep_all()
+    if compile_backend:
+        bench_compiled(name, plain, work, ctrl, order, run, n, seqs, repeats, device, report, compile_backend, t["plain"])
 
     # 5. λ-mixing training step -----------------------------------------------------------------------------------
     from papa.probing.features import hidden_features
@@ -603,6 +636,9 @@ def main(argv: list[str] | None = None) -> int:
                              "default 0 when no encoder is in --models)")
     parser.add_argument("--data-dir", default=None, help="local data directory (default: $PAPA_DATA_DIR)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
+                        help="also time the encoders' plain forward, capture, attention-free and 1/2 replacement "
+                             "under torch.compile (default backend inductor; e.g. aot_eager)")
     args = parser.parse_args(argv)
 
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local data or synthetic text: never wait on the hub
@@ -647,7 +683,8 @@ def main(argv: list[str] | None = None) -> int:
         label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
         for n in args.lengths:
             bs = batch_for.get(n, default_batch.get(n, 2))
-            bench_model(label, model, tok, n, bs, n_batches, repeats, texts, autocast, device, report)
+            bench_model(label, model, tok, n, bs, n_batches, repeats, texts, autocast, device, report,
+                        compile_backend=args.compile)
         if which != "minilm":
             del model
             gc.collect()

@@ -15,6 +15,12 @@ from papa.method.architectures import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
 
+def pair_weights(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B, 1, n, n]: 1 where query and key are both real tokens of `valid` [B, n], else 0."""
+    v = valid.to(dtype)
+    return (v[:, :, None] * v[:, None, :])[:, None]
+
+
 class AttentionStats:
     """Sums [L, H, N, N] and counts [N, N], accumulated in float64 so long corpora lose no precision."""
 
@@ -22,8 +28,17 @@ class AttentionStats:
         self.max_length = max_length
         self.sums = torch.zeros(num_layers, num_heads, max_length, max_length, dtype=torch.float64, device=device)
         self.counts = torch.zeros(max_length, max_length, dtype=torch.float64, device=device)
-        self.num_examples = 0
-        self._pairs: tuple | None = None   # (valid, dtype, weights) of the forward pass in flight (`_pair_weights`)
+        # A tensor, not an int: a compiled forward pass that counts examples then does not recompile for each count.
+        self._examples = torch.zeros((), dtype=torch.long, device=device)
+
+    @property
+    def num_examples(self) -> int:
+        """How many examples were counted."""
+        return int(self._examples)
+
+    @num_examples.setter
+    def num_examples(self, value: int) -> None:
+        self._examples.fill_(int(value))
 
     def _check_length(self, n: int) -> None:
         if n > self.max_length:
@@ -40,30 +55,20 @@ class AttentionStats:
         v = valid.to(self.counts.dtype)
         pairs = torch.einsum("bi,bj->ij", v, v)
         self.counts[:n, :n] += pairs.tril() if causal else pairs
-        self.num_examples += valid.shape[0]
+        self._examples += valid.shape[0]
 
     @torch.no_grad()
     def add(self, layer: int, probs: torch.Tensor, valid: torch.Tensor, heads: slice = slice(None),
-            rows: slice = slice(None)) -> None:
+            rows: slice = slice(None), *, pairs: torch.Tensor | None = None) -> None:
         """Add one layer's attention probabilities [B, h, r, n] of `heads` and query `rows` (all by default), masked
-        to real query and key positions."""
+        to real query and key positions (`valid` [B, n]; `pairs`: `pair_weights(valid)`, when the caller made them
+        once for many blocks)."""
         n = valid.shape[1]
         self._check_length(n)
-        pair = self._pair_weights(valid, probs.dtype)[:, :, rows]  # [B, 1, r, n]: query and key both real
+        pair = (pairs if pairs is not None else pair_weights(valid, probs.dtype))[:, :, rows]  # [B, 1, r, n]
         # Reduce over the batch in the working precision, then accumulate in float64 (add_ promotes in place). A
         # product and a sum, not a three-operand einsum: torch runs that einsum as a permuted bmm, ~9x slower on CPU.
         self.sums[layer, heads, :n][:, rows, :n].add_((probs * pair).sum(0))
-
-    def _pair_weights(self, valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        """[B, 1, n, n]: 1 where query and key are both real tokens; made once per padding mask (a forward pass
-        hands every layer and block the same one), not once per block."""
-        cached = self._pairs
-        if cached is not None and cached[0] is valid and cached[1] == dtype:
-            return cached[2]
-        v = valid.to(dtype)
-        weights = (v[:, :, None] * v[:, None, :])[:, None]
-        self._pairs = (valid, dtype, weights)
-        return weights
 
     def merge_(self, other: "AttentionStats") -> "AttentionStats":
         """Add another accumulator's statistics into this one (e.g. from another process)."""

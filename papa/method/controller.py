@@ -28,7 +28,7 @@ from torch.utils.hooks import RemovableHandle
 from papa.core.errors import InputError, PapaError
 from papa.method.architectures import ModelInfo, ModelSignature, describe_model, model_signature
 from papa.method.attention_free import RESTORE
-from papa.method.capture import AttentionStats
+from papa.method.capture import AttentionStats, pair_weights
 from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
 from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE
 from papa.method.layout import SEPARATOR_LAST
@@ -79,6 +79,7 @@ class PapaController(nn.Module):
         self.theta = nn.Parameter(torch.zeros(info.num_layers, info.num_heads))
         self.register_buffer("modes", torch.full((info.num_layers, info.num_heads), KEEP, dtype=torch.long))
         self._plans: list[LayerPlan] = []   # per layer, from the modes (`plan`)
+        self._plan_cache: dict[tuple, LayerPlan] = {}
         self._replan()
         self.register_buffer("_constants", None, persistent=False)
         self.constant_set: ConstantMatrices | None = None
@@ -88,9 +89,10 @@ class PapaController(nn.Module):
         self._handles: list[RemovableHandle] = []
         self._attn_impl: str | None = None   # the attention implementation the adapter replaced, if any
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
-        self._allowed_cache: dict = {}       # one `Allowed` per mask tensor of the forward pass in flight
+        self._shared_modules = len({id(m) for m in info.attention_modules}) < len(info.attention_modules)
+        self._allowed_cache: list = []       # (mask, shape, `Allowed`) of the forward pass in flight
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
-        self._all_real: torch.Tensor | None = None   # the capture's padding mask where a pass has no padding
+        self._capture_pairs: torch.Tensor | None = None   # the capture's pair weights for the pass in flight
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
@@ -205,7 +207,15 @@ class PapaController(nn.Module):
 
     def _replan(self) -> None:
         device = self.modes.device
-        self._plans = [LayerPlan.of(row, device) for row in self.modes.tolist()]
+        # One plan object per (modes, device): a configuration seen before gets its plans back, so a compiled forward
+        # pass (whose guards check these objects) is reused instead of recompiled.
+        plans = []
+        for row in self.modes.tolist():
+            key = (tuple(row), device)
+            if key not in self._plan_cache:
+                self._plan_cache[key] = LayerPlan.of(row, device)
+            plans.append(self._plan_cache[key])
+        self._plans = plans
 
     def _apply(self, fn, recurse: bool = True):
         out = super()._apply(fn, recurse)  # .to(device), .cuda(), ...: the index tensors follow the modes
@@ -252,7 +262,8 @@ class PapaController(nn.Module):
         n = ref.shape[1] if ref is not None else (mask.shape[-1] if mask is not None else None)
         self._n = n
         self._valid = padding_mask(mask)
-        self.forward_id += 1
+        if self._shared_modules:  # only they read it: a compiled forward pass does not guard on a changing count
+            self.forward_id += 1
         self._allowed_cache.clear()
         # transformers builds masks from the padding alone, except that without one it may read packed sequences
         # off the position ids: those masks are analysed, not assumed.
@@ -273,6 +284,7 @@ class PapaController(nn.Module):
                 f"{self.max_length} in the {meta.layout} layout: encode inputs at max_length={self.max_length} "
                 "(papa.method.layout.encode), or use constants made at that length."
             )
+        self._capture_pairs = None  # made by the first layer that captures (`_captured_tokens`), reused
         if self.stats is not None and n is not None:
             valid = self._valid if self._valid is not None else torch.ones(ref.shape[0], n, dtype=torch.bool)
             self.stats.add_counts(valid.to(self.stats.counts.device), causal=self.info.causal)
@@ -280,20 +292,22 @@ class PapaController(nn.Module):
     def _end_forward(self, *_unused) -> None:
         self._valid, self._n = None, None
         self._allowed_cache.clear()
+        self._capture_pairs = None
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:
         """What `mask` (as an attention function received it) allows; computed once per mask and forward pass.
         A mask transformers built from the padding mask the model was called with is described from what the host
         knows (padding, `causal`, a sliding window: `windowed`) without reading it (`Allowed.from_padding_mask`); a
         4D mask the caller passed is analysed (`Allowed.from_mask`)."""
-        key = (id(mask) if mask is not None else None, q, k, causal, windowed)
-        found = self._allowed_cache.get(key)
-        if found is None or (mask is not None and found[0] is not mask):
-            found = (mask, Allowed.from_padding_mask(mask, q, k, causal=causal, windowed=windowed,
-                                                     padded=self._valid is not None)
+        key = (q, k, causal, windowed)
+        for seen, shape, described in self._allowed_cache:  # compared by identity, not id(): compiles the same
+            if seen is mask and shape == key:
+                return described
+        described = (Allowed.from_padding_mask(mask, q, k, causal=causal, windowed=windowed,
+                                               padded=self._valid is not None)
                      if self._padding_only else Allowed.from_mask(mask, q, k, causal=causal))
-            self._allowed_cache[key] = found
-        return found[1]
+        self._allowed_cache.append((mask, key, described))
+        return described
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
@@ -330,14 +344,14 @@ class PapaController(nn.Module):
         s = c.sum(-1, keepdim=True)
         return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
 
-    def _every_token_real(self, probs: torch.Tensor) -> torch.Tensor:
-        """[B, n] all True for a pass without padding: one tensor while the shape stays, so the statistics make
-        their pair weights once (`AttentionStats._pair_weights`)."""
-        shape = (probs.shape[0], probs.shape[-1])
-        real = self._all_real
-        if real is None or real.shape != shape or real.device != probs.device:
-            real = self._all_real = torch.ones(shape, dtype=torch.bool, device=probs.device)
-        return real
+    def _captured_tokens(self, probs: torch.Tensor, valid: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """The capture's real tokens [B, n] and pair weights, made once per forward pass (every layer and block of
+        the pass shares them)."""
+        if valid is None:
+            valid = torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
+        if self._capture_pairs is None:
+            self._capture_pairs = pair_weights(valid, probs.dtype)
+        return valid, self._capture_pairs
 
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
                         heads: slice = slice(None), rows: slice = slice(None), *,
@@ -346,8 +360,8 @@ class PapaController(nn.Module):
         default), capturing them first. Statistics count the real queries and keys in `valid`; constants are masked
         by `allowed` (default: the real keys in `valid`)."""
         if self.stats is not None:
-            self.stats.add(layer, probs.detach(), valid if valid is not None else self._every_token_real(probs),
-                           heads, rows)
+            real, pairs = self._captured_tokens(probs, valid)
+            self.stats.add(layer, probs.detach(), real, heads, rows, pairs=pairs)
         plan = self.plan(layer)
         kept = range(self.num_heads)[heads]
         if all(h in plan.keep for h in kept):

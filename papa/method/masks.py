@@ -71,7 +71,6 @@ class Allowed:
             return cls(dense=allowed)
         return cls(pattern=None if bool(pattern.all()) else pattern, keys=None if bool(keys.all()) else keys)
 
-
     @classmethod
     def from_padding_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False,
                           padded: bool = True) -> "Allowed":

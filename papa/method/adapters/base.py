@@ -52,7 +52,8 @@ class AdapterContext(Protocol):
     theta: torch.Tensor
     #: the statistics of a running capture, else None
     stats: AttentionStats | None
-    #: counts forward passes, so a module shared by several layers can tell which layer each call runs
+    #: counts forward passes where a module is shared by several layers (ALBERT), so it can tell which layer each
+    #: call runs (elsewhere it stays 0: a compiled forward pass does not recompile for it)
     forward_id: int
     #: False: every changed layer materialises its probabilities (the reference the fast paths are tested against)
     fast_paths: bool

@@ -378,7 +378,10 @@ class InterfaceAdapter(Adapter):
         setattr(module, query_name, sliced_linear(originals[query_name], keep, info.head_dim))
         if info.num_kv_heads == info.num_heads:  # grouped keys serve several query heads: kept whole
             setattr(module, key_name, sliced_linear(originals[key_name], keep, info.head_dim))
-        module.__dict__[QK_HEADS] = QueryKeyHeads(kept)
+        heads = module.__dict__[QK_HEADS] = QueryKeyHeads(kept)
+        for layer in layers:  # made now, not in a forward pass (where a compiled graph would recompile for them)
+            plan = controller.plan(layer)
+            heads.positions(plan.keep, plan.keep_index.device)
 
         def restore() -> None:
             for name, linear in originals.items():

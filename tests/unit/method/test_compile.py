@@ -1,6 +1,7 @@
 """An attached model compiles whole (issue 30): under ``torch.compile(..., fullgraph=True)`` a graph break or a branch
 on a device value fails, so every mode's forward pass is one graph, and its outputs equal eager ones to float
-rounding. ``aot_eager`` traces and partitions the graph without generating code; one case runs the inductor backend
+rounding; later passes reuse the graph (per-pass Python state, such as a capture's example count, is kept out of
+what the graph is specialised on). ``aot_eager`` traces and partitions the graph without generating code; one case runs the inductor backend
 too, where a C compiler is on the machine.
 """
 from __future__ import annotations
@@ -51,6 +52,12 @@ def _compiled_vs_eager(arch: str, mode: str, backend: str):
                 if mode == "capture":
                     stats[1] = capture.enter_context(ctrl.capturing(N))
                 compiled = compiled_model(**inputs)[0]
+            # The graph is reused: more passes (and another capture) run it again without recompiling.
+            with torch.compiler.set_stance("fail_on_recompile"), ExitStack() as capture:
+                if mode == "capture":
+                    capture.enter_context(ctrl.capturing(N))
+                for _ in range(2):
+                    torch.testing.assert_close(compiled_model(**inputs)[0], compiled, rtol=0, atol=0)
         return eager, compiled, *stats
     finally:
         torch._dynamo.reset()
