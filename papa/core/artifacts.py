@@ -44,17 +44,25 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
             tmp_path.unlink()
 
 
-def read_safetensors(path: str | os.PathLike, *, framework: str = "pt", fix: str) -> tuple[dict, dict]:
-    """(header metadata, tensors) of the safetensors file at `path`; a file that cannot be read raises
-    `CorruptArtifactError` saying so, and `fix` (what the user should do)."""
+@contextmanager
+def _opened_safetensors(path: str | os.PathLike, framework: str, fix: str | None) -> Iterator:
+    """The safetensors file at `path`, open; a file that cannot be read (missing, truncated, another format) raises
+    `CorruptArtifactError` saying so, and `fix` (what the user should do) where given."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(path), framework=framework) as f:
-            return f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
+            yield f
     except Exception as exc:  # safetensors raises several types for truncated/garbled files
-        raise CorruptArtifactError(f"{path} is not a readable safetensors file ({exc}); it may be truncated: "
-                                   f"{fix}.") from exc
+        advice = f"; it may be truncated: {fix}" if fix is not None else ""
+        raise CorruptArtifactError(f"{path} is not a readable safetensors file ({exc}){advice}.") from exc
+
+
+def read_safetensors(path: str | os.PathLike, *, framework: str = "pt", fix: str) -> tuple[dict, dict]:
+    """(header metadata, tensors) of the safetensors file at `path`; a file that cannot be read raises
+    `CorruptArtifactError` saying so, and `fix` (what the user should do)."""
+    with _opened_safetensors(path, framework, fix) as f:
+        return f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
 
 
 def read_safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
@@ -62,13 +70,8 @@ def read_safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
 
     A file that cannot be read as safetensors (missing, truncated, another format) raises `CorruptArtifactError`.
     """
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="np") as f:  # the header alone: no tensor is read, so numpy does
-            return f.metadata() or {}
-    except Exception as exc:  # safetensors raises several types for truncated/garbled files
-        raise CorruptArtifactError(f"{path} is not a readable safetensors file ({exc}).") from exc
+    with _opened_safetensors(path, "np", None) as f:  # the header alone: no tensor is read, so numpy does
+        return f.metadata() or {}
 
 
 def write_json_atomic(path: str | os.PathLike, obj: object) -> None:

@@ -22,6 +22,15 @@ def max_positions(config) -> int | None:
     return architecture(config.model_type).max_positions(config)
 
 
+def check_length(config, max_length: int) -> None:
+    """Refuse a `max_length` beyond the positions the model of `config` has (its absolute position embeddings)."""
+    limit = max_positions(config)
+    if limit is not None and max_length > limit:
+        given, most = Arg("max_length", max_length), Arg("max_length", limit)
+        raise InputError(f"{given} is longer than the {limit} positions the model has: extract with {most} or less.",
+                         advice=(given, most))
+
+
 def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
     """The tokenizer as recorded in metadata: the model's name when known, never a local directory's path."""
     name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
@@ -44,11 +53,7 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
         raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
     causal = is_causal(model)
     layout = layout_for(causal, layout, REPRODUCTION_LAYOUT)
-    limit = max_positions(model.config)
-    if limit is not None and max_length > limit:
-        given, most = Arg("max_length", max_length), Arg("max_length", limit)
-        raise InputError(f"{given} is longer than the {limit} positions the model has: extract with {most} or less.",
-                         advice=(given, most))
+    check_length(model.config, max_length)
     existing = controller_of(model)
     controller: PapaController = existing or attach(model, model_name=model_name)
     device = next(model.parameters()).device

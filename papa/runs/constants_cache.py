@@ -12,10 +12,10 @@ from pathlib import Path
 
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
-from papa.core.errors import Arg, InputError, PapaError
+from papa.core.errors import InputError, PapaError
 from papa.core.vocabulary import DEFAULT_DTYPE
 from papa.method.constants import ConstantMatrices, load_constants
-from papa.method.extract import extract_constants, max_positions
+from papa.method.extract import check_length, extract_constants
 from papa.method.layout import layout_for
 from papa.method.models import (canonical_model_name, dtype_name, is_causal_model, load_model, local_config,
                                 resolve_device, resolve_dtype)
@@ -121,13 +121,13 @@ def _extract(model, tokenizer, corpus: Corpus, *, max_length: int, layout: str |
 
 
 def _check_length(model: str, max_length: int) -> None:
-    """Refuse a length beyond the model's positions from its config alone, when that is on this machine."""
+    """`check_length` from the model's config alone, when that is on this machine."""
     config = local_config(model)
+    if config is None:
+        return
     try:
-        limit = None if config is None else max_positions(config)
+        check_length(config, max_length)
+    except InputError:
+        raise
     except PapaError:  # an unsupported model: `load_model` says so in its own words
         return
-    if limit is not None and max_length > limit:
-        given, most = Arg("max_length", max_length), Arg("max_length", limit)
-        raise InputError(f"{given} is longer than the {limit} positions the model has: extract with {most} or less.",
-                         advice=(given, most))

@@ -157,7 +157,7 @@ CASES: dict[str, dict] = {
         library=lambda tmp, mp: extract_to_file("sentence-transformers/all-MiniLM-L6-v2", CorpusSource("sst2"),
                                                 max_length=600, out_dir=tmp / "out", progress=False),
         cli=lambda tmp: ["extract", "--task", "sst2", "--max-length", "600", "--out", str(tmp / "out"), "--quiet"],
-        sites={("runs/constants_cache.py", "max_length")}, library_says=["max_length=600", "max_length=512 or less"],
+        sites={("method/extract.py", "max_length")}, library_says=["max_length=600", "max_length=512 or less"],
         cli_says=["--max-length 600", "--max-length 512 or less"]),
     "layout of a decoder": dict(
         library=lambda tmp, mp: layout_for(True, "sep_last", "official"),
