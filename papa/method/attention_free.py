@@ -51,21 +51,38 @@ class QueryKeyHeads:
         return found
 
 
-def constant_attention(constants: torch.Tensor, value: torch.Tensor, valid: torch.Tensor | None) -> torch.Tensor:
+@dataclass(frozen=True)
+class RealKeys:
+    """A forward pass's real keys in the forms the constant heads use, made once per pass rather than per layer
+    (on an accelerator each small op is a kernel launch): `values` [B, 1, n, 1] in the values' dtype zeroes padded
+    keys' V, `columns` [n, B] float32 sums each row's constants over the real keys."""
+
+    values: torch.Tensor
+    columns: torch.Tensor
+
+    @classmethod
+    def of(cls, keys: torch.Tensor, batch: int, dtype: torch.dtype) -> "RealKeys":
+        """From `keys` [B or 1, n] (True at real tokens) for values of `dtype`."""
+        keys = keys.expand(batch, -1)
+        return cls(values=keys[:, None, :, None].to(dtype), columns=keys.t().to(torch.float32))
+
+
+def constant_attention(constants: torch.Tensor, value: torch.Tensor, keys: RealKeys | None) -> torch.Tensor:
     """Output of heads whose attention is `constants` [h, n, n] masked to real keys and renormalised row-wise.
 
-    `value` is [B, h, n, d′], `valid` [B, n] (True at real tokens) or None (no padding). Returns [B, n, h, d′], the
+    `value` is [B, h, n, d′], `keys` the real keys (`RealKeys`) or None (no padding). Returns [B, n, h, d′], the
     layout attention functions return. Rows with no mass on real keys give 0 (the zeros kind prunes the head).
     """
     batch, heads, n, dv = value.shape
     c = constants.to(value.dtype)
-    v = value if valid is None else value * valid[:, None, :, None].to(value.dtype)
+    v = value if keys is None else value * keys.values
     # [h, n, B·d′]: every example shares C, so one GEMM per head covers the batch.
     out = torch.bmm(c, v.permute(1, 2, 0, 3).reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
     # Row sums in float32 even under bf16 autocast: they decide which rows are empty.
     c32 = constants.float()
-    sums = c32.sum(-1, keepdim=True) if valid is None else c32 @ valid.t().to(torch.float32)  # [h, n, 1 or B]
-    scale = torch.where(sums > 0, 1.0 / sums.clamp_min(torch.finfo(torch.float32).tiny), torch.zeros_like(sums))
+    sums = c32.sum(-1, keepdim=True) if keys is None else c32 @ keys.columns  # [h, n, 1 or B]
+    # An empty row is already 0 (constants are non-negative and padded V is zeroed), so it may be divided by 1.
+    scale = torch.where(sums > 0, sums, 1.0).reciprocal()
     out = out * scale.unsqueeze(-1).to(out.dtype)
     return out.permute(2, 1, 0, 3)
 

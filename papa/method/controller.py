@@ -27,7 +27,7 @@ from torch.utils.hooks import RemovableHandle
 
 from papa.core.errors import InputError, PapaError
 from papa.method.architectures import ModelInfo, ModelSignature, describe_model, model_signature
-from papa.method.attention_free import RESTORE
+from papa.method.attention_free import RESTORE, RealKeys
 from papa.method.capture import AttentionStats, pair_weights
 from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
 from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE
@@ -91,6 +91,7 @@ class PapaController(nn.Module):
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
         self._shared_modules = len({id(m) for m in info.attention_modules}) < len(info.attention_modules)
         self._allowed_cache: list = []       # (mask, shape, `Allowed`) of the forward pass in flight
+        self._real_keys_cache: list = []     # (keys, dtype, `RealKeys`) of the forward pass in flight
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
         self._capture_pairs: torch.Tensor | None = None   # the capture's pair weights for the pass in flight
         self._requires_grad: dict[str, bool] = {}
@@ -265,6 +266,7 @@ class PapaController(nn.Module):
         if self._shared_modules:  # only they read it: a compiled forward pass does not guard on a changing count
             self.forward_id += 1
         self._allowed_cache.clear()
+        self._real_keys_cache.clear()
         # transformers builds masks from the padding alone, except that without one it may read packed sequences
         # off the position ids: those masks are analysed, not assumed.
         self._padding_only = (mask is not None and mask.dim() == 2) or (mask is None
@@ -292,6 +294,7 @@ class PapaController(nn.Module):
     def _end_forward(self, *_unused) -> None:
         self._valid, self._n = None, None
         self._allowed_cache.clear()
+        self._real_keys_cache.clear()
         self._capture_pairs = None
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:
@@ -308,6 +311,18 @@ class PapaController(nn.Module):
                      if self._padding_only else Allowed.from_mask(mask, q, k, causal=causal))
         self._allowed_cache.append((mask, key, described))
         return described
+
+    def real_keys(self, keys: torch.Tensor | None, batch: int, dtype: torch.dtype) -> RealKeys | None:
+        """`keys` ([B or 1, n], True at real tokens; None: no padding) as the constant heads use them for values of
+        `dtype`; made once per keys tensor and forward pass, so each layer adds no ops for them."""
+        if keys is None:
+            return None
+        for seen, seen_dtype, made in self._real_keys_cache:  # by identity, as `allowed`
+            if seen is keys and seen_dtype == dtype:
+                return made
+        made = RealKeys.of(keys, batch, dtype)
+        self._real_keys_cache.append((keys, dtype, made))
+        return made
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""

@@ -33,13 +33,15 @@ class Allowed:
     def factored(self) -> bool:
         return self.dense is None
 
-    def as_bool(self, rows: slice = slice(None)) -> torch.Tensor | None:
-        """The mask of query `rows` as a bool tensor broadcastable to [B, h, r, k]; None when everything is allowed."""
+    def as_bool(self, rows: slice | None = None) -> torch.Tensor | None:
+        """The mask of query `rows` (None: all) as a bool tensor broadcastable to [B, h, r, k]; None when everything
+        is allowed."""
+        # No slice object as a default: torch 2.11's compiler cannot trace a constant slice it did not see made.
         if self.dense is not None:
-            return self.dense[:, :, rows]
+            return self.dense if rows is None else self.dense[:, :, rows]
         m = None
         if self.pattern is not None:
-            m = self.pattern[rows][None, None]
+            m = (self.pattern if rows is None else self.pattern[rows])[None, None]
         if self.keys is not None:
             k = self.keys[:, None, None, :]
             m = k if m is None else m & k

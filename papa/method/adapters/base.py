@@ -17,6 +17,7 @@ from papa.core.errors import UnsupportedModelError
 
 if TYPE_CHECKING:  # annotations only: architectures imports the adapters, so a runtime import would be circular
     from papa.method.architectures import ModelInfo
+    from papa.method.attention_free import RealKeys
     from papa.method.capture import AttentionStats
     from papa.method.controller import LayerPlan
     from papa.method.masks import Allowed
@@ -79,6 +80,10 @@ class AdapterContext(Protocol):
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
+        ...
+
+    def real_keys(self, keys: torch.Tensor | None, batch: int, dtype: torch.dtype) -> RealKeys | None:
+        """`keys` as `papa.method.attention_free.constant_attention` takes them, made once per forward pass."""
         ...
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:

@@ -69,7 +69,8 @@ class DebertaAdapter(Adapter):
             value = _value_states(module, hidden_states)
             batch, _, n, _ = value.shape
             valid = controller.valid_mask(batch, n, value.device)
-            out = constant_attention(controller.constant_matrices(layer, n), value, valid)
+            out = constant_attention(controller.constant_matrices(layer, n), value,
+                                     controller.real_keys(valid, batch, value.dtype))
             return out.reshape(batch, n, -1), None
 
         module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it

@@ -149,16 +149,12 @@ def _ungrouped(module: nn.Module) -> Iterator[None]:
 def _masked_constants(controller: AdapterContext, layer: int, n: int, heads, allowed: Allowed) -> torch.Tensor:
     """Constants of `heads` [h, n, n] with the batch-shared part of the mask applied (its padding goes on V)."""
     c = controller.constant_matrices(layer, n, heads)
-    return c if allowed.pattern is None else c * allowed.pattern.to(c.dtype)
+    return c if allowed.pattern is None else c * allowed.pattern  # bool promoted inside the product: one op
 
 
 def _kept_by(controller: AdapterContext, layers: list[int]) -> tuple[int, ...]:
     """The heads that any of `layers` keeps (what drop_query_key sliced a module's projections to), from the host."""
     return tuple(sorted({h for layer in layers for h in controller.plan(layer).keep}))
-
-
-def _keys(allowed: Allowed, batch: int) -> torch.Tensor | None:
-    return None if allowed.keys is None else allowed.keys.expand(batch, -1)
 
 
 def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -231,7 +227,6 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)),
                            windowed=windowed)
     valid = ctrl.valid_mask(batch, n, value.device)
-    modes = ctrl.modes[layer]
     plan = ctrl.plan(layer)
     if qk_heads is not None and (any_mixed or capture or qk_heads.heads != _kept_by(ctrl, site.layers)):
         raise PapaError("the query/key projections were dropped for another head configuration (or for no "
@@ -239,17 +234,19 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     # Dropout on B cannot be moved past the matmul with V, so training with attention dropout stays exact.
     fast = ctrl.fast_paths and (dropout == 0.0 or not module.training)
     factored = fast and allowed.factored
-    score_mask = attention_mask[..., :n] if attention_mask is not None and attention_mask.dim() == 4 \
-        else allowed.as_bool()
     value_h = _per_query_head(value, groups)
+    keys = ctrl.real_keys(allowed.keys, batch, value_h.dtype) if factored and not capture else None
     if any_mixed and factored and not capture:
         out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                  **kwargs)
-        out_c = constant_attention(_masked_constants(ctrl, layer, n, slice(None), allowed), value_h,
-                                   _keys(allowed, batch))
+        out_c = constant_attention(_masked_constants(ctrl, layer, n, slice(None), allowed), value_h, keys)
+        modes = ctrl.modes[layer]
         w = torch.where(modes == MIX, torch.sigmoid(ctrl.theta[layer]), (modes == KEEP).to(ctrl.theta.dtype))
         w = w.to(out_a.dtype)[None, None, :, None]
         return w * out_a + (1 - w) * out_c.to(out_a.dtype), None
+    if capture or any_mixed:  # the paths that materialise scores mask them
+        score_mask = attention_mask[..., :n] if attention_mask is not None and attention_mask.dim() == 4 \
+            else allowed.as_bool()
     if capture and fast:
         return _attention_in_blocks(ctrl, layer, query, _per_query_head(key, groups), value_h, score_mask, scaling,
                                     valid, allowed), None
@@ -263,7 +260,7 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     every = len(plan.replace) == heads  # no gather of V when the whole layer is constant
     if factored:
         out_repl = constant_attention(_masked_constants(ctrl, layer, n, slice(None) if every else repl, allowed),
-                                      value_h if every else value_h[:, repl], _keys(allowed, batch))
+                                      value_h if every else value_h[:, repl], keys)
     else:
         c = ctrl.constant_probs(layer, repl, allowed, n, value.dtype)
         c = nn.functional.dropout(c, p=dropout, training=module.training)

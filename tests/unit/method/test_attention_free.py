@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import papa
-from papa.method.attention_free import (constant_attention, drop_query_key, query_key_dropped, query_key_dropped_while,
-                                 restore_query_key)
+from papa.method.attention_free import (RealKeys, constant_attention, drop_query_key, query_key_dropped,
+                                        query_key_dropped_while, restore_query_key)
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
 
@@ -79,7 +79,7 @@ def test_constant_attention_equals_masked_renormalised_product():
         s = m.sum(-1, keepdim=True)
         probs = torch.where(s > 0, m / s.clamp_min(1e-30), torch.zeros_like(m))
         expected = (probs @ value).transpose(1, 2)
-        got = constant_attention(c, value, v)
+        got = constant_attention(c, value, None if v is None else RealKeys.of(v, 2, value.dtype))
         assert got.shape == (2, 6, 3, 5)
         assert torch.allclose(got, expected, atol=1e-6)
         assert torch.isfinite(got).all()

@@ -20,9 +20,10 @@ KV_HEADS = {"llama": 2, "qwen2": 1, "gpt2": 4, "modernbert": 4}
 
 
 def _batch(arch: str, padded: bool = True) -> dict[str, torch.Tensor]:
-    """Two sequences of N ids; the second right-padded to 7 real tokens (ids avoid the special ones)."""
+    """Two sequences of N ids; the second right-padded to 7 real tokens (ids avoid the special ones). Drawn on the
+    CPU (the same ids on every device), then on the tests' device (PAPA_TEST_DEVICE)."""
     g = torch.Generator(device="cpu").manual_seed(0)
-    ids = torch.randint(5, 60, (2, N), generator=g, device="cpu")
+    ids = torch.randint(5, 60, (2, N), generator=g, device="cpu").to(torch.get_default_device())
     mask = torch.ones(2, N, dtype=torch.long)
     if padded:
         mask[1, 7:] = 0

@@ -1,4 +1,4 @@
-"""benchmarks/grid_estimate.py on the committed H100 measurements: the sums and schedules are consistent."""
+"""benchmarks/grid_estimate.py on the committed H100 and H200 measurements: the sums and schedules are consistent."""
 from __future__ import annotations
 
 import json
@@ -14,9 +14,9 @@ import grid_estimate  # noqa: E402
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def estimate():
-    with open(REPO / "artifacts" / "gpu" / "full_cost.json") as fh:
+@pytest.fixture(scope="module", params=["full_cost.json", "h200/full_cost.json"])
+def estimate(request):
+    with open(REPO / "artifacts" / "gpu" / request.param) as fh:
         return grid_estimate.estimate(json.load(fh))
 
 
