@@ -213,7 +213,7 @@ HEADER = ("| model | n | what | seq/s | ratio | peak MiB | target | verdict | no
 
 # ---- parts 1, 2, 3, 5 on one model and one length -----------------------------------------------------------------
 
-def bench_compiled(name: str, plain, work, ctrl, order, run, n: int, seqs: int, repeats: int, device: torch.device,
+def bench_compiled(name: str, plain, ctrl, order, run, n: int, seqs: int, repeats: int, device: torch.device,
                    report: Report, backend: str, eager_plain: float) -> None:
     """`--compile`: the plain model and papa's variants under `torch.compile(backend)` (papa's variants with
     fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward. Each variant is
@@ -339,7 +339,7 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
     restore_query_key(ctrl)
     ctrl.keep_all()
     if compile_backend:
-        bench_compiled(name, plain, work, ctrl, order, run, n, seqs, repeats, device, report, compile_backend, t["plain"])
+        bench_compiled(name, plain, ctrl, order, run, n, seqs, repeats, device, report, compile_backend, t["plain"])
 
     # 5. λ-mixing training step -----------------------------------------------------------------------------------
     from papa.probing.features import hidden_features

@@ -93,7 +93,8 @@ class PapaController(nn.Module):
         self._allowed_cache: list = []       # (mask, shape, `Allowed`) of the forward pass in flight
         self._real_keys_cache: list = []     # (keys, dtype, `RealKeys`) of the forward pass in flight
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
-        self._capture_pairs: torch.Tensor | None = None   # the capture's pair weights for the pass in flight
+        # the capture's real tokens and pair weights for the pass in flight (`_captured_tokens`)
+        self._capture_pairs: tuple[torch.Tensor, torch.Tensor] | None = None
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
@@ -362,11 +363,11 @@ class PapaController(nn.Module):
     def _captured_tokens(self, probs: torch.Tensor, valid: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The capture's real tokens [B, n] and pair weights, made once per forward pass (every layer and block of
         the pass shares them)."""
-        if valid is None:
-            valid = torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
         if self._capture_pairs is None:
-            self._capture_pairs = pair_weights(valid, probs.dtype)
-        return valid, self._capture_pairs
+            if valid is None:
+                valid = torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
+            self._capture_pairs = (valid, pair_weights(valid, probs.dtype))
+        return self._capture_pairs
 
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
                         heads: slice = slice(None), rows: slice = slice(None), *,

@@ -180,22 +180,17 @@ def _attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Te
     per_head = batch * n * n * value.element_size()
     head_block = max(1, budget // per_head)
     row_block = n if per_head <= budget else max(1, budget * n // per_head)
-    if scaling is None:
-        scaling = query.shape[-1] ** -0.5
     # Once per layer, not per block: the mask as additive terms (one add per block instead of an inverted copy and a
-    # fill), and the keys transposed for Q·Kᵀ.
+    # fill).
     additive = _additive(mask, query.dtype)
-    key_t = key.transpose(2, 3)
     out = value.new_empty(batch, n, heads, d)
     for h in range(0, heads, head_block):
         hs = slice(h, min(h + head_block, heads))
         for r in range(0, n, row_block):
             rs = slice(r, min(r + row_block, n))
-            scores = torch.matmul(query[:, hs, rs], key_t[:, hs]).mul_(scaling)
-            if additive is not None:  # [B, 1 or H, 1 or n, n]: the block's heads and rows
-                scores.add_(additive[:, hs if additive.shape[1] > 1 else slice(None),
-                                     rs if additive.shape[2] > 1 else slice(None)])
-            probs = nn.functional.softmax(scores, dim=-1)
+            block_mask = None if additive is None else \
+                additive[:, hs if additive.shape[1] > 1 else slice(None), rs if additive.shape[2] > 1 else slice(None)]
+            probs = attention_probs(query[:, hs, rs], key[:, hs], block_mask, scaling)
             probs = controller.transform_probs(layer, probs, valid, hs, rs, allowed=allowed)
             out[:, rs, hs] = torch.matmul(probs, value[:, hs]).transpose(1, 2)
     return out
