@@ -174,11 +174,17 @@ def _jobs(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from papa.reproduce.notebooks import check_batch, reproduction_summary, run_notebooks
+    from papa.reproduce.timings import done_runs, plan_text, reference
 
     start = time.perf_counter()
     # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.
-    check_batch(args.profile, names=_notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
-                device=args.device)
+    prof = check_batch(args.profile, names=_notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
+                       device=args.device)
+    names = _notebook_names(args)
+    expected = reference(prof.name)
+    if not args.quiet:
+        done = done_runs(args.profile, names, _out_dir(args), data_dir=args.data_dir, device=args.device)
+        print(plan_text(prof.name, names, _out_dir(args), expected, done), flush=True)
     if args.workers > 1 or args.submitit:
         # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
         from papa.reproduce.jobs import notebook_jobs
@@ -189,13 +195,14 @@ def _reproduce(args: argparse.Namespace) -> int:
             print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
                   file=sys.stderr)
             return 1
-    times = run_notebooks(args.profile, names=_notebook_names(args),
-                          out_dir=args.out, data_dir=args.data_dir, device=args.device, force=args.force,
-                          progress=not args.quiet)
-    print(times[["notebook", "seconds"]].to_string(index=False))
+    times = run_notebooks(args.profile, names=names, out_dir=args.out, data_dir=args.data_dir, device=args.device,
+                          force=args.force, progress=not args.quiet, command=args.command_line)
+    print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
     out = _out_dir(args)
-    print(f"done in {time.perf_counter() - start:.0f}s; executed notebooks in {out}/notebooks, figures in "
-          f"{out}/figures, tables in {out}/tables, results in {out}/results.csv\n")
+    took = time.perf_counter() - start
+    versus = "" if expected is None else f" (the reference run of profile {prof.name}: {expected.total:.0f} s)"
+    print(f"done in {took:.0f} s{versus}; executed notebooks in {out}/notebooks, figures in {out}/figures, tables "
+          f"in {out}/tables, results in {out}/results.csv, times in {out}/notebook_times.csv\n")
     print(reproduction_summary(args.profile, names=_notebook_names(args), out_dir=out))
     return 0
 
@@ -396,6 +403,7 @@ def _say(args: argparse.Namespace, kind: str, message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.command_line = " ".join(["papa", *(sys.argv[1:] if argv is None else argv)])  # as typed, for run records
     if not getattr(args, "func", None):
         parser.print_help()
         return 0

@@ -16,11 +16,12 @@ score with; an encoder loads as ``AutoModel``.
 """
 from __future__ import annotations
 
+import copy
 import functools
 import importlib.util
 import logging
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -126,8 +127,10 @@ def local_config(name: str):
     never the network."""
     from transformers import AutoConfig
 
+    extra = _load_kwargs(name)
     try:
-        return AutoConfig.from_pretrained(resolve_model_path(name), local_files_only=True, **_load_kwargs(name))
+        with _gguf_parsed_once() if "gguf_file" in extra else nullcontext():
+            return AutoConfig.from_pretrained(resolve_model_path(name), local_files_only=True, **extra)
     except (OSError, ValueError):
         return None
 
@@ -208,6 +211,38 @@ def _quiet_loading():
         hf_logging.set_tqdm_hook(previous)
 
 
+_GGUF_READERS: dict = {}  # the last parsed GGUF file, kept by `_gguf_parsed_once` for the next read of it
+
+
+@contextmanager
+def _gguf_parsed_once():
+    """While papa loads a GGUF checkpoint: each file parsed once and each tensor-name map built once.
+
+    transformers parses the file again for the tokenizer and for the weights, and builds the same name map for
+    every tensor; in Python that is most of a GGUF load (for SmolLM2 about 3.5 s a parse and 4.5 s of maps, of 15 s).
+    Both are pure functions of their arguments, and transformers imports them from `gguf` when it runs, so they are
+    memoised there for the duration of a read (the last file's parse is kept for the next: reading the config,
+    then loading the model, parse once) and restored after."""
+    import gguf
+
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+
+    def read_once(path, *args, **kwargs):
+        stat = Path(path).stat()  # a file replaced on disk is parsed again
+        key = (str(path), stat.st_mtime_ns, stat.st_size, args, tuple(sorted(kwargs.items())))
+        if key not in _GGUF_READERS:
+            _GGUF_READERS.clear()  # one file's parse kept: the last model loaded
+            _GGUF_READERS[key] = reader(path, *args, **kwargs)
+        return _GGUF_READERS[key]
+
+    gguf.GGUFReader = read_once
+    gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    try:
+        yield
+    finally:
+        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+
+
 def _unused_by_papa(key: str) -> bool:
     """Weights papa never runs: an encoder's pooler (the probes read hidden states)."""
     return key.split(".")[0] == "pooler" or ".pooler." in key
@@ -239,14 +274,17 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
         raise ModelNotFoundError(f"no model directory at {name}: pass an existing directory holding config.json and "
                                  "the weights, or a hub id.")
     try:
-        config = AutoConfig.from_pretrained(path, **extra)
+        # The config read once and handed on: a GGUF file is parsed in Python for every read (about 4 s for
+        # SmolLM2's), and the tokenizer and the model would each read the config again.
+        known = local_config(name)
+        config = copy.deepcopy(known) if known is not None else AutoConfig.from_pretrained(path, **extra)
         check_config(config)
         causal = is_causal(config)
-        tokenizer = AutoTokenizer.from_pretrained(path, **extra)
         kwargs = {"dtype": torch_dtype} if torch_dtype is not None else {}
-        with _quiet_loading():
+        with _quiet_loading(), _gguf_parsed_once() if "gguf_file" in extra else nullcontext():
+            tokenizer = AutoTokenizer.from_pretrained(path, config=config, **extra)
             model, info = (AutoModelForCausalLM if causal else AutoModel).from_pretrained(
-                path, output_loading_info=True, **kwargs, **extra)
+                path, config=config, output_loading_info=True, **kwargs, **extra)
     except (OSError, ValueError) as exc:
         if isinstance(exc, UnsupportedModelError):
             raise

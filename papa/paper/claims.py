@@ -40,7 +40,7 @@ from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, 
                                   all_of, any_of, at_most, difference, estimate, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
-           "format_claims",
+           "format_claims", "smoke_run_note",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note"]
 
@@ -554,13 +554,34 @@ def profile_claims(out_dir: str | Path, profile: str | Path,
     return [r for r in readings if notebooks is None or r.notebook in notebooks]
 
 
+#: Where the results of the CPU-scale run are, for a smoke run's readers.
+CPU_RUN_RESULTS = ("artifacts/cpu/ (results.csv, tables, figures, executed notebooks), read claim by claim in "
+                   "docs/results.md and the README's \"Results\"")
+
+
+def smoke_run_note(profile: str | Path) -> str:
+    """For a run of the quick profile (or a file based on it), the sentence that comes first wherever its claims are
+    printed: its numbers are not results, and where the CPU-scale run's are; "" for any other profile."""
+    from papa.runs.profiles import builtin_base, get_profile
+
+    if builtin_base(profile) != "quick":
+        return ""
+    prof = get_profile(profile)
+    return (f"THIS IS A SMOKE RUN, NOT A RESULT: profile {prof.name} trains on {prof.train_limit} examples per task "
+            f"with {len(prof.seeds)} seeds, to show that every section runs; none of its numbers or verdicts is "
+            f"evidence for or against the paper. The CPU-scale run's results are in {CPU_RUN_RESULTS} "
+            "(`make reproduce PROFILE=cpu` reruns it).")
+
+
 def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> str:
     """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
-    their intervals hold and how stable the λ rankings are; for a notebook's last cell."""
+    their intervals hold and how stable the λ rankings are; for a notebook's last cell. A smoke run says so first
+    (`smoke_run_note`)."""
     readings = profile_claims(out_dir, profile, [notebook])
+    smoke = smoke_run_note(profile)
     if not readings:
-        return f"no claim of the paper is read by {notebook}"
-    head = profile_uncertainty_note(out_dir, profile)
+        return " ".join(filter(None, [smoke, f"No claim of the paper is read by {notebook}."]))
+    head = " ".join(filter(None, [smoke, profile_uncertainty_note(out_dir, profile)]))
     if any(r.claim in LAMBDA_CLAIMS for r in readings):
         head += " " + stability_note(out_dir)
     return headed_claims(head, readings, out_dir)

@@ -22,6 +22,7 @@ import pandas as pd
 from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import InputError
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
+from papa.reproduce.timings import TIME_COLUMNS, record_notebook_time, record_run, result_rows
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -151,36 +152,18 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
     return out
 
 
-TIME_COLUMNS = ["notebook", "profile", "seconds", "output"]
-
-
-def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
-    """Add one notebook's time to ``<out>/notebook_times.csv``, replacing that notebook's earlier row.
-
-    Written after each notebook, so a batch that stops (or a later batch of other notebooks) keeps the times of
-    the notebooks that finished; rows follow the sections' order.
-    """
-    path = Path(out_dir) / "notebook_times.csv"
-    times = pd.read_csv(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
-    missing = set(TIME_COLUMNS) - set(times.columns)
-    if missing:
-        raise InputError(f"{path} lacks the columns {sorted(missing)}; move it aside and run again.")
-    times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
-    order = {name: i for i, name in enumerate(NOTEBOOKS)}
-    times = times.sort_values("notebook", key=lambda s: s.map(lambda n: order.get(n, len(order))), kind="stable")
-    with atomic_path(path) as tmp:
-        times[TIME_COLUMNS].to_csv(tmp, index=False)
-    return times.reset_index(drop=True)
-
-
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
                   notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
-                  models: Collection[str] | None = None, progress: bool = True) -> pd.DataFrame:
-    """Execute `names` in order with papermill; returns each notebook's wall time (saved by `record_notebook_time`).
+                  models: Collection[str] | None = None, progress: bool = True,
+                  command: str | None = None) -> pd.DataFrame:
+    """Execute `names` in order with papermill; returns each notebook's wall time and the probe runs it computed
+    (saved as each finishes by `papa.reproduce.timings.record_notebook_time`). A batch that finishes records itself
+    (`papa.reproduce.timings.record_run`, with `command`: what ran it).
 
     `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
-    only these of the profile's models (`notebook_parameters`).
+    only these of the profile's models (`notebook_parameters`). `progress`: a line per notebook and a bar of its
+    cells.
 
     Every input is checked before the first kernel starts (`check_batch`). A notebook that fails stops the batch
     with papermill's error; the executed copy, with the failing cell's traceback, is still written
@@ -191,20 +174,21 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
     out = Path(out_dir or f"artifacts/{profile}")
     _, jobs = _checked_batch(profile, names, out_dir=out, data_dir=data_dir, device=device, force=force,
                              notebook_dir=Path(notebook_dir), model_dir=model_dir, models=models)
+    started_empty = not out.exists() or not any(out.iterdir())
     notebook_dir = Path(notebook_dir)
+    batch_start = time.perf_counter()
     rows = []
-    for name, source, params in jobs:
+    for i, (name, source, params) in enumerate(jobs, 1):
         target = out / "notebooks" / f"{name}.ipynb"
-        start = time.perf_counter()
-        if progress:
-            print(f"[{name}] running ({profile})", flush=True)
+        start, runs_before = time.perf_counter(), result_rows(out)
+        step = f"[{i}/{len(jobs)}] {name}"
         # papermill writes as it goes: run into a side file, rename when done (a crash leaves the old notebook).
         running = target.with_name(f".{name}.running.ipynb")
         running.parent.mkdir(parents=True, exist_ok=True)
         try:
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
-                                       kernel_name="python3", progress_bar=False, log_output=False,
-                                       extra_arguments=KERNEL_ARGUMENTS)
+                                       kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
+                                       progress_bar={"desc": step, "leave": False} if progress else False)
         except Exception:
             if running.exists():
                 running.replace(target.with_name(f"{name}.failed.ipynb"))
@@ -212,15 +196,19 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         portable_paths(running, _path_names(notebook_dir, data_dir))
         running.replace(target)
         seconds = time.perf_counter() - start
-        rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target)})
+        rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target),
+                     "new_runs": result_rows(out) - runs_before})
         record_notebook_time(out, rows[-1])
         if progress:
-            print(f"[{name}] {seconds:.0f}s -> {target}", flush=True)
+            print(f"{step}: {seconds:.0f} s, {rows[-1]['new_runs']} probe runs computed -> {target}", flush=True)
     times = pd.DataFrame(rows, columns=TIME_COLUMNS)
     if (out / "constants").is_dir():  # what the constants were, for results published without them
         from papa.method.constants import write_constants_index
 
         write_constants_index(out / "constants")
+    record_run(out, profile=str(profile), names=[name for name, _, _ in jobs], device=device,
+               seconds=time.perf_counter() - batch_start, started_empty=started_empty,
+               command=command or f"papa.reproduce.notebooks.run_notebooks({str(profile)!r})")
     return times
 
 
@@ -267,21 +255,18 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
     from papa.paper.claims import (headed_claims, learns_tables, profile_claims, profile_uncertainty_note,
-                                   read_learns, stability_note)
+                                   read_learns, smoke_run_note, stability_note)
     from papa.paper.sections import not_learning, short_model
 
     prof = get_profile(profile)
     out = Path(out_dir or f"artifacts/{profile}")
     readings = profile_claims(out, profile, names)
+    smoke = smoke_run_note(prof)
     if not readings:
-        return f"no claim of the paper is read by the notebooks {', '.join(names)}"
-    base = builtin_base(prof)
-    head = f"The paper's claims as this run reads them (profile {prof.name}, layout {prof.layout})."
-    if base == "quick":
-        head += (f" The {prof.name} profile is a smoke test: {prof.train_limit} training examples per task, so its "
-                 "numbers show that every section runs, they are NOT the paper's evidence (for that: `make reproduce "
-                 "PROFILE=cpu`, about 2.5 hours on 2 CPU cores, or PROFILE=full).")
-    elif base != "full":
+        return " ".join(filter(None, [smoke, f"No claim of the paper is read by the notebooks {', '.join(names)}."]))
+    head = " ".join(filter(None, [smoke, f"The paper's claims as this run reads them (profile {prof.name}, layout "
+                                         f"{prof.layout})."]))
+    if builtin_base(prof) not in ("quick", "full"):
         head += f" {prof.sizes_text()}."
     head += " " + profile_uncertainty_note(out, prof) + " " + stability_note(out)
     skipped = not_learning(read_learns(out))

@@ -62,7 +62,9 @@ class Profile:
     which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` /
     `trainable_epochs` size the runs whose constants train with the probe (Table 1), which run the backbone every
     step: None = `train_limit` / `epochs`. `rank_lr` is the learning rate of λ's θ while λ learns (None: the probe's
-    Table 3 rate, as the paper learns them; recorded in run ids and rankings only when set).
+    Table 3 rate, as the paper learns them; recorded in run ids and rankings only when set). `look_limit` and
+    `timing_repeats` size what the notebooks show beside the grids (how many examples of each split a look at the
+    data reads, how often a look at speed times each mode); no result row depends on them.
     """
 
     name: str
@@ -82,12 +84,17 @@ class Profile:
     tasks: tuple[tuple[str, tuple[tuple[str, int | float | None], ...]], ...] = ()
     curves: tuple[tuple[str, tuple[int | None, ...]], ...] = ()
     rank_lr: float | None = None  # λ's learning rate (None: the probe's, Table 3)
+    look_limit: int | None = None  # examples per split the notebooks' looks at the data read (None: whole splits)
+    timing_repeats: int = 3       # timed repeats of the notebooks' looks at speed (benchmarks/ measures with care)
 
     def __post_init__(self) -> None:
         # Checked here so that a bad profile fails when it is made, not after the first runs of a grid.
         where = f"profile {self.name!r}"
-        for name in SIZE_FIELDS:
+        for name in (*SIZE_FIELDS, "look_limit"):
             _check_size(where, name, getattr(self, name))
+        repeats = self.timing_repeats
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"{where}: timing_repeats must be a positive integer, got {repeats!r}.")
         for name in RATE_FIELDS:
             object.__setattr__(self, name, _check_rate(where, name, getattr(self, name)))
         object.__setattr__(self, "tasks", _task_sizes(where, self.tasks))
@@ -196,10 +203,13 @@ def _task_sizes(where: str, tasks) -> tuple:
 
 
 PROFILES: dict[str, Profile] = {
-    # Sized so that all seven notebooks (some 200 probe runs) finish in minutes on 2 CPU cores: a smoke test of
-    # every section, not a measurement.
-    "quick": Profile("quick", train_limit=96, eval_limit=96, corpus_limit=96, rank_limit=48, rank_epochs=1,
-                     epochs=2),
+    # A smoke run of every section: the smallest sizes that still run each code path (two seeds for a paired
+    # interval, every fraction, λ and trained constants over more than one step, the LM's grid on one batch), so
+    # that `make reproduce` takes minutes on 2 CPU cores. Its numbers show that everything runs, nothing more.
+    "quick": Profile("quick", train_limit=16, eval_limit=16, corpus_limit=16, rank_limit=16, rank_epochs=1,
+                     epochs=1, seeds=(0, 1), trainable_limit=16, trainable_epochs=1,
+                     tasks={"lm": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8}},
+                     look_limit=500, timing_repeats=1),
     # The paper's protocol cut to about 100 minutes of estimated grid work on 2 CPU cores for notebooks 01-07 on the
     # offline model (about 2.5 h measured, notebooks included; README "Results"; the arithmetic is in
     # docs/results.md, from benchmarks/cpu_estimate.py): Table 3's epochs

@@ -95,11 +95,12 @@ def _segment_tokens(tokenizer, segments, layout: str, model_type: str, token_tas
 
 def truncation_counts(tokenizer, tasks: Sequence[str], *, model_type: str, data_dir: str | None = None,
                       splits: Sequence[str] = SPLITS, layouts: Sequence[str] = COMPARED,
-                      batch_size: int = 4096) -> pd.DataFrame:
-    """For every task and split (whole splits, Table 3's length), how many inputs lose tokens in each layout.
+                      limit: int | None = None, batch_size: int = 4096) -> pd.DataFrame:
+    """For every task and split (at Table 3's length), how many inputs lose tokens in each layout: of the whole
+    split, or of its first `limit` examples (a profile's `look_limit`).
 
-    Columns: task, split, max_length, examples, then per layout the count (``<layout> cut``) and share
-    (``<layout> cut %``).
+    Columns: task, split, max_length, examples (how many were counted), then per layout the count (``<layout> cut``)
+    and share (``<layout> cut %``).
     """
     from papa.tasks.data import load_examples, resolve_data_dir
     from papa.tasks.registry import get_task
@@ -113,7 +114,7 @@ def truncation_counts(tokenizer, tasks: Sequence[str], *, model_type: str, data_
         spec = get_task(task)
         n = spec.hparams.max_length
         for split in splits:
-            examples = load_examples(spec, split, root)
+            examples = load_examples(spec, split, root, limit=limit)
             if spec.kind == "token":
                 texts, pairs = [list(e.words) for e in examples], None
             else:

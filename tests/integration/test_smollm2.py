@@ -96,3 +96,29 @@ def test_constants_lambda_and_the_objective(smollm2, wikitext):
             assert torch.isfinite(torch.tensor(score)) and score < original
     finally:
         papa.detach(model)
+
+
+def test_papa_loads_the_gguf_file_as_transformers_does_parsing_it_once(smollm2, monkeypatch):
+    # load_model reads a GGUF checkpoint's config once and memoises the file's parse while it loads
+    # (papa.method.models._gguf_parsed_once): the weights and tokenizer must be transformers' own, bit for bit
+    import gguf
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from papa.method import models
+
+    parses = []
+    parse = gguf.GGUFReader
+    monkeypatch.setattr(gguf, "GGUFReader", lambda *args, **kwargs: parses.append(args) or parse(*args, **kwargs))
+    monkeypatch.setattr(models, "_GGUF_READERS", {})
+    models.local_config.cache_clear()
+    try:
+        model, tokenizer = load_model("smollm2")
+    finally:
+        models.local_config.cache_clear()
+    assert len(parses) == 1 and gguf.GGUFReader is not parse  # once, and the test's own wrapper is back in place
+    path, extra = models.resolve_model_path("smollm2"), models._load_kwargs("smollm2")
+    plain = AutoModelForCausalLM.from_pretrained(path, **extra).eval()
+    mine = model.state_dict()
+    assert mine.keys() == plain.state_dict().keys()
+    assert all(torch.equal(mine[k], v) for k, v in plain.state_dict().items())
+    assert tokenizer.get_vocab() == AutoTokenizer.from_pretrained(path, **extra).get_vocab()

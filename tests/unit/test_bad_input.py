@@ -245,7 +245,7 @@ def test_profile_file_errors(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match="unknown sample 'shuffled'; choose one of first, random"):
         get_profile(write({"name": "x", "sample": "shuffled"}))
     with pytest.raises(ValueError, match="defines 'quick' differently.*another name"):
-        get_profile(write({"name": "quick", "epochs": 1}))
+        get_profile(write({"name": "quick", "epochs": 3}))
 
 
 # ---- data ------------------------------------------------------------------------------------------------------------

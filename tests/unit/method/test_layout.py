@@ -110,3 +110,21 @@ def test_sep_last_is_invisible_to_absolute_position_models(arch):
             ha = model(**a.inputs).last_hidden_state[a.inputs["attention_mask"].bool()]
             hb = model(**b.inputs).last_hidden_state[b.inputs["attention_mask"].bool()]
         assert torch.allclose(ha, hb, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("name", ["sep_last", "standard"])
+def test_a_batch_encodes_each_input_as_it_would_alone(arch, name):
+    # papa's layouts tokenize a whole batch in one call: no input may depend on the others in its batch
+    tok = tiny_tokenizer(arch)
+    texts, pairs = ["the cat sat on the mat", "a dog", "it was good and then it was not"], ["yes", "no no", "maybe"]
+    words = [["the", "cat"], ["a", "dog", "sat", "on", "the", "mat", "again"], ["good"]]
+    for args, kwargs in [((texts,), {}), ((texts, pairs), {}), ((words,), {})]:
+        batch = layout.encode(tok, *args, max_length=8, layout=name)
+        for i in range(len(texts)):
+            alone = layout.encode(tok, *([a[i]] for a in args), max_length=8, layout=name, **kwargs)
+            for key, value in alone.inputs.items():
+                assert torch.equal(batch.inputs[key][i], value[0]), (key, i)
+            assert batch.truncated[i] == alone.truncated[0]
+            if batch.word_ids is not None:
+                assert batch.word_ids[i] == alone.word_ids[0]

@@ -166,7 +166,9 @@ def test_a_notebook_prints_the_claims_of_its_section(run_dir):
     assert text.split("\n  Fig. 2", 1)[1] in reproduction_summary("quick", out_dir=run_dir)  # the same reading
     patterns = " ".join(section_claims(run_dir, "quick", "03_constant_patterns").split())
     assert "Fig. 4" in patterns and "stability" not in patterns  # no λ ranking behind Fig. 4
-    assert section_claims(run_dir, "quick", "01_method") == "no claim of the paper is read by 01_method"
+    assert section_claims(run_dir, "quick", "01_method").endswith("No claim of the paper is read by 01_method.")
+    assert text.startswith("THIS IS A SMOKE RUN, NOT A RESULT")  # a quick run says so before anything else
+    assert "THIS IS A SMOKE RUN" not in section_claims(run_dir, "cpu", "03_constant_patterns")
 
 
 def test_trained_constants_are_read_only_at_the_others_training_size(tmp_path):
@@ -193,7 +195,10 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
     text = reproduction_summary("quick", out_dir=run_dir)
     head, claims = text.split("\n  Fig. 2", 1)
     words = " ".join(head.split())
-    assert "is a smoke test" in words and "NOT the paper's evidence" in words and "PROFILE=cpu" in words
+    assert words.startswith("THIS IS A SMOKE RUN, NOT A RESULT: profile quick trains on 16 examples per task "
+                            "with 2 seeds")  # first, before the claims' own heading
+    assert "artifacts/cpu/" in words and "docs/results.md" in words and "PROFILE=cpu" in words
+    assert words.index("SMOKE RUN") < words.index("The paper's claims as this run reads them")
     assert f"{len(MEANS) * 5} of {len(MEANS) * 5} runs were made before runs stored their predictions" in words
     lines = text.splitlines()
     assert max(len(line) for line in lines if str(run_dir) not in line) <= 116
@@ -204,7 +209,7 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
     assert f"{run_dir / 'figures' / 'fig5_head_selection.png'} (not written)" in flat
     only_02 = reproduction_summary("quick", names=("02_main_results",), out_dir=run_dir)
     assert "Fig. 2" in only_02 and "Table 1" not in only_02 and "Fig. 4" not in only_02
-    assert "no claim of the paper" in reproduction_summary("quick", names=("01_method",), out_dir=run_dir)
+    assert "No claim of the paper" in reproduction_summary("quick", names=("01_method",), out_dir=run_dir)
     assert format_claims([], run_dir) == ""
 
 

@@ -6,13 +6,12 @@ import json
 from pathlib import Path
 
 import nbformat
-import pandas as pd
 import pytest
 
 from conftest import REPO
 from papa.core.errors import InputError
-from papa.reproduce.notebooks import (NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths,
-                                     record_notebook_time)
+from papa.reproduce.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths
+from papa.reproduce.timings import read_run
 
 # Seeds and fractions are the profile's (papa.runs.profiles): no notebook takes them, so a profile file rules.
 COMMON = {"profile", "device", "data_dir", "out_dir", "force"}
@@ -72,22 +71,6 @@ def test_parameters_for_profiles(tmp_path):
         notebook_parameters("08_extra", "quick", out_dir=tmp_path)
     with pytest.raises(ValueError, match="unknown profile"):
         notebook_parameters("01_method", "huge", out_dir=tmp_path)
-
-
-def test_notebook_times_keep_earlier_notebooks_and_replace_a_rerun(tmp_path):
-    """A batch that resumes (or runs other notebooks) keeps the times of the ones done before, in section order."""
-    def row(name, seconds):
-        return {"notebook": name, "profile": "cpu", "seconds": seconds, "output": f"{name}.ipynb"}
-
-    record_notebook_time(tmp_path, row("04_alternative_matrices", 30.0))
-    record_notebook_time(tmp_path, row("01_method", 1.0))
-    times = record_notebook_time(tmp_path, row("04_alternative_matrices", 40.0))
-    stored = pd.read_csv(tmp_path / "notebook_times.csv")
-    assert list(stored["notebook"]) == ["01_method", "04_alternative_matrices"] == list(times["notebook"])
-    assert list(stored["seconds"]) == [1.0, 40.0]
-    (tmp_path / "notebook_times.csv").write_text("name,secs\nx,1\n")
-    with pytest.raises(InputError, match="lacks the columns"):
-        record_notebook_time(tmp_path, row("01_method", 1.0))
 
 
 def test_portable_paths(tmp_path):
@@ -204,8 +187,16 @@ def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
     monkeypatch.setattr("papermill.execute_notebook", execute)
     times = notebooks.run_notebooks("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out", progress=False)
     assert len(started) == 1 and "--IPKernelApp.log_level=ERROR" in started[0]["extra_arguments"]
-    assert list(times["notebook"]) == ["03_constant_patterns"]
+    assert started[0]["progress_bar"] is False
+    assert list(times["notebook"]) == ["03_constant_patterns"] and list(times["new_runs"]) == [0]
     assert (tmp_path / "out" / "notebooks" / "03_constant_patterns.ipynb").is_file()
+    run = read_run(tmp_path / "out" / "reproduction.json")  # the batch records itself
+    assert run["started_empty"] and run["notebooks"] == ["03_constant_patterns"] and run["machine"]["cores"] >= 1
+    notebooks.run_notebooks("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out", progress=True,
+                            command="papa reproduce --notebooks 03_constant_patterns")
+    assert started[1]["progress_bar"]["desc"] == "[1/1] 03_constant_patterns"  # a bar of the notebook's cells
+    run = read_run(tmp_path / "out" / "reproduction.json")
+    assert not run["started_empty"] and run["command"] == "papa reproduce --notebooks 03_constant_patterns"
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -1,6 +1,7 @@
 """Profiles with per-task sizes: what each task gets, how profile files inherit them, and bad input."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -34,7 +35,9 @@ def test_cpu_profile_gives_each_task_its_sizes():
     assert sst2.train_limit == cpu.train_limit == 2000 and ner.eval_limit == 500 and ner.train_limit == 1000
     assert cola.name == "cpu" and cola.tasks == ()                 # rows still record the profile's name
     assert cpu.trainable_limit == 200 and cpu.trainable_epochs == 1
-    assert get_profile("quick").for_task("cola") == get_profile("quick")  # no per-task sizes: unchanged
+    quick = get_profile("quick")
+    assert quick.for_task("cola") == dataclasses.replace(quick, tasks=())  # no sizes of its own: the profile's
+    assert quick.for_task("lm").eval_limit == 8 and quick.for_task("lm").rank_limit == 8  # the decoder's one batch
     assert cpu.sizes_text().startswith("2000 training examples per task (cola: 3000,")
 
 
@@ -61,10 +64,20 @@ def test_a_size_set_in_a_file_holds_for_every_task(tmp_path):
     ({"tasks": {"cola": {"epochs": 0}}}, "task 'cola'.*epochs must be a positive integer"),
     ({"tasks": ["cola"]}, "\"tasks\" must map task names"),
     ({"trainable_limit": -1}, "trainable_limit must be a positive integer"),
+    ({"look_limit": 0}, "look_limit must be a positive integer or null"),
+    ({"timing_repeats": 0}, "timing_repeats must be a positive integer"),
+    ({"timing_repeats": None}, "timing_repeats must be a positive integer, got None"),
 ])
 def test_bad_per_task_sizes_are_refused_with_what_to_do(tmp_path, spec, message):
     with pytest.raises(ValueError, match=message):
         load_profile_file(_file(tmp_path, "bad", **spec))
+
+
+def test_the_notebooks_looks_are_sized_by_the_profile(tmp_path):
+    quick, cpu = get_profile("quick"), get_profile("cpu")
+    assert (quick.look_limit, quick.timing_repeats) == (500, 1)  # a smoke run looks at a part, times once
+    assert (cpu.look_limit, cpu.timing_repeats) == (None, 3)     # whole splits
+    assert load_profile_file(_file(tmp_path, "looks", base="cpu", look_limit=50)).look_limit == 50
 
 
 def test_subsets_pick_first_or_fixed_random_examples_in_order():

@@ -38,5 +38,15 @@ def test_truncation_counts_cola(bert, data_dir):
     row = counts.iloc[0]
     assert (row["examples"], row["max_length"]) == (1043, 64)
     assert row["official cut"] >= row["sep_last cut"]
+    # a profile's look_limit counts the first examples: the same inputs cut as in the whole split's first ones
+    sst2 = truncation_counts(bert, ["sst2"], model_type="bert", data_dir=str(data_dir), splits=("eval",))
+    first = truncation_counts(bert, ["sst2"], model_type="bert", data_dir=str(data_dir), splits=("eval",), limit=100)
+    assert first.iloc[0]["examples"] == 100 and sst2.iloc[0]["examples"] == 872
+    from papa.method.layout import encode
+    from papa.tasks.data import load_examples
+
+    texts = [e.text for e in load_examples("sst2", "eval", data_dir, limit=100)]
+    cut = sum(encode(bert, texts, max_length=64, layout="official", model_type="bert").truncated)
+    assert first.iloc[0]["official cut"] == cut > 0  # the official layout cuts single sentences at n/2
     with pytest.raises(ValueError, match="unknown layout"):
         truncation_counts(bert, ["cola"], model_type="bert", layouts=("left",))

@@ -1,0 +1,211 @@
+"""How long a batch run of the notebooks takes: what each run records, and what `papa reproduce` says to expect.
+
+Every batch run records, as each notebook finishes, its wall time and how many probe runs it computed (0: every
+piece was already cached) in ``<out>/notebook_times.csv`` (`record_notebook_time`), and when the batch ends the run
+itself in ``<out>/reproduction.json`` (`record_run`: profile, notebooks, total time, whether the output folder held
+no results when it started, the machine). A run that started from an empty folder is a *reference*: its two files,
+copied to ``artifacts/timings/<profile>/``, are what `papa reproduce` quotes before it starts (`expected_times`,
+`plan_text`) and what docs/measurements.md shows (`measurements_block`, generated from them).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.artifacts import atomic_path
+from papa.core.errors import InputError
+from papa.core.vocabulary import NOTEBOOKS
+
+TIMES_FILE = "notebook_times.csv"
+RUN_FILE = "reproduction.json"
+RUN_FORMAT = "papa.reproduction/1"
+#: The columns of ``notebook_times.csv``; files written before ``new_runs`` was recorded load without it.
+TIME_COLUMNS = ["notebook", "profile", "seconds", "output", "new_runs"]
+_REQUIRED_TIME_COLUMNS = TIME_COLUMNS[:4]
+#: The committed reference runs, one folder per profile (``artifacts/timings/<profile>/``).
+REFERENCE_DIR = Path(__file__).resolve().parents[2] / "artifacts" / "timings"
+
+
+# ---- what a run records ----------------------------------------------------------------------------------------
+
+def read_notebook_times(path: str | Path) -> pd.DataFrame:
+    """A ``notebook_times.csv``, checked: the columns `TIME_COLUMNS` (``new_runs`` may be missing: then empty)."""
+    path = Path(path)
+    times = pd.read_csv(path)
+    missing = set(_REQUIRED_TIME_COLUMNS) - set(times.columns)
+    if missing:
+        raise InputError(f"{path} lacks the columns {sorted(missing)}; move it aside and run again.")
+    if "new_runs" not in times:
+        times["new_runs"] = pd.NA
+    return times[TIME_COLUMNS]
+
+
+def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
+    """Add one notebook's time to ``<out>/notebook_times.csv``, replacing that notebook's earlier row.
+
+    Written after each notebook, so a batch that stops (or a later batch of other notebooks) keeps the times of
+    the notebooks that finished; rows follow the sections' order.
+    """
+    path = Path(out_dir) / TIMES_FILE
+    times = read_notebook_times(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
+    row = {"new_runs": pd.NA, **row}
+    times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
+    order = {name: i for i, name in enumerate(NOTEBOOKS)}
+    times = times.sort_values("notebook", key=lambda s: s.map(lambda n: order.get(n, len(order))), kind="stable")
+    with atomic_path(path) as tmp:
+        times[TIME_COLUMNS].to_csv(tmp, index=False)
+    return times.reset_index(drop=True)
+
+
+def result_rows(out_dir: str | Path) -> int:
+    """How many probe runs ``<out>/results.csv`` holds (0 when there is none): counted before and after each
+    notebook, the difference is how many that notebook computed."""
+    from papa.runs.results import ResultsTable
+
+    path = Path(out_dir) / "results.csv"
+    return len(ResultsTable(path).read()) if path.is_file() else 0
+
+
+def machine() -> dict:
+    """What the run ran on: the CPU's model name, its logical cores, the threads torch uses, OS, Python, torch."""
+    import torch
+
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.is_file():
+        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text(errors="replace").splitlines()
+                 if line.startswith("model name")]
+        cpu = names[0] if names else cpu
+    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+            "platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__}
+
+
+def record_run(out_dir: str | Path, *, profile: str, names: Sequence[str], seconds: float, started_empty: bool,
+               device: str, command: str) -> dict:
+    """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what."""
+    record = {"format": RUN_FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
+              "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine()}
+    path = Path(out_dir) / RUN_FILE
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return record
+
+
+def read_run(path: str | Path) -> dict:
+    """A ``reproduction.json``, checked (format, the fields `record_run` writes)."""
+    path = Path(path)
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read the run record {path} ({exc}): move it aside and run again.") from None
+    fields = {"format", "profile", "notebooks", "seconds", "started_empty", "device", "command", "machine"}
+    if not isinstance(record, dict) or record.get("format") != RUN_FORMAT or not fields <= set(record):
+        raise InputError(f"{path} is not a papa run record ({RUN_FORMAT} with {', '.join(sorted(fields))}): move it "
+                         "aside and run again.")
+    return record
+
+
+# ---- what a run should take ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Expected:
+    """The measured time of each notebook in a reference run of a profile, and what it was measured on."""
+
+    profile: str
+    seconds: dict[str, float]     # notebook -> wall seconds in the reference run
+    total: float                  # the reference batch's whole wall time (kernels and all)
+    machine: dict
+    device: str
+    command: str                  # what ran it
+    source: Path
+
+    def machine_text(self) -> str:
+        return f"{self.machine.get('cores')} cores of {self.machine.get('cpu')}, device {self.device}"
+
+
+def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expected | None:
+    """The reference run of `profile` (by its name) under `reference_dir`, checked; None when there is none."""
+    folder = Path(reference_dir) / profile
+    if not (folder / TIMES_FILE).is_file() or not (folder / RUN_FILE).is_file():
+        return None
+    run = read_run(folder / RUN_FILE)
+    times = read_notebook_times(folder / TIMES_FILE)
+    if run["profile"] != profile or set(times["profile"]) != {profile} or not run["started_empty"]:
+        raise InputError(f"{folder} is not a reference run of profile {profile!r} from an empty output folder: "
+                         "replace it with the two files of such a run.")
+    return Expected(profile, dict(zip(times["notebook"], times["seconds"].astype(float))), float(run["seconds"]),
+                    run["machine"], run["device"], run["command"], folder)
+
+
+def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_dir: str | None = None,
+              device: str = "cpu") -> dict[str, tuple[int, int]]:
+    """Per notebook: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks that run no
+    grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
+    from papa.reproduce.jobs import finished, notebook_jobs
+
+    if not (Path(out_dir) / "results.csv").is_file():
+        return {}
+    counts = {}
+    for name in names:
+        jobs = notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device)
+        if jobs:
+            counts[name] = (len(finished(jobs, out_dir)), len(jobs))
+    return counts
+
+
+def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected: Expected | None,
+              done: dict[str, tuple[int, int]] | None = None) -> str:
+    """What `papa reproduce` says before it starts: the notebooks it will run, in order, and how long each took in
+    the reference run of the profile (scaled down by the share of its probe runs already done in `out_dir`)."""
+    done = done or {}
+    head = f"papa reproduce: {len(names)} notebook(s), profile {profile}, into {out_dir}"
+    if expected is None:
+        return (f"{head}. No reference run of profile {profile} is on record (artifacts/timings/{profile}/), so no "
+                "time to expect is given; `python benchmarks/cpu_estimate.py --profile P` estimates a CPU run's grid "
+                "work from rates it measures.")
+    lines = [f"{head}; the times measured in the reference run of this profile ({expected.machine_text()}; "
+             f"{expected.source.name}/ under artifacts/timings):"]
+    total = 0.0
+    for name in names:
+        seconds = expected.seconds.get(name)
+        have, runs = done.get(name, (0, 0))
+        note = f"  ({have} of {runs} probe runs already done here)" if have else ""
+        if seconds is None:
+            lines.append(f"  {name:<26} not in the reference run{note}")
+            continue
+        if runs and have:
+            seconds *= (runs - have) / runs
+        total += seconds
+        lines.append(f"  {name:<26} about {_duration(seconds)}{note}")
+    lines.append(f"  {'in all':<26} about {_duration(total)} of notebooks (the reference batch took "
+                 f"{_duration(expected.total)} with its kernels' start-up)")
+    if os.cpu_count() != expected.machine.get("cores"):
+        lines.append(f"  This machine has {os.cpu_count()} cores, the reference's {expected.machine.get('cores')}: "
+                     "expect other times.")
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    return f"{seconds} s" if seconds < 90 else f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+# ---- the page that shows the reference -----------------------------------------------------------------------------
+
+def measurements_block(expected: Expected) -> str:
+    """The Markdown table of docs/measurements.md's quick-reproduction section, generated from a reference run's
+    files (`reference`), so that no time there is typed by hand."""
+    rows = ["| notebook | seconds |", "|---|---|"]
+    rows += [f"| {name} | {seconds:.1f} |" for name, seconds in expected.seconds.items()]
+    rows.append(f"| **the batch** (`{expected.command}`, kernels included) | **{expected.total:.1f}** |")
+    m = expected.machine
+    return "\n".join([
+        f"Measured from an empty output folder on {m.get('cores')} cores of {m.get('cpu')} (torch {m.get('torch')}, "
+        f"{m.get('torch_threads')} threads, Python {m.get('python')}), device {expected.device}; generated from "
+        f"`artifacts/timings/{expected.profile}/` ({TIMES_FILE}, {RUN_FILE}).", "", *rows])

@@ -1,0 +1,111 @@
+"""What a batch run records of its time, what `papa reproduce` says to expect from a reference run, and the
+measurements page generated from the committed reference."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from conftest import REPO
+from papa.core.errors import InputError
+from papa.reproduce import timings
+from papa.reproduce.timings import (Expected, done_runs, measurements_block, plan_text, read_notebook_times,
+                                    read_run, record_notebook_time, record_run, reference)
+
+
+def _row(name: str, seconds: float, **extra) -> dict:
+    return {"notebook": name, "profile": "cpu", "seconds": seconds, "output": f"{name}.ipynb", **extra}
+
+
+def test_notebook_times_keep_earlier_notebooks_and_replace_a_rerun(tmp_path):
+    """A batch that resumes (or runs other notebooks) keeps the times of the ones done before, in section order."""
+    record_notebook_time(tmp_path, _row("04_alternative_matrices", 30.0, new_runs=12))
+    record_notebook_time(tmp_path, _row("01_method", 1.0))
+    times = record_notebook_time(tmp_path, _row("04_alternative_matrices", 40.0, new_runs=0))
+    stored = pd.read_csv(tmp_path / "notebook_times.csv")
+    assert list(stored["notebook"]) == ["01_method", "04_alternative_matrices"] == list(times["notebook"])
+    assert list(stored["seconds"]) == [1.0, 40.0] and stored["new_runs"].tolist()[1] == 0
+    (tmp_path / "notebook_times.csv").write_text("name,secs\nx,1\n")
+    with pytest.raises(InputError, match="lacks the columns"):
+        record_notebook_time(tmp_path, _row("01_method", 1.0))
+
+
+def test_times_written_before_new_runs_was_recorded_still_load(tmp_path):
+    (tmp_path / "notebook_times.csv").write_text("notebook,profile,seconds,output\n01_method,cpu,43.1,x.ipynb\n")
+    times = record_notebook_time(tmp_path, _row("02_main_results", 5.0, new_runs=3))
+    assert list(times.columns) == timings.TIME_COLUMNS and times["new_runs"].isna().tolist() == [True, False]
+    assert read_notebook_times(REPO / "artifacts" / "cpu" / "notebook_times.csv")["seconds"].gt(0).all()
+
+
+def _reference(folder, *, profile="quick", started_empty=True, seconds=None):
+    seconds = seconds or {"01_method": 10.0, "02_main_results": 40.0, "08_decoders": 70.0}
+    folder.mkdir(parents=True)
+    for name, s in seconds.items():
+        record_notebook_time(folder, {"notebook": name, "profile": profile, "seconds": s, "output": "x",
+                                      "new_runs": 1})
+    record_run(folder, profile=profile, names=list(seconds), seconds=sum(seconds.values()) + 12,
+               started_empty=started_empty, device="cpu", command="papa reproduce --profile quick")
+    return folder
+
+
+def test_a_run_record_is_validated_when_read(tmp_path):
+    record = record_run(tmp_path, profile="quick", names=["01_method"], seconds=3.21, started_empty=True,
+                        device="cpu", command="papa reproduce")
+    assert read_run(tmp_path / "reproduction.json") == record and record["seconds"] == 3.2
+    (tmp_path / "reproduction.json").write_text(json.dumps({"format": "papa.reproduction/1", "profile": "quick"}))
+    with pytest.raises(InputError, match="is not a papa run record"):
+        read_run(tmp_path / "reproduction.json")
+    (tmp_path / "reproduction.json").write_text("{")
+    with pytest.raises(InputError, match="cannot read the run record"):
+        read_run(tmp_path / "reproduction.json")
+
+
+def test_the_plan_quotes_the_reference_and_what_is_already_done(tmp_path):
+    expected = reference("quick", _reference(tmp_path / "timings" / "quick").parent)
+    assert isinstance(expected, Expected) and expected.total == 132.0
+    names = ["01_method", "02_main_results", "08_decoders"]
+    plan = plan_text("quick", names, "out", expected)
+    assert "01_method                  about 10 s" in plan and "08_decoders                about 70 s" in plan
+    assert "in all                     about 2 min 00 s of notebooks (the reference batch took 2 min 12 s" in plan
+    resumed = plan_text("quick", names, "out", expected, {"02_main_results": (30, 40), "08_decoders": (0, 10)})
+    assert "02_main_results            about 10 s  (30 of 40 probe runs already done here)" in resumed
+    assert "about 1 min 30 s of notebooks" in resumed
+    assert "03_constant_patterns       not in the reference run" in plan_text("quick", ["03_constant_patterns"],
+                                                                             "out", expected)
+    assert "No reference run of profile cpu is on record" in plan_text("cpu", names, "out", None)
+    assert reference("cpu", tmp_path / "timings") is None
+
+
+def test_a_reference_must_have_started_from_an_empty_folder(tmp_path):
+    _reference(tmp_path / "quick", started_empty=False)
+    with pytest.raises(InputError, match="not a reference run of profile 'quick' from an empty output folder"):
+        reference("quick", tmp_path)
+
+
+def test_nothing_is_listed_for_a_folder_without_results(tmp_path):
+    assert done_runs("quick", ["02_main_results"], tmp_path) == {}
+
+
+def test_the_committed_quick_reference_and_the_page_generated_from_it():
+    expected = reference("quick")
+    assert expected is not None, "artifacts/timings/quick/ holds the reference run of `make reproduce`"
+    assert list(expected.seconds) == list(timings.NOTEBOOKS)  # every notebook, from an empty folder
+    page = (REPO / "docs" / "measurements.md").read_text(encoding="utf-8")
+    begin, end = "<!-- quick-run: begin -->", "<!-- quick-run: end -->"
+    block = page.split(begin, 1)[1].split(end, 1)[0].strip()
+    assert block == measurements_block(expected), "regenerate it: python docs/gen_measurements.py"
+
+
+def test_the_generator_rewrites_the_block(tmp_path):
+    page = tmp_path / "measurements.md"
+    page.write_text("# M\n\n<!-- quick-run: begin -->\nold\n<!-- quick-run: end -->\n\nafter\n")
+    refs = _reference(tmp_path / "timings" / "quick").parent
+    import runpy
+
+    gen = runpy.run_path(str(REPO / "docs" / "gen_measurements.py"), run_name="not_main")
+    gen["update"](page, refs)
+    text = page.read_text()
+    assert "\nold\n" not in text and "| 08_decoders | 70.0 |" in text and text.endswith("after\n")
+    shutil.rmtree(refs)
