@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,30 +165,33 @@ def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected:
     """What `papa reproduce` says before it starts: the notebooks it will run, in order, and how long each took in
     the reference run of the profile (scaled down by the share of its probe runs already done in `out_dir`)."""
     done = done or {}
-    head = f"papa reproduce: {len(names)} notebook(s), profile {profile}, into {out_dir}"
+    head = f"papa reproduce: {len(names)} notebook(s) of profile {profile} into {out_dir}, in this order"
     if expected is None:
-        return (f"{head}. No reference run of profile {profile} is on record (artifacts/timings/{profile}/), so no "
-                "time to expect is given; `python benchmarks/cpu_estimate.py --profile P` estimates a CPU run's grid "
-                "work from rates it measures.")
-    lines = [f"{head}; the times measured in the reference run of this profile ({expected.machine_text()}; "
-             f"{expected.source.name}/ under artifacts/timings):"]
+        head += (f". No reference run of profile {profile} is on record (artifacts/timings/{profile}/), so no time "
+                 "to expect is given; `python benchmarks/cpu_estimate.py --profile P` estimates a CPU run's grid work "
+                 "from rates it measures.")
+    else:
+        head += (f", with the time each took in the reference run of this profile ({expected.machine_text()}; "
+                 f"artifacts/timings/{expected.source.name}/):")
+    lines = [textwrap.fill(head, width=116, break_on_hyphens=False)]
     total = 0.0
     for name in names:
-        seconds = expected.seconds.get(name)
+        seconds = None if expected is None else expected.seconds.get(name)
         have, runs = done.get(name, (0, 0))
         note = f"  ({have} of {runs} probe runs already done here)" if have else ""
         if seconds is None:
-            lines.append(f"  {name:<26} not in the reference run{note}")
+            lines.append(f"  {name:<26} {'not in the reference run' if expected else ''}{note}".rstrip())
             continue
         if runs and have:
             seconds *= (runs - have) / runs
         total += seconds
         lines.append(f"  {name:<26} about {_duration(seconds)}{note}")
-    lines.append(f"  {'in all':<26} about {_duration(total)} of notebooks (the reference batch took "
-                 f"{_duration(expected.total)} with its kernels' start-up)")
-    if os.cpu_count() != expected.machine.get("cores"):
-        lines.append(f"  This machine has {os.cpu_count()} cores, the reference's {expected.machine.get('cores')}: "
-                     "expect other times.")
+    if expected is not None:
+        lines.append(f"  {'in all':<26} about {_duration(total)} of notebooks (the reference batch took "
+                     f"{_duration(expected.total)} with its kernels' start-up)")
+        if os.cpu_count() != expected.machine.get("cores"):
+            lines.append(f"  This machine has {os.cpu_count()} cores, the reference's "
+                         f"{expected.machine.get('cores')}: expect other times.")
     return "\n".join(lines)
 
 
