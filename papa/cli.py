@@ -203,7 +203,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     versus = "" if expected is None else f" (the reference run of profile {prof.name}: {expected.total:.0f} s)"
     print(f"done in {took:.0f} s{versus}; executed notebooks in {out}/notebooks, figures in {out}/figures, tables "
           f"in {out}/tables, results in {out}/results.csv, times in {out}/notebook_times.csv\n")
-    print(reproduction_summary(args.profile, names=_notebook_names(args), out_dir=out))
+    print(reproduction_summary(args.profile, names=names, out_dir=out))
     return 0
 
 

@@ -2,9 +2,9 @@
 
 Every batch run records, as each notebook finishes, its wall time and how many probe runs it computed (0: every
 piece was already cached) in ``<out>/notebook_times.csv`` (`record_notebook_time`), and when the batch ends the run
-itself in ``<out>/reproduction.json`` (`record_run`: profile, notebooks, total time, whether the output folder held
-no results when it started, the machine). A run that started from an empty folder is a *reference*: its two files,
-copied to ``artifacts/timings/<profile>/``, are what `papa reproduce` quotes before it starts (`expected_times`,
+itself in ``<out>/reproduction.json`` (`record_run`: profile, notebooks, total time, whether the output folder was
+empty when it started, the machine). A run that started from an empty folder is a *reference*: its two files,
+copied to ``artifacts/timings/<profile>/``, are what `papa reproduce` quotes before it starts (`reference`,
 `plan_text`) and what docs/measurements.md shows (`measurements_block`, generated from them).
 """
 from __future__ import annotations

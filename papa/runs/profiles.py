@@ -1,7 +1,7 @@
 """Run profiles: how much data and which grid a reproduction uses. Recorded in every result row.
 
-* ``quick``: small subsets so a whole task grid on the offline model finishes in minutes on 2 CPU cores;
-  numbers are noisy and only show that everything runs end to end.
+* ``quick``: a smoke run, the smallest sizes that still run every section's code paths (a few minutes for all eight
+  notebooks on 2 CPU cores); its numbers only show that everything runs end to end.
 * ``cpu``: the paper's protocol cut to what 2 CPU cores run in a few hours on the offline model (notebooks 01-07:
   112 minutes of grid work estimated, about 2.5 hours measured): Table 3's epochs (λ's as many as its measured
   learning curve needs), fixed random training subsets sized per task (`Profile.tasks`; 500-3,000 examples), whole
@@ -204,8 +204,9 @@ def _task_sizes(where: str, tasks) -> tuple:
 
 PROFILES: dict[str, Profile] = {
     # A smoke run of every section: the smallest sizes that still run each code path (two seeds for a paired
-    # interval, every fraction, λ and trained constants over more than one step, the LM's grid on one batch), so
-    # that `make reproduce` takes minutes on 2 CPU cores. Its numbers show that everything runs, nothing more.
+    # interval, every fraction, λ and trained constants on one or two batches, the LM's grid on one batch), so that
+    # `make reproduce` takes minutes on 2 CPU cores (artifacts/timings/quick). Its numbers show that everything
+    # runs, nothing more; the notebooks say so first where they print claims (papa.paper.claims.smoke_run_note).
     "quick": Profile("quick", train_limit=16, eval_limit=16, corpus_limit=16, rank_limit=16, rank_epochs=1,
                      epochs=1, seeds=(0, 1), trainable_limit=16, trainable_epochs=1,
                      tasks={"lm": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8}},
