@@ -10,6 +10,7 @@ import papa
 from conftest import REPO
 from papa.core.vocabulary import PROBE_INPUTS
 from papa.paper.decoders import probe_diagnosis
+from papa.runs.profiles import get_profile
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import probe_diagnosis as benchmark  # noqa: E402
@@ -19,10 +20,16 @@ pytestmark = pytest.mark.integration
 
 def test_the_diagnosis_on_minilm(data_dir):
     model, tokenizer = papa.load_model("all-MiniLM-L6-v2")
-    table, scale = probe_diagnosis(model, tokenizer, "sst2", profile="quick", data_dir=str(data_dir),
+    table, scale = probe_diagnosis(model, tokenizer, "sst2", profile="cpu", data_dir=str(data_dir),
                                    train_limit=48, eval_limit=32, epochs=1, progress=False)
     assert tuple(table.index) == PROBE_INPUTS
     assert (table.attrs["train"], table.attrs["eval"], table.attrs["epochs"]) == (48, 32, 1)
+    # a profile smaller than the sizes asked for caps them: the quick smoke run diagnoses its own 16 examples
+    smoke, _ = probe_diagnosis(model, tokenizer, "sst2", profile="quick", data_dir=str(data_dir), train_limit=48,
+                               eval_limit=32, progress=False)
+    quick = get_profile("quick")
+    assert (smoke.attrs["train"], smoke.attrs["eval"], smoke.attrs["epochs"]) == (quick.train_limit,
+                                                                                 quick.eval_limit, quick.epochs)
     shares = ["saturated_at_init", "constant_predictions_at_init", "saturated_after", "constant_predictions_after",
               "accuracy"]
     assert ((table[shares] >= 0) & (table[shares] <= 1)).all().all()

@@ -25,7 +25,7 @@ from papa.reproduce.jobs import Job, finished, grid_jobs, notebook_jobs, run_job
 from papa.runs.constants_cache import record_dtype
 from papa.runs.experiment import GridConfig
 from papa.runs.predictions_store import load_run_predictions
-from papa.runs.profiles import PROFILES
+from papa.runs.profiles import PROFILES, get_profile
 from papa.runs.results import ResultsTable
 from papa.tasks.corpus import task_corpus
 
@@ -155,15 +155,16 @@ def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):
     keys = [j.key for j in jobs]
     assert len(keys) == len(set(keys))
     by = pd.Series([(j.task, j.constants, j.constants_corpus, j.selection) for j in jobs]).value_counts()
-    # 02: 5 tasks x (fraction 1, three λ fractions, fraction 0) x 3 seeds; 04: five more kinds at fraction 0;
+    # 02: 5 tasks x (fraction 1, three λ fractions, fraction 0) x the seeds; 04: five more kinds at fraction 0;
     # 05: constants from WikiText ("mlm", MNLI not being here); 06: four more selection methods on SST-2;
     # 07: the MLM task's own curve; 08: the decoder's LM curve for three methods (fraction 1, three fractions x three
     # methods, fraction 0) and its SST-2 probe curve.
-    assert len(jobs) == 75 + 75 + 15 + 36 + 15 + 33 + 15
-    assert by[("lm", "average", "task", "lambda")] == 9 and by[("lm", "average", "task", "first_to_last")] == 9
-    assert by[("sst2", "average", "task", "lambda")] == 9 + 9 and by[("cola", "zeros", "none", "none")] == 3
-    assert by[("ner", "average", "mlm", "none")] == 3 and by[("sst2", "average", "task", "random")] == 9
-    assert by[("mlm", "average", "task", "lambda")] == 9
+    seeds = len(get_profile("quick").seeds)
+    assert len(jobs) == seeds * (25 + 25 + 5 + 12 + 5 + 11 + 5)
+    assert by[("lm", "average", "task", "lambda")] == 3 * seeds == by[("lm", "average", "task", "first_to_last")]
+    assert by[("sst2", "average", "task", "lambda")] == 6 * seeds and by[("cola", "zeros", "none", "none")] == seeds
+    assert by[("ner", "average", "mlm", "none")] == seeds and by[("sst2", "average", "task", "random")] == 3 * seeds
+    assert by[("mlm", "average", "task", "lambda")] == 3 * seeds
     assert {j.profile for j in jobs} == {"quick"}
 
 
@@ -172,7 +173,8 @@ def test_jobs_cli(tmp_path, data_dir, capsys):
            str(data_dir)]
     assert cli.main(["jobs", "list", *out]) == 0
     listed = capsys.readouterr().out.splitlines()
-    assert listed[-1] == "0 of 30 jobs done (%s/results.csv)" % tmp_path
+    jobs = 2 * 5 * len(get_profile("quick").seeds)  # MLM and SST-2, five fractions each
+    assert listed[-1] == f"0 of {jobs} jobs done ({tmp_path}/results.csv)"
     assert cli.main(["jobs", "run", "nosuchjob", *out]) == 2
     assert "no job nosuchjob in this reproduction" in capsys.readouterr().err
     with pytest.raises(SystemExit):
