@@ -200,7 +200,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
     out = _out_dir(args)
     took = time.perf_counter() - start
-    versus = "" if expected is None else f" (the reference run of profile {prof.name}: {expected.total:.0f} s)"
+    versus = "" if expected is None else (f" (these notebooks took {expected.notebooks_seconds(names):.0f} s in the "
+                                          f"reference run of profile {prof.name})")
     print(f"done in {took:.0f} s{versus}; executed notebooks in {out}/notebooks, figures in {out}/figures, tables "
           f"in {out}/tables, results in {out}/results.csv, times in {out}/notebook_times.csv\n")
     print(reproduction_summary(args.profile, names=names, out_dir=out))

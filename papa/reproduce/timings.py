@@ -129,6 +129,10 @@ class Expected:
     def machine_text(self) -> str:
         return f"{self.machine.get('cores')} cores of {self.machine.get('cpu')}, device {self.device}"
 
+    def notebooks_seconds(self, names: Sequence[str]) -> float:
+        """The reference's time for the notebooks `names` (those it ran), kernels' start-up left out."""
+        return sum(self.seconds.get(name, 0.0) for name in names)
+
 
 def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expected | None:
     """The reference run of `profile` (by its name) under `reference_dir`, checked; None when there is none."""
@@ -187,8 +191,9 @@ def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected:
         total += seconds
         lines.append(f"  {name:<26} about {_duration(seconds)}{note}")
     if expected is not None:
-        lines.append(f"  {'in all':<26} about {_duration(total)} of notebooks (the reference batch took "
-                     f"{_duration(expected.total)} with its kernels' start-up)")
+        whole = (f" (the whole reference batch took {_duration(expected.total)} with its kernels' start-up)"
+                 if list(names) == list(expected.seconds) else "")
+        lines.append(f"  {'in all':<26} about {_duration(total)} of notebooks{whole}")
         if os.cpu_count() != expected.machine.get("cores"):
             lines.append(f"  This machine has {os.cpu_count()} cores, the reference's "
                          f"{expected.machine.get('cores')}: expect other times.")

@@ -68,7 +68,9 @@ def test_the_plan_quotes_the_reference_and_what_is_already_done(tmp_path):
     names = ["01_method", "02_main_results", "08_decoders"]
     plan = plan_text("quick", names, "out", expected)
     assert "01_method                  about 10 s" in plan and "08_decoders                about 70 s" in plan
-    assert "in all                     about 2 min 00 s of notebooks (the reference batch took 2 min 12 s" in plan
+    assert "in all                     about 2 min 00 s of notebooks (the whole reference batch took 2 min 12 s" in plan
+    assert expected.notebooks_seconds(["01_method", "08_decoders"]) == 80.0
+    assert "whole reference batch" not in plan_text("quick", names[:2], "out", expected)  # a part of it: no total
     resumed = plan_text("quick", names, "out", expected, {"02_main_results": (30, 40), "08_decoders": (0, 10)})
     assert "02_main_results            about 10 s  (30 of 40 probe runs already done here)" in resumed
     assert "about 1 min 30 s of notebooks" in resumed
