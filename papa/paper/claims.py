@@ -40,7 +40,7 @@ from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, 
                                   all_of, any_of, at_most, difference, estimate, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
-           "format_claims", "smoke_run_note",
+           "format_claims", "smoke_run_note", "smoke_run_first",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note"]
 
@@ -573,15 +573,19 @@ def smoke_run_note(profile: str | Path) -> str:
             "(`make reproduce PROFILE=cpu` reruns it).")
 
 
+def smoke_run_first(profile: str | Path, text: str) -> str:
+    """`text`, after `smoke_run_note` where `profile` is a smoke run."""
+    return " ".join(filter(None, [smoke_run_note(profile), text]))
+
+
 def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> str:
     """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
     their intervals hold and how stable the λ rankings are; for a notebook's last cell. A smoke run says so first
     (`smoke_run_note`)."""
     readings = profile_claims(out_dir, profile, [notebook])
-    smoke = smoke_run_note(profile)
     if not readings:
-        return " ".join(filter(None, [smoke, f"No claim of the paper is read by {notebook}."]))
-    head = " ".join(filter(None, [smoke, profile_uncertainty_note(out_dir, profile)]))
+        return smoke_run_first(profile, f"No claim of the paper is read by {notebook}.")
+    head = smoke_run_first(profile, profile_uncertainty_note(out_dir, profile))
     if any(r.claim in LAMBDA_CLAIMS for r in readings):
         head += " " + stability_note(out_dir)
     return headed_claims(head, readings, out_dir)

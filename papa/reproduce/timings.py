@@ -156,12 +156,9 @@ def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_d
 
     if not (Path(out_dir) / "results.csv").is_file():
         return {}
-    counts = {}
-    for name in names:
-        jobs = notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device)
-        if jobs:
-            counts[name] = (len(finished(jobs, out_dir)), len(jobs))
-    return counts
+    jobs = {name: notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device) for name in names}
+    done = finished([job for listed in jobs.values() for job in listed], out_dir)  # results.csv read once
+    return {name: (sum(job.key in done for job in listed), len(listed)) for name, listed in jobs.items() if listed}
 
 
 def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected: Expected | None,
