@@ -68,6 +68,15 @@ DECODER_PROBE_INPUTS = "standardized"
 MODEL_DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_DTYPE = MODEL_DTYPES[0]
 
+# Where a frozen backbone's features are kept for a grid point's probes (papa.probing.feature_store): on the model's
+# device, in host memory, in a memory-mapped file under the run's folder; or not kept ("backbone": the backbone runs
+# again for every batch, the path before features were stored). The first three are tried in this order.
+FEATURE_STORES = ("device", "host", "disk", "backbone")
+# How a grid point's run is computed (`--precision`): float32 throughout (the default), TF32 matmuls (CUDA), or bf16
+# autocast of the backbone's forward.
+PRECISIONS = ("float32", "tf32", "bf16")
+DEFAULT_PRECISION = PRECISIONS[0]
+
 # ---- the paper's tasks and models --------------------------------------------------------------------------------
 
 # The paper's downstream tasks (4.1), whose metrics lie in [0, 1]; MLM (5.5) is shown on its own.

@@ -2,17 +2,15 @@
 
 Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer); for the
 LM task, which a decoder's own LM head scores, only the last one, [examples, 1, n, d].
-When nothing in the backbone trains (no λ, no trainable constants), `FeatureSource` computes them once per head
-configuration and keeps them in memory for every epoch and seed, up to a byte budget per split
-(``PAPA_FEATURE_CACHE_GB``; by default 60% of the memory available when the split is cached, 4 GiB where that
-cannot be read); beyond it the backbone is re-run for every batch, with the same results, and a warning says so.
+When nothing in the backbone trains (no λ, no trainable constants), `FeatureSource` runs the backbone once per head
+configuration and stores what the probe reads for every epoch and seed (`papa.probing.feature_store`: on the device,
+in host memory or in a memory-mapped file, whichever budget it fits first).
 """
 from __future__ import annotations
 
-import os
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
@@ -21,12 +19,12 @@ from papa.core import distributed
 from papa.core.errors import InputError
 from papa.method.architectures import backbone, is_causal
 from papa.method.layout import encode
+from papa.probing.feature_store import FeatureStore, StorePlan, plan_store, read_positions
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
 from papa.tasks.registry import TaskSpec, check_task_fits_model
 
-CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"
 MLM_MASK_SEED = 0  # one fixed masking of the MLM data, so features can be cached and seeds compare like with like
 
 
@@ -116,86 +114,84 @@ def feature_layers(model, last_only: bool = False) -> int:
     return 1 if last_only else model.config.num_hidden_layers + 1
 
 
-def feature_bytes(model, n_examples: int, max_length: int, last_only: bool = False) -> int:
-    """Bytes that cached float32 features of `n_examples` take."""
-    return n_examples * feature_layers(model, last_only) * max_length * model.config.hidden_size * 4
-
-
-def cache_budget_bytes() -> int:
-    """Bytes one split's cached features may take: ``PAPA_FEATURE_CACHE_GB`` GiB, else 60% of the memory available
-    now (so that a training split cached first leaves room for its evaluation split)."""
-    if CACHE_BUDGET_ENV in os.environ:
-        return int(float(os.environ[CACHE_BUDGET_ENV]) * 2**30)
-    available = _available_memory()
-    return 4 * 2**30 if available is None else int(0.6 * available)
-
-
-def _available_memory() -> int | None:
-    try:  # Linux: what can be allocated without swapping, page cache included
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
-        return None
-
-
 @torch.no_grad()
-def compute_features(model, data: EncodedTask, *, batch_size: int = 64, progress: bool = True,
-                     desc: str = "features") -> torch.Tensor:
-    """All features of `data` on the CPU, [N, L+1, n, d] float32.
+def _fill(model, data: EncodedTask, store: FeatureStore, *, batch_size: int = 64, progress: bool = True,
+          desc: str = "features") -> None:
+    """Run the backbone once over `data` and keep what its probe reads in `store`.
 
     Under `accelerate launch` each process computes a block of the batches and the blocks are gathered, so every
-    process ends with all of them (papa.core.distributed).
+    process ends with all of them (papa.core.distributed); the gathered block is padded, as it was before features
+    were stored compactly.
     """
     device = next(model.parameters()).device
     spans = list(distributed.batch_spans(len(data), batch_size))
-    rows = sum(end - start for start, end in spans)
-    # Filled in place: concatenating batches would hold every feature twice at the end (gigabytes on whole sets).
-    block = torch.empty(rows, feature_layers(model, data.last_layer_only), data.inputs["input_ids"].shape[1],
-                        model.config.hidden_size)
-    row = 0
-    for start, end in tqdm(spans, desc=desc, unit="batch", disable=not progress or not distributed.is_main(),
-                           leave=False):
-        inputs, _ = data.batch(torch.arange(start, end))
-        block[row:row + end - start] = hidden_features(model, {k: v.to(device) for k, v in inputs.items()},
-                                                       data.last_layer_only).float().cpu()
-        row += end - start
-    return distributed.gather_blocks(block)
+    bar = tqdm(spans, desc=desc, unit="batch", disable=not progress or not distributed.is_main(), leave=False)
+    last_only = data.last_layer_only
+    if distributed.world_size() > 1:
+        block = torch.cat([hidden_features(model, {k: v.to(device) for k, v in data.batch(torch.arange(a, b))[0]
+                                                   .items()}, last_only).float().cpu() for a, b in bar])
+        store.put(0, distributed.gather_blocks(block))
+    else:
+        for start, end in bar:
+            inputs, _ = data.batch(torch.arange(start, end))
+            store.put(start, hidden_features(model, {k: v.to(device) for k, v in inputs.items()}, last_only).float())
+    store.finish()
 
 
 class FeatureSource:
-    """Features for batches of one encoded split: from a cache when the backbone is frozen, else from the model.
+    """Features for batches of one encoded split: from a store when the backbone is frozen, else from the model.
 
-    `cached` is decided once: True when nothing in the backbone trains and the features fit the byte budget.
+    A frozen backbone runs once over the split, when the source is made, and what the probe reads is stored
+    (`papa.probing.feature_store`: on the device, in host memory or on disk, decided from the size first and said in
+    one line with `progress`); every epoch and seed then reads the store. `folder` is where a disk store goes (a
+    grid's: ``<out>/features``); `store` forces a placement (default ``PAPA_FEATURE_STORE``). `close` frees it.
     """
 
     def __init__(self, model, data: EncodedTask, *, trainable_backbone: bool, progress: bool = True,
-                 desc: str = "features"):
+                 desc: str = "features", folder: Path | None = None, store: str | None = None):
         self.model, self.data = model, data
         self.device = next(model.parameters()).device
-        size = feature_bytes(model, len(data), data.inputs["input_ids"].shape[1], data.last_layer_only)
-        budget = cache_budget_bytes()
-        self.cached = not trainable_backbone and size <= budget
-        if not trainable_backbone and not self.cached and budget > 0:
-            warnings.warn(f"{desc}: the features of {len(data)} examples take {size / 2**30:.1f} GiB, more than the "
-                          f"cache budget of {budget / 2**30:.1f} GiB, so the backbone runs again for every batch of "
-                          f"every epoch and seed (same results, much slower). Set {CACHE_BUDGET_ENV} higher if "
-                          "memory allows, or use fewer examples.", stacklevel=2)
-        self._features = compute_features(model, data, progress=progress, desc=desc) if self.cached else None
         self.trainable_backbone = trainable_backbone
+        self.plan: StorePlan | None = None
+        self.store: FeatureStore | None = None
+        if trainable_backbone:
+            return
+        keep = read_positions(data.kind, data.inputs["attention_mask"], data.labels)
+        layers, hidden = feature_layers(model, data.last_layer_only), model.config.hidden_size
+        self.plan = plan_store(keep, layers, hidden, self.device, folder=folder, forced=store, desc=desc)
+        if progress and distributed.is_main():
+            tqdm.write(self.plan.line(desc))
+        if self.plan.stored:
+            self.store = FeatureStore(self.plan, keep, layers, hidden, self.device, desc=desc)
+            try:
+                _fill(model, data, self.store, progress=progress, desc=desc)
+            except BaseException:
+                self.close()
+                raise
+
+    @property
+    def cached(self) -> bool:
+        """Whether the features are stored (the backbone ran once), rather than computed for every batch."""
+        return self.store is not None
+
+    @property
+    def placement(self) -> str:
+        """Where the features come from: a `FEATURE_STORES` name ("backbone" also when the backbone trains)."""
+        return self.plan.placement if self.plan is not None else "backbone"
+
+    def close(self) -> None:
+        """Free the stored features (a disk store's file is removed)."""
+        if self.store is not None:
+            self.store.close()
+            self.store = None
 
     def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features, attention_mask, labels) of the examples `idx`, on the model's device."""
-        idx = idx.cpu()  # the split and the cache live on the CPU
+        idx = idx.cpu()  # the split lives on the CPU
         inputs, labels = self.data.batch(idx)
         mask = inputs["attention_mask"].to(self.device)
-        if self._features is not None:
-            feats = self._features[idx].to(self.device)
+        if self.store is not None:
+            feats = self.store.get(idx, self.device)
         else:
             with torch.set_grad_enabled(self.trainable_backbone and torch.is_grad_enabled()):
                 feats = hidden_features(self.model, {k: v.to(self.device) for k, v in inputs.items()},

@@ -6,7 +6,7 @@ weights and the batch order, so a run is deterministic on the CPU.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -74,39 +74,76 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
     """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step (none when
     nothing trains: the LM head probe alone). `on_step`, if given, is called after every optimizer step with the
     number of steps taken so far (e.g. to record λ for a learning curve)."""
-    generator = torch.Generator().manual_seed(seed)
     groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
     extra = [p for p in extra_parameters if p.requires_grad]
     if extra:
         groups.append({"params": extra, "lr": extra_lr or settings.learning_rate})
-    groups = [g for g in groups if g["params"]]
-    if not groups:
-        probe.eval()
-        return []
-    optimizer = torch.optim.AdamW(groups, weight_decay=0.0)
-    probe.train()
-    losses = []
+    return _train([_Member(probe, seed, groups)], kind, source, settings, progress=progress, desc=desc,
+                  on_step=on_step)[0]
+
+
+def train_probes(probes: Sequence[nn.Module], kind: str, source: FeatureSource, settings: TrainSettings, *,
+                 seeds: Sequence[int], progress: bool = True, desc: str = "train probes") -> list[list[float]]:
+    """Train one probe per seed together: at each step every seed takes a step on its own batch (its seed decides its
+    order, as in `train_probe`), so a stored split is read in one pass per epoch for all of them and each probe ends
+    exactly as `train_probe` would leave it. Returns each seed's step losses, read from the device once at the end."""
+    if len(probes) != len(seeds):
+        raise ValueError(f"{len(probes)} probes for {len(seeds)} seeds: give one probe per seed")
+    members = [_Member(probe, seed, [{"params": list(probe.parameters()), "lr": settings.learning_rate}])
+               for probe, seed in zip(probes, seeds)]
+    return _train(members, kind, source, settings, progress=progress, desc=desc)
+
+
+@dataclass
+class _Member:
+    """One probe in training: its seed (its batch order) and its optimizer's parameter groups."""
+
+    probe: nn.Module
+    seed: int
+    groups: list[dict]
+
+
+def _train(members: list[_Member], kind: str, source: FeatureSource, settings: TrainSettings, *, progress: bool,
+           desc: str, on_step: Callable[[int], None] | None = None) -> list[list[float]]:
+    """The training loop of `train_probe` and `train_probes`: AdamW per member, the members' steps interleaved."""
+    trained = []
+    for m in members:
+        groups = [g for g in m.groups if g["params"]]
+        if not groups:
+            m.probe.eval()
+            continue
+        trained.append((m, torch.optim.AdamW(groups, weight_decay=0.0), torch.Generator().manual_seed(m.seed), []))
+    if not trained:
+        return [[] for _ in members]
+    for m, *_ in trained:
+        m.probe.train()
     n = len(source.data)
-    steps = settings.epochs * ((n + settings.batch_size - 1) // settings.batch_size)
-    bar = tqdm(total=steps, desc=desc, unit="step", disable=not progress, leave=False)
+    per_epoch = (n + settings.batch_size - 1) // settings.batch_size
+    bar = tqdm(total=settings.epochs * per_epoch * len(trained), desc=desc, unit="step", disable=not progress,
+               leave=False)
+    steps = 0
     for _ in range(settings.epochs):
-        order = torch.randperm(n, generator=generator, device="cpu")  # the seed decides the order on any device
+        # the seed decides the order on any device
+        orders = [torch.randperm(n, generator=generator, device="cpu") for _, _, generator, _ in trained]
         for start in range(0, n, settings.batch_size):
-            idx = order[start:start + settings.batch_size]
-            feats, mask, labels = source(idx)
-            logits, targets = _forward(probe, kind, feats, mask, labels)
-            loss = probe_loss(_loss_kind(kind), logits, targets)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            losses.append(loss.item())
+            for (m, optimizer, _, losses), order in zip(trained, orders):
+                feats, mask, labels = source(order[start:start + settings.batch_size])
+                logits, targets = _forward(m.probe, kind, feats, mask, labels)
+                loss = probe_loss(_loss_kind(kind), logits, targets)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                losses.append(loss.detach())  # read at the end: a read per step would wait for the device
+            steps += 1
             if on_step is not None:
-                on_step(len(losses))
-            bar.update(1)
-            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+                on_step(steps)
+            bar.update(len(trained))
+        bar.set_postfix(loss=f"{trained[0][3][-1].item():.3f}", refresh=False)  # one read per epoch
     bar.close()
-    probe.eval()
-    return losses
+    read = {id(m): torch.stack(losses).tolist() for m, _, _, losses in trained}
+    for m in members:
+        m.probe.eval()
+    return [read.get(id(m), []) for m in members]
 
 
 @torch.no_grad()

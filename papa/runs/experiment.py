@@ -46,7 +46,7 @@ from papa.probing.convergence import lambda_movement
 from papa.probing.features import EncodedTask, FeatureSource, encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.standardize import InputStatistics, input_statistics, probe_inputs_for, save_input_statistics
-from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
+from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe, train_probes
 from papa.runs.constants_cache import ConstantsSource, cached_average_constants
 from papa.runs.keys import PointKey, point_key
 from papa.runs.names import existing_file, ranking_filenames
@@ -417,54 +417,92 @@ def _set_heads(s: _Session, point: _Point, progress: bool) -> None:
 
 def _run_seeds(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
     """Train and evaluate the point's probe with each of `seeds` and record each run (predictions, then its row).
-    Frozen heads share their features across seeds; trained constants restart from their initial values."""
-    cfg, ctrl, key = s.cfg, s.controller, point.key
-    initial = ctrl.constants.detach().clone() if point.trainable else None
-    settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
-    # LM with the model's own head trains nothing (unless its constants train): no training features
-    training = s.spec.trains_probe or point.trainable
-    standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
+    Frozen heads: the backbone runs once over the point's examples and the seeds train together on what it gave
+    (`_run_frozen`); trained constants restart from their initial values for each seed (`_run_trained`)."""
     # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
-    with nullcontext() if key.keeps_all else query_key_dropped_while(ctrl, where_possible=True):
-        sources = None if point.trainable else (
-            FeatureSource(s.model, s.train, trainable_backbone=False, progress=progress,
-                          desc=f"features {point.label}") if training else None,
-            FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features"))
-        untrained = None  # nothing trains (LM with the model's head): every seed scores the same model
-        statistics = None  # of the training features, once per point (papa.probing.standardize)
-        for seed in seeds:
-            start = time.perf_counter()
-            if point.trainable:
-                with torch.no_grad():
-                    ctrl.constants.copy_(initial)
-                train_src = FeatureSource(s.model, point.train, trainable_backbone=True, progress=False)
-                eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False)
-            else:
-                train_src, eval_src = sources
-            torch.manual_seed(seed)
-            probe = make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(ctrl.theta.device)
-            if standardize:
-                if statistics is None:  # for trained constants: of the features at their initial values (the
-                    # source then streams, and the statistics take no gradient)
-                    statistics = _point_statistics(s, probe, train_src, point.config)
+    with nullcontext() if point.key.keeps_all else query_key_dropped_while(s.controller, where_possible=True):
+        (_run_trained if point.trainable else _run_frozen)(s, point, seeds, ids, progress, bar)
+
+
+def _run_frozen(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
+    """Every seed of a frozen point: one backbone pass over its training and evaluation examples, stored
+    (papa.probing.feature_store), then the seeds' probes trained together over the store (`train_probes`: each as
+    it would be alone)."""
+    cfg, key = s.cfg, point.key
+    settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
+    training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
+    folder = s.out / "features"
+    train_src = eval_src = None
+    try:
+        if training:
+            train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
+                                      desc=f"features {point.label}", folder=folder)
+        eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features",
+                                 folder=folder)
+        start = time.perf_counter()
+        probes = [_fresh_probe(s, seed) for seed in seeds]
+        if cfg.probe_inputs != PAPER_PROBE_INPUTS:
+            statistics = _point_statistics(s, probes[0], train_src, point.config)
+            for probe in probes:
                 probe.set_input_statistics(statistics)
-            if training:
-                train_probe(probe, s.spec.kind, train_src, settings, seed=seed,
-                            extra_parameters=[ctrl.constants] if point.trainable else [], progress=progress,
-                            desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
-            if training or untrained is None:
-                value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
-                untrained = None if training else (value, predictions)
-            else:
-                value, predictions = untrained
-            if distributed.is_main():  # every process trained the same probe; one writes it down
-                _record(s, point, seed, ids[seed], value, predictions, seconds=time.perf_counter() - start,
-                        epochs=settings.epochs, features_cached=bool(sources and next(x for x in sources if x).cached))
+        if training:
+            train_probes(probes, s.spec.kind, train_src, settings, seeds=seeds, progress=progress,
+                         desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seeds "
+                              f"{','.join(map(str, seeds))}")
+            outcomes = [evaluate_probe(probe, s.spec, eval_src, return_predictions=True) for probe in probes]
+        else:  # nothing trains: every seed scores the same model
+            outcomes = [evaluate_probe(probes[0], s.spec, eval_src, return_predictions=True)] * len(seeds)
+        seconds = (time.perf_counter() - start) / len(seeds)  # the seeds ran together: each gets an equal share
+        for seed, (value, predictions) in zip(seeds, outcomes):
+            if distributed.is_main():  # every process trained the same probes; one writes them down
+                _record(s, point, seed, ids[seed], value, predictions, seconds=seconds, epochs=settings.epochs,
+                        store=(train_src or eval_src).placement, together=len(seeds))
             bar.update(1)
+    finally:
+        for source in (train_src, eval_src):
+            if source is not None:
+                source.close()
+
+
+def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
+    """Every seed of a point whose constants train with the probe: the backbone runs every step, so each seed runs
+    alone, from the initial constants."""
+    cfg, ctrl, key = s.cfg, s.controller, point.key
+    initial = ctrl.constants.detach().clone()
+    settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
+    statistics = None  # of the features at the initial constants, once per point (papa.probing.standardize)
+    for seed in seeds:
+        start = time.perf_counter()
+        with torch.no_grad():
+            ctrl.constants.copy_(initial)
+        train_src = FeatureSource(s.model, point.train, trainable_backbone=True, progress=False)
+        probe = _fresh_probe(s, seed)
+        if cfg.probe_inputs != PAPER_PROBE_INPUTS:
+            if statistics is None:  # the source streams, and the statistics take no gradient
+                statistics = _point_statistics(s, probe, train_src, point.config)
+            probe.set_input_statistics(statistics)
+        train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=[ctrl.constants],
+                    progress=progress, desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
+        # evaluated with the constants as trained: the evaluation features are computed only now
+        eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False, folder=s.out / "features")
+        try:
+            value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
+        finally:
+            eval_src.close()
+        if distributed.is_main():
+            _record(s, point, seed, ids[seed], value, predictions, seconds=time.perf_counter() - start,
+                    epochs=settings.epochs, store="backbone", together=1)
+        bar.update(1)
+
+
+def _fresh_probe(s: _Session, seed: int):
+    """The probe `seed` starts from (its initial weights), on the model's device."""
+    torch.manual_seed(seed)
+    return make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(s.controller.theta.device)
 
 
 def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predictions, *, seconds: float,
-            epochs: int, features_cached: bool) -> None:
+            epochs: int, store: str, together: int) -> None:
     """One run's predictions file, then its row: a row in the table always has its predictions."""
     cfg, key = s.cfg, point.key
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
@@ -474,7 +512,8 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": features_cached})])
+                           "features_cached": store != "backbone", "feature_store": store,
+                           "seeds_together": together})])
 
 
 def statistics_path(out_dir: str | Path, point_id: str) -> Path:

@@ -5,6 +5,7 @@ import json
 
 import pandas as pd
 import pytest
+import torch
 
 from papa import cli
 from papa.runs.experiment import GridConfig, run_grid
@@ -51,6 +52,7 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
         raise AssertionError("a finished run was recomputed")
 
     monkeypatch.setattr(experiment, "train_probe", fail)
+    monkeypatch.setattr(experiment, "train_probes", fail)
     monkeypatch.setattr("papa.runs.constants_cache.extract_constants", fail)
     monkeypatch.setattr(experiment, "learn_lambdas", fail)
     again = run_grid(cfg, progress=False)
@@ -176,3 +178,57 @@ def test_learning_curve_trains_the_original_probe_on_growing_subsets(tmp_path, d
     rows = ResultsTable(tmp_path / "results.csv").read()
     assert set(rows["profile"]) == {"test-curve-sst2-n8", "test-curve-sst2-n24"}  # never mixed with the profile's
     assert rows["fraction_label"].eq("1").all()
+
+
+def test_the_backbone_runs_once_per_example_per_head_configuration(tmp_path, data_dir, monkeypatch):
+    """5 seeds x Table 3's epochs (SST-2: 4) at two head configurations, with the padded features over the memory
+    budget (as a whole training set's are everywhere): the backbone sees each training and evaluation example once
+    per configuration. Before features were stored it saw each training example seeds x epochs times."""
+    import papa.runs.experiment as experiment
+    from papa.method.architectures import backbone
+
+    passed = []
+    load = experiment._load_model
+
+    def counted(*args, **kwargs):
+        model, tokenizer = load(*args, **kwargs)
+        handle = backbone(model).register_forward_pre_hook(
+            lambda module, args, kwargs: passed.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+        handles.append(handle)
+        return model, tokenizer
+
+    handles = []
+    monkeypatch.setattr(experiment, "_load_model", counted)
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(2 / 2**10))  # 2 KiB: far below even the stored features
+    five = Profile("test-five", train_limit=48, eval_limit=32, corpus_limit=48, rank_limit=16, rank_epochs=1,
+                   epochs=None, seeds=(0, 1, 2, 3, 4), fractions=("1", "0"))
+    monkeypatch.setitem(PROFILES, five.name, five)
+    try:
+        rows = run_grid(_cfg(tmp_path, data_dir, profile=five.name, constants=("toeplitz",)), progress=False)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert len(rows) == 10 and rows["extra"].map(lambda e: json.loads(e)["epochs"]).eq(4).all()
+    assert rows["extra"].map(lambda e: json.loads(e)["feature_store"]).eq("disk").all()
+    assert sum(passed) == 2 * (48 + 32)  # toeplitz constants: no extraction pass, no λ
+    assert not list((tmp_path / "features").iterdir())  # the stores are removed after their point
+
+
+def test_trained_constants_are_evaluated_as_trained(tmp_path, data_dir, monkeypatch):
+    """The evaluation features of a trained-constants run are computed with the constants the probe trained with."""
+    import papa
+    import papa.runs.experiment as experiment
+
+    made = []
+    source = experiment.FeatureSource
+
+    def recording_source(model, data, **kwargs):
+        made.append((kwargs["trainable_backbone"], papa.controller_of(model).constants.detach().clone()))
+        return source(model, data, **kwargs)
+
+    monkeypatch.setattr(experiment, "FeatureSource", recording_source)
+    run_grid(_cfg(tmp_path, data_dir, fractions=("0",), seeds=(0,), constants=("trainable_toeplitz",)),
+             progress=False)
+    (_, initial), (trains, trained) = made  # the training source (the backbone trains), then the evaluation one
+    assert made[0][0] and not trains
+    assert not torch.equal(initial, trained)

@@ -108,7 +108,8 @@ def test_lm_task_is_scored_by_the_models_own_head(decoder):
         labels = torch.where(mask, ids, torch.full_like(ids, IGNORE_INDEX))
         hf_loss = model(**data.inputs, labels=labels).loss  # mean over the shifted real tokens
     source = FeatureSource(model, data, trainable_backbone=False, progress=False)
-    assert source._features.shape == (len(TEXTS), 1, N, model.config.hidden_size)  # only the last layer cached
+    # only the last layer is stored, at the labelled slots (those with a next real token)
+    assert source.store.values.shape == (int((data.labels != IGNORE_INDEX).sum()), 1, model.config.hidden_size)
     assert train_probe(probe, "lm", source, TrainSettings.from_task(spec), seed=0, progress=False) == []
     assert evaluate_probe(probe, spec, source) == pytest.approx(-hf_loss.item(), rel=1e-4)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from papa.core.errors import InputError
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.probes import IGNORE_INDEX
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
@@ -54,23 +55,25 @@ def _toy_sst2(tok):
     return encode_task(tok, get_task("sst2"), examples * 4, max_length=12, model_type="bert")
 
 
-def test_cached_and_recomputed_features_give_identical_training(monkeypatch):
+def test_every_feature_store_gives_the_same_training(monkeypatch, tmp_path):
+    """Stored in memory or on disk, the probe reads the same features bit for bit; run again for every batch
+    (``backbone``), the same to float tolerance."""
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
     data = _toy_sst2(tok)
     spec = get_task("sst2")
     settings = TrainSettings(learning_rate=1e-2, batch_size=8, epochs=3)
-    results = []
-    for budget in ("4", "0"):  # 0 GiB: nothing fits, the backbone is re-run for every batch
-        monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", budget)
-        source = FeatureSource(model, data, trainable_backbone=False, progress=False)
-        assert source.cached == (budget == "4")
+    results = {}
+    for store in ("host", "disk", "backbone"):
+        source = FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path, store=store)
+        assert source.placement == store and source.cached == (store != "backbone")
         torch.manual_seed(0)
         probe = make_probe(spec, model, 12)
         losses = train_probe(probe, "sentence", source, settings, seed=0, progress=False)
-        results.append((losses, evaluate_probe(probe, spec, source)))
-    assert results[0][0] == pytest.approx(results[1][0], abs=1e-6)
-    assert results[0][1] == results[1][1]
-    assert results[0][1] == 1.0  # the toy task is learnt (evaluated on its training data)
+        results[store] = (losses, evaluate_probe(probe, spec, source))
+        source.close()
+    assert results["host"] == results["disk"]
+    assert results["host"][0] == pytest.approx(results["backbone"][0], abs=1e-6)
+    assert results["host"][1] == results["backbone"][1] == 1.0  # the toy task is learnt (on its training data)
 
 
 def test_training_is_seeded():
@@ -109,11 +112,15 @@ def test_token_scores_read_only_labelled_slots_sentence_by_sentence():
     assert evaluate_probe(probe, spec, source, batch_size=2) == pytest.approx(expected)
 
 
-def test_features_over_the_cache_budget_warn_that_the_backbone_runs_again(monkeypatch):
+def test_features_over_the_memory_budget_go_to_disk_and_over_every_budget_fail(monkeypatch, tmp_path):
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
     data = _toy_sst2(tok)
     monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", "1e-9")
-    with pytest.warns(UserWarning, match="more than the cache budget .* PAPA_FEATURE_CACHE_GB higher"):
-        assert not FeatureSource(model, data, trainable_backbone=False, progress=False).cached
+    source = FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path)
+    assert source.placement == "disk"
+    source.close()
+    monkeypatch.setenv("PAPA_FEATURE_DISK_GB", "1e-9")
+    with pytest.raises(InputError, match="more than every budget .* PAPA_FEATURE_STORE=backbone"):
+        FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path)
     monkeypatch.delenv("PAPA_FEATURE_CACHE_GB")  # the default: a share of the memory available, far above this
-    assert FeatureSource(model, data, trainable_backbone=False, progress=False).cached
+    assert FeatureSource(model, data, trainable_backbone=False, progress=False).placement == "host"

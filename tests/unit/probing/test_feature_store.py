@@ -1,0 +1,106 @@
+"""The feature store: what a probe reads, kept once per head configuration (papa.probing.feature_store), and seeds
+trained together over it (papa.probing.training.train_probes)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from papa.core.errors import InputError
+from papa.probing.feature_store import plan_store
+from papa.probing.features import FeatureSource, encode_task, hidden_features
+from papa.probing.probes import IGNORE_INDEX
+from papa.probing.training import TrainSettings, make_probe, train_probe, train_probes
+from papa.tasks.data import Example
+from papa.tasks.registry import get_task
+
+from conftest import tiny_model, tiny_tokenizer
+
+N = 12
+TEXTS = ["the cat sat on the mat", "a dog", "it was the big mat and the cat", "good", "the film was bad"] * 3
+
+
+def _data(tok, task: str):
+    spec = get_task(task)
+    if spec.kind == "token":
+        examples = [Example(words=tuple(t.split()), label=tuple(i % spec.num_labels for i, _ in enumerate(t.split())))
+                    for t in TEXTS]
+    elif spec.kind == "pair":
+        examples = [Example(text=t, text_pair=TEXTS[-1 - i], label=i % 2) for i, t in enumerate(TEXTS)]
+    elif spec.kind == "mlm":
+        examples = [Example(text=t + " and the dog ran to the mat") for t in TEXTS]
+    else:
+        examples = [Example(text=t, label=i % 2) for i, t in enumerate(TEXTS)]
+    return spec, encode_task(tok, spec, examples, max_length=N, model_type="bert")
+
+
+@pytest.mark.parametrize("task", ["sst2", "mrpc", "ner", "mlm"])
+@pytest.mark.parametrize("store", ["host", "disk"])
+def test_a_batch_read_back_is_the_padded_batch_at_the_positions_the_probe_reads(task, store, tmp_path):
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    spec, data = _data(tok, task)
+    source = FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path, store=store)
+    read = data.inputs["attention_mask"].bool() if spec.kind in ("sentence", "pair") else data.labels != IGNORE_INDEX
+    assert source.store.values.shape[0] == int(read.sum()) < read.numel()  # only what the probe reads is kept
+    idx = torch.tensor([7, 0, 3, 3, 14])
+    feats, mask, labels = source(idx)
+    with torch.no_grad():
+        padded = hidden_features(model, data.batch(idx)[0])
+    at = read[idx][:, None, :, None]
+    assert torch.equal(feats, torch.where(at, padded, torch.zeros(()))) and feats.is_contiguous()
+    assert torch.equal(mask, data.inputs["attention_mask"][idx]) and torch.equal(labels, data.labels[idx])
+    source.close()
+
+
+def test_a_disk_store_is_named_when_complete_and_removed_when_closed(tmp_path, monkeypatch):
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    _, data = _data(tok, "sst2")
+    source = FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path, store="disk")
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".f32", ".json"]  # no .tmp left: complete
+    source.close()
+    assert not list(tmp_path.iterdir())
+    monkeypatch.setenv("PAPA_KEEP_FEATURES", "1")
+    FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path, store="disk").close()
+    assert sorted(p.suffix for p in tmp_path.iterdir()) == [".f32", ".json"]
+
+
+def test_the_plan_is_decided_from_sizes_and_said_in_one_line(tmp_path, monkeypatch, capsys):
+    keep = torch.zeros(10, 8, dtype=torch.bool)
+    keep[:, :2] = True  # 20 of 80 positions
+    cpu = torch.device("cpu")
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(20 * 3 * 4 * 4 / 2**30))  # exactly the kept bytes
+    plan = plan_store(keep, 3, 4, cpu, folder=tmp_path)
+    assert (plan.placement, plan.kept_bytes, plan.padded_bytes) == ("host", 960, 3840)
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(959 / 2**30))
+    plan = plan_store(keep, 3, 4, cpu, folder=tmp_path)
+    assert plan.placement == "disk" and str(tmp_path) in plan.line("train")
+    assert "20 positions the probe reads" in plan.line("train")
+    with pytest.raises(InputError, match="PAPA_FEATURE_STORE='nowhere': choose one of device, host, disk"):
+        plan_store(keep, 3, 4, cpu, forced="nowhere")
+    with pytest.raises(InputError, match="host memory is its device"):
+        plan_store(keep, 3, 4, cpu, forced="device")
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", "lots")
+    with pytest.raises(InputError, match="PAPA_FEATURE_CACHE_GB='lots' is not a number of GiB"):
+        plan_store(keep, 3, 4, cpu)
+
+
+@pytest.mark.parametrize("task", ["sst2", "mrpc", "ner", "mlm"])
+def test_seeds_trained_together_end_as_each_trained_alone(task):
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    spec, data = _data(tok, task)
+    source = FeatureSource(model, data, trainable_backbone=False, progress=False)
+    settings = TrainSettings(learning_rate=1e-2, batch_size=4, epochs=2)
+    seeds = [0, 1, 5]
+
+    def fresh(seed):
+        torch.manual_seed(seed)
+        return make_probe(spec, model, N, len(tok))
+
+    alone = [fresh(seed) for seed in seeds]
+    alone_losses = [train_probe(p, spec.kind, source, settings, seed=s, progress=False) for p, s in zip(alone, seeds)]
+    together = [fresh(seed) for seed in seeds]
+    together_losses = train_probes(together, spec.kind, source, settings, seeds=seeds, progress=False)
+    assert together_losses == alone_losses and len(alone_losses[0]) == 2 * 4  # 15 examples, batches of 4
+    for a, b in zip(alone, together):
+        for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
+            assert torch.equal(x, y), name
+    assert alone_losses[0] != alone_losses[1]  # the seeds differ
