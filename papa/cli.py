@@ -9,8 +9,8 @@ import time
 import warnings
 from pathlib import Path
 
-from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS, DEFAULT_DTYPE, JOB_ACTIONS,
-                                   LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES, PAPER_PROBE_INPUTS,
+from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS, DEFAULT_DTYPE,
+                                   DEFAULT_EXECUTION, DEFAULT_PRECISION, JOB_ACTIONS, LAYOUTS, PRECISIONS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES, PAPER_PROBE_INPUTS,
                                    PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS,
                                    SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
@@ -42,7 +42,8 @@ def _grid_config(args: argparse.Namespace, **overrides):
     values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
                   force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
-                  probe_inputs=args.probe_inputs)
+                  probe_inputs=args.probe_inputs, precision=getattr(args, "precision", DEFAULT_PRECISION),
+                  compile=getattr(args, "compile", False))
     values.update(overrides)
     return GridConfig(**values)
 
@@ -209,9 +210,12 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "layout", "dtype", "probe_inputs", "constants", "selection", "fraction_label", "n", "mean",
+    cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "constants", "selection", "fraction_label", "n", "mean",
             "ci95", "reference", "other", "difference", "low", "high", "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
+    for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION)):
+        if column in view and view[column].eq(default).all():  # shown only where some run used the option
+            view = view.drop(columns=column)
     view["model"] = view["model"].str.split("/").str[-1]
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
@@ -258,6 +262,13 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
                       help=f"what the probe reads (default: {PAPER_PROBE_INPUTS!r}, the paper's, for encoders; "
                            f"{DECODER_PROBE_INPUTS!r} for causal LMs, whose un-normalised hidden states saturate the "
                            "paper's probe; see papa.probing.standardize)")
+    grid.add_argument("--precision", default=DEFAULT_PRECISION, choices=PRECISIONS,
+                      help=f"how the backbone computes (default: {DEFAULT_PRECISION}, the protocol's): tf32 = "
+                           "TensorFloat-32 CUDA matmuls, bf16 = bfloat16 autocast of its forward passes (the probe "
+                           "trains in float32); recorded in every row (papa.method.precision)")
+    grid.add_argument("--compile", action="store_true",
+                      help="compile the backbone (torch.compile: one graph per head configuration); recorded in "
+                           "every row as execution=compiled")
 
     reproduction = group()  # the section notebooks' grids (reproduce, jobs)
     reproduction.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",

@@ -76,6 +76,9 @@ FEATURE_STORES = ("device", "host", "disk", "backbone")
 # autocast of the backbone's forward.
 PRECISIONS = ("float32", "tf32", "bf16")
 DEFAULT_PRECISION = PRECISIONS[0]
+# Whether a grid's backbone runs eagerly (the default) or compiled (`--compile`: one graph per head configuration).
+EXECUTIONS = ("eager", "compiled")
+DEFAULT_EXECUTION = EXECUTIONS[0]
 
 # ---- the paper's tasks and models --------------------------------------------------------------------------------
 

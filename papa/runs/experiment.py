@@ -34,12 +34,14 @@ from tqdm.auto import tqdm
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
-from papa.core.vocabulary import CONSTANTS_KINDS, DEFAULT_DTYPE, NONE, PAPER_PROBE_INPUTS, RANKED
+from papa.core.vocabulary import (CONSTANTS_KINDS, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE,
+                                  PAPER_PROBE_INPUTS, RANKED)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants
 from papa.method.controller import PapaController, attach
 from papa.method.layout import UNRECORDED_LAYOUT, layout_for
+from papa.method.precision import backbone_autocast, check_precision, compiled_backbone, matmul_precision
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
 from papa.probing.convergence import lambda_movement
@@ -68,7 +70,8 @@ class GridConfig:
     "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.runs.profiles); `layout` None
     takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16); `probe_inputs`
     None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
-    papa.probing.standardize)."""
+    papa.probing.standardize); `precision` and `compile` say how the backbone runs (papa.method.precision: float32
+    and eager, the protocol's, by default)."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -86,6 +89,8 @@ class GridConfig:
     layout: str | None = None
     dtype: str = DEFAULT_DTYPE
     probe_inputs: str | None = None
+    precision: str = DEFAULT_PRECISION
+    compile: bool = False
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -128,7 +133,10 @@ def _resolve(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, P
     layout = layout_for(causal, cfg.layout, prof.layout)
     check_task_fits_model(spec, causal, cfg.model)
     probe_inputs = probe_inputs_for(causal, cfg.probe_inputs, trains_probe=spec.trains_probe)
-    resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
+    device = resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
+    check_precision(cfg.precision, device)
+    if not isinstance(cfg.compile, bool):
+        raise InputError(f"compile must be True or False, got {cfg.compile!r}")
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
@@ -166,10 +174,11 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
         ids = []
         total = len(cfg.fractions) * len(cfg.seeds) * len(cfg.constants) * len(cfg.selections)
         bar = tqdm(total=total, desc=f"{cfg.task} grid", unit="run", disable=not progress)
-        for kind in cfg.constants:
-            for method in cfg.selections:
-                for label in cfg.fractions:
-                    ids += _run_point(s, kind, method, label, progress, bar)
+        with matmul_precision(cfg.precision), compiled_backbone(s.model, cfg.compile):
+            for kind in cfg.constants:
+                for method in cfg.selections:
+                    for label in cfg.fractions:
+                        ids += _run_point(s, kind, method, label, progress, bar)
         bar.close()
     finally:
         s.controller.detach()
@@ -388,6 +397,10 @@ def _point(s: _Session, kind: str, method: str, label: str) -> _Point:
         config["dtype"] = cfg.dtype
     if cfg.probe_inputs != PAPER_PROBE_INPUTS:  # and those of the paper's probe, which reads its inputs raw
         config["probe_inputs"] = cfg.probe_inputs
+    if cfg.precision != DEFAULT_PRECISION:  # and those run in float32, eagerly (all before these options)
+        config["precision"] = cfg.precision
+    if cfg.compile:
+        config["execution"] = "compiled"
     trainable = kind.startswith("trainable_") and not key.keeps_all
     train, epochs = s.train, prof.epochs
     if trainable and (prof.trainable_limit, prof.trainable_epochs) != (None, None):
@@ -434,11 +447,12 @@ def _run_frozen(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str
     folder = s.out / "features"
     train_src = eval_src = None
     try:
-        if training:
-            train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
-                                      desc=f"features {point.label}", folder=folder)
-        eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress, desc="eval features",
-                                 folder=folder)
+        with backbone_autocast(cfg.precision, s.controller.theta.device):
+            if training:
+                train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
+                                          desc=f"features {point.label}", folder=folder)
+            eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress,
+                                     desc="eval features", folder=folder)
         start = time.perf_counter()
         probes = [_fresh_probe(s, seed) for seed in seeds]
         if cfg.probe_inputs != PAPER_PROBE_INPUTS:
@@ -481,10 +495,12 @@ def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, st
             if statistics is None:  # the source streams, and the statistics take no gradient
                 statistics = _point_statistics(s, probe, train_src, point.config)
             probe.set_input_statistics(statistics)
-        train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=[ctrl.constants],
-                    progress=progress, desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
-        # evaluated with the constants as trained: the evaluation features are computed only now
-        eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False, folder=s.out / "features")
+        with backbone_autocast(cfg.precision, s.controller.theta.device):  # the probe, too, runs under it here: it reads every step
+            train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=[ctrl.constants],
+                        progress=progress, desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
+            # evaluated with the constants as trained: the evaluation features are computed only now
+            eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False,
+                                     folder=s.out / "features")
         try:
             value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
         finally:
@@ -507,7 +523,8 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     cfg, key = s.cfg, point.key
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
                     constants_corpus=key.constants_corpus, selection=key.selection, fraction=point.label, seed=seed,
-                    profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs)
+                    profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
+                    precision=cfg.precision, execution="compiled" if cfg.compile else DEFAULT_EXECUTION)
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,

@@ -232,3 +232,14 @@ def test_trained_constants_are_evaluated_as_trained(tmp_path, data_dir, monkeypa
     (_, initial), (trains, trained) = made  # the training source (the backbone trains), then the evaluation one
     assert made[0][0] and not trains
     assert not torch.equal(initial, trained)
+
+
+def test_precision_and_compilation_are_recorded_and_keyed(tmp_path, data_dir):
+    """A bf16 run is a run of its own (its own id, its own precision column), close to the float32 one."""
+    plain = run_grid(_cfg(tmp_path, data_dir, fractions=("1",), seeds=(0,)), progress=False)
+    half = run_grid(_cfg(tmp_path, data_dir, fractions=("1",), seeds=(0,), precision="bf16"), progress=False)
+    assert plain.loc[0, ["precision", "execution"]].tolist() == ["float32", "eager"]
+    assert half.loc[0, ["precision", "execution"]].tolist() == ["bf16", "eager"]
+    assert half.loc[0, "run_id"] != plain.loc[0, "run_id"]
+    assert abs(half.loc[0, "value"] - plain.loc[0, "value"]) < 0.15
+    assert len(ResultsTable(tmp_path / "results.csv").read()) == 2

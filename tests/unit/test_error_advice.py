@@ -175,6 +175,12 @@ CASES: dict[str, dict] = {
         library=lambda tmp, mp: resolve_device("cuda"),
         cli=lambda tmp: ["probe", "--task", "sst2", "--device", "cuda", "--out", str(tmp / "out"), "--quiet"],
         sites={("method/models.py", "device")}, library_says=["device='cpu'"], cli_says=["--device cpu"]),
+    "tf32 on the CPU": dict(
+        library=lambda tmp, mp: GridConfig(task="sst2", precision="tf32").resolved(),
+        cli=lambda tmp: ["probe", "--task", "sst2", "--precision", "tf32", "--out", str(tmp / "out"), "--quiet"],
+        sites={("method/precision.py", "precision"), ("method/precision.py", "device")},
+        library_says=["precision='float32'", "precision='bf16'", "device='cuda'"],
+        cli_says=["--precision float32", "--precision bf16", "--device cuda"]),
     "text column": dict(
         library=lambda tmp, mp: file_corpus(_no_header_tsv(tmp)),
         cli=lambda tmp: ["extract", "--task", str(_no_header_tsv(tmp)), "--max-length", "16", "--out",

@@ -140,8 +140,8 @@ def test_aggregate_three_seeds_by_hand():
                       + [row(0, 0.7, fraction=0.0).to_dict()])
     agg = aggregate(df)
     assert list(agg.columns) == ["model", "task", "constants", "constants_corpus", "selection", "fraction",
-                                 "fraction_label", "profile", "layout", "dtype", "probe_inputs", "metric", "n", "mean",
-                                 "std", "ci95", "low", "high"]
+                                 "fraction_label", "profile", "layout", "dtype", "probe_inputs", "precision", "execution",
+                                 "metric", "n", "mean", "std", "ci95", "low", "high"]
     assert agg["fraction"].tolist() == [0.0, 1.0]  # sorted by the group keys
     full = agg[agg.fraction == 1.0].iloc[0]
     mean = sum(values) / 3

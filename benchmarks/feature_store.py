@@ -1,0 +1,169 @@
+"""A frozen probe point at the cost of its forward passes: the grid runner's point against its floor, and today's path.
+
+    python benchmarks/feature_store.py --train 8192 --seeds 5 --json artifacts/timings/feature_store_cpu.json
+
+One grid point (`papa.runs.experiment.run_grid`, fraction 1, SST-2 at Table 3's length 64 and 4 epochs, `--seeds`
+seeds) on the offline model, with ``PAPA_FEATURE_CACHE_GB`` set below the padded features' size (half of it by
+default, as a whole training set's padded features exceed memory everywhere), timed three ways in one process:
+
+* ``floor``: one backbone forward over the point's training and evaluation examples (nothing kept) + the probes' own
+  training steps and evaluation on a batch already in memory, × the number of steps and batches the point takes;
+* ``stored``: the runner's point (the backbone runs once, the probes read the store: `papa.probing.feature_store`);
+* ``backbone``: the same point with ``PAPA_FEATURE_STORE=backbone`` — the path before features were stored whenever
+  they exceeded the budget: the backbone runs for every batch of every epoch and seed (`--skip-backbone` skips it).
+
+It prints the wall times, stored / floor (the issue's target: <= 1.3), backbone / stored (the speed-up), and the
+largest score difference between the two paths (they must agree to float tolerance). Every ratio is taken from
+timings of this one run. Model loading is excluded (warmed up first).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+from papa.core.artifacts import atomic_path
+from papa.method.models import DEFAULT_MODEL
+from papa.probing.feature_store import CACHE_BUDGET_ENV, STORE_ENV, read_positions
+from papa.probing.features import encode_task, hidden_features
+from papa.probing.training import TrainSettings, _forward, _loss_kind, make_probe
+from papa.probing.probes import probe_loss
+from papa.runs import experiment
+from papa.runs.experiment import GridConfig, run_grid
+from papa.runs.profiles import PROFILES, get_profile
+from papa.tasks.data import load_examples, resolve_data_dir
+from papa.tasks.registry import get_task
+
+TASK = "sst2"
+
+
+def _point(profile: str, out: Path, data_dir: str | None, store: str | None) -> tuple[float, list[float]]:
+    """(wall seconds, each seed's score) of the runner's point with `store` forced (None: its own choice)."""
+    if store is None:
+        os.environ.pop(STORE_ENV, None)
+    else:
+        os.environ[STORE_ENV] = store
+    start = time.perf_counter()
+    rows = run_grid(GridConfig(task=TASK, profile=profile, fractions=("1",), out_dir=str(out), data_dir=data_dir),
+                    progress=False)
+    seconds = time.perf_counter() - start
+    os.environ.pop(STORE_ENV, None)
+    return seconds, rows.sort_values("seed")["value"].tolist()
+
+
+@torch.no_grad()
+def _forward_seconds(model, data, batch_size: int = 64) -> float:
+    start = time.perf_counter()
+    for begin in range(0, len(data), batch_size):
+        hidden_features(model, data.batch(torch.arange(begin, min(begin + batch_size, len(data))))[0])
+    return time.perf_counter() - start
+
+
+def _probe_seconds(model, spec, data, settings: TrainSettings, seeds: int, eval_batches: int) -> tuple[float, int]:
+    """Seconds of the probes' own work at the point (training steps and evaluation batches on one batch of
+    features already in memory, each timed over repeated calls), and the number of training steps."""
+    steps = seeds * settings.epochs * -(-len(data) // settings.batch_size)
+    idx = torch.arange(settings.batch_size)
+    with torch.no_grad():
+        feats = hidden_features(model, data.batch(idx)[0])
+    mask, labels = data.inputs["attention_mask"][idx], data.labels[idx]
+    feats = torch.where(read_positions(spec.kind, mask, labels)[:, None, :, None], feats, torch.zeros(()))
+    probe = make_probe(spec, model, mask.shape[1])
+    optimizer = torch.optim.AdamW(probe.parameters(), lr=settings.learning_rate, weight_decay=0.0)
+    repeats = 200
+
+    def step():
+        logits, targets = _forward(probe, spec.kind, feats, mask, labels)
+        loss = probe_loss(_loss_kind(spec.kind), logits, targets)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+    step()  # the first call allocates the optimizer's state
+    start = time.perf_counter()
+    for _ in range(repeats):
+        step()
+    per_step = (time.perf_counter() - start) / repeats
+    big = torch.cat([feats] * 2)[:64], torch.cat([mask] * 2)[:64], torch.cat([labels] * 2)[:64]
+    with torch.no_grad():
+        start = time.perf_counter()
+        for _ in range(repeats // 4):
+            _forward(probe, spec.kind, *big)
+        per_eval = (time.perf_counter() - start) / (repeats // 4)
+    return per_step * steps + per_eval * eval_batches * seeds, steps
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--train", type=int, default=8192, help="SST-2 training examples (default 8,192)")
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--budget-gib", type=float, default=None,
+                        help=f"{CACHE_BUDGET_ENV} for the run (default: half the padded features' size)")
+    parser.add_argument("--skip-backbone", action="store_true", help="do not time the backbone-every-batch path")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--json", default=None, help="write the table and its metadata here")
+    args = parser.parse_args(argv)
+
+    spec = get_task(TASK)
+    base = get_profile("full")
+    profile = replace(base, name="bench-feature-store", train_limit=args.train, eval_limit=None, epochs=None,
+                      seeds=tuple(range(args.seeds)), fractions=("1",), sample="first")
+    PROFILES[profile.name] = profile
+    data_dir = str(resolve_data_dir(args.data_dir)) if resolve_data_dir(args.data_dir) else None
+    model, tokenizer = experiment._load_model(DEFAULT_MODEL, "cpu")  # warm: the runner reuses it
+    n = spec.hparams.max_length
+    encode = lambda split, limit: encode_task(tokenizer, spec, load_examples(spec, split, resolve_data_dir(data_dir),  # noqa
+                                                                             limit=limit), max_length=n,
+                                              model_type=model.config.model_type)
+    train, evaluation = encode("train", args.train), encode("eval", None)
+    layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
+    padded = len(train) * layers * n * d * 4
+    budget = args.budget_gib if args.budget_gib is not None else padded / 2 / 2**30
+    os.environ[CACHE_BUDGET_ENV] = str(budget)
+    settings = TrainSettings.from_task(spec)
+    print(f"MiniLM, SST-2: {len(train):,} train / {len(evaluation):,} eval examples, n = {n}, {args.seeds} seeds x "
+          f"{settings.epochs} epochs; padded training features {padded / 2**30:.2f} GiB, {CACHE_BUDGET_ENV}={budget:.2f}",
+          flush=True)
+
+    forward = _forward_seconds(model, train) + _forward_seconds(model, evaluation)
+    probes, steps = _probe_seconds(model, spec, train, settings, args.seeds, -(-len(evaluation) // 64))
+    floor = forward + probes
+    with tempfile.TemporaryDirectory() as tmp:
+        stored, stored_scores = _point(profile.name, Path(tmp) / "stored", data_dir, None)
+        placement = json.loads(experiment.ResultsTable(Path(tmp) / "stored" / "results.csv").read()
+                               ["extra"].iloc[0])["feature_store"]
+        if args.skip_backbone:
+            old, old_scores = float("nan"), []
+        else:
+            old, old_scores = _point(profile.name, Path(tmp) / "backbone", data_dir, "backbone")
+    rows = [("floor: one forward over train + eval", forward), (f"floor: the probes' own work ({steps:,} steps)", probes),
+            ("floor", floor), (f"stored ({placement}): the runner's point", stored),
+            ("backbone every batch (before)", old)]
+    width = max(len(r[0]) for r in rows)
+    print("\n".join(f"{name:<{width}}  {seconds:9.1f} s" for name, seconds in rows))
+    print(f"stored / floor = {stored / floor:.2f} (target <= 1.3); backbone / stored = {old / stored:.2f}x")
+    diff = max((abs(a - b) for a, b in zip(stored_scores, old_scores)), default=float("nan"))
+    print(f"scores, stored: {stored_scores}; largest |stored - backbone| = {diff:.2e}")
+    if args.json:
+        record = {"command": "python benchmarks/feature_store.py " + " ".join(argv or sys.argv[1:]),
+                  "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+                              "torch": torch.__version__, "threads": torch.get_num_threads()},
+                  "train_examples": len(train), "eval_examples": len(evaluation), "seeds": args.seeds,
+                  "epochs": settings.epochs, "padded_gib": padded / 2**30, "budget_gib": budget,
+                  "placement": placement, "seconds": {name: seconds for name, seconds in rows},
+                  "stored_over_floor": stored / floor, "backbone_over_stored": old / stored,
+                  "scores_stored": stored_scores, "scores_backbone": old_scores, "largest_score_difference": diff}
+        with atomic_path(Path(args.json)) as tmp_path:
+            tmp_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""How a grid's backbone runs: its precision (`PRECISIONS`) and whether it is compiled (`EXECUTIONS`).
+
+Both are run options, recorded in every result row; the defaults (float32, eager) are the protocol's. ``tf32`` lets
+CUDA matmuls and convolutions use TensorFloat-32 (10-bit mantissa inputs, float32 accumulation); ``bf16`` runs the
+backbone's forward passes under bfloat16 autocast, its features handed to the probe in float32, the probe itself
+trained in float32. ``compiled`` compiles the backbone in place (`torch.compile`): an attached model compiles to one
+graph per head configuration (tests/unit/method/test_compile.py), so a grid compiles once per point.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+
+import torch
+
+from papa.core.errors import Arg, InputError
+from papa.core.vocabulary import DEFAULT_PRECISION, PRECISIONS
+from papa.method.architectures import backbone
+
+
+def check_precision(precision: str, device: str | torch.device) -> str:
+    """`precision` if it is known and can run on `device`; else an `InputError` saying what to give."""
+    if precision not in PRECISIONS:
+        raise InputError(f"unknown precision {precision!r}: choose one of {', '.join(PRECISIONS)} (default "
+                         f"{DEFAULT_PRECISION})")
+    if precision == "tf32" and torch.device(device).type != "cuda":
+        plain, half, cuda = Arg("precision", DEFAULT_PRECISION), Arg("precision", "bf16"), Arg("device", "cuda")
+        raise InputError(f"precision 'tf32' is a mode of CUDA matmuls, and this run is on {device}: give {plain} or "
+                         f"{half}, or {cuda}", advice=[plain, half, cuda])
+    return precision
+
+
+@contextmanager
+def matmul_precision(precision: str) -> Iterator[None]:
+    """TF32 matmuls and convolutions for ``tf32`` while inside (the previous settings are restored after)."""
+    if precision != "tf32":
+        yield
+        return
+    saved = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def backbone_autocast(precision: str, device: str | torch.device):
+    """The autocast context the backbone's forward passes run in: bfloat16 for ``bf16``, none otherwise."""
+    if precision != "bf16":
+        return nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+
+
+@contextmanager
+def compiled_backbone(model, compile: bool, backend: str = "inductor") -> Iterator[None]:
+    """While inside, the model's backbone runs compiled (`compile`, with torch.compile's `backend`); it runs eagerly
+    again after."""
+    if not compile:
+        yield
+        return
+    module = backbone(model)
+    module.compile(backend=backend)
+    try:
+        yield
+    finally:
+        module._compiled_call_impl = None  # nn.Module.compile's own switch: eager calls from here on
