@@ -10,7 +10,7 @@ import warnings
 from pathlib import Path
 
 from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS, DEFAULT_DTYPE,
-                                   DEFAULT_EXECUTION, DEFAULT_PRECISION, JOB_ACTIONS, LAYOUTS, PRECISIONS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES, PAPER_PROBE_INPUTS,
+                                   BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_EXECUTION, DEFAULT_PRECISION, JOB_ACTIONS, LAYOUTS, PRECISIONS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES, PAPER_PROBE_INPUTS,
                                    PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS,
                                    SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
@@ -43,7 +43,8 @@ def _grid_config(args: argparse.Namespace, **overrides):
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
                   force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
                   probe_inputs=args.probe_inputs, precision=getattr(args, "precision", DEFAULT_PRECISION),
-                  compile=getattr(args, "compile", False))
+                  compile=getattr(args, "compile", False),
+                  batch_order=getattr(args, "batch_order", DEFAULT_BATCH_ORDER))
     values.update(overrides)
     return GridConfig(**values)
 
@@ -175,9 +176,9 @@ def _jobs(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from papa.reproduce.notebooks import check_batch, reproduction_summary, run_notebooks
-    from papa.reproduce.timings import done_runs, plan_text, reference
+    from papa.reproduce.timings import RUN_FILE, done_runs, phases_text, plan_text, read_run, reference
 
-    start = time.perf_counter()
+    start, began = time.perf_counter(), time.time()
     # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.
     prof = check_batch(args.profile, names=_notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
                        device=args.device)
@@ -197,8 +198,9 @@ def _reproduce(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
     times = run_notebooks(args.profile, names=names, out_dir=args.out, data_dir=args.data_dir, device=args.device,
-                          force=args.force, progress=not args.quiet, command=args.command_line)
+                          force=args.force, progress=not args.quiet, command=args.command_line, since=began)
     print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
+    print(phases_text(read_run(_out_dir(args) / RUN_FILE)))
     out = _out_dir(args)
     took = time.perf_counter() - start
     versus = "" if expected is None else (f" (these notebooks took {expected.notebooks_seconds(names):.0f} s in the "
@@ -210,10 +212,11 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "constants", "selection", "fraction_label", "n", "mean",
+    cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "batch_order", "constants", "selection", "fraction_label", "n", "mean",
             "ci95", "reference", "other", "difference", "low", "high", "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
-    for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION)):
+    for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION),
+                            ("batch_order", DEFAULT_BATCH_ORDER)):
         if column in view and view[column].eq(default).all():  # shown only where some run used the option
             view = view.drop(columns=column)
     view["model"] = view["model"].str.split("/").str[-1]
@@ -269,6 +272,11 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     grid.add_argument("--compile", action="store_true",
                       help="compile the backbone (torch.compile: one graph per head configuration); recorded in "
                            "every row as execution=compiled")
+    grid.add_argument("--batch-order", default=DEFAULT_BATCH_ORDER, choices=BATCH_ORDERS,
+                      help=f"{DEFAULT_BATCH_ORDER!r} (default, the protocol's): each seed shuffles the whole split "
+                           "every epoch; 'blocks': the backbone runs over a block of examples once per epoch and "
+                           "every seed trains on it, shuffling within it (for features that fit no store: a stated "
+                           "change of batch order, recorded in every row)")
 
     reproduction = group()  # the section notebooks' grids (reproduce, jobs)
     reproduction.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",

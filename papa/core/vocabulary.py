@@ -72,6 +72,11 @@ DEFAULT_DTYPE = MODEL_DTYPES[0]
 # device, in host memory, in a memory-mapped file under the run's folder; or not kept ("backbone": the backbone runs
 # again for every batch, the path before features were stored). The first three are tried in this order.
 FEATURE_STORES = ("device", "host", "disk", "backbone")
+# The order a point's probes see their training batches (`--batch-order`): each seed shuffles the whole split every
+# epoch (the protocol's), or the split is cut into blocks the backbone runs over once per epoch and each seed
+# shuffles within a block ("blocks": for features that fit no store; a stated change of batch order).
+BATCH_ORDERS = ("per_seed", "blocks")
+DEFAULT_BATCH_ORDER = BATCH_ORDERS[0]
 # How a grid point's run is computed (`--precision`): float32 throughout (the default), TF32 matmuls (CUDA), or bf16
 # autocast of the backbone's forward.
 PRECISIONS = ("float32", "tf32", "bf16")
@@ -97,6 +102,9 @@ PAPER_NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_a
 NOTEBOOKS = (*PAPER_NOTEBOOKS, "08_decoders")
 # The built-in run profiles (papa.runs.profiles); a JSON file may define more.
 PROFILE_NAMES = ("quick", "cpu", "full")
+# Where a reproduction's compute time goes (papa.core.phases): average constants, λ rankings, the frozen backbone's
+# features, probe training on them, runs whose constants train with the probe (backbone every step), evaluation.
+RUN_PHASES = ("extraction", "lambda", "features", "probe training", "trained constants", "evaluation")
 # `papa jobs` actions and `--submitit` executors.
 JOB_ACTIONS = ("list", "run")
 SUBMITIT_CLUSTERS = ("slurm", "local")

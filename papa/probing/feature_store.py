@@ -119,6 +119,17 @@ def disk_budget_bytes(folder: Path) -> int:
     return int(0.9 * shutil.disk_usage(probe).free)
 
 
+def block_examples(layers: int, length: int, hidden: int, device: torch.device, *, batch_size: int,
+                   total: int) -> int:
+    """How many examples' padded features one block of `train_probes_in_blocks` holds: as many whole batches as fit
+    the device's budget (on an accelerator) or host memory's, at least one batch, at most `total` (rounded up to a
+    whole batch)."""
+    budget = device_budget_bytes(device) if device.type == "cuda" else cache_budget_bytes()
+    fit = budget // (layers * length * hidden * BYTES_PER_VALUE)
+    whole = -(-total // batch_size) * batch_size
+    return int(min(max(fit - fit % batch_size, batch_size), whole))
+
+
 @dataclass(frozen=True)
 class StorePlan:
     """Where one split's features go, and why: decided before the first forward pass (`plan_store`)."""
@@ -226,8 +237,8 @@ class FeatureStore:
     def put(self, start: int, features: torch.Tensor) -> None:
         """Store the read positions of examples `start`… from their padded `features` [B, L+1, n, d]."""
         stop = start + features.shape[0]
-        keep = self.keep[start:stop].to(features.device)
-        rows = features.permute(0, 2, 1, 3)[keep]  # [kept in these examples, L+1, d], in row-major order
+        at = tuple(i.to(features.device) for i in self.keep[start:stop].nonzero(as_tuple=True))  # found on the host
+        rows = features.permute(0, 2, 1, 3)[at]  # [kept in these examples, L+1, d], in row-major order
         first = int(self._starts[start]) if start < len(self._starts) else 0
         self.values[first:first + rows.shape[0]] = rows.to(self.values.device, torch.float32)
 
@@ -255,7 +266,9 @@ class FeatureStore:
         offset = torch.arange(base.shape[0]) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
         values = self.values[(base + offset).to(self.values.device)].to(device)
         out = torch.zeros(len(idx), self.layers, keep.shape[1], self.hidden, dtype=torch.float32, device=device)
-        out.permute(0, 2, 1, 3)[keep.to(device)] = values
+        # integer positions found on the host: a boolean mask on an accelerator would wait for it to count them
+        at = tuple(i.to(device) for i in keep.nonzero(as_tuple=True))
+        out.permute(0, 2, 1, 3)[at] = values
         return out
 
     def close(self) -> None:

@@ -138,6 +138,16 @@ def _fill(model, data: EncodedTask, store: FeatureStore, *, batch_size: int = 64
     store.finish()
 
 
+@torch.no_grad()
+def padded_features(model, data: EncodedTask, idx: torch.Tensor, *, batch_size: int = 64) -> torch.Tensor:
+    """The backbone's float32 features of examples `idx` of `data`, padded, [len(idx), L+1, n, d], on the model's
+    device; computed in batches of `batch_size` (as a store is filled)."""
+    device = next(model.parameters()).device
+    return torch.cat([hidden_features(model, {k: v.to(device) for k, v in data.batch(idx[i:i + batch_size])[0]
+                                              .items()}, data.last_layer_only).float()
+                      for i in range(0, len(idx), batch_size)])
+
+
 class FeatureSource:
     """Features for batches of one encoded split: from a store when the backbone is frozen, else from the model.
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from tqdm.auto import tqdm
 
-from papa.probing.features import FeatureSource
+from papa.probing.features import FeatureSource, padded_features
 from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
 from papa.probing.probes import IGNORE_INDEX, LMHeadProbe, SentenceProbe, TokenProbe, mlm_probe, probe_loss
@@ -92,6 +92,55 @@ def train_probes(probes: Sequence[nn.Module], kind: str, source: FeatureSource, 
     members = [_Member(probe, seed, [{"params": list(probe.parameters()), "lr": settings.learning_rate}])
                for probe, seed in zip(probes, seeds)]
     return _train(members, kind, source, settings, progress=progress, desc=desc)
+
+
+#: Seeds the order of blocks (`train_probes_in_blocks`): shared by every seed, so that they share each block.
+BLOCK_ORDER_SEED = 0
+
+
+def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, settings: TrainSettings, *,
+                           seeds: Sequence[int], block_examples: int, progress: bool = True,
+                           desc: str = "train probes") -> list[list[float]]:
+    """Train one probe per seed where the features fit no store: every epoch the split is shuffled once (the same
+    for every seed, `BLOCK_ORDER_SEED` + epoch) and cut into blocks of `block_examples`; the backbone runs once over
+    a block and every seed takes its steps on it, shuffling the block's examples in its own order. The backbone
+    then runs epochs times over each example instead of seeds x epochs times, and the batches differ from
+    `train_probes`' (a seed's order is shuffled within blocks): a stated change of batch order (``batch_order=
+    "blocks"`` in a grid, recorded in its rows)."""
+    if len(probes) != len(seeds):
+        raise ValueError(f"{len(probes)} probes for {len(seeds)} seeds: give one probe per seed")
+    if block_examples < settings.batch_size:
+        raise ValueError(f"blocks of {block_examples} examples hold less than one batch of {settings.batch_size}")
+    block_examples -= block_examples % settings.batch_size  # whole batches: a seed's batches never straddle blocks
+    members = [(probe, torch.optim.AdamW(probe.parameters(), lr=settings.learning_rate, weight_decay=0.0),
+                torch.Generator().manual_seed(seed), []) for probe, seed in zip(probes, seeds)]
+    for probe, *_ in members:
+        probe.train()
+    n = len(data)
+    bar = tqdm(total=settings.epochs * -(-n // block_examples), desc=f"{desc} (blocks)", unit="block",
+               disable=not progress, leave=False)
+    for epoch in range(settings.epochs):
+        shared = torch.randperm(n, generator=torch.Generator().manual_seed(BLOCK_ORDER_SEED + epoch))
+        for start in range(0, n, block_examples):
+            block = shared[start:start + block_examples]
+            feats = padded_features(model, data, block)
+            inputs, labels = data.batch(block)
+            mask, labels = inputs["attention_mask"].to(feats.device), labels.to(feats.device)
+            for probe, optimizer, generator, losses in members:
+                order = torch.randperm(len(block), generator=generator)
+                for first in range(0, len(block), settings.batch_size):
+                    rows = order[first:first + settings.batch_size].to(feats.device)
+                    logits, targets = _forward(probe, kind, feats[rows], mask[rows], labels[rows])
+                    loss = probe_loss(_loss_kind(kind), logits, targets)
+                    optimizer.zero_grad(set_to_none=True)
+                    loss.backward()
+                    optimizer.step()
+                    losses.append(loss.detach())
+            bar.update(1)
+    bar.close()
+    for probe, *_ in members:
+        probe.eval()
+    return [torch.stack(losses).tolist() for *_, losses in members]
 
 
 @dataclass

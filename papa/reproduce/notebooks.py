@@ -22,6 +22,7 @@ import pandas as pd
 from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import InputError
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
+from papa.core.phases import read_phase_times
 from papa.reproduce.timings import TIME_COLUMNS, record_notebook_time, record_run, result_rows
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
@@ -156,14 +157,16 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
                   notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
                   models: Collection[str] | None = None, progress: bool = True,
-                  command: str | None = None) -> pd.DataFrame:
+                  command: str | None = None, since: float | None = None) -> pd.DataFrame:
     """Execute `names` in order with papermill; returns each notebook's wall time and the probe runs it computed
     (saved as each finishes by `papa.reproduce.timings.record_notebook_time`). A batch that finishes records itself
     (`papa.reproduce.timings.record_run`, with `command`: what ran it).
 
     `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
     only these of the profile's models (`notebook_parameters`). `progress`: a line per notebook and a bar of its
-    cells.
+    cells. `since`: the `time.time()` the batch's compute began (default: when this call starts), from which its
+    phase times are added up (`papa.core.phases`; jobs run before the notebooks, by `papa reproduce --workers`,
+    count too).
 
     Every input is checked before the first kernel starts (`check_batch`). A notebook that fails stops the batch
     with papermill's error; the executed copy, with the failing cell's traceback, is still written
@@ -176,7 +179,7 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
                              notebook_dir=Path(notebook_dir), model_dir=model_dir, models=models)
     started_empty = not out.exists() or not any(out.iterdir())
     notebook_dir = Path(notebook_dir)
-    batch_start = time.perf_counter()
+    batch_start, since = time.perf_counter(), time.time() if since is None else since
     rows = []
     for i, (name, source, params) in enumerate(jobs, 1):
         target = out / "notebooks" / f"{name}.ipynb"
@@ -208,7 +211,8 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         write_constants_index(out / "constants")
     record_run(out, profile=str(profile), names=[name for name, _, _ in jobs], device=device,
                seconds=time.perf_counter() - batch_start, started_empty=started_empty,
-               command=command or f"papa.reproduce.notebooks.run_notebooks({str(profile)!r})")
+               command=command or f"papa.reproduce.notebooks.run_notebooks({str(profile)!r})",
+               phases=read_phase_times(out, since))
     return times
 
 

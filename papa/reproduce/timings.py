@@ -21,7 +21,7 @@ import pandas as pd
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import InputError
-from papa.core.vocabulary import NOTEBOOKS
+from papa.core.vocabulary import NOTEBOOKS, RUN_PHASES
 
 TIMES_FILE = "notebook_times.csv"
 RUN_FILE = "reproduction.json"
@@ -88,10 +88,13 @@ def machine() -> dict:
 
 
 def record_run(out_dir: str | Path, *, profile: str, names: Sequence[str], seconds: float, started_empty: bool,
-               device: str, command: str) -> dict:
-    """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what."""
+               device: str, command: str, phases: dict[str, float] | None = None) -> dict:
+    """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what; with
+    `phases`, where the time went (seconds per `RUN_PHASES` name: `papa.core.phases`)."""
     record = {"format": RUN_FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
               "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine()}
+    if phases is not None:
+        record["phases"] = {name: round(phases.get(name, 0.0), 1) for name in RUN_PHASES}
     path = Path(out_dir) / RUN_FILE
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -110,6 +113,20 @@ def read_run(path: str | Path) -> dict:
         raise InputError(f"{path} is not a papa run record ({RUN_FORMAT} with {', '.join(sorted(fields))}): move it "
                          "aside and run again.")
     return record
+
+
+def phases_text(record: dict) -> str:
+    """Where a recorded batch's time went, in one line per phase (`RUN_PHASES`, then the notebooks' own time: kernels,
+    loading, tables and figures); "" for a record without phases (written before they were timed)."""
+    phases = record.get("phases")
+    if not phases:
+        return ""
+    total = float(record["seconds"])
+    rest = max(total - sum(phases.values()), 0.0)
+    rows = [*phases.items(), ("notebooks (kernels, loading, tables, figures)", rest)]
+    width = max(len(name) for name, _ in rows)
+    lines = [f"  {name:<{width}}  {seconds:8.1f} s  {seconds / total if total else 0:6.1%}" for name, seconds in rows]
+    return "where the time went:\n" + "\n".join(lines)
 
 
 # ---- what a run should take ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from papa.runs.statistics import Estimate, Scores, difference, resample_weights,
 
 #: A setting: the columns of a result row that say what ran (besides model, task and seed).
 SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label", "layout", "dtype", "probe_inputs",
-                   "precision", "execution", "profile")
+                   "precision", "execution", "batch_order", "profile")
 
 
 class RunScores:

@@ -34,7 +34,8 @@ from tqdm.auto import tqdm
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
-from papa.core.vocabulary import (CONSTANTS_KINDS, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE,
+from papa.core.phases import phase, write_phase_times
+from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE,
                                   PAPER_PROBE_INPUTS, RANKED)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
@@ -45,10 +46,12 @@ from papa.method.precision import backbone_autocast, check_precision, compiled_b
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
 from papa.probing.convergence import lambda_movement
-from papa.probing.features import EncodedTask, FeatureSource, encode_task
+from papa.probing.feature_store import block_examples
+from papa.probing.features import EncodedTask, FeatureSource, encode_task, feature_layers
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.standardize import InputStatistics, input_statistics, probe_inputs_for, save_input_statistics
-from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe, train_probes
+from papa.probing.training import (TrainSettings, evaluate_probe, make_probe, train_probe, train_probes,
+                                   train_probes_in_blocks)
 from papa.runs.constants_cache import ConstantsSource, cached_average_constants
 from papa.runs.keys import PointKey, point_key
 from papa.runs.names import existing_file, ranking_filenames
@@ -71,7 +74,8 @@ class GridConfig:
     takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16); `probe_inputs`
     None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
     papa.probing.standardize); `precision` and `compile` say how the backbone runs (papa.method.precision: float32
-    and eager, the protocol's, by default)."""
+    and eager, the protocol's, by default); `batch_order` the order of the probes' training batches (`BATCH_ORDERS`:
+    "blocks" for features that fit no store, papa.probing.training.train_probes_in_blocks)."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -91,6 +95,7 @@ class GridConfig:
     probe_inputs: str | None = None
     precision: str = DEFAULT_PRECISION
     compile: bool = False
+    batch_order: str = DEFAULT_BATCH_ORDER
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -137,6 +142,10 @@ def _resolve(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, P
     check_precision(cfg.precision, device)
     if not isinstance(cfg.compile, bool):
         raise InputError(f"compile must be True or False, got {cfg.compile!r}")
+    if cfg.batch_order not in BATCH_ORDERS:
+        fix = Arg("batch_order", DEFAULT_BATCH_ORDER)
+        raise InputError(f"unknown batch order {cfg.batch_order!r}: choose one of {', '.join(BATCH_ORDERS)} (give "
+                         f"{fix} for the protocol's)", advice=[fix])
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
@@ -182,6 +191,7 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
         bar.close()
     finally:
         s.controller.detach()
+        write_phase_times(s.out)
     distributed.barrier()  # the main process has written every row
     df = s.table.read()
     return df[df["run_id"].isin(ids)].reset_index(drop=True)
@@ -254,9 +264,11 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
         task=task, model=model, profile=profile, out_dir=out_dir, constants_corpus=corpus, data_dir=data_dir,
         device=device, force=force, layout=layout, dtype=dtype))
     signature = model_signature(loaded, canonical_model_name(cfg.model))
-    constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
-                                         out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
-                                         force=cfg.force, progress=progress)
+    with phase("extraction"):
+        constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
+                                             out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
+                                             force=cfg.force, progress=progress)
+    write_phase_times(cfg.out_dir)
     return constants, loaded, tokenizer
 
 
@@ -264,7 +276,8 @@ def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
     if kind not in s.constants:
         base = kind.removeprefix("trainable_")
         if base == "average":
-            s.constants[kind] = average_constants(s, progress)
+            with phase("extraction"):
+                s.constants[kind] = average_constants(s, progress)
         else:
             s.constants[kind] = data_free_constants(base, s.controller.signature, s.max_length, s.cfg.layout)
     return s.constants[kind]
@@ -298,8 +311,9 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
                    f"{_settings_text(wanted)}.")
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
     trace = LambdaTrace()  # counts the steps
-    lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
-                            progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS)
+    with phase("lambda"):
+        lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
+                                progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS)
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=cfg.constants_corpus, seed=seed,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
@@ -401,6 +415,9 @@ def _point(s: _Session, kind: str, method: str, label: str) -> _Point:
         config["precision"] = cfg.precision
     if cfg.compile:
         config["execution"] = "compiled"
+    if cfg.batch_order != DEFAULT_BATCH_ORDER and s.spec.trains_probe and not (kind.startswith("trainable_")
+                                                                              and not key.keeps_all):
+        config["batch_order"] = cfg.batch_order  # trained constants stream their batches either way
     trainable = kind.startswith("trainable_") and not key.keeps_all
     train, epochs = s.train, prof.epochs
     if trainable and (prof.trainable_limit, prof.trainable_epochs) != (None, None):
@@ -444,38 +461,58 @@ def _run_frozen(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str
     cfg, key = s.cfg, point.key
     settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
+    blocks = training and point.config.get("batch_order") == "blocks"
     folder = s.out / "features"
     train_src = eval_src = None
+    autocast = functools.partial(backbone_autocast, cfg.precision, s.controller.theta.device)
     try:
-        with backbone_autocast(cfg.precision, s.controller.theta.device):
-            if training:
+        with autocast(), phase("features"):
+            if blocks and cfg.probe_inputs != PAPER_PROBE_INPUTS:  # statistics need one pass: streamed
+                train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
+                                          desc=f"features {point.label}", store="backbone")
+            elif training and not blocks:
                 train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
                                           desc=f"features {point.label}", folder=folder)
             eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress,
                                      desc="eval features", folder=folder)
         start = time.perf_counter()
-        probes = [_fresh_probe(s, seed) for seed in seeds]
-        if cfg.probe_inputs != PAPER_PROBE_INPUTS:
-            statistics = _point_statistics(s, probes[0], train_src, point.config)
-            for probe in probes:
-                probe.set_input_statistics(statistics)
-        if training:
-            train_probes(probes, s.spec.kind, train_src, settings, seeds=seeds, progress=progress,
-                         desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seeds "
-                              f"{','.join(map(str, seeds))}")
-            outcomes = [evaluate_probe(probe, s.spec, eval_src, return_predictions=True) for probe in probes]
-        else:  # nothing trains: every seed scores the same model
-            outcomes = [evaluate_probe(probes[0], s.spec, eval_src, return_predictions=True)] * len(seeds)
+        with phase("probe training"):
+            probes = [_fresh_probe(s, seed) for seed in seeds]
+            if cfg.probe_inputs != PAPER_PROBE_INPUTS:
+                statistics = _point_statistics(s, probes[0], train_src, point.config)
+                for probe in probes:
+                    probe.set_input_statistics(statistics)
+            desc = f"{cfg.task} {key.constants}/{key.selection} {point.label} seeds {','.join(map(str, seeds))}"
+            if blocks:
+                with autocast():  # the backbone runs here, block by block
+                    train_probes_in_blocks(probes, s.spec.kind, s.model, point.train, settings, seeds=seeds,
+                                           block_examples=_block_examples(s, point, settings), progress=progress,
+                                           desc=desc)
+            elif training:
+                train_probes(probes, s.spec.kind, train_src, settings, seeds=seeds, progress=progress, desc=desc)
+        with phase("evaluation"):
+            # nothing trains (LM with the model's own head): every seed scores the same model
+            scored = probes if training else probes[:1]
+            outcomes = [evaluate_probe(probe, s.spec, eval_src, return_predictions=True) for probe in scored]
+            outcomes = outcomes if training else outcomes * len(seeds)
         seconds = (time.perf_counter() - start) / len(seeds)  # the seeds ran together: each gets an equal share
         for seed, (value, predictions) in zip(seeds, outcomes):
             if distributed.is_main():  # every process trained the same probes; one writes them down
                 _record(s, point, seed, ids[seed], value, predictions, seconds=seconds, epochs=settings.epochs,
-                        store=(train_src or eval_src).placement, together=len(seeds))
+                        store="blocks" if blocks else (train_src or eval_src).placement, together=len(seeds))
             bar.update(1)
     finally:
         for source in (train_src, eval_src):
             if source is not None:
                 source.close()
+
+
+def _block_examples(s: _Session, point: _Point, settings: TrainSettings) -> int:
+    """Examples per block of a point trained in blocks: as many whole batches as the memory budget holds."""
+    model = s.model
+    layers = feature_layers(model, point.train.last_layer_only)
+    return block_examples(layers, s.max_length, model.config.hidden_size, s.controller.theta.device,
+                          batch_size=settings.batch_size, total=len(point.train))
 
 
 def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
@@ -490,19 +527,22 @@ def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, st
         with torch.no_grad():
             ctrl.constants.copy_(initial)
         train_src = FeatureSource(s.model, point.train, trainable_backbone=True, progress=False)
-        probe = _fresh_probe(s, seed)
-        if cfg.probe_inputs != PAPER_PROBE_INPUTS:
-            if statistics is None:  # the source streams, and the statistics take no gradient
-                statistics = _point_statistics(s, probe, train_src, point.config)
-            probe.set_input_statistics(statistics)
-        with backbone_autocast(cfg.precision, s.controller.theta.device):  # the probe, too, runs under it here: it reads every step
+        autocast = backbone_autocast(cfg.precision, s.controller.theta.device)  # the probe runs under it too here
+        with autocast, phase("trained constants"):
+            probe = _fresh_probe(s, seed)
+            if cfg.probe_inputs != PAPER_PROBE_INPUTS:
+                if statistics is None:  # the source streams, and the statistics take no gradient
+                    statistics = _point_statistics(s, probe, train_src, point.config)
+                probe.set_input_statistics(statistics)
             train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=[ctrl.constants],
                         progress=progress, desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
+        with backbone_autocast(cfg.precision, s.controller.theta.device), phase("features"):
             # evaluated with the constants as trained: the evaluation features are computed only now
             eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False,
                                      folder=s.out / "features")
         try:
-            value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
+            with phase("evaluation"):
+                value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
         finally:
             eval_src.close()
         if distributed.is_main():
@@ -524,12 +564,13 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
                     constants_corpus=key.constants_corpus, selection=key.selection, fraction=point.label, seed=seed,
                     profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
-                    precision=cfg.precision, execution="compiled" if cfg.compile else DEFAULT_EXECUTION)
+                    precision=cfg.precision, execution="compiled" if cfg.compile else DEFAULT_EXECUTION,
+                    batch_order=point.config.get("batch_order", DEFAULT_BATCH_ORDER))
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": store != "backbone", "feature_store": store,
+                           "features_cached": store in ("device", "host", "disk"), "feature_store": store,
                            "seeds_together": together})])
 
 
@@ -564,4 +605,5 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING
         ranking = head_ranking(s, kind, progress, seed)
     finally:
         s.controller.detach()
+        write_phase_times(s.out)
     return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind, seed))

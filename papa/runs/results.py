@@ -25,18 +25,18 @@ from scipy import stats
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError
-from papa.core.vocabulary import (DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, EXECUTIONS, LAYOUTS,
+from papa.core.vocabulary import (BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, EXECUTIONS, LAYOUTS,
                                   MODEL_DTYPES, PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS)
 from papa.method.layout import UNRECORDED_LAYOUT
 from papa.method.selection import as_fraction, fraction_label
 from papa.runs.profiles import PROFILES
 
 COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
-           "n_input_dependent", "seed", "profile", "layout", "dtype", "probe_inputs", "precision", "execution", "metric",
-           "value", "runtime_s", "run_id", "extra")
+           "n_input_dependent", "seed", "profile", "layout", "dtype", "probe_inputs", "precision", "execution",
+           "batch_order", "metric", "value", "runtime_s", "run_id", "extra")
 # Columns that tables written by older versions may lack, with the value their rows had.
 _ADDED_COLUMNS = {"layout": UNRECORDED_LAYOUT, "dtype": DEFAULT_DTYPE, "probe_inputs": PAPER_PROBE_INPUTS,
-                  "precision": DEFAULT_PRECISION, "execution": DEFAULT_EXECUTION}
+                  "precision": DEFAULT_PRECISION, "execution": DEFAULT_EXECUTION, "batch_order": DEFAULT_BATCH_ORDER}
 _FLOAT_COLUMNS = ("fraction", "value", "runtime_s")
 _INT_COLUMNS = ("n_input_dependent", "seed")
 _STR_COLUMNS = tuple(c for c in COLUMNS if c not in _FLOAT_COLUMNS + _INT_COLUMNS)
@@ -44,7 +44,7 @@ DTYPES = {**{c: "float64" for c in _FLOAT_COLUMNS}, **{c: "int64" for c in _INT_
           **{c: str for c in _STR_COLUMNS}}
 
 GROUP_KEYS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "layout",
-              "dtype", "probe_inputs", "precision", "execution", "metric")
+              "dtype", "probe_inputs", "precision", "execution", "batch_order", "metric")
 STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
 
 
@@ -55,7 +55,8 @@ class ResultRow:
     """One metric of one run. `fraction` is the share of heads that stay input-dependent (1 = original model);
     `layout` the input layout the run encoded its inputs in (papa.method.layout); `dtype` the model's;
     `probe_inputs` whether the probe read the hidden states raw or standardised (papa.probing.standardize);
-    `precision` and `execution` how the backbone ran (papa.method.precision)."""
+    `precision` and `execution` how the backbone ran (papa.method.precision); `batch_order` the order the probe saw
+    its training batches in (`BATCH_ORDERS`)."""
 
     model: str
     task: str
@@ -72,6 +73,7 @@ class ResultRow:
     probe_inputs: str = PAPER_PROBE_INPUTS
     precision: str = DEFAULT_PRECISION
     execution: str = DEFAULT_EXECUTION
+    batch_order: str = DEFAULT_BATCH_ORDER
     metric: str
     value: float
     runtime_s: float = float("nan")
@@ -97,6 +99,8 @@ class ResultRow:
             raise ValueError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}.")
         if self.execution not in EXECUTIONS:
             raise ValueError(f"unknown execution {self.execution!r}; choose one of {', '.join(EXECUTIONS)}.")
+        if self.batch_order not in BATCH_ORDERS:
+            raise ValueError(f"unknown batch order {self.batch_order!r}; choose one of {', '.join(BATCH_ORDERS)}.")
         for name in _INT_COLUMNS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -289,7 +293,7 @@ def report_order(agg: pd.DataFrame) -> pd.DataFrame:
     """`aggregate`'s rows in reading order: per model and task, fractions from 1 (the original) down to 0 as numbers
     (as labels, 1/8 sorts before 1/2), then constants and selection."""
     keys = [c for c in ("model", "task", "profile", "layout", "dtype", "probe_inputs", "precision", "execution",
-                        "metric") if c in agg.columns]
+                        "batch_order", "metric") if c in agg.columns]
     ordered = agg.assign(_fraction=-agg["fraction"].astype(float))
     ordered = ordered.sort_values([*keys, "_fraction", "constants", "selection"], kind="stable")
     return ordered.drop(columns="_fraction").reset_index(drop=True)

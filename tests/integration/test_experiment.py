@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pandas as pd
 import pytest
@@ -180,10 +181,8 @@ def test_learning_curve_trains_the_original_probe_on_growing_subsets(tmp_path, d
     assert rows["fraction_label"].eq("1").all()
 
 
-def test_the_backbone_runs_once_per_example_per_head_configuration(tmp_path, data_dir, monkeypatch):
-    """5 seeds x Table 3's epochs (SST-2: 4) at two head configurations, with the padded features over the memory
-    budget (as a whole training set's are everywhere): the backbone sees each training and evaluation example once
-    per configuration. Before features were stored it saw each training example seeds x epochs times."""
+def _counting_backbone(monkeypatch) -> list[int]:
+    """The batch sizes the grid's backbone is run on from now on (a hook on the model the grid loads)."""
     import papa.runs.experiment as experiment
     from papa.method.architectures import backbone
 
@@ -194,24 +193,51 @@ def test_the_backbone_runs_once_per_example_per_head_configuration(tmp_path, dat
         model, tokenizer = load(*args, **kwargs)
         handle = backbone(model).register_forward_pre_hook(
             lambda module, args, kwargs: passed.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
-        handles.append(handle)
+        _HOOKS.append(handle)  # removed by the five_seeds fixture when the test ends
         return model, tokenizer
 
-    handles = []
     monkeypatch.setattr(experiment, "_load_model", counted)
-    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(2 / 2**10))  # 2 KiB: far below even the stored features
+    return passed
+
+
+_HOOKS: list = []
+
+
+@pytest.fixture
+def five_seeds(monkeypatch):
     five = Profile("test-five", train_limit=48, eval_limit=32, corpus_limit=48, rank_limit=16, rank_epochs=1,
                    epochs=None, seeds=(0, 1, 2, 3, 4), fractions=("1", "0"))
     monkeypatch.setitem(PROFILES, five.name, five)
-    try:
-        rows = run_grid(_cfg(tmp_path, data_dir, profile=five.name, constants=("toeplitz",)), progress=False)
-    finally:
-        for handle in handles:
-            handle.remove()
+    yield five.name
+    while _HOOKS:
+        _HOOKS.pop().remove()
+
+
+def test_the_backbone_runs_once_per_example_per_head_configuration(tmp_path, data_dir, monkeypatch, five_seeds):
+    """5 seeds x Table 3's epochs (SST-2: 4) at two head configurations, with the padded features over the memory
+    budget (as a whole training set's are everywhere): the backbone sees each training and evaluation example once
+    per configuration. Before features were stored it saw each training example seeds x epochs times."""
+    passed = _counting_backbone(monkeypatch)
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(2 / 2**10))  # 2 KiB: far below even the stored features
+    rows = run_grid(_cfg(tmp_path, data_dir, profile=five_seeds, constants=("toeplitz",)), progress=False)
     assert len(rows) == 10 and rows["extra"].map(lambda e: json.loads(e)["epochs"]).eq(4).all()
     assert rows["extra"].map(lambda e: json.loads(e)["feature_store"]).eq("disk").all()
     assert sum(passed) == 2 * (48 + 32)  # toeplitz constants: no extraction pass, no λ
     assert not list((tmp_path / "features").iterdir())  # the stores are removed after their point
+
+
+def test_blocks_are_a_batch_order_of_their_own(tmp_path, data_dir, monkeypatch, five_seeds):
+    """batch_order="blocks": the backbone runs over each training example once per epoch (not seeds x epochs
+    times); the rows say so and are runs of their own, never averaged with the protocol's."""
+    passed = _counting_backbone(monkeypatch)
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(20 * 7 * 64 * 384 * 4 / 2**30))  # blocks of 20 -> 16 examples
+    cfg = _cfg(tmp_path, data_dir, profile=five_seeds, constants=("toeplitz",), fractions=("0",))
+    blocks = run_grid(replace(cfg, batch_order="blocks"), progress=False)
+    assert sum(passed) == 4 * 48 + 32 and blocks["batch_order"].eq("blocks").all()
+    assert blocks["extra"].map(lambda e: json.loads(e)["feature_store"]).eq("blocks").all()
+    plain = run_grid(cfg, progress=False)
+    assert set(plain["run_id"]).isdisjoint(blocks["run_id"]) and plain["batch_order"].eq("per_seed").all()
+    assert len(aggregate(ResultsTable(tmp_path / "results.csv").read())) == 2
 
 
 def test_trained_constants_are_evaluated_as_trained(tmp_path, data_dir, monkeypatch):

@@ -104,3 +104,28 @@ def test_seeds_trained_together_end_as_each_trained_alone(task):
         for (name, x), (_, y) in zip(a.state_dict().items(), b.state_dict().items()):
             assert torch.equal(x, y), name
     assert alone_losses[0] != alone_losses[1]  # the seeds differ
+
+
+@pytest.mark.parametrize("task", ["sst2", "ner"])
+def test_blocks_run_the_backbone_once_per_example_and_epoch(task):
+    """In blocks every seed trains on the block the backbone just ran over: epochs x examples forward passes, not
+    seeds x epochs x examples; one block holding the whole split is a per-seed shuffle of it."""
+    from papa.method.architectures import backbone
+    from papa.probing.training import train_probes_in_blocks
+
+    model, tok = tiny_model("bert"), tiny_tokenizer("bert")
+    spec, data = _data(tok, task)
+    settings = TrainSettings(learning_rate=1e-2, batch_size=4, epochs=2)
+    seen = []
+    handle = backbone(model).register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(kwargs["input_ids"].shape[0]), with_kwargs=True)
+    try:
+        probes = [make_probe(spec, model, N, len(tok)) for _ in range(3)]
+        losses = train_probes_in_blocks(probes, spec.kind, model, data, settings, seeds=[0, 1, 2],
+                                        block_examples=9, progress=False)  # 2 whole batches per block
+    finally:
+        handle.remove()
+    assert sum(seen) == 2 * len(data)
+    assert [len(x) for x in losses] == [2 * 4] * 3 and losses[0] != losses[1]  # blocks of 8, 7: 2 + 2 batches
+    with pytest.raises(ValueError, match="less than one batch"):
+        train_probes_in_blocks(probes, spec.kind, model, data, settings, seeds=[0, 1, 2], block_examples=3)

@@ -179,6 +179,7 @@ def test_a_part_b_file_and_a_part_a_file_read_as_one(tmp_path, capsys):
          "constants_examples": 67349, "ranking_s": 9.0}]}))
     other.write_text(json.dumps({"format": 2, "device": "another card", "steps": [], "points": []}))
     assert grid_estimate.main([str(b), str(a)]) == 0
-    assert "| roberta-base, SST-2: constants, 67,349 sentences | 70.0 | 67.3 | capture rate |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| roberta-base, SST-2: constants, 67,349 sentences | 70.0 | 67.3 | capture rate |" in out
     assert grid_estimate.main([str(b), str(other)]) == 2
     assert "measured on 'another card'" in capsys.readouterr().err

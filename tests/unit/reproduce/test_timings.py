@@ -113,3 +113,13 @@ def test_the_generator_rewrites_the_block(tmp_path):
     text = page.read_text()
     assert "\nold\n" not in text and "| 08_decoders | 70.0 |" in text and text.endswith("after\n")
     shutil.rmtree(refs)
+
+
+def test_a_run_record_says_where_the_time_went(tmp_path):
+    phases = {"extraction": 10.0, "features": 30.0, "probe training": 20.0}
+    record = record_run(tmp_path, profile="quick", names=["01_method"], seconds=100.0, started_empty=True,
+                        device="cpu", command="papa reproduce", phases=phases)
+    assert set(record["phases"]) == set(timings.RUN_PHASES) and record["phases"]["lambda"] == 0.0
+    text = timings.phases_text(read_run(tmp_path / "reproduction.json"))
+    assert "features" in text and "30.0%" in text and "40.0 s   40.0%" in text  # the notebooks' rest: 100 - 60
+    assert timings.phases_text({"seconds": 5.0}) == ""  # a record written before phases were timed

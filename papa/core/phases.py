@@ -1,0 +1,77 @@
+"""Where a run's time goes: wall seconds per phase (`RUN_PHASES`), summed in this process and written beside the
+run's results, so that a batch of notebooks (each its own kernel process) can add them up.
+
+`phase` times a block; a phase inside another counts for itself only (its time is taken out of the outer one).
+`write_phase_times` writes this process's totals to ``<out>/phase_times/<process>.json`` (atomically, the whole file
+each time); `read_phase_times` adds up the files written since a moment.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from papa.core.artifacts import atomic_path
+from papa.core.errors import CorruptArtifactError
+from papa.core.vocabulary import RUN_PHASES
+
+FOLDER = "phase_times"
+_FORMAT = "papa-phase-times-1"
+_totals: dict[str, float] = {}
+_open: list[list] = []  # [name, start, seconds spent in phases inside it]
+_PROCESS = f"{os.getpid()}-{time.time_ns()}"
+
+
+@contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Add the block's wall time to phase `name` (one of `RUN_PHASES`), less the time of phases inside it."""
+    if name not in RUN_PHASES:
+        raise ValueError(f"unknown phase {name!r}: one of {', '.join(RUN_PHASES)}")
+    entry = [name, time.perf_counter(), 0.0]
+    _open.append(entry)
+    try:
+        yield
+    finally:
+        _open.pop()
+        elapsed = time.perf_counter() - entry[1]
+        _totals[name] = _totals.get(name, 0.0) + elapsed - entry[2]
+        if _open:
+            _open[-1][2] += elapsed
+
+
+def totals() -> dict[str, float]:
+    """This process's seconds per phase so far."""
+    return dict(_totals)
+
+
+def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
+    """Write this process's totals under `out_dir` (nothing when no phase ran); returns the file."""
+    if not _totals:
+        return None
+    path = Path(out_dir) / FOLDER / f"{_PROCESS}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp:
+        Path(tmp).write_text(json.dumps({"format": _FORMAT, "seconds": totals()}, sort_keys=True), encoding="utf-8")
+    return path
+
+
+def read_phase_times(out_dir: str | os.PathLike, since: float | None = None) -> dict[str, float]:
+    """Seconds per phase (every `RUN_PHASES` name) over the files under `out_dir` written at or after `since` (a
+    `time.time()`; None: all of them)."""
+    sums = dict.fromkeys(RUN_PHASES, 0.0)
+    for path in sorted((Path(out_dir) / FOLDER).glob("*.json")):
+        if since is not None and path.stat().st_mtime < since:
+            continue
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            seconds = record["seconds"] if record.get("format") == _FORMAT else None
+        except (OSError, ValueError, AttributeError) as exc:
+            raise CorruptArtifactError(f"{path}: unreadable phase times ({exc}): delete it") from None
+        if not isinstance(seconds, dict) or not set(seconds) <= set(RUN_PHASES):
+            raise CorruptArtifactError(f"{path} is not a papa phase-times file ({_FORMAT}): delete it")
+        for name, value in seconds.items():
+            sums[name] += float(value)
+    return sums

@@ -1,0 +1,50 @@
+"""Phase times (papa.core.phases): nested phases count once, files from several processes add up."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from papa.core import phases
+from papa.core.errors import CorruptArtifactError
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    monkeypatch.setattr(phases, "_totals", {})
+
+
+def test_a_phase_inside_another_counts_for_itself_only():
+    with phases.phase("lambda"):
+        time.sleep(0.05)
+        with phases.phase("extraction"):
+            time.sleep(0.1)
+    got = phases.totals()
+    assert 0.1 <= got["extraction"] < 0.15 and 0.05 <= got["lambda"] < 0.1
+    with pytest.raises(ValueError, match="unknown phase 'lunch'"):
+        with phases.phase("lunch"):
+            pass
+
+
+def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
+    assert phases.write_phase_times(tmp_path) is None  # nothing ran: nothing written
+    folder = tmp_path / phases.FOLDER
+    folder.mkdir()
+    old = folder / "old.json"
+    old.write_text(json.dumps({"format": phases._FORMAT, "seconds": {"features": 100.0}}))
+    past = time.time() - 60
+    import os
+    os.utime(old, (past, past))
+    since = time.time() - 1
+    (folder / "other.json").write_text(json.dumps({"format": phases._FORMAT, "seconds": {"features": 2.0}}))
+    with phases.phase("features"):
+        time.sleep(0.01)
+    written = phases.write_phase_times(tmp_path)
+    assert written.parent == folder
+    sums = phases.read_phase_times(tmp_path, since)
+    assert set(sums) == set(phases.RUN_PHASES) and 2.01 <= sums["features"] < 2.1 and sums["lambda"] == 0
+    assert phases.read_phase_times(tmp_path)["features"] >= 102
+    (folder / "bad.json").write_text("{}")
+    with pytest.raises(CorruptArtifactError, match="not a papa phase-times file"):
+        phases.read_phase_times(tmp_path)
