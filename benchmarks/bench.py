@@ -29,12 +29,15 @@ padding, as a causal LM scores a document):
 
 and once, on MiniLM:
 
-4. the probing grid of CoLA (5 fractions x 3 seeds x 15 epochs) with cached features vs re-running the backbone
-   for every batch, on a subset (sizes printed).
+4. the probing grid of CoLA (5 fractions x 3 seeds x 15 epochs) with stored features (the runner's feature store)
+   vs re-running the backbone for every batch (``PAPA_FEATURE_STORE=backbone``), on a subset (sizes printed).
 
-Timings interleave the variants (round-robin, `--repeats` rounds) and report medians, so slow drift of a shared
-machine hits every variant alike. Peak memory on the CPU is the rise of the process's peak RSS during one batch
-(Linux /proc; large allocations are forced to mmap so freed memory is returned), on CUDA the allocator's peak.
+Timings interleave the variants (round-robin, `--repeats` rounds after an untimed one) and report medians, so slow
+drift of a shared machine hits every variant alike; every ratio divides medians of one such timing call, and each
+model's first call is run once untimed and discarded. Every batch holds exactly the sequences `--batch` asks for
+(the run stops otherwise), and seq/s divides by the sequences timed. Peak memory on the CPU is the rise of the
+process's peak RSS during one batch (Linux /proc; large allocations are forced to mmap so freed memory is returned),
+on CUDA the allocator's peak.
 """
 from __future__ import annotations
 
@@ -64,6 +67,16 @@ FRACTIONS = ("1/2", "1/8", "1/16")
 
 
 # ---- measurement helpers ----------------------------------------------------------------------------------------
+
+def _cpu_name() -> str:
+    """The CPU's model name and core count (platform.processor() is empty on many Linux machines)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            name = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
+    except (OSError, StopIteration):
+        name = platform.processor() or platform.machine()
+    return f"{name}, {os.cpu_count()} cores"
+
 
 def _mmap_threshold(size: int) -> None:
     """glibc's M_MMAP_THRESHOLD: blocks above it are mmap-ed and go back to the OS when freed."""
@@ -119,13 +132,16 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = CLOCKS["wall"]
 
 
-def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device) -> dict[str, float]:
-    """Median seconds of each variant, measured round-robin after one warm-up round.
+def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device, warmup: int = 1
+                ) -> dict[str, float]:
+    """Median seconds of each variant, measured round-robin after `warmup` untimed rounds.
 
-    A variant is a callable, or (setup, callable) where the untimed setup runs before each timed call.
+    A variant is a callable, or (setup, callable) where the untimed setup runs before each timed call. Every ratio
+    the suite reports divides two medians of one call: variants timed in different calls moved apart by up to 1.7×
+    on a GPU (a fresh model's first call, H200 bf16: plain forward 8,670 vs 14,664 seq/s later in the process).
     """
     times: dict[str, list[float]] = {k: [] for k in variants}
-    for r in range(repeats + 1):
+    for r in range(repeats + warmup):
         for name, variant in variants.items():
             setup, fn = variant if isinstance(variant, tuple) else (None, variant)
             if setup is not None:
@@ -136,7 +152,7 @@ def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device
             fn()
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            if r > 0:
+            if r >= warmup:
                 times[name].append(clock() - start)
     return {k: statistics.median(v) for k, v in times.items()}
 
@@ -157,6 +173,38 @@ def texts_for(count: int, data_dir: str | None) -> tuple[list[str], str]:
     words = "the a of and to in is was film good bad very not it this that plot actor story city river".split()
     texts = [" ".join(words[i] for i in torch.randint(len(words), (400,), generator=g).tolist()) for _ in range(count)]
     return texts, "seeded random words"
+
+
+def batch_sizes(lengths: list[int], batch: list[int] | None, quick: bool) -> dict[int, int]:
+    """Sequences per batch at each length: `batch` in the order of `lengths`, else 8 at n = 128 and 2 at 512 (--quick
+    4 and 1; 2 at any other length)."""
+    if batch is not None and len(batch) != len(lengths):
+        raise ValueError(f"--batch gives {len(batch)} sizes for {len(lengths)} lengths {lengths}")
+    default = {128: 4 if quick else 8, 512: 1 if quick else 2}
+    return dict(zip(lengths, batch)) if batch else {n: default.get(n, 2) for n in lengths}
+
+
+def texts_needed(sizes: dict[int, int], n_batches: int) -> int:
+    """Texts the encoders' batches take: every length draws its batches from the same texts."""
+    return n_batches * max(sizes.values())
+
+
+def encoded_batches(tokenizer, texts: list[str], n: int, batch_size: int, n_batches: int, layout: str,
+                    model_type: str, device: torch.device) -> list[dict[str, torch.Tensor]]:
+    """`n_batches` batches of exactly `batch_size` texts each, encoded at length `n`. Raises when the texts run out:
+    a short batch would be timed as if it held `batch_size` sequences (GPU tables before issue 39 reported seq/s at
+    n = 128 twice too high that way)."""
+    if len(texts) < batch_size * n_batches:
+        raise ValueError(f"{n_batches} batches of {batch_size} sequences need {batch_size * n_batches} texts, "
+                         f"got {len(texts)}")
+    batches = []
+    for i in range(n_batches):
+        chunk = texts[i * batch_size:(i + 1) * batch_size]
+        inputs = encode(tokenizer, chunk, max_length=n, layout=layout, model_type=model_type).inputs
+        if inputs["input_ids"].shape[0] != batch_size:
+            raise ValueError(f"batch {i} holds {inputs['input_ids'].shape[0]} sequences, not {batch_size}")
+        batches.append({k: v.to(device) for k, v in inputs.items()})
+    return batches
 
 
 def bert_base(vocab_size: int, seed: int = 0):
@@ -214,10 +262,11 @@ HEADER = ("| model | n | what | seq/s | ratio | peak MiB | target | verdict | no
 # ---- parts 1, 2, 3, 5 on one model and one length -----------------------------------------------------------------
 
 def bench_compiled(name: str, plain, ctrl, order, run, n: int, seqs: int, repeats: int, device: torch.device,
-                   report: Report, backend: str, eager_plain: float) -> None:
+                   report: Report, backend: str) -> None:
     """`--compile`: the plain model and papa's variants under `torch.compile(backend)` (papa's variants with
-    fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward. Each variant is
-    its own copy of the model, configured once, so each compiles once, in the untimed warm-up round."""
+    fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward, and the eager plain
+    forward timed in the same call (the "of eager plain" ratio and the notes). Each variant is its own copy of the
+    model, configured once, so each compiles once, in the untimed warm-up round."""
     def variant(heads: torch.Tensor | None | str):
         model = copy.deepcopy(plain)
         c = papa.attach(model, model_name=name)
@@ -229,29 +278,31 @@ def bench_compiled(name: str, plain, ctrl, order, run, n: int, seqs: int, repeat
 
     half = heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down")
     capture_ctrl, capture_model = variant("keep")
-    variants = {"plain": run(torch.compile(plain, backend=backend)), "capture": run(capture_model),
+    variants = {"eager": run(plain), "plain": run(torch.compile(plain, backend=backend)), "capture": run(capture_model),
                 "attention-free": run(variant(None)[1]), "1/2": run(variant(half)[1])}
     with capture_ctrl.capturing(n):  # statistics allocated once, as for a corpus
         t = interleaved(variants, repeats, device)
     label = f"compiled ({backend})"
-    report.add(name, n, f"plain forward (sdpa), {label}", seqs / t["plain"], eager_plain / t["plain"], "of eager plain")
+
+    def eager_note(key: str) -> str:
+        return f"{t['eager'] / t[key]:.2f}× this call's eager plain forward"
+
+    report.add(name, n, f"plain forward (sdpa), eager, timed with the {label} rows", seqs / t["eager"])
+    report.add(name, n, f"plain forward (sdpa), {label}", seqs / t["plain"], t["eager"] / t["plain"],
+               "of eager plain (same call)")
     report.add(name, n, f"capture (papa), {label}", seqs / t["capture"], t["plain"] / t["capture"],
-               "of compiled plain", None, "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85)
+               "of compiled plain", None, "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85, eager_note("capture"))
     report.add(name, n, f"attention-free (all heads constant, Q/K dropped), {label}", seqs / t["attention-free"],
-               t["plain"] / t["attention-free"], "of compiled plain")
+               t["plain"] / t["attention-free"], "of compiled plain", note=eager_note("attention-free"))
     r = t["plain"] / t["1/2"]
     report.add(name, n, f"1/2 input-dependent, Q/K dropped, {label}", seqs / t["1/2"], r, "of compiled plain", None,
-               "≥ 1.0×", r >= 1.0)
+               "≥ 1.0×", r >= 1.0, eager_note("1/2"))
 
 
 def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches: int, repeats: int, texts: list[str],
                 autocast, device: torch.device, report: Report, compile_backend: str | None = None) -> None:
-    batches = []
-    for i in range(n_batches):
-        chunk = texts[i * batch_size:(i + 1) * batch_size]
-        inputs = encode(tokenizer, chunk, max_length=n, layout="sep_last", model_type=model.config.model_type).inputs
-        batches.append({k: v.to(device) for k, v in inputs.items()})
-    seqs = batch_size * n_batches
+    batches = encoded_batches(tokenizer, texts, n, batch_size, n_batches, "sep_last", model.config.model_type, device)
+    seqs = sum(b["input_ids"].shape[0] for b in batches)  # what was timed, not what was asked
     cfg = model.config
     plain = model
     eager = copy.deepcopy(model)
@@ -287,7 +338,10 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
                 naive_counts.add_(torch.einsum("bi,bj->ij", v, v))
 
     with ctrl.capturing(n):
-        t = interleaved({"plain": run(plain), "capture": capture, "naive": naive}, repeats, device)
+        # A model's first timing call is discarded (run once untimed, whole): a fresh model's first call ran whole
+        # rounds slower on a GPU, which no one warm-up round absorbed.
+        t = interleaved({"plain": run(plain), "capture": capture, "naive": naive}, repeats, device,
+                        warmup=repeats + 1)
         mem = {k: peak_mib(fn_one, device) for k, fn_one in (
             ("plain", lambda: run(plain)()), ("capture", capture), ("naive", naive))}
     naive_sums.zero_(), naive_counts.zero_()
@@ -339,7 +393,7 @@ def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches:
     restore_query_key(ctrl)
     ctrl.keep_all()
     if compile_backend:
-        bench_compiled(name, plain, ctrl, order, run, n, seqs, repeats, device, report, compile_backend, t["plain"])
+        bench_compiled(name, plain, ctrl, order, run, n, seqs, repeats, device, report, compile_backend)
 
     # 5. λ-mixing training step -----------------------------------------------------------------------------------
     from papa.probing.features import hidden_features
@@ -448,12 +502,8 @@ def bench_decoder(name: str, model, tokenizer, n: int, batch_size: int, n_batche
     from papa.method.cost import config_ceiling, head_speedup, model_cost, model_shape
 
     texts = decoder_texts(tokenizer, paragraphs, n, batch_size * n_batches)
-    batches = []
-    for i in range(n_batches):
-        chunk = texts[i * batch_size:(i + 1) * batch_size]
-        inputs = encode(tokenizer, chunk, max_length=n, layout="standard", model_type=model.config.model_type).inputs
-        batches.append({k: v.to(device) for k, v in inputs.items()})
-    seqs = batch_size * n_batches
+    batches = encoded_batches(tokenizer, texts, n, batch_size, n_batches, "standard", model.config.model_type, device)
+    seqs = sum(b["input_ids"].shape[0] for b in batches)
     cfg = model.config
     plain, plain_bb = model, backbone(model)
     eager = copy.deepcopy(model)
@@ -482,9 +532,9 @@ def bench_decoder(name: str, model, tokenizer, n: int, batch_size: int, n_batche
                 v = b["attention_mask"].to(probs.dtype)
                 naive_sums.add_(torch.einsum("blhij,bi,bj->lhij", probs, v, v))
 
-    with ctrl.capturing(n):
+    with ctrl.capturing(n):  # the model's first timing call is discarded (see bench_model)
         t = interleaved({"plain": run(plain_bb), "capture": run(work_bb), "capture_lm": run(work), "naive": naive},
-                        repeats, device)
+                        repeats, device, warmup=repeats + 1)
         mem = {k: peak_mib(fn_one, device) for k, fn_one in (
             ("plain", run(plain_bb)), ("capture", run(work_bb)), ("naive", naive))}
     naive_sums.zero_()
@@ -548,9 +598,10 @@ def bench_decoder(name: str, model, tokenizer, n: int, batch_size: int, n_batche
                    f"as papa's grouped-query path runs), §3.4 head-level {head:.2f}×")
 
 
-# ---- part 4: the probing grid with and without cached features ---------------------------------------------------
+# ---- part 4: the probing grid with and without stored features ---------------------------------------------------
 
 def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
+    from papa.probing.feature_store import STORE_ENV
     from papa.probing.features import FeatureSource, encode_task
     from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
     from papa.tasks.data import load_examples
@@ -570,9 +621,14 @@ def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, repo
     settings = TrainSettings.from_task(spec)
     fractions, seeds = ("1", "1/2", "1/8", "1/16", "0"), (0, 1, 2)
 
-    def grid(budget_gb: str) -> tuple[float, list[float], list[list[float]]]:
-        os.environ["PAPA_FEATURE_CACHE_GB"] = budget_gb
-        start = time.perf_counter()
+    def grid(store: str | None) -> tuple[float, list[float], list[list[float]]]:
+        # The re-run path is forced (PAPA_FEATURE_STORE=backbone): since issue 39 a zero cache budget only sends the
+        # features to the next store (disk). None: the store the runner picks.
+        if store is None:
+            os.environ.pop(STORE_ENV, None)
+        else:
+            os.environ[STORE_ENV] = store
+        start = clock()
         scores, losses = [], []
         for fraction in fractions:
             ctrl.keep_all()
@@ -586,17 +642,19 @@ def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, repo
                 with autocast():
                     losses.append(train_probe(probe, spec.kind, sources[0], settings, seed=seed, progress=False))
                     scores.append(evaluate_probe(probe, spec, sources[1]))
-        return time.perf_counter() - start, scores, losses
+            for source in sources:
+                source.close()
+        return clock() - start, scores, losses
 
-    saved = os.environ.get("PAPA_FEATURE_CACHE_GB")
+    saved = os.environ.get(STORE_ENV)
     try:
-        cached_s, cached_scores, cached_losses = grid("4")
-        fresh_s, fresh_scores, fresh_losses = grid("0")
+        cached_s, cached_scores, cached_losses = grid(None)
+        fresh_s, fresh_scores, fresh_losses = grid("backbone")
     finally:
         if saved is None:
-            os.environ.pop("PAPA_FEATURE_CACHE_GB", None)
+            os.environ.pop(STORE_ENV, None)
         else:
-            os.environ["PAPA_FEATURE_CACHE_GB"] = saved
+            os.environ[STORE_ENV] = saved
     papa.detach(work)
     identical = cached_scores == fresh_scores and cached_losses == fresh_losses
     loss_diff = max(abs(a - b) for x, y in zip(cached_losses, fresh_losses) for a, b in zip(x, y))
@@ -604,7 +662,7 @@ def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, repo
     what = f"CoLA grid, {runs} runs × {settings.epochs} epochs, {train_size} train / {eval_size} eval"
     report.add("MiniLM-L6", n, f"{what}: backbone re-run per batch", runs / fresh_s, note="runs/s")
     r = fresh_s / cached_s
-    report.add("MiniLM-L6", n, f"{what}: cached features", runs / cached_s, r, "faster", None,
+    report.add("MiniLM-L6", n, f"{what}: stored features", runs / cached_s, r, "faster", None,
                "≥ 10×, identical results", r >= 10 and identical,
                f"{cached_s:.0f} s vs {fresh_s:.0f} s; results {'identical' if identical else 'differ'} "
                f"(max loss difference {loss_diff:.1e})")
@@ -653,19 +711,18 @@ def main(argv: list[str] | None = None) -> int:
     autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype is not None else nullcontext
     repeats = args.repeats or (1 if args.quick else 3)
     n_batches = args.batches
-    default_batch = {128: 4 if args.quick else 8, 512: 1 if args.quick else 2}
-    batch_for = dict(zip(args.lengths, args.batch)) if args.batch else {}
+    batch_for = batch_sizes(args.lengths, args.batch, args.quick)
     encoders = [m for m in args.models if m != "smollm2"]
     grid_size = args.grid_size if args.grid_size is not None else (0 if not encoders else 8 if args.quick else 32)
 
     minilm, tok = load_model(device=device) if encoders or grid_size else (None, None)
-    texts, source = texts_for(n_batches * max(default_batch.values()) * 4, args.data_dir)
+    texts, source = texts_for(texts_needed(batch_for, n_batches), args.data_dir)
     if "smollm2" in args.models:  # consecutive paragraphs joined into full windows of n tokens (decoder_texts)
         paragraphs, decoder_source = texts_for(1000, args.data_dir)
         source += f"; decoder: {decoder_source}, consecutive ones joined by newlines into windows of n tokens"
     print(f"# papa benchmarks: torch {torch.__version__}, {platform.processor() or platform.machine()}, "
           f"device {device}, {torch.get_num_threads()} threads, {args.clock} clock, dtype {args.dtype}, "
-          f"repeats {repeats}, "
+          f"repeats {repeats}, batch {', '.join(f'{bs} at n = {n}' for n, bs in batch_for.items())}, "
           f"{n_batches} batches per pass; inputs: {source}\n")
     report = Report()
     print(HEADER, flush=True)
@@ -673,7 +730,7 @@ def main(argv: list[str] | None = None) -> int:
         if which == "smollm2":
             decoder, dec_tok = load_model("smollm2", device=device)
             for n in args.lengths:
-                bs = batch_for.get(n, default_batch.get(n, 2))
+                bs = batch_for[n]
                 bench_decoder("SmolLM2-135M", decoder, dec_tok, n, bs, n_batches, repeats, paragraphs, autocast,
                               device, report)
             del decoder
@@ -682,7 +739,7 @@ def main(argv: list[str] | None = None) -> int:
         model = minilm if which == "minilm" else bert_base(len(tok)).to(device)
         label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
         for n in args.lengths:
-            bs = batch_for.get(n, default_batch.get(n, 2))
+            bs = batch_for[n]
             bench_model(label, model, tok, n, bs, n_batches, repeats, texts, autocast, device, report,
                         compile_backend=args.compile)
         if which != "minilm":
@@ -694,9 +751,10 @@ def main(argv: list[str] | None = None) -> int:
     for row in report.rows:
         print(_format_row(row))
     if args.json:
-        meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else platform.processor(),
+        meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
                 "torch": torch.__version__, "dtype": args.dtype, "repeats": repeats, "inputs": source,
-                "threads": torch.get_num_threads(), "clock": args.clock,
+                "threads": torch.get_num_threads(), "clock": args.clock, "batches": n_batches,
+                "batch": {str(n): bs for n, bs in batch_for.items()},
                 "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
         with open(args.json, "w") as fh:
             json.dump({**meta, "rows": [r.__dict__ for r in report.rows]}, fh, indent=1)

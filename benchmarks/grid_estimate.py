@@ -1,20 +1,42 @@
-"""Expected time of the `full` reproduction on GPUs, from the per-step times `full_cost.py` measured.
+"""Expected time of the `full` reproduction on a GPU, beside its floor, from what `full_cost.py` measured.
 
-    python benchmarks/grid_estimate.py artifacts/gpu/full_cost.json [--workers 1 4 8] [--array 861]
+    python benchmarks/grid_estimate.py COST.json [MORE.json ...] [--workers 1 4 8] [--host-gib G ...]
+
+Several files (e.g. a part-B run and a part-A run of `full_cost.py`) are read as one when they name the same device.
 
 The grid is read off the paper's notebooks (`papa.reproduce.jobs.notebook_jobs("full", PAPER_NOTEBOOKS)`: every
-probe run, with its model, task, constants, selection and fraction) and grouped into what actually runs: per (model, constants corpus) one
-extraction of average constants; per (model, task, kind) one λ ranking; per job one probe run. Costs:
+probe run, with its model, task, constants, selection, fraction and seed) and grouped as the runner runs it: per
+(model, constants corpus, length) one extraction of average constants; per (model, task, kind) one λ ranking, and
+one more per other seed of `STABILITY_SEEDS` where a notebook compares rankings across seeds (notebook 02); per head
+configuration (a job without its seed) one point. Sizes are the `full` profile's: whole training and validation
+sets (`SIZES`), Table 3's epochs. Every time is a part-B measurement of the task's own shape (`full_cost.py`); BASE
+models (BERT, RoBERTa, ELECTRA, DeBERTa base) take roberta-base's, LARGE ones roberta-large's, so DeBERTa's rows
+are a lower bound. Nothing is scaled from SST-2's real points (part A); they are checked against part B instead.
 
-* extraction: training examples / the capture rate measured at the task's length (part B);
-* λ ranking and trainable constants: Table 3 epochs × steps per epoch × the part-B step time of that kind;
-* every other run: Table 3 epochs × steps × the per-step time of part A's real SST-2 λ-ranked point (features
-  re-computed every batch, as at full size), scaled to the task and model by part B's probe-step ratios.
+Estimate, as the runner runs (issue 39):
 
-BASE models (BERT, RoBERTa, ELECTRA, DeBERTa base) take roberta-base's times, LARGE ones roberta-large's; DeBERTa's
-disentangled attention costs more than that, so its rows are a lower bound. Evaluation passes are counted at the
-capture rate. On k workers the runs spread greedily (longest first) after each preparation; on a Slurm array with
-enough parallel slots the time is the longest chain: a model's constants, then its ranking, then its longest run.
+* extraction: the corpus's training examples at the capture rate;
+* λ ranking: epochs × steps × the λ step;
+* a frozen point: one backbone pass over its training and evaluation examples (`fill_seq_per_s` of the store each
+  split goes to: the first of device, host and disk whose budget its features fit, as `papa.probing.feature_store`
+  decides), then for every seed epochs × steps × the probe step reading that store, and one evaluation over it;
+* trained constants: for every seed, epochs × steps × the trained-constants step (Q/K dropped, as the runner), then
+  one pass over the evaluation examples into a store and the probe's evaluation over it.
+
+A split whose features fit no budget stops the runner with an error; such points are counted on the backbone path
+(``PAPA_FEATURE_STORE=backbone``, what the runner did before issue 39 whenever features exceeded the cache budget:
+the backbone for every batch of every epoch of every seed, and for each seed's evaluation) and counted in the output,
+beside what ``--batch-order blocks`` would take for them (one backbone pass per epoch, the seeds training on each
+block held in memory; a stated change of batch order, so not the estimate).
+The backbone path of every frozen point is printed too, as the cost before issue 39.
+
+Floor: the passes the protocol needs at the plain model's measured speed: one forward over a frozen point's
+training and evaluation examples, one over each extraction corpus, and a plain step (forward + backward through the
+activations) for each step of λ and of trained constants, plus one forward over the evaluation examples per trained
+seed. The probes' own steps are not in it.
+
+On k workers the units spread greedily (longest first) after the preparations; on a Slurm array with enough parallel
+slots the time is the longest chain: a model's constants, then its ranking, then its longest point.
 """
 from __future__ import annotations
 
@@ -24,68 +46,177 @@ import json
 import math
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 from papa.core.vocabulary import PAPER_NOTEBOOKS
+from papa.paper.sections import STABILITY_SEEDS
 from papa.reproduce.jobs import notebook_jobs
+from papa.runs.profiles import get_profile
 from papa.tasks.registry import get_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpu_estimate import measures_stability  # noqa: E402  -- which notebooks learn rankings with other seeds
 
 #: Examples per split at full size (GLUE, CoNLL-2003, WikiText validation held-out articles; MNLI mismatched dev).
 SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "mnli": (392702, 9832),
          "ner": (14041, 3250), "pos": (14041, 3250), "mlm": (1603, 238)}
+#: What `full_cost.py` rows must hold (format 2, issue 39).
+REQUIRED = ("forward_seq_per_s", "capture_seq_per_s", "fill_seq_per_s", "stored_step_s", "stored_eval_seq_per_s",
+            "rerun_step_s", "lambda_step_s", "trainable_step_s", "plain_step_s", "read_per_example", "budget_bytes",
+            "layers", "hidden")
+STORES = ("device", "host", "disk")
+BYTES_PER_VALUE = 4  # the stores keep float32
 
 
 def size_class(model: str) -> str:
     return "roberta-large" if "large" in model else "roberta-base"
 
 
-def estimate(cost: dict) -> dict:
-    steps = {(r["model"], r["task"]): r for r in cost["steps"]}
-    base_point = next(p for p in cost["points"] if p["model"] == "roberta-base")
-    sst2_steps = math.ceil(SIZES["sst2"][0] / get_task("sst2").hparams.batch_size)
-    probe_step_real = base_point["lambda_point_epoch_s"] / sst2_steps  # part A: seconds per step of a frozen run
-    probe_scale = probe_step_real / steps[("roberta-base", "sst2")]["probe_step_s"]
+def check_format(cost: dict) -> None:
+    """Raise a ValueError naming what a cost file lacks when `full_cost.py` before issue 39 wrote it."""
+    missing = sorted({k for r in cost.get("steps", []) for k in REQUIRED if k not in r})
+    if cost.get("format", 1) < 2 or missing or not cost.get("steps"):
+        raise ValueError(
+            f"{cost.get('device', 'this file')}: written by full_cost.py before issue 39 (no "
+            f"{', '.join(missing) or 'format 2'}): it has no plain forward or plain step to set a floor with, its "
+            "probe step read features cached in host memory and was rescaled by SST-2's real point, and its "
+            "trained constants kept Q/K. Rerun benchmarks/full_cost.py.")
 
-    def per_epoch(cls: str, task: str, kind: str) -> float:
-        spec = get_task(task)
-        n_steps = math.ceil(SIZES[task][0] / spec.hparams.batch_size)
-        s = steps[(cls, task)][f"{kind}_step_s"] * (probe_scale if kind == "probe" else 1.0)
-        return n_steps * s
 
-    def eval_s(cls: str, task: str) -> float:
-        return SIZES[task][1] / steps[(cls, task)]["capture_seq_per_s"]
+def store_for(examples: int, row: dict, budgets: dict[str, float]) -> str | None:
+    """Where a split of `examples` goes: the first store measured in `row` whose budget its features fit, else None
+    (the runner stops: `papa.probing.feature_store.plan_store`)."""
+    size = examples * row["read_per_example"] * (row["layers"] + 1) * row["hidden"] * BYTES_PER_VALUE
+    for store in STORES:
+        if store in row["fill_seq_per_s"] and size <= budgets.get(store, 0):
+            return store
+    return None
 
+
+def estimate(cost: dict, budgets: dict[str, float] | None = None) -> dict:
+    """Seconds of the estimate, the floor and the backbone path, per unit and per part (module docstring).
+    `budgets` (bytes per store) replaces the budgets each row measured, store by store."""
+    check_format(cost)
+    rows = {(r["model"], r["task"]): r for r in cost["steps"]}
+    full = get_profile("full")
     jobs = notebook_jobs("full", PAPER_NOTEBOOKS)
-    prep: dict[tuple, float] = {}
-    runs: list[tuple[float, tuple]] = []
+    restudied = {(j.model, j.task) for nb in PAPER_NOTEBOOKS if measures_stability(nb)
+                 for j in notebook_jobs("full", [nb]) if j.selection in ("lambda", "reversed_lambda")}
+    points: dict[tuple, list] = defaultdict(list)
     for job in jobs:
+        points[job.point].append(job)
+    missing = sorted({(size_class(j.model), j.task) for j in jobs} - set(rows))
+    if missing:
+        raise ValueError(f"{cost.get('device', 'this file')}: no part-B row for "
+                         f"{', '.join(f'{m} {t}' for m, t in missing)}: run full_cost.py with every task and size")
+
+    prep, prep_floor = {}, {}
+    runs, runs_floor, runs_backbone = [], [], []
+    parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # part -> [estimate, floor]
+    unfit = []
+    unfit_cost = [0.0, 0.0]  # frozen points no store holds: [backbone path, in blocks]
+    for point, members in points.items():
+        job, seeds = members[0], len(members)
         cls, spec = size_class(job.model), get_task(job.task)
-        epochs = spec.hparams.epochs
-        needs: list[tuple] = []
+        row = rows[(cls, job.task)]
+        p = full.for_task(job.task)
+        train = min(SIZES[job.task][0], p.train_limit or SIZES[job.task][0])
+        evals = min(SIZES[job.task][1], p.eval_limit or SIZES[job.task][1])
+        epochs = p.epochs or spec.hparams.epochs
+        bs = spec.hparams.batch_size
+        steps = math.ceil(train / bs)
+        forward = row["forward_seq_per_s"]
+        stores = dict(row["budget_bytes"], **(budgets or {}))
+        needs = []
         if job.constants in ("average", "trainable_average"):
             corpus = job.task if job.constants_corpus in ("task", "none") else job.constants_corpus
-            key = ("constants", job.model, corpus)
-            prep[key] = SIZES[corpus][0] / steps[(cls, job.task)]["capture_seq_per_s"]
+            key = ("constants", job.model, corpus, spec.hparams.max_length)  # each length is its own extraction
+            prep[key] = SIZES[corpus][0] / row["capture_seq_per_s"]
+            prep_floor[key] = SIZES[corpus][0] / forward
             needs.append(key)
         if job.selection in ("lambda", "reversed_lambda"):
+            rank_epochs = p.rank_epochs or spec.hparams.epochs
+            rank_steps = math.ceil(min(train, p.rank_limit or train) / bs)
             key = ("ranking", job.model, job.task, job.constants)
-            prep[key] = epochs * per_epoch(cls, job.task, "lambda")
+            prep[key] = rank_epochs * rank_steps * row["lambda_step_s"]
+            prep_floor[key] = rank_epochs * rank_steps * row["plain_step_s"]
             needs.append(key)
-        kind = "trainable" if job.constants.startswith("trainable_") and job.fraction != "1" else "probe"
-        runs.append((epochs * per_epoch(cls, job.task, kind) + eval_s(cls, job.task), tuple(needs)))
-    total_prep, total_runs = sum(prep.values()), sum(t for t, _ in runs)
-    per_model: dict[str, float] = defaultdict(float)
+            if job.constants == "average" and (job.model, job.task) in restudied:  # not a dependency of any point
+                extra = len(STABILITY_SEEDS) - 1
+                key = ("stability", job.model, job.task)
+                prep[key], prep_floor[key] = extra * prep[needs[-1]], extra * prep_floor[needs[-1]]
+        eval_store = store_for(evals, row, stores)
+        backbone_eval = seeds * evals / row["fill_seq_per_s"]["host"]  # the backbone over the evaluation set
+        if job.constants.startswith("trainable_") and job.fraction != "1":
+            # a profile may size trained constants apart (Profile.trainable_limit / trainable_epochs; not `full`)
+            epochs = p.trainable_epochs or epochs
+            steps = math.ceil(min(train, p.trainable_limit or train) / bs)
+            train_s = seeds * epochs * steps * row["trainable_step_s"]
+            eval_s = (seeds * (evals / row["fill_seq_per_s"][eval_store] + evals / row["stored_eval_seq_per_s"][
+                eval_store]) if eval_store else backbone_eval)
+            unfit += [] if eval_store else [point]
+            parts["trained constants: steps"][0] += train_s
+            parts["trained constants: evaluation"][0] += eval_s
+            t, backbone = train_s + eval_s, train_s + backbone_eval
+            floor = seeds * (epochs * steps * row["plain_step_s"] + evals / forward)
+            parts["trained constants: steps"][1] += seeds * epochs * steps * row["plain_step_s"]
+            parts["trained constants: evaluation"][1] += seeds * evals / forward
+        else:
+            training = spec.trains_probe
+            train_store = store_for(train, row, stores) if training else "host"  # no training split: no store
+            backbone = (seeds * epochs * steps * row["rerun_step_s"] if training else 0.0) + backbone_eval
+            if train_store and eval_store:
+                fill = (train / row["fill_seq_per_s"][train_store] if training else 0.0) + \
+                    evals / row["fill_seq_per_s"][eval_store]
+                probe = seeds * epochs * steps * row["stored_step_s"][train_store] if training else 0.0
+                ev = seeds * evals / row["stored_eval_seq_per_s"][eval_store]
+                t = fill + probe + ev
+                parts["frozen points: backbone pass"][0] += fill
+                parts["frozen points: probe steps"][0] += probe
+                parts["frozen points: evaluation"][0] += ev
+            else:
+                unfit.append(point)
+                t = backbone
+                parts["frozen points: backbone path (no store fits)"][0] += t
+                # `--batch-order blocks` instead: one backbone pass per epoch, each block's features held in memory
+                held = "device" if "device" in row["stored_step_s"] else "host"
+                blocks = epochs * train / row["fill_seq_per_s"]["host"] + \
+                    seeds * epochs * steps * row["stored_step_s"][held]
+                blocks += (evals / row["fill_seq_per_s"][eval_store] + seeds * evals / row[
+                    "stored_eval_seq_per_s"][eval_store]) if eval_store else backbone_eval
+                unfit_cost[0] += t
+                unfit_cost[1] += blocks
+            floor = ((train if training else 0) + evals) / forward
+            parts["frozen points: backbone pass"][1] += floor
+        runs.append((t, tuple(needs)))
+        runs_floor.append(floor)
+        runs_backbone.append(backbone)
     for key, t in prep.items():
-        per_model[key[1]] += t
-    for job, (t, _) in zip(jobs, runs):
-        per_model[job.model] += t
-    # Slurm array with enough slots: each run waits for its own preparations (constants before ranking).
+        part = {"constants": "constants", "ranking": "λ rankings", "stability": "λ rankings, other seeds"}[key[0]]
+        parts[part][0] += t
+        parts[part][1] += prep_floor[key]
+
+    per_model: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for key in prep:
+        for what, value in (("estimate", prep[key]), ("floor", prep_floor[key]), ("backbone", prep[key])):
+            per_model[key[1]][what] += value
+    for (point, members), t, floor, backbone in zip(points.items(), runs, runs_floor, runs_backbone):
+        model = members[0].model
+        per_model[model]["estimate"] += t[0]
+        per_model[model]["floor"] += floor
+        per_model[model]["backbone"] += backbone
+    totals = {what: sum(m[what] for m in per_model.values()) for what in ("estimate", "floor", "backbone")}
+    # Slurm array with enough slots: each point waits for its own preparations (constants before ranking).
     chain = max(t + sum(prep[k] for k in needs) for t, needs in runs)
-    return {"jobs": len(jobs), "preparations": len(prep), "prep_s": total_prep, "runs_s": total_runs,
-            "per_model_s": dict(per_model), "chain_s": chain, "prep": prep, "runs": runs}
+    return {"jobs": len(jobs), "points": len(points), "preparations": len(prep), "prep": prep, "runs": runs,
+            "prep_s": sum(prep.values()), "runs_s": sum(t for t, _ in runs), "per_model": {
+                m: dict(v) for m, v in per_model.items()}, "totals": totals, "parts": dict(parts), "chain_s": chain,
+            "unfit": len(unfit), "unfit_jobs": sum(len(points[p]) for p in unfit), "unfit_backbone_s": unfit_cost[0],
+            "unfit_blocks_s": unfit_cost[1]}
 
 
 def on_workers(est: dict, k: int) -> float:
-    """Greedy longest-first schedule: preparations first (spread over k), then the runs (spread over k)."""
+    """Greedy longest-first schedule: preparations first (spread over k), then the points (spread over k)."""
     def makespan(times: list[float]) -> float:
         heap = [0.0] * k
         for t in sorted(times, reverse=True):
@@ -94,26 +225,102 @@ def on_workers(est: dict, k: int) -> float:
     return makespan(list(est["prep"].values())) + makespan([t for t, _ in est["runs"]])
 
 
+def part_a_check(cost: dict, budgets: dict[str, float] | None = None) -> list[tuple[str, float, float, str]]:
+    """(what, measured s, part B's prediction s, how predicted) for each of part A's real SST-2 measurements."""
+    rows = {(r["model"], r["task"]): r for r in cost["steps"]}
+    out = []
+    for point in cost.get("points", []):
+        row = rows.get((point["model"], "sst2"))
+        if row is None or "train_examples" not in point:
+            continue
+        spec = get_task("sst2")
+        train, evals = point["train_examples"], point["eval_examples"]
+        steps = math.ceil(train / spec.hparams.batch_size)
+        stores = dict(row["budget_bytes"], **(budgets or {}))
+        label = f"{point['model']}, SST-2"
+        out.append((f"{label}: constants, {point['constants_examples']:,} sentences", point["constants_s"],
+                    point["constants_examples"] / row["capture_seq_per_s"], "capture rate"))
+        out.append((f"{label}: λ ranking, 1 epoch of {train:,}", point["ranking_s"], steps * row["lambda_step_s"],
+                    "λ step"))
+        if "lambda_point_s" in point:
+            store = point.get("lambda_point_store") or store_for(train, row, stores)
+            if store == "backbone":
+                predicted = steps * row["rerun_step_s"] + evals / row["fill_seq_per_s"]["host"]
+            else:
+                predicted = (train + evals) / row["fill_seq_per_s"][store] + steps * row["stored_step_s"][store] \
+                    + evals / row["stored_eval_seq_per_s"][store]
+            out.append((f"{label}: λ-ranked point 1/2, 1 epoch of {train:,} + {evals} evaluated", point[
+                "lambda_point_s"], predicted, f"store {store}"))
+        if "trainable_point_s" in point:
+            store = store_for(evals, row, stores) or "host"
+            predicted = steps * row["trainable_step_s"] + evals / row["fill_seq_per_s"][store] \
+                + evals / row["stored_eval_seq_per_s"][store]
+            out.append((f"{label}: trained constants, 1 epoch of {train:,} + {evals} evaluated",
+                        point["trainable_point_s"], predicted, "trained-constants step"))
+    return out
+
+
+def load(paths: list[str]) -> dict:
+    """The cost files as one: their part-B rows and part-A points together (one device, one format)."""
+    costs = [json.loads(Path(p).read_text()) for p in paths]
+    merged = dict(costs[0], steps=[], points=[])
+    for path, cost in zip(paths, costs):
+        if (cost.get("device"), cost.get("format", 1)) != (merged.get("device"), merged.get("format", 1)):
+            raise ValueError(f"{path}: measured on {cost.get('device')!r} (format {cost.get('format', 1)}), "
+                             f"not {merged.get('device')!r} (format {merged.get('format', 1)}) as {paths[0]}")
+        merged["steps"] += cost.get("steps", [])
+        merged["points"] += cost.get("points", [])
+    if len(paths) > 1:
+        merged["command"] = " && ".join(c.get("command", "?") for c in costs)
+    return merged
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("cost", help="JSON written by benchmarks/full_cost.py")
+    parser.add_argument("cost", nargs="+", help="JSON written by benchmarks/full_cost.py (part B, part A, or both)")
     parser.add_argument("--workers", nargs="+", type=int, default=[1, 4, 8])
+    for store in STORES:
+        parser.add_argument(f"--{store}-gib", type=float, default=None,
+                            help=f"the {store} store's budget per split (default: what full_cost.py measured)")
     args = parser.parse_args(argv)
-    with open(args.cost) as fh:
-        cost = json.load(fh)
-    est = estimate(cost)
+    budgets = {s: getattr(args, f"{s}_gib") * 2**30 for s in STORES if getattr(args, f"{s}_gib") is not None}
+    try:
+        cost = load(args.cost)
+        est = estimate(cost, budgets)
+    except ValueError as exc:
+        print(f"grid_estimate: {exc}", file=sys.stderr)
+        return 2
     h = 3600.0
-    print(f"# full profile on {cost['device']} (torch {cost['torch']}): {est['jobs']} probe runs, "
-          f"{est['preparations']} preparations (constants, λ rankings)\n")
-    print("| model | GPU hours (1 GPU) |\n|---|---|")
-    for model, t in sorted(est["per_model_s"].items()):
-        print(f"| {model} | {t / h:.1f} |")
-    print(f"\npreparations {est['prep_s'] / h:.1f} h, probe runs {est['runs_s'] / h:.1f} h\n")
-    print("| where | expected wall time |\n|---|---|")
+    print(f"# full profile on {cost['device']} (torch {cost['torch']}): {est['jobs']} probe runs in {est['points']} "
+          f"head configurations, {est['preparations']} preparations (constants, λ rankings, rankings with other seeds)\n")
+    if est["unfit"]:
+        print(f"{est['unfit']} head configurations ({est['unfit_jobs']} runs) have a split whose features fit no "
+              "store's budget: the runner stops there; they are counted on the backbone path "
+              f"(PAPA_FEATURE_STORE=backbone), {est['unfit_backbone_s'] / 3600:.1f} h for the frozen ones, which "
+              f"`--batch-order blocks` (a stated change of batch order) would run in "
+              f"{est['unfit_blocks_s'] / 3600:.1f} h.\n")
+    print(f"Hours of one {cost['device']}:\n")
+    print("| model | floor (h) | estimate (h) | estimate / floor | backbone path, before issue 39 (h) |\n"
+          "|---|---|---|---|---|")
+    for model, v in sorted(est["per_model"].items()):
+        print(f"| {model} | {v['floor'] / h:.1f} | {v['estimate'] / h:.1f} | {v['estimate'] / v['floor']:.2f} | "
+              f"{v['backbone'] / h:.1f} |")
+    tot = est["totals"]
+    print(f"| **all** | **{tot['floor'] / h:.1f}** | **{tot['estimate'] / h:.1f}** | "
+          f"**{tot['estimate'] / tot['floor']:.2f}** | **{tot['backbone'] / h:.1f}** |\n")
+    print("| part | floor (h) | estimate (h) |\n|---|---|---|")
+    for part, (t, floor) in est["parts"].items():
+        print(f"| {part} | {floor / h:.1f} | {t / h:.1f} |")
+    print("\n| where | expected wall time |\n|---|---|")
     for k in args.workers:
         print(f"| {k} GPU{'s' if k > 1 else ''} (`papa reproduce --workers {k}`) | {on_workers(est, k) / h:.1f} h |")
     print(f"| Slurm array, every job in parallel (`--submitit slurm`) | {est['chain_s'] / h:.1f} h "
-          "(the longest chain: constants, ranking, run) |")
+          "(the longest chain: constants, ranking, point) |")
+    checks = part_a_check(cost, budgets)
+    if checks:
+        print("\n| part A, the runner on SST-2 | measured (s) | part B predicts (s) | from |\n|---|---|---|---|")
+        for what, measured, predicted, how in checks:
+            print(f"| {what} | {measured:.1f} | {predicted:.1f} | {how} |")
     return 0
 
 

@@ -1,32 +1,115 @@
-"""Regenerate the quick reproduction's table in docs/measurements.md from the committed reference run
-(``artifacts/timings/quick/``: the run's own notebook_times.csv and reproduction.json), so that no time there is
-typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when the page and the files differ.
+"""Regenerate the measured blocks of the docs from the committed runs that made them, so that no number there is
+typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a page and its files differ.
+
+* docs/measurements.md, ``quick-run``: the quick reproduction's reference run (``artifacts/timings/quick/``: the
+  run's own notebook_times.csv and reproduction.json);
+* docs/performance.md, ``feature-store``: a frozen grid point against its floor (``artifacts/timings/
+  feature_store_cpu.json``, written by benchmarks/feature_store.py);
+* docs/performance.md, ``cpu-recheck``: committed cpu-profile runs recomputed by today's runner
+  (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
+* docs/performance.md, ``run-options``: the run options paired by seed against float32 eager
+  (``artifacts/run_options/cpu/``, written by benchmarks/run_options.py).
 
     python docs/gen_measurements.py
 """
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+
+import pandas as pd
 
 from papa.reproduce.timings import REFERENCE_DIR, measurements_block, reference
 
-PAGE = Path(__file__).resolve().parent / "measurements.md"
+DOCS = Path(__file__).resolve().parent
+REPO = DOCS.parent
+PAGE = DOCS / "measurements.md"
 BEGIN, END = "<!-- quick-run: begin -->", "<!-- quick-run: end -->"
 
 
-def update(page: Path = PAGE, reference_dir: Path = REFERENCE_DIR, profile: str = "quick") -> None:
-    """Replace what lies between the page's markers with `measurements_block` of `profile`'s reference run."""
+def markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}: begin -->", f"<!-- {name}: end -->"
+
+
+def fill(page: Path, name: str, block: str) -> None:
+    """Replace what lies between `page`'s markers `name` with `block`."""
+    begin, end = markers(name)
+    text = page.read_text(encoding="utf-8")
+    if begin not in text or end not in text:
+        raise SystemExit(f"{page} has no {begin} ... {end} block to fill")
+    head, rest = text.split(begin, 1)
+    tail = rest.split(end, 1)[1]
+    page.write_text(f"{head}{begin}\n{block}\n{end}{tail}", encoding="utf-8")
+
+
+def quick_block(reference_dir: Path = REFERENCE_DIR, profile: str = "quick") -> str:
     expected = reference(profile, reference_dir)
     if expected is None:
         raise SystemExit(f"no reference run of profile {profile} in {reference_dir}: copy notebook_times.csv and "
                          "reproduction.json of a run from an empty folder there")
-    text = page.read_text(encoding="utf-8")
-    if BEGIN not in text or END not in text:
-        raise SystemExit(f"{page} has no {BEGIN} ... {END} block to fill")
-    head, rest = text.split(BEGIN, 1)
-    tail = rest.split(END, 1)[1]
-    page.write_text(f"{head}{BEGIN}\n{measurements_block(expected)}\n{END}{tail}", encoding="utf-8")
+    return measurements_block(expected)
+
+
+def feature_store_block(path: Path = REPO / "artifacts" / "timings" / "feature_store_cpu.json") -> str:
+    """The point's wall times against its floor, from benchmarks/feature_store.py's record."""
+    r = json.loads(path.read_text(encoding="utf-8"))
+    m = r["machine"]
+    lines = [f"`{r['command']}` ({m['cpus']} cores, torch {m['torch']}; MiniLM, SST-2, {r['train_examples']:,} "
+             f"training and {r['eval_examples']:,} evaluation examples, {r['seeds']} seeds × {r['epochs']} epochs; "
+             f"padded training features {r['padded_gib']:.2f} GiB, `PAPA_FEATURE_CACHE_GB={r['budget_gib']:.2f}`; "
+             f"the store went to: {r['placement']}):", "", "| | seconds |", "|---|---|"]
+    order = ("floor:", "floor", "stored", "backbone")  # the floor's parts, the floor, the runner, the path before
+    rows = sorted(r["seconds"].items(), key=lambda item: next(i for i, p in enumerate(order) if item[0].startswith(p)))
+    lines += [f"| {name} | {seconds:,.1f} |" for name, seconds in rows]
+    lines += ["", f"The stored point takes **{r['stored_over_floor']:.2f}× its floor** (target ≤ 1.3); the path "
+              f"before took **{r['backbone_over_stored']:.1f}×** the stored point's time ({r['backbone_path']})."]
+    return "\n".join(lines)
+
+
+def recheck_block(folder: Path = REPO / "artifacts" / "cpu_recheck") -> str:
+    """Committed cpu-profile runs against the same runs made by today's runner (benchmarks/recheck_committed.py)."""
+    record = json.loads((folder / "recheck.json").read_text(encoding="utf-8"))
+    compared = record["command"].split(" --made-by ")[0] + " --made-by … --out " + folder.relative_to(REPO).as_posix()
+    lines = [f"The recomputed runs were made by: {record['made_by']}; compared by `{compared}`.", "",
+             "| task | constants | fraction | pairs (run ids) | equal | largest difference |", "|---|---|---|---|---|---|"]
+    lines += [f"| {r['task']} | {r['constants']} | {r['fraction_label']} | {r['pairs']} | {r['equal']} | "
+              f"{r['largest']:.4f} |" for r in record["summary"]]
+    return "\n".join(lines)
+
+
+def run_options_block(folder: Path = REPO / "artifacts" / "run_options" / "cpu") -> str:
+    """Each run option − float32 eager, paired by seed, from benchmarks/run_options.py's table and record."""
+    record = json.loads((folder / "run_options.json").read_text(encoding="utf-8"))
+    table = pd.read_csv(folder / "comparison.csv")
+    lines = [f"`{record['command']}` ({record['machine']['cpus']} cores, torch {record['machine']['torch']}; each "
+             "setting's wall time is in its run_options.json):", "",
+             "| setting − float32 eager | task | fraction | difference | 95% interval | detectable | seeds |",
+             "|---|---|---|---|---|---|---|"]
+    for _, row in table.iterrows():
+        lines.append(f"| {row['setting']} | {row['task']} | {row['fraction_label']} | {row['difference']:+.4f} | "
+                     f"[{row['low']:+.4f}, {row['high']:+.4f}] | {row['detectable']:.4f} | {row['seeds']} |")
+    return "\n".join(lines)
+
+
+BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
+    "quick-run": (PAGE, quick_block),
+    "feature-store": (DOCS / "performance.md", feature_store_block),
+    "cpu-recheck": (DOCS / "performance.md", recheck_block),
+    "run-options": (DOCS / "performance.md", run_options_block),
+}
+
+
+def update(page: Path = PAGE, reference_dir: Path = REFERENCE_DIR, profile: str = "quick") -> None:
+    """Replace the quick-run block of `page` with `measurements_block` of `profile`'s reference run."""
+    fill(page, "quick-run", quick_block(reference_dir, profile))
+
+
+def update_all() -> None:
+    """Every block of `BLOCKS`, from its committed files."""
+    for name, (page, block) in BLOCKS.items():
+        fill(page, name, block())
 
 
 if __name__ == "__main__":
-    update()
+    update_all()

@@ -12,7 +12,8 @@ Where they go is decided from their size before the first forward pass (`plan_st
 * ``host``: in memory, when they fit ``PAPA_FEATURE_CACHE_GB`` (by default 60% of the memory available);
 * ``disk``: in a memory-mapped file under the run's folder, when they fit ``PAPA_FEATURE_DISK_GB`` (by default 90%
   of the free space there); the file is written under a temporary name, renamed when complete, and removed when the
-  store is closed (``PAPA_KEEP_FEATURES=1`` keeps it, with a JSON file saying what it holds);
+  store is closed (``PAPA_KEEP_FEATURES=1`` keeps it, with a JSON file saying what it holds; a process killed
+  mid-point leaves its file, which nothing reads again: delete ``<out>/features/``);
 
 and when none fits, one error says what each budget was and what to do. ``PAPA_FEATURE_STORE`` forces a placement
 (``backbone``: keep nothing and run the backbone again for every batch, the path before features were stored).
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,7 @@ DISK_BUDGET_ENV = "PAPA_FEATURE_DISK_GB"
 STORE_ENV = "PAPA_FEATURE_STORE"
 KEEP_ENV = "PAPA_KEEP_FEATURES"
 BYTES_PER_VALUE = 4  # float32: what the probes read, bit for bit
+STORED = FEATURE_STORES[:3]  # the placements that keep the features, in the order they are tried
 
 
 def read_positions(kind: str, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -169,7 +172,7 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
     kept = int(keep.sum())
     kept_bytes = kept * layers * hidden * BYTES_PER_VALUE
     padded = keep.numel() * layers * hidden * BYTES_PER_VALUE
-    folder = Path(folder) if folder is not None else Path(os.environ.get("TMPDIR", "/tmp"))
+    folder = Path(folder) if folder is not None else Path(tempfile.gettempdir())
 
     def plan(placement: str, budget: int | None) -> StorePlan:
         return StorePlan(placement, keep.shape[0], kept, kept_bytes, padded, budget, folder)
@@ -184,7 +187,7 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
                              f"{STORE_ENV}=host")
         return plan(forced, budgets[forced]())
     seen = {}
-    for placement in ("device", "host", "disk"):
+    for placement in STORED:
         if placement == "device" and device.type == "cpu":
             continue
         seen[placement] = budgets[placement]()
@@ -194,7 +197,9 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
     raise InputError(
         f"{desc}: the features the probe reads take {_gib(kept_bytes)} ({kept:,} positions of {keep.shape[0]:,} "
         f"examples), more than every budget ({budget_text}; disk = free space under {folder}). Raise "
-        f"{CACHE_BUDGET_ENV} or {DISK_BUDGET_ENV} (GiB) if the machine has room, use fewer examples, or set "
+        f"{CACHE_BUDGET_ENV} or {DISK_BUDGET_ENV} (GiB) if the machine has room, use fewer examples, train in "
+        "blocks (the grid's batch order 'blocks': the backbone runs once per example and epoch and every seed trains "
+        "on its block; a stated change of batch order, recorded in the rows), or set "
         f"{STORE_ENV}=backbone to run the backbone again for every batch of every epoch and seed (same results, "
         "much slower).")
 

@@ -9,8 +9,9 @@
    Toeplitz or average constants and train with the probe (Table 1's "labeled data" rows);
 3. get the replacement order of each selection method; the λ ranking is learned once (paper 3.2) and saved under
    ``<out>/rankings/``;
-4. for each fraction of input-dependent heads, replace the rest and, per seed, train and evaluate a probe. The
-   backbone's features are computed once per head configuration and reused by every seed.
+4. for each fraction of input-dependent heads, replace the rest and train and evaluate a probe per seed. A frozen
+   head configuration runs the backbone once over its training and evaluation examples; what the probes read is
+   stored (papa.probing.feature_store) and the seeds train together over it (papa.probing.training.train_probes).
 
 Every finished run is one row of ``<out>/results.csv`` (written atomically at once), identified by a hash of its
 configuration, so an interrupted grid resumes where it stopped and a finished one is not recomputed (``force``
@@ -35,8 +36,8 @@ from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
 from papa.core.phases import phase, write_phase_times
-from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE,
-                                  PAPER_PROBE_INPUTS, RANKED)
+from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE,
+                                  DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE, PAPER_PROBE_INPUTS, RANKED)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import ConstantMatrices, data_free_constants
@@ -46,7 +47,7 @@ from papa.method.precision import backbone_autocast, check_precision, compiled_b
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
 from papa.probing.convergence import lambda_movement
-from papa.probing.feature_store import block_examples
+from papa.probing.feature_store import STORED, block_examples
 from papa.probing.features import EncodedTask, FeatureSource, encode_task, feature_layers
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.standardize import InputStatistics, input_statistics, probe_inputs_for, save_input_statistics
@@ -570,7 +571,7 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": store in ("device", "host", "disk"), "feature_store": store,
+                           "features_cached": store in STORED, "feature_store": store,
                            "seeds_together": together})])
 
 

@@ -135,6 +135,8 @@ def test_splits_no_store_holds_take_the_backbone_path(jobs):
     frozen = Counter(j.point for j in jobs if not (j.constants.startswith("trainable_") and j.fraction != "1"))
     assert est["unfit"] >= len(frozen)  # every frozen point (and every trained one, whose evaluation is stored)
     assert est["totals"]["estimate"] == pytest.approx(est["totals"]["backbone"])
+    # in blocks (one backbone pass per epoch, free here) they would cost only their probe steps (free): nothing
+    assert est["unfit_blocks_s"] == 0 < est["unfit_backbone_s"]
     # a budget given on the command line replaces the measured one
     assert grid_estimate.estimate(cost, {"disk": BIG})["unfit"] == 0
 
@@ -183,3 +185,10 @@ def test_a_part_b_file_and_a_part_a_file_read_as_one(tmp_path, capsys):
     assert "| roberta-base, SST-2: constants, 67,349 sentences | 70.0 | 67.3 | capture rate |" in out
     assert grid_estimate.main([str(b), str(other)]) == 2
     assert "measured on 'another card'" in capsys.readouterr().err
+
+
+def test_a_file_without_every_task_is_refused():
+    cost = _cost()
+    cost["steps"] = [r for r in cost["steps"] if r["task"] != "mnli"]
+    with pytest.raises(ValueError, match="no part-B row for roberta-base mnli, roberta-large mnli"):
+        grid_estimate.estimate(cost)

@@ -123,3 +123,16 @@ def test_a_run_record_says_where_the_time_went(tmp_path):
     text = timings.phases_text(read_run(tmp_path / "reproduction.json"))
     assert "features" in text and "30.0%" in text and "40.0 s   40.0%" in text  # the notebooks' rest: 100 - 60
     assert timings.phases_text({"seconds": 5.0}) == ""  # a record written before phases were timed
+
+
+def test_every_generated_block_of_the_docs_is_current():
+    """The performance page's measured blocks are generated from the committed runs (docs/gen_measurements.py)."""
+    import runpy
+
+    gen = runpy.run_path(str(REPO / "docs" / "gen_measurements.py"), run_name="not_main")
+    for name, (page, block) in gen["BLOCKS"].items():
+        begin, end = gen["markers"](name)
+        text = page.read_text(encoding="utf-8")
+        assert begin in text and end in text, f"{page.name} lacks its {name} block"
+        assert text.split(begin, 1)[1].split(end, 1)[0].strip() == block(), \
+            f"{page.name}'s {name} block is stale: python docs/gen_measurements.py"
