@@ -142,6 +142,7 @@ class Expected:
     device: str
     command: str                  # what ran it
     source: Path
+    phases: dict[str, float] | None = None  # where its time went (`record_run`); None in records made before
 
     def machine_text(self) -> str:
         return f"{self.machine.get('cores')} cores of {self.machine.get('cpu')}, device {self.device}"
@@ -162,7 +163,7 @@ def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expect
         raise InputError(f"{folder} is not a reference run of profile {profile!r} from an empty output folder: "
                          "replace it with the two files of such a run.")
     return Expected(profile, dict(zip(times["notebook"], times["seconds"].astype(float))), float(run["seconds"]),
-                    run["machine"], run["device"], run["command"], folder)
+                    run["machine"], run["device"], run["command"], folder, run.get("phases"))
 
 
 def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_dir: str | None = None,
@@ -228,7 +229,15 @@ def measurements_block(expected: Expected) -> str:
     rows += [f"| {name} | {seconds:.1f} |" for name, seconds in expected.seconds.items()]
     rows.append(f"| **the batch** (`{expected.command}`, kernels included) | **{expected.total:.1f}** |")
     m = expected.machine
+    where = []
+    if expected.phases:  # the same phases and rest as `phases_text`, as a table
+        rest = max(expected.total - sum(expected.phases.values()), 0.0)
+        where = ["", "Where the batch's time went (`papa.core.phases`):", "", "| phase | seconds | share |",
+                 "|---|---|---|"]
+        where += [f"| {name} | {seconds:.1f} | {seconds / expected.total:.1%} |"
+                  for name, seconds in [*expected.phases.items(), ("the notebooks' own (kernels, loading, tables, "
+                                                                    "figures)", rest)]]
     return "\n".join([
         f"Measured from an empty output folder on {m.get('cores')} cores of {m.get('cpu')} (torch {m.get('torch')}, "
         f"{m.get('torch_threads')} threads, Python {m.get('python')}), device {expected.device}; generated from "
-        f"`artifacts/timings/{expected.profile}/` ({TIMES_FILE}, {RUN_FILE}).", "", *rows])
+        f"`artifacts/timings/{expected.profile}/` ({TIMES_FILE}, {RUN_FILE}).", "", *rows, *where])
