@@ -130,17 +130,22 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
                 order = torch.randperm(len(block), generator=generator)
                 for first in range(0, len(block), settings.batch_size):
                     rows = order[first:first + settings.batch_size].to(feats.device)
-                    logits, targets = _forward(probe, kind, feats[rows], mask[rows], labels[rows])
-                    loss = probe_loss(_loss_kind(kind), logits, targets)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    optimizer.step()
-                    losses.append(loss.detach())
+                    losses.append(_step(probe, optimizer, kind, feats[rows], mask[rows], labels[rows]))
             bar.update(1)
     bar.close()
     for probe, *_ in members:
         probe.eval()
     return [torch.stack(losses).tolist() for *_, losses in members]
+
+
+def _step(probe: nn.Module, optimizer, kind: str, feats, mask, labels) -> torch.Tensor:
+    """One optimizer step on a batch; its loss, left on the device (a read per step would wait for it)."""
+    logits, targets = _forward(probe, kind, feats, mask, labels)
+    loss = probe_loss(_loss_kind(kind), logits, targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
 
 
 @dataclass
@@ -176,13 +181,7 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
         orders = [torch.randperm(n, generator=generator, device="cpu") for _, _, generator, _ in trained]
         for start in range(0, n, settings.batch_size):
             for (m, optimizer, _, losses), order in zip(trained, orders):
-                feats, mask, labels = source(order[start:start + settings.batch_size])
-                logits, targets = _forward(m.probe, kind, feats, mask, labels)
-                loss = probe_loss(_loss_kind(kind), logits, targets)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                losses.append(loss.detach())  # read at the end: a read per step would wait for the device
+                losses.append(_step(m.probe, optimizer, kind, *source(order[start:start + settings.batch_size])))
             steps += 1
             if on_step is not None:
                 on_step(steps)

@@ -181,6 +181,11 @@ CASES: dict[str, dict] = {
         sites={("method/precision.py", "precision"), ("method/precision.py", "device")},
         library_says=["precision='float32'", "precision='bf16'", "device='cuda'"],
         cli_says=["--precision float32", "--precision bf16", "--device cuda"]),
+    "unknown batch order": dict(
+        library=lambda tmp, mp: GridConfig(task="sst2", batch_order="shuffled").resolved(),
+        cli=None,  # argparse's choices refuse it first
+        sites={("runs/experiment.py", "batch_order")}, library_says=["batch_order='per_seed'"],
+        cli_says=["--batch-order per_seed"]),
     "text column": dict(
         library=lambda tmp, mp: file_corpus(_no_header_tsv(tmp)),
         cli=lambda tmp: ["extract", "--task", str(_no_header_tsv(tmp)), "--max-length", "16", "--out",

@@ -141,7 +141,7 @@ def test_aggregate_three_seeds_by_hand():
     agg = aggregate(df)
     assert list(agg.columns) == ["model", "task", "constants", "constants_corpus", "selection", "fraction",
                                  "fraction_label", "profile", "layout", "dtype", "probe_inputs", "precision", "execution",
-                                 "metric", "n", "mean", "std", "ci95", "low", "high"]
+                                 "batch_order", "metric", "n", "mean", "std", "ci95", "low", "high"]
     assert agg["fraction"].tolist() == [0.0, 1.0]  # sorted by the group keys
     full = agg[agg.fraction == 1.0].iloc[0]
     mean = sum(values) / 3
