@@ -9,10 +9,11 @@ import time
 import warnings
 from pathlib import Path
 
-from papa.core.vocabulary import (CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS, DEFAULT_DTYPE,
-                                   BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_EXECUTION, DEFAULT_PRECISION, JOB_ACTIONS, LAYOUTS, PRECISIONS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES, PAPER_PROBE_INPUTS,
-                                   PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT, ROUNDINGS, SELECTION_METHODS,
-                                   SPLITS, SUBMITIT_CLUSTERS)
+from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS,
+                                   DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION,
+                                   JOB_ACTIONS, LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES,
+                                   PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT,
+                                   ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
 from papa.tasks.registry import task_names
 
@@ -212,8 +213,9 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _table(agg) -> str:
-    cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "batch_order", "constants", "selection", "fraction_label", "n", "mean",
-            "ci95", "reference", "other", "difference", "low", "high", "seeds", "examples", "detectable"]
+    cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "batch_order", "constants",
+            "selection", "fraction_label", "n", "mean", "ci95", "reference", "other", "difference", "low", "high",
+            "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION),
                             ("batch_order", DEFAULT_BATCH_ORDER)):
