@@ -2,8 +2,9 @@
 run's results, so that a batch of notebooks (each its own kernel process) can add them up.
 
 `phase` times a block; a phase inside another counts for itself only (its time is taken out of the outer one).
-`write_phase_times` writes this process's totals to ``<out>/phase_times/<process>.json`` (atomically, the whole file
-each time); `read_phase_times` adds up the files written since a moment.
+`write_phase_times` adds what was timed since the last write to this process's file for that folder,
+``<out>/phase_times/<process>.json`` (atomically, the whole file each time), so that a process running grids into
+two folders credits each with its own work; `read_phase_times` adds up the files written since a moment.
 """
 from __future__ import annotations
 
@@ -43,19 +44,36 @@ def phase(name: str) -> Iterator[None]:
 
 
 def totals() -> dict[str, float]:
-    """This process's seconds per phase so far."""
+    """This process's seconds per phase since the last `write_phase_times`."""
     return dict(_totals)
 
 
 def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
-    """Write this process's totals under `out_dir` (nothing when no phase ran); returns the file."""
+    """Add what was timed since the last write to this process's file under `out_dir` and start counting afresh
+    (nothing is written, and no folder made, when no phase ran); returns the file."""
     if not _totals:
         return None
     path = Path(out_dir) / FOLDER / f"{_PROCESS}.json"
+    seconds = _read(path) if path.is_file() else {}
+    for name, value in _totals.items():
+        seconds[name] = seconds.get(name, 0.0) + value
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps({"format": _FORMAT, "seconds": totals()}, sort_keys=True), encoding="utf-8")
+        Path(tmp).write_text(json.dumps({"format": _FORMAT, "seconds": seconds}, sort_keys=True), encoding="utf-8")
+    _totals.clear()
     return path
+
+
+def _read(path: Path) -> dict[str, float]:
+    """The seconds per phase of one file, checked."""
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        seconds = record["seconds"] if record.get("format") == _FORMAT else None
+    except (OSError, ValueError, AttributeError, KeyError) as exc:
+        raise CorruptArtifactError(f"{path}: unreadable phase times ({exc}): delete it") from None
+    if not isinstance(seconds, dict) or not set(seconds) <= set(RUN_PHASES):
+        raise CorruptArtifactError(f"{path} is not a papa phase-times file ({_FORMAT}): delete it")
+    return {name: float(value) for name, value in seconds.items()}
 
 
 def read_phase_times(out_dir: str | os.PathLike, since: float | None = None) -> dict[str, float]:
@@ -65,13 +83,6 @@ def read_phase_times(out_dir: str | os.PathLike, since: float | None = None) -> 
     for path in sorted((Path(out_dir) / FOLDER).glob("*.json")):
         if since is not None and path.stat().st_mtime < since:
             continue
-        try:
-            record = json.loads(path.read_text(encoding="utf-8"))
-            seconds = record["seconds"] if record.get("format") == _FORMAT else None
-        except (OSError, ValueError, AttributeError) as exc:
-            raise CorruptArtifactError(f"{path}: unreadable phase times ({exc}): delete it") from None
-        if not isinstance(seconds, dict) or not set(seconds) <= set(RUN_PHASES):
-            raise CorruptArtifactError(f"{path} is not a papa phase-times file ({_FORMAT}): delete it")
-        for name, value in seconds.items():
-            sums[name] += float(value)
+        for name, value in _read(path).items():
+            sums[name] += value
     return sums

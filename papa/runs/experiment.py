@@ -500,7 +500,7 @@ def _run_frozen(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str
         for seed, (value, predictions) in zip(seeds, outcomes):
             if distributed.is_main():  # every process trained the same probes; one writes them down
                 _record(s, point, seed, ids[seed], value, predictions, seconds=seconds, epochs=settings.epochs,
-                        store="blocks" if blocks else (train_src or eval_src).placement, together=len(seeds))
+                        store="blocks" if blocks else (train_src or eval_src).placement)
             bar.update(1)
     finally:
         for source in (train_src, eval_src):
@@ -548,7 +548,7 @@ def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, st
             eval_src.close()
         if distributed.is_main():
             _record(s, point, seed, ids[seed], value, predictions, seconds=time.perf_counter() - start,
-                    epochs=settings.epochs, store="backbone", together=1)
+                    epochs=settings.epochs, store="backbone")
         bar.update(1)
 
 
@@ -559,7 +559,7 @@ def _fresh_probe(s: _Session, seed: int):
 
 
 def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predictions, *, seconds: float,
-            epochs: int, store: str, together: int) -> None:
+            epochs: int, store: str) -> None:
     """One run's predictions file, then its row: a row in the table always has its predictions."""
     cfg, key = s.cfg, point.key
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
@@ -571,8 +571,7 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": store in STORED, "feature_store": store,
-                           "seeds_together": together})])
+                           "features_cached": store in STORED, "feature_store": store})])
 
 
 def statistics_path(out_dir: str | Path, point_id: str) -> Path:

@@ -48,3 +48,20 @@ def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
     (folder / "bad.json").write_text("{}")
     with pytest.raises(CorruptArtifactError, match="not a papa phase-times file"):
         phases.read_phase_times(tmp_path)
+
+
+def test_each_folder_is_credited_with_its_own_work(tmp_path):
+    """A process running grids into two folders writes each the work timed since its last write, nothing more."""
+    with phases.phase("features"):
+        time.sleep(0.02)
+    phases.write_phase_times(tmp_path / "a")
+    assert phases.totals() == {} and phases.write_phase_times(tmp_path / "b") is None
+    assert not (tmp_path / "b").exists()  # nothing timed: no folder made
+    with phases.phase("lambda"):
+        time.sleep(0.01)
+    phases.write_phase_times(tmp_path / "b")
+    with phases.phase("features"):
+        time.sleep(0.01)
+    phases.write_phase_times(tmp_path / "a")  # added to the same process's file
+    a, b = phases.read_phase_times(tmp_path / "a"), phases.read_phase_times(tmp_path / "b")
+    assert a["features"] >= 0.03 and a["lambda"] == 0 and b["lambda"] >= 0.01 and b["features"] == 0
