@@ -37,8 +37,7 @@ from papa.core.artifacts import atomic_path
 from papa.method.models import DEFAULT_MODEL
 from papa.probing.feature_store import CACHE_BUDGET_ENV, STORE_ENV, read_positions
 from papa.probing.features import encode_task, hidden_features
-from papa.probing.training import TrainSettings, _forward, _loss_kind, make_probe
-from papa.probing.probes import probe_loss
+from papa.probing.training import TrainSettings, _forward, _step, make_probe
 from papa.runs import experiment
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, get_profile
@@ -84,11 +83,7 @@ def _probe_seconds(model, spec, data, settings: TrainSettings, seeds: int, eval_
     repeats = 200
 
     def step():
-        logits, targets = _forward(probe, spec.kind, feats, mask, labels)
-        loss = probe_loss(_loss_kind(spec.kind), logits, targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+        _step(probe, optimizer, spec.kind, feats, mask, labels)  # the runner's own step
 
     step()  # the first call allocates the optimizer's state
     start = time.perf_counter()

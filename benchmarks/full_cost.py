@@ -58,8 +58,8 @@ from papa.method.architectures import backbone
 from papa.method.attention_free import drop_query_key, restore_query_key
 from papa.method.constants import data_free_constants
 from papa.method.selection import heads_to_replace, replacement_order
-from papa.probing.feature_store import (STORE_ENV, cache_budget_bytes, device_budget_bytes, disk_budget_bytes,
-                                        read_positions)
+from papa.probing.feature_store import (STORE_ENV, STORED, cache_budget_bytes, device_budget_bytes,
+                                        disk_budget_bytes, read_positions)
 from papa.probing.features import EncodedTask, FeatureSource, encode_task, hidden_features
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.runs.experiment import GridConfig, learn_ranking, run_grid, task_constants
@@ -233,7 +233,7 @@ def step_times(model_dir: Path, label: str, device: torch.device, tasks, steps: 
     model, tokenizer = papa.load_model(str(model_dir), device=device)
     ctrl = papa.attach(model)
     vocab, cfg = len(tokenizer), model.config
-    stores = (("device",) if device.type == "cuda" else ()) + ("host", "disk")
+    stores = tuple(store for store in STORED if store != "device" or device.type == "cuda")
     rows = []
     for i, task in enumerate(tasks):
         spec = get_task(task)

@@ -49,6 +49,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from papa.core.vocabulary import PAPER_NOTEBOOKS
+from papa.probing.feature_store import BYTES_PER_VALUE, STORED as STORES
 from papa.paper.sections import STABILITY_SEEDS
 from papa.reproduce.jobs import notebook_jobs
 from papa.runs.profiles import get_profile
@@ -64,8 +65,6 @@ SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "mnli"
 REQUIRED = ("forward_seq_per_s", "capture_seq_per_s", "fill_seq_per_s", "stored_step_s", "stored_eval_seq_per_s",
             "rerun_step_s", "lambda_step_s", "trainable_step_s", "plain_step_s", "read_per_example", "budget_bytes",
             "layers", "hidden")
-STORES = ("device", "host", "disk")
-BYTES_PER_VALUE = 4  # the stores keep float32
 
 
 def size_class(model: str) -> str:

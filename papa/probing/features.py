@@ -123,18 +123,14 @@ def _fill(model, data: EncodedTask, store: FeatureStore, *, batch_size: int = 64
     process ends with all of them (papa.core.distributed); the gathered block is padded, as it was before features
     were stored compactly.
     """
-    device = next(model.parameters()).device
     spans = list(distributed.batch_spans(len(data), batch_size))
     bar = tqdm(spans, desc=desc, unit="batch", disable=not progress or not distributed.is_main(), leave=False)
-    last_only = data.last_layer_only
     if distributed.world_size() > 1:
-        block = torch.cat([hidden_features(model, {k: v.to(device) for k, v in data.batch(torch.arange(a, b))[0]
-                                                   .items()}, last_only).float().cpu() for a, b in bar])
+        block = torch.cat([padded_features(model, data, torch.arange(a, b)).cpu() for a, b in bar])
         store.put(0, distributed.gather_blocks(block))
     else:
         for start, end in bar:
-            inputs, _ = data.batch(torch.arange(start, end))
-            store.put(start, hidden_features(model, {k: v.to(device) for k, v in inputs.items()}, last_only).float())
+            store.put(start, padded_features(model, data, torch.arange(start, end)))
     store.finish()
 
 

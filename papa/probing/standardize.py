@@ -21,7 +21,8 @@ from safetensors.torch import save_file
 from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import Arg, CorruptArtifactError, InputError
 from papa.core.vocabulary import DECODER_PROBE_INPUTS, PAPER_PROBE_INPUTS, PROBE_INPUTS
-from papa.probing.probes import IGNORE_INDEX, SentenceProbe, TokenProbe
+from papa.probing.feature_store import read_positions
+from papa.probing.probes import SentenceProbe, TokenProbe
 
 __all__ = ["InputStatistics", "input_statistics", "load_input_statistics", "probe_inputs_for",
            "save_input_statistics"]
@@ -76,7 +77,7 @@ def input_statistics(probe: SentenceProbe | TokenProbe, source, *, batch_size: i
     count = 0
     for start in range(0, n, batch_size):
         feats, mask, labels = source(torch.arange(start, min(start + batch_size, n)))
-        chosen = mask.bool() if isinstance(probe, SentenceProbe) else labels != IGNORE_INDEX  # [b, n]
+        chosen = read_positions("sentence" if isinstance(probe, SentenceProbe) else "token", mask, labels)  # [b, n]
         vectors = feats.permute(0, 2, 1, 3)[chosen].double()  # [tokens, L+1, d]
         if total is None:
             total = torch.zeros(vectors.shape[1:], dtype=torch.float64, device=vectors.device)

@@ -118,15 +118,19 @@ def read_run(path: str | Path) -> dict:
 def phases_text(record: dict) -> str:
     """Where a recorded batch's time went, in one line per phase (`RUN_PHASES`, then the notebooks' own time: kernels,
     loading, tables and figures); "" for a record without phases (written before they were timed)."""
-    phases = record.get("phases")
-    if not phases:
+    if not record.get("phases"):
         return ""
     total = float(record["seconds"])
-    rest = max(total - sum(phases.values()), 0.0)
-    rows = [*phases.items(), ("notebooks (kernels, loading, tables, figures)", rest)]
+    rows = _phase_rows(record["phases"], total)
     width = max(len(name) for name, _ in rows)
     lines = [f"  {name:<{width}}  {seconds:8.1f} s  {seconds / total if total else 0:6.1%}" for name, seconds in rows]
     return "where the time went:\n" + "\n".join(lines)
+
+
+def _phase_rows(phases: dict[str, float], total: float) -> list[tuple[str, float]]:
+    """Each phase's seconds, then the rest of the batch's `total`: the notebooks' own time."""
+    return [*phases.items(), ("the notebooks' own (kernels, loading, tables, figures)",
+                              max(total - sum(phases.values()), 0.0))]
 
 
 # ---- what a run should take ---------------------------------------------------------------------------------------
@@ -230,13 +234,11 @@ def measurements_block(expected: Expected) -> str:
     rows.append(f"| **the batch** (`{expected.command}`, kernels included) | **{expected.total:.1f}** |")
     m = expected.machine
     where = []
-    if expected.phases:  # the same phases and rest as `phases_text`, as a table
-        rest = max(expected.total - sum(expected.phases.values()), 0.0)
+    if expected.phases:  # `phases_text`'s rows, as a table
         where = ["", "Where the batch's time went (`papa.core.phases`):", "", "| phase | seconds | share |",
                  "|---|---|---|"]
         where += [f"| {name} | {seconds:.1f} | {seconds / expected.total:.1%} |"
-                  for name, seconds in [*expected.phases.items(), ("the notebooks' own (kernels, loading, tables, "
-                                                                    "figures)", rest)]]
+                  for name, seconds in _phase_rows(expected.phases, expected.total)]
     return "\n".join([
         f"Measured from an empty output folder on {m.get('cores')} cores of {m.get('cpu')} (torch {m.get('torch')}, "
         f"{m.get('torch_threads')} threads, Python {m.get('python')}), device {expected.device}; generated from "

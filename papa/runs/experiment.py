@@ -463,29 +463,27 @@ def _run_frozen(s: _Session, point: _Point, seeds: list[int], ids: dict[int, str
     settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
     blocks = training and point.config.get("batch_order") == "blocks"
+    standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
     folder = s.out / "features"
     train_src = eval_src = None
-    autocast = functools.partial(backbone_autocast, cfg.precision, s.controller.theta.device)
     try:
-        with autocast(), phase("features"):
-            if blocks and cfg.probe_inputs != PAPER_PROBE_INPUTS:  # statistics need one pass: streamed
+        with _autocast(s), phase("features"):
+            if training and (standardize or not blocks):  # in blocks, only the statistics read it: streamed
                 train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
-                                          desc=f"features {point.label}", store="backbone")
-            elif training and not blocks:
-                train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
-                                          desc=f"features {point.label}", folder=folder)
+                                          desc=f"features {point.label}", folder=folder,
+                                          store="backbone" if blocks else None)
             eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress,
                                      desc="eval features", folder=folder)
         start = time.perf_counter()
         with phase("probe training"):
             probes = [_fresh_probe(s, seed) for seed in seeds]
-            if cfg.probe_inputs != PAPER_PROBE_INPUTS:
+            if standardize:
                 statistics = _point_statistics(s, probes[0], train_src, point.config)
                 for probe in probes:
                     probe.set_input_statistics(statistics)
             desc = f"{cfg.task} {key.constants}/{key.selection} {point.label} seeds {','.join(map(str, seeds))}"
             if blocks:
-                with autocast():  # the backbone runs here, block by block
+                with _autocast(s):  # the backbone runs here, block by block
                     train_probes_in_blocks(probes, s.spec.kind, s.model, point.train, settings, seeds=seeds,
                                            block_examples=_block_examples(s, point, settings), progress=progress,
                                            desc=desc)
@@ -528,8 +526,7 @@ def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, st
         with torch.no_grad():
             ctrl.constants.copy_(initial)
         train_src = FeatureSource(s.model, point.train, trainable_backbone=True, progress=False)
-        autocast = backbone_autocast(cfg.precision, s.controller.theta.device)  # the probe runs under it too here
-        with autocast, phase("trained constants"):
+        with _autocast(s), phase("trained constants"):  # the probe runs under the backbone's autocast here
             probe = _fresh_probe(s, seed)
             if cfg.probe_inputs != PAPER_PROBE_INPUTS:
                 if statistics is None:  # the source streams, and the statistics take no gradient
@@ -537,7 +534,7 @@ def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, st
                 probe.set_input_statistics(statistics)
             train_probe(probe, s.spec.kind, train_src, settings, seed=seed, extra_parameters=[ctrl.constants],
                         progress=progress, desc=f"{cfg.task} {key.constants}/{key.selection} {point.label} seed {seed}")
-        with backbone_autocast(cfg.precision, s.controller.theta.device), phase("features"):
+        with _autocast(s), phase("features"):
             # evaluated with the constants as trained: the evaluation features are computed only now
             eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False,
                                      folder=s.out / "features")
@@ -550,6 +547,11 @@ def _run_trained(s: _Session, point: _Point, seeds: list[int], ids: dict[int, st
             _record(s, point, seed, ids[seed], value, predictions, seconds=time.perf_counter() - start,
                     epochs=settings.epochs, store="backbone")
         bar.update(1)
+
+
+def _autocast(s: _Session):
+    """The autocast context the session's backbone runs its forward passes in (papa.method.precision)."""
+    return backbone_autocast(s.cfg.precision, s.controller.theta.device)
 
 
 def _fresh_probe(s: _Session, seed: int):
@@ -565,7 +567,7 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
                     constants_corpus=key.constants_corpus, selection=key.selection, fraction=point.label, seed=seed,
                     profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
-                    precision=cfg.precision, execution="compiled" if cfg.compile else DEFAULT_EXECUTION,
+                    precision=cfg.precision, execution=point.config.get("execution", DEFAULT_EXECUTION),
                     batch_order=point.config.get("batch_order", DEFAULT_BATCH_ORDER))
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
     s.table.append([ResultRow(
