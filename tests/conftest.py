@@ -21,13 +21,8 @@ class TensorSource:
     def __call__(self, idx):
         return self.feats[idx], self.mask[idx], self.labels[idx]
 
-# Tests never reach the hub: models come from files, data from the data directory, hub paths are faked.
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-# nbval's kernels inherit this environment but run in notebooks/: a relative data directory (PAPA_DATA_DIR=
-# ../shared/data, typed from the clone's root) is made absolute here, where it was meant, or they would not find it.
-if os.environ.get("PAPA_DATA_DIR", "").strip() and not Path(os.environ["PAPA_DATA_DIR"].strip()).is_absolute():
-    os.environ["PAPA_DATA_DIR"] = str(Path(os.environ["PAPA_DATA_DIR"].strip()).resolve())
+# The test environment (offline hub, an absolute data directory) is set by the repository's root conftest.py, which
+# pytest loads for tests/ and for notebooks/ alike.
 
 
 def _shared_dir(variable: str, name: str, holds: str) -> Path:
