@@ -8,12 +8,17 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
 * docs/performance.md, ``cpu-recheck``: committed cpu-profile runs recomputed by today's runner
   (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
 * docs/performance.md, ``run-options``: the run options paired by seed against float32 eager
-  (``artifacts/run_options/cpu/``, written by benchmarks/run_options.py).
+  (``artifacts/run_options/cpu/``, written by benchmarks/run_options.py);
+* docs/results.md ``claims``, README.md ``claims-brief``, docs/decoders.md ``decoder-claims``: the paper's claims as
+  the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
+  `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time`` and docs/decoders.md ``decoder-table``: that run's
+  notebook times and notebook 08's measurements.
 
     python docs/gen_measurements.py
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -92,12 +97,102 @@ def run_options_block(folder: Path = REPO / "artifacts" / "run_options" / "cpu")
     return "\n".join(lines)
 
 
+CPU_RUN = REPO / "artifacts" / "cpu"
+DECODER = ("SmolLM2-135M-Instruct-Q4_1", ("sst2", "pos"), ("lambda", "random", "first_to_last"))
+
+
+@functools.lru_cache(maxsize=None)
+def cpu_claims() -> tuple:
+    """The paper's claims as the committed CPU-scale run reads them (read once per process: it resamples)."""
+    from papa.paper.claims import profile_claims
+
+    return tuple(profile_claims(CPU_RUN, "cpu"))
+
+
+def _relative(text: str) -> str:
+    return text.replace(f"{REPO.as_posix()}/", "")
+
+
+def claims_block() -> str:
+    from papa.paper.claim_pages import claim_by_claim
+    from papa.paper.claims import profile_uncertainty_note, stability_note
+
+    head = " ".join([profile_uncertainty_note(CPU_RUN, "cpu"), stability_note(CPU_RUN)])
+    return _relative(f"{head}\n\n{claim_by_claim(cpu_claims())}")
+
+
+def brief_block() -> str:
+    from papa.paper.claim_pages import results_in_brief
+
+    return results_in_brief(cpu_claims())
+
+
+def decoder_claims_block() -> str:
+    from papa.paper.claim_pages import decoder_claims
+
+    return decoder_claims(cpu_claims())
+
+
+def decoder_table_block() -> str:
+    from papa.paper.claim_pages import decoder_table
+
+    model, tasks, selections = DECODER
+    return decoder_table(CPU_RUN, model, tasks, selections, "cpu")
+
+
+def probe_inputs_block() -> str:
+    """Standardised − raw probe inputs on the encoder, paired by seed (`papa report --compare probe_inputs raw
+    standardized` on the committed run), each task's metric named from the registry."""
+    from papa.paper.sections import METRIC_NAMES, TASK_NAMES
+    from papa.runs.compare import compare
+    from papa.runs.results import ResultsTable
+    from papa.tasks.registry import get_task
+
+    rows = ResultsTable(CPU_RUN / "results.csv").read()
+    rows = rows[(rows.profile == "cpu") & (rows.model == "sentence-transformers/all-MiniLM-L6-v2")]
+    table = compare(rows, "probe_inputs", "raw", "standardized", out_dir=CPU_RUN)
+    table = table[table.constants.isin(["none", "average"]) & table.selection.eq("none")]
+    lines = ["| task (metric) | at 1 | at 0 (every head constant) | smallest detectable at 1 / at 0 |",
+             "|---|---|---|---|"]
+    for task in ("sst2", "cola", "pos", "ner", "mrpc"):
+        at = {r.fraction_label: r for r in table[table.task == task].itertuples()}
+        if not {"1", "0"} <= set(at):
+            continue
+        cells = [f"{at[f].difference:+.3f} [{at[f].low:+.3f}, {at[f].high:+.3f}]" for f in ("1", "0")]
+        lines.append(f"| {TASK_NAMES[task]} ({METRIC_NAMES[get_task(task).metric]}) | {cells[0]} | {cells[1]} | "
+                     f"{at['1'].detectable:.3f} / {at['0'].detectable:.3f} |")
+    return "\n".join(lines).replace("-", "−").replace("|−−−|", "|---|").replace("−−−", "---")
+
+
+def notebook_time_block() -> str:
+    from papa.paper.claim_pages import notebook_time
+
+    return _relative(notebook_time(CPU_RUN))
+
+
 BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "quick-run": (PAGE, quick_block),
     "feature-store": (DOCS / "performance.md", feature_store_block),
     "cpu-recheck": (DOCS / "performance.md", recheck_block),
     "run-options": (DOCS / "performance.md", run_options_block),
+    "claims": (DOCS / "results.md", claims_block),
+    "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
+    "claims-brief": (REPO / "README.md", brief_block),
+    "decoder-claims": (DOCS / "decoders.md", decoder_claims_block),
+    "decoder-table": (DOCS / "decoders.md", decoder_table_block),
+    "probe-inputs": (DOCS / "decoders.md", probe_inputs_block),
 }
+
+
+def stale_blocks(blocks: dict[str, tuple[Path, Callable[[], str]]] = BLOCKS) -> list[str]:
+    """The blocks whose page differs from what their committed files give (or whose markers are missing)."""
+    stale = []
+    for name, (page, block) in blocks.items():
+        begin, end = markers(name)
+        text = page.read_text(encoding="utf-8")
+        if begin not in text or end not in text or text.split(begin, 1)[1].split(end, 1)[0].strip() != block():
+            stale.append(f"{page.name}: {name}")
+    return stale
 
 
 def update(page: Path = PAGE, reference_dir: Path = REFERENCE_DIR, profile: str = "quick") -> None:

@@ -21,6 +21,13 @@ def pair_weights(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return (v[:, :, None] * v[:, None, :])[:, None]
 
 
+def entry_averages(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
+    """`sums` / `counts` entry-wise (`counts` broadcast against `sums`), in `sums`' dtype: an entry never observed
+    (count 0) is exactly 0, never NaN. The one rule by which average constants are made from their statistics
+    (also for recombined statistics: `papa.paper.pattern_intervals`)."""
+    return torch.where(counts > 0, sums / counts.clamp_min(1.0), torch.zeros_like(sums))
+
+
 class AttentionStats:
     """Sums [L, H, N, N] and counts [N, N], accumulated in float64 so long corpora lose no precision."""
 
@@ -81,9 +88,7 @@ class AttentionStats:
 
     def averages(self) -> torch.Tensor:
         """Entry-wise averages [L, H, N, N] as float32; unobserved entries are exactly 0, never NaN."""
-        denom = self.counts.clamp_min(1.0)
-        avg = torch.where(self.counts > 0, self.sums / denom, torch.zeros_like(self.sums))
-        return avg.float().cpu()
+        return entry_averages(self.sums, self.counts).float().cpu()
 
     def to_constants(self, signature: ModelSignature, *, layout: str, corpus: str = "", corpus_fingerprint: str = "",
                      preprocessing: str = "", pairs: bool = False) -> ConstantMatrices:

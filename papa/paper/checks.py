@@ -13,7 +13,7 @@ that held, which is what nbval compares.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 
 import pandas as pd
 
@@ -26,13 +26,15 @@ class TableCheckError(AssertionError):
 
 def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | Mapping[str, Range] | None = None,
                 allowed: Mapping[str, Collection] | None = None, nan_ok: Collection[str] | bool = False,
-                labels: bool = True) -> None:
+                labels: bool = True, ordered: Sequence[str] = ()) -> None:
     """Check `table` and print one line of what held.
 
     `between`: (low, high) for every numeric value, or per column; `allowed`: the values a column may take (a
     verdict, a flag, a rank); `nan_ok`: columns that may hold NaN (True: any), e.g. a relative drop from a zero
     score. Every other numeric value must be finite. `labels` False leaves the row labels out of the line, for a
-    table whose rows are chosen by learned values (e.g. the heads with the strongest pattern)."""
+    table whose rows are chosen by learned values (e.g. the heads with the strongest pattern). `ordered`: columns
+    whose values do not decrease from each to the next within a row (an interval and its estimate: low, value,
+    high); a row with NaN in one of them is not compared."""
     frame = table.to_frame() if isinstance(table, pd.Series) else table
     if frame.empty:
         print(f"{name}: empty")
@@ -56,6 +58,13 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
         _require(seen <= set(values), name, f"column {column!r} holds {sorted(map(str, seen - set(values)))}, "
                                             f"outside {sorted(map(str, values))}")
         rules.append(f"{column} in {{{', '.join(map(str, values))}}}")
+    if ordered:
+        for column in ordered:
+            _require(column in frame, name, f"no column {column!r} (columns: {list(frame.columns)})")
+        for left, right in zip(ordered, ordered[1:]):
+            bad = frame.index[frame[left] > frame[right]]
+            _require(bad.empty, name, f"{left} > {right} in rows {bad.tolist()}")
+        rules.append(" <= ".join(map(str, ordered)))
     rows = f"{len(frame)} rows {_labels(frame.index)}" if labels else f"{len(frame)} rows"
     print(f"{name}: {rows} x {len(frame.columns)} columns "
           f"[{', '.join(map(str, frame.columns))}]" + (f"; {'; '.join(rules)}" if rules else ""))

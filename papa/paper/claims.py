@@ -1,14 +1,24 @@
 """The paper's claims read off a run's results: per claim a verdict, the rule behind it, our numbers and the figure
-(or table) that shows it. `papa reproduce` ends with `format_claims` of what it just computed.
+(or table) that shows it. `papa reproduce` ends with `format_claims` of what it just computed, and the docs' claim
+pages are generated from it (`papa.paper.claim_pages`).
 
 Each claim is the paper's sentence (`papa.paper.paper_numbers.CLAIMS`) cut into the parts it asserts; every part is
 read on the rows of ``<out>/results.csv`` with the paired statistics of `papa.runs.statistics` (runs with the same
 seed compared seed by seed; the evaluation examples resampled where the run stored its predictions) and gets one of
 three verdicts: **holds** (the 95% interval lies on the claim's side of its bound), **does not hold** (it lies on the
 other side), **inconclusive** (it straddles the bound). A part the run cannot read (too few models, trained constants
-sized apart from the rest, an unstable λ ranking) is **not read** and named. A claim holds when every part it reads
-holds, does not hold when one part does not, and is inconclusive otherwise; `RULES` states each claim's rule in one
-line, and the margins below say where "no major drop", "alike" and "close" end.
+sized apart from the rest, a λ ranking whose stability was not measured or is low) is **not read** and named.
+
+A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
+comparison of the claim (any one of them decides it); it is **partly read (k of m parts)** when the parts read all
+hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2) holds when one task improves,
+Holm-corrected across the tasks. Fig. 4's shares are **descriptive**: a share of heads with a bootstrap interval over
+the corpus sentences, beside the paper's, with no verdict. `RULES` states each claim's rule in one line, and the
+margins below say where "no major drop", "alike" and "close" end.
+
+The paper's claims are about encoders: each claim's verdict is read on the encoders' rows only. Causal LMs (beyond the
+paper, notebook 08) get a line of their own under each claim they ran (`ClaimReading.decoder`), read by the same
+rule, never part of the encoders' verdict.
 
 The margins are read off the paper's own numbers (`papa.paper.paper_numbers`). Its Table 1 (RoBERTa-base) has the
 all-constant model lose 34% of CoLA's MCC but 0–12% elsewhere, 9.5% on average over the six tasks (RoBERTa-large,
@@ -20,27 +30,27 @@ from __future__ import annotations
 import json
 import math
 import textwrap
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats as _scipy_stats
 
 from papa.core.vocabulary import (DATA_FREE_KINDS, DECODER_LAYOUT, DEFAULT_DTYPE, NONE, PAPER_BASE, PAPER_LARGE,
                                   RANKED, SELECTION_METHODS)
 from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
                                       PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
-from papa.paper.sections import (DOWNSTREAM_TASKS, LEARNS_TABLES, RANKING_STABILITY_TABLE, short_model,
-                                  split_learning)
+from papa.paper.sections import (CHANCE_TABLES, DOWNSTREAM_TASKS, LEARNS_TABLES, OBJECTIVE_TASKS,
+                                  RANKING_STABILITY_TABLES, short_model, split_learning)
 from papa.runs.compare import RunScores
-from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, VERDICTS, Estimate, Scores, above,
-                                  all_of, any_of, at_most, difference, estimate, within)
+from papa.runs.statistics import (ALPHA, DESCRIPTIVE, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ,
+                                  VERDICTS, Estimate, Outcome, above, all_of, any_of, at_most, corrected, difference,
+                                  estimate, mean_of, spearman_test, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
-           "format_claims", "smoke_run_note", "smoke_run_first",
+           "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note"]
 
@@ -53,50 +63,72 @@ AVERAGE_MARGIN = 0.05
 ALIKE_MARGIN = 0.02
 # Table 1's "close to trained average-initialised": within ± this (Tables 1 and 4 differ by at most 0.03).
 CLOSE_MARGIN = 0.03
-# A share of heads (Fig. 4) is "about" the paper's when within this of it.
-SHARE_MARGIN = 0.15
 # "Spread over several tokens rather than one" (Fig. 4): median normalised row entropy at least this.
 SPREAD_THRESHOLD = 0.5
 # A λ ranking is read only where rankings learned with two seeds agree at least this much (Spearman's ρ).
 STABLE_RHO = 0.8
 # The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
-LAMBDA_CLAIMS = ("fig2_half", "fig5")
+LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
 
 #: Each claim's rule, in one line.
 RULES = {
     "fig2_half": f"per task whose probe learns: original − (λ, 1/2) below {HALF_MARGIN} (upper end of its 95% "
-                 "interval); 'sometimes improves': on some task (λ, 1/2) − original above 0",
+                 "interval); 'sometimes improves': on some task (λ, 1/2) − original above 0 (Holm across tasks)",
     "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
                 f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {AVERAGE_MARGIN * 100:.0f} points and every model's below "
                 f"{PAPER_MAX_RELATIVE_DROP:.0%}",
-    "fig3": "over models: Spearman's ρ of original score and relative drop above 0 (p < 0.05)",
-    "fig4_diagonal": f"share of diagonal heads within ±{SHARE_MARGIN * 100:.0f} points of {PAPER_DIAGONAL_SHARE:.0%}",
-    "fig4_special": f"share of heads mostly on special tokens within ±{SHARE_MARGIN * 100:.0f} points of "
-                    f"{PAPER_SPECIAL_SHARE:.0%}",
-    "fig4_spread": f"median normalised row entropy at least {SPREAD_THRESHOLD}",
+    "fig3": "over models: Spearman's ρ of original score and relative drop above 0, one-sided p < "
+            f"{ALPHA:.3g} (exact over every permutation below 10 models)",
+    "fig4_diagonal": "descriptive: the share of diagonal heads with a 95% bootstrap interval over the corpus "
+                     f"sentences, beside the paper's about {PAPER_DIAGONAL_SHARE:.0%}",
+    "fig4_special": "descriptive: the share of heads mostly on special tokens with a 95% bootstrap interval over the "
+                    f"corpus sentences, beside the paper's about {PAPER_SPECIAL_SHARE:.0%}",
+    "fig4_spread": "descriptive: the median normalised row entropy (0 = one token, 1 = uniform) with a 95% bootstrap "
+                   f"interval over the corpus sentences; 'spread' where at least {SPREAD_THRESHOLD}",
     "table1": f"at 0, per task: average − each data-free kind above 0; average − trained Toeplitz above 0; |average − "
               f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size)",
     "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN}",
     "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
             "above 0 (read only where two seeds' λ rankings agree)",
-    "fig6": "per model: its own objective's relative drop at 0 − the mean of its downstream tasks' above 0 (MLM for "
-            "MLM-pretrained encoders; LM for decoders, at 1/2, 1/8 and 1/16 in λ order too); the paper's nats and "
-            "ELECTRA read only where such models ran",
+    "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
+            "and as shares of the margin over chance (MLM probe for MLM-pretrained encoders; for decoders the LM with "
+            "its own head, also at 1/2, 1/8 and 1/16 in λ order, and an LM probe trained from scratch); the paper's "
+            "nats and ELECTRA read only where such models ran",
 }
 
 
 @dataclass(frozen=True)
 class Part:
-    """One part of a claim's sentence as this run reads it."""
+    """One part of a claim's sentence as this run reads it: one comparison (`test`), or a tally of comparisons
+    (`members`, combined as "everywhere", or as "somewhere" with `anywhere`)."""
 
     name: str        # e.g. "no major drop at 1/2 (sst2)"
     verdict: str     # one of VERDICTS
     numbers: str     # the estimate behind it, e.g. "0.012 [-0.004, 0.028]"
+    test: Outcome | None = None
+    members: tuple["Part", ...] = ()
+    anywhere: bool = False
+
+
+def _compare(name: str, test: Outcome, numbers: str) -> Part:
+    return Part(name, test.verdict, numbers, test)
+
+
+def _unread(name: str, why: str) -> Part:
+    return Part(name, NOT_READ, why, Outcome(NOT_READ))
+
+
+def _tally(name: str, members: Sequence[Part], *, anywhere: bool = False, none: str = "") -> Part:
+    """A part made of comparisons; its verdict and numbers are set when the claim is read (`_reading`), after
+    Holm's correction. With no member, not read (`none` says why)."""
+    if not members:
+        return _unread(name, none or "nothing to compare")
+    return Part(name, NOT_READ, "", None, tuple(members), anywhere)
 
 
 @dataclass(frozen=True)
 class ClaimReading:
-    """One claim of the paper as this run reads it."""
+    """One claim of the paper as this run reads it; `decoder` is the same claim read on the run's causal LMs."""
 
     claim: str       # key of `papa.paper.paper_numbers.CLAIMS`
     where: str       # the paper's figure or table
@@ -105,6 +137,8 @@ class ClaimReading:
     ours: str        # our numbers, one line
     evidence: str    # the figure (or table) behind it, relative to the run's output folder
     parts: tuple[Part, ...] = field(default=())
+    decoder: "ClaimReading | None" = None
+    ran: bool = True  # False: nothing of the claim ran at all
 
     @property
     def text(self) -> str:
@@ -121,10 +155,53 @@ class ClaimReading:
         """The parts of the claim this run could not read."""
         return [p.name for p in self.parts if p.verdict == NOT_READ]
 
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as printed: "partly read (k of m parts)" says how much was read."""
+        if self.verdict != PARTLY_READ:
+            return self.verdict
+        read = sum(p.verdict != NOT_READ for p in self.parts)
+        return f"{PARTLY_READ} ({read} of {len(self.parts)} parts)"
 
-def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequence[Part], ours: str = "",
-             combine=all_of) -> ClaimReading:
-    verdict = combine(p.verdict for p in parts)
+
+def _corrected(parts: Sequence[Part]) -> list[Part]:
+    """The parts with Holm's correction applied: "somewhere" tallies across their members for "holds"; then every
+    comparison of the claim (tallied or not) as one family for "does not hold", since any one of them decides it."""
+    parts = [_settle_anywhere(p) if p.members and p.anywhere else p for p in parts]
+    family = [(i, None) for i, p in enumerate(parts) if p.test is not None]
+    family += [(i, j) for i, p in enumerate(parts) if p.members and not p.anywhere
+               for j, m in enumerate(p.members) if m.test is not None]
+    tests = [parts[i].test if j is None else parts[i].members[j].test for i, j in family]
+    fixed = dict(zip(family, corrected(tests, "fails")))
+    out = []
+    for i, p in enumerate(parts):
+        if (i, None) in fixed:
+            p = replace(p, verdict=fixed[i, None].verdict, test=fixed[i, None])
+        elif p.members and not p.anywhere:
+            members = tuple(replace(m, verdict=fixed[i, j].verdict, test=fixed[i, j]) if (i, j) in fixed else m
+                            for j, m in enumerate(p.members))
+            p = replace(p, verdict=all_of(m.verdict for m in members), numbers=_tally_text(members), members=members)
+        out.append(p)
+    return out
+
+
+def _settle_anywhere(part: Part) -> Part:
+    """A "somewhere" tally: Holm across its members for "holds"; it does not hold only where every member does
+    not, so as one comparison of its claim it carries the largest of their p-values."""
+    members = [replace(m, verdict=t.verdict, test=t)
+               for m, t in zip(part.members, corrected([m.test or Outcome(m.verdict) for m in part.members], "holds"))]
+    verdict = any_of(m.verdict for m in members)
+    p_fails = max((m.test.p_fails for m in members if m.verdict != NOT_READ), default=math.nan)
+    held = sum(m.verdict == HOLDS for m in members)
+    read = sum(m.verdict != NOT_READ for m in members)
+    return replace(part, verdict=verdict, test=Outcome(verdict, math.nan, p_fails), members=tuple(members),
+                   numbers=f"holds on {held} of {read} (Holm-corrected)" + _worst(members, (INCONCLUSIVE,)))
+
+
+def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequence[Part], ours: str = ""
+             ) -> ClaimReading:
+    parts = _corrected(parts)
+    verdict = all_of(p.verdict for p in parts)
     shown = [p for p in parts if p.verdict != NOT_READ]
     line = ours or "; ".join(f"{p.name}: {p.numbers} ({p.verdict})" for p in shown)
     unread = [p for p in parts if p.verdict == NOT_READ]
@@ -136,39 +213,44 @@ def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequen
 
 
 def _not_read(claim: str, where: str, notebook: str, evidence: str, why: str) -> ClaimReading:
-    return ClaimReading(claim, where, notebook, NOT_READ, why, evidence, (Part(claim, NOT_READ, why),))
+    return ClaimReading(claim, where, notebook, NOT_READ, why, evidence, (_unread(claim, why),), ran=False)
 
 
 # ---- the run's numbers ----------------------------------------------------------------------------------------
 
 class _Run(RunScores):
-    """A run's `RunScores`, the tasks it ran, and whether its λ rankings can be read."""
+    """The rows of one kind of model (the encoders, or the causal LMs) as `RunScores`, with what the claims read
+    beside them: the λ rankings' stability and each task's chance level."""
 
-    def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None):
+    def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None,
+                 chance: pd.DataFrame | None = None, *, decoders: bool = False):
         super().__init__(results, out_dir)
         self.stability = stability
-        # Causal LMs are beyond the paper: only Fig. 6's reading, of a model's own objective beside its probes,
-        # takes them.
-        self.decoders = decoder_models(results)
+        self.chance_levels = chance
+        self.decoders = decoders
 
-    def models_tasks(self, tasks: Sequence[str] = DOWNSTREAM_TASKS, *, decoders: bool = False
-                     ) -> list[tuple[str, str]]:
-        """(model, task) pairs that ran one of `tasks`: the encoders', and with `decoders` the causal LMs' too."""
+    def models_tasks(self, tasks: Sequence[str] = DOWNSTREAM_TASKS) -> list[tuple[str, str]]:
+        """(model, task) pairs that ran one of `tasks`."""
         r = self.results[self.results.task.isin(tasks)]
-        if not decoders:
-            r = r[~r.model.isin(self.decoders)]
         return sorted(set(zip(r.model, r.task)), key=lambda mt: (mt[0], list(tasks).index(mt[1])))
 
     def unstable(self, model: str, task: str) -> str | None:
-        """Why `task`'s λ ranking on `model` cannot be read (None: it can, or its stability was not measured)."""
-        if self.stability is None:
-            return None
-        table = self.stability.reset_index()
-        row = table[(table.model == model) & (table.task == task)]
-        if row.empty:
-            return None
+        """Why `task`'s λ ranking on `model` cannot be read: its two seeds' rankings disagree, or their agreement was
+        not measured (None: it can be read)."""
+        table = None if self.stability is None else self.stability.reset_index()
+        row = None if table is None else table[(table.model == model) & (table.task == task)]
+        if row is None or row.empty:
+            return f"{task}'s λ ranking: stability not measured (no second seed's ranking)"
         rho = float(row["spearman"].iloc[0])
-        return None if rho >= STABLE_RHO else f"λ rankings of two seeds agree at ρ = {rho:.2f} < {STABLE_RHO}"
+        return None if rho >= STABLE_RHO else f"{task}'s λ rankings of two seeds agree at ρ = {rho:.2f} < {STABLE_RHO}"
+
+    def chance(self, model: str, task: str) -> float | None:
+        """`task`'s chance level on `model` (majority class, or uniform over the vocabulary), if the run wrote it."""
+        if self.chance_levels is None:
+            return None
+        table = self.chance_levels.reset_index()
+        row = table[(table.model == model) & (table.task == task)]
+        return None if row.empty else float(row["chance"].iloc[0])
 
 
 def _label(model: str, task: str, models: int) -> str:
@@ -194,62 +276,67 @@ def _fig2_half(run: _Run) -> ClaimReading:
         label = _label(model, task, k)
         why = run.unstable(model, task)
         if why:
-            drops.append(Part(f"drop at 1/2 ({label})", NOT_READ, why))
+            drops.append(_unread(f"drop at 1/2 ({label})", why))
             continue
         drop = difference(half, original)  # original − half
-        drops.append(Part(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), drop.text()))
-        improves.append(above(difference(original, half)))
+        drops.append(_compare(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), drop.text()))
+        gain = difference(original, half)
+        improves.append(_compare(f"improves ({label})", above(gain), gain.text()))
     if not drops:
         return _not_read(*where, "no task was run at fractions 1 and 1/2")
-    some = any_of(improves) if improves else NOT_READ
-    parts = [*drops, Part("sometimes improves", some,
-                          f"improves significantly on {improves.count(HOLDS)} of {len(improves)} tasks")]
-    return _reading(*where, parts)
+    return _reading(*where, [*drops, _tally("sometimes improves", improves, anywhere=True,
+                                            none="no task's λ ranking could be read")])
 
 
-def _task_average_relative_drop(run: _Run, model: str, label: str = "0", selection: str = NONE
-                                ) -> tuple[Estimate | None, list[str], list[Scores]]:
-    """A model's relative drop at fraction `label` (heads replaced in `selection` order; at 0: every head) averaged
-    over its tasks (Fig. 3's x-axis at 0), paired per seed; the tasks, and their (original, replaced) scores."""
-    settings, tasks = [], []
-    for m, task in run.models_tasks(decoders=True):
+def _drop(original, replaced, chance: float | None):
+    """The share of the score lost: of |original| (the paper's relative drop), or with `chance` of the margin the
+    original has over chance (the same scale for a perplexity and an accuracy)."""
+    return (original - replaced) / (np.abs(original) if chance is None else (original - chance))
+
+
+def _task_average_drop(run: _Run, model: str, label: str = "0", selection: str = NONE, *, normalise: bool = False
+                       ) -> tuple[Estimate | None, list[str], list, Callable]:
+    """A model's drop at fraction `label` (heads replaced in `selection` order; at 0: every head) averaged over its
+    downstream tasks (Fig. 3's x-axis at 0), relative or (`normalise`) of the margin over chance, paired per seed;
+    the tasks, their (original, replaced) scores, and the average as a function of those scores' means."""
+    settings, tasks, chances = [], [], []
+    for m, task in run.models_tasks():
         if m != model:
             continue
         original, replaced = run.scores(model, task), run.scores(model, task, "average", "task", selection, label)
         if original is None or replaced is None or original.values.mean() == 0:
             continue  # a score of 0 (a probe that learnt nothing) has no relative drop
+        chance = run.chance(model, task) if normalise else None
+        if normalise and chance is None:
+            return None, [], [], lambda *means: math.nan
         settings += [original, replaced]
         tasks.append(task)
-    if not settings:
-        return None, [], []
+        chances.append(chance)
     t = len(tasks)
 
     def average(*means):
-        return sum((means[2 * i] - means[2 * i + 1]) / np.abs(means[2 * i]) for i in range(t)) / t
-    return estimate(average, *settings), tasks, settings
+        return sum(_drop(means[2 * i], means[2 * i + 1], chances[i]) for i in range(t)) / t
+    if not settings:
+        return None, [], [], average
+    return estimate(average, *settings), tasks, settings, average
 
 
 def _fig2_all(run: _Run) -> ClaimReading:
     where = ("fig2_all", "Fig. 2", "02_main_results", "figures/fig2_main_results.png")
     models = sorted({m for m, _ in run.models_tasks()})
-    per_model = {m: _task_average_relative_drop(run, m)[:2] for m in models}
+    per_model = {m: _task_average_drop(run, m)[:2] for m in models}
     per_model = {m: v for m, v in per_model.items() if v[0] is not None}
     if not per_model:
         return _not_read(*where, "no task with a non-zero original score was run at fractions 1 and 0")
-    estimates = [e for e, _ in per_model.values()]
-    # The mean over models: each model's estimate is independent of the others', so their variances add.
-    k = len(estimates)
-    mean = Estimate(value=sum(e.value for e in estimates) / k,
-                    se_seeds=math.sqrt(sum(e.se_seeds ** 2 for e in estimates)) / k,
-                    se_examples=math.sqrt(sum(e.se_examples ** 2 for e in estimates)) / k,
-                    seeds=min(e.seeds for e in estimates), examples=all(e.examples for e in estimates))
-    average = Part(f"average relative drop over {k} model(s)",
-                   within(mean, PAPER_AVERAGE_RELATIVE_DROP - AVERAGE_MARGIN,
-                          PAPER_AVERAGE_RELATIVE_DROP + AVERAGE_MARGIN),
-                   f"{mean.text(percent=True)} (paper {PAPER_AVERAGE_RELATIVE_DROP:.0%})")
-    bounds = [Part(f"never over {PAPER_MAX_RELATIVE_DROP:.0%}"
-                   + (f" ({short_model(m)}, {len(tasks)} tasks)" if k > 1 else f" ({', '.join(tasks)})"),
-                   at_most(e, PAPER_MAX_RELATIVE_DROP), e.text(percent=True))
+    mean = mean_of([e for e, _ in per_model.values()])
+    k = len(per_model)
+    average = _compare(f"average relative drop over {k} model(s)",
+                       within(mean, PAPER_AVERAGE_RELATIVE_DROP - AVERAGE_MARGIN,
+                              PAPER_AVERAGE_RELATIVE_DROP + AVERAGE_MARGIN),
+                       f"{mean.text(percent=True)} (paper {PAPER_AVERAGE_RELATIVE_DROP:.0%})")
+    bounds = [_compare(f"never over {PAPER_MAX_RELATIVE_DROP:.0%}"
+                       + (f" ({short_model(m)}, {len(tasks)} tasks)" if k > 1 else f" ({', '.join(tasks)})"),
+                       at_most(e, PAPER_MAX_RELATIVE_DROP), e.text(percent=True))
               for m, (e, tasks) in per_model.items()]
     return _reading(*where, [average, *bounds])
 
@@ -259,44 +346,56 @@ def _fig3(run: _Run) -> ClaimReading:
     models = sorted({m for m, _ in run.models_tasks()})
     points = []
     for m in models:
-        e, tasks, _ = _task_average_relative_drop(run, m)
+        e, tasks, _, _ = _task_average_drop(run, m)
         if e is not None:
             original = np.mean([run.scores(m, t).values.mean() for t in tasks])
             points.append((original, e.value))
     if len(points) < 3:
         return _not_read(*where, f"{len(points)} model(s): a rank correlation over models needs at least 3 (the "
                                  "full profile runs six)")
-    rho, p = _scipy_stats.spearmanr([o for o, _ in points], [d for _, d in points])
-    verdict = (HOLDS if rho > 0 and p < 0.05 else DOES_NOT_HOLD if rho < 0 and p < 0.05 else INCONCLUSIVE)
-    return _reading(*where, [Part(f"better models lose more ({len(points)} models)", verdict,
-                                  f"Spearman's ρ {rho:+.2f}, p = {p:.3f}")])
+    rho, p_more, p_less = spearman_test([o for o, _ in points], [d for _, d in points])
+    test = Outcome(HOLDS if p_more < ALPHA else DOES_NOT_HOLD if p_less < ALPHA else INCONCLUSIVE, p_more, p_less)
+    how = "exact" if len(points) < 10 else "t approximation"
+    return _reading(*where, [_compare(f"better models lose more ({len(points)} models)", test,
+                                      f"Spearman's ρ {rho:+.2f}, one-sided p = {p_more:.3f} ({how})")])
 
 
 # ---- Fig. 4 -----------------------------------------------------------------------------------------------------
 
-def _pattern_readings(patterns: dict[str, pd.DataFrame]) -> list[ClaimReading]:
-    """Fig. 4's three claims from the pattern table of the first task that has one (constants: no seeds)."""
-    claims = ("fig4_diagonal", "fig4_special", "fig4_spread")
+#: Fig. 4's claims: the pattern share each describes (`papa.paper.patterns.pattern_summary`), and the paper's value.
+FIG4 = {"fig4_diagonal": ("diagonal", "diagonal heads", PAPER_DIAGONAL_SHARE),
+        "fig4_special": ("special", "heads mostly on special tokens", PAPER_SPECIAL_SHARE),
+        "fig4_spread": ("median_spread", "median row spread", None)}
+
+
+def _pattern_readings(patterns: dict[str, pd.DataFrame], intervals: dict[str, pd.DataFrame]) -> list[ClaimReading]:
+    """Fig. 4's three claims described from the pattern table of the first task that has one, with the bootstrap
+    interval of `papa.paper.pattern_intervals` where the run wrote it (constants have no seeds to test with)."""
     if not patterns:
         return [_not_read(c, "Fig. 4", "03_constant_patterns", "figures/fig4_constant_matrices_<task>.png",
-                          "no pattern table in this run") for c in claims]
+                          "no pattern table in this run") for c in FIG4]
     task = sorted(patterns)[0]
     summary = pattern_summary(patterns[task])
+    interval = intervals.get(task)
     figure = f"figures/fig4_constant_matrices_{task}.png"
     heads = int(summary["heads"])
-    diagonal, special, spread = summary["diagonal"], summary["special"], summary["median_spread"]
-    about = lambda share, paper: HOLDS if abs(share - paper) <= SHARE_MARGIN + 1e-12 else DOES_NOT_HOLD  # noqa: E731
-    return [
-        _reading("fig4_diagonal", "Fig. 4", "03_constant_patterns", figure, [Part(
-            "diagonal heads", about(diagonal, PAPER_DIAGONAL_SHARE),
-            f"{diagonal:.0%} of {heads} ({task} constants; paper about {PAPER_DIAGONAL_SHARE:.0%})")]),
-        _reading("fig4_special", "Fig. 4", "03_constant_patterns", figure, [Part(
-            "heads mostly on special tokens", about(special, PAPER_SPECIAL_SHARE),
-            f"{special:.0%} of {heads} (paper about {PAPER_SPECIAL_SHARE:.0%})")]),
-        _reading("fig4_spread", "Fig. 4", "03_constant_patterns", figure, [Part(
-            "rows spread", HOLDS if spread >= SPREAD_THRESHOLD else DOES_NOT_HOLD,
-            f"median row spread {spread:.2f} (0 = one token, 1 = uniform)")]),
-    ]
+    readings = []
+    for claim, (share, name, paper) in FIG4.items():
+        value = float(summary[share])
+        fmt = (lambda v: f"{v:.0%}") if paper is not None else (lambda v: f"{v:.2f}")  # noqa: E731
+        if interval is not None and share in interval.index:
+            low, high = float(interval.loc[share, "low"]), float(interval.loc[share, "high"])
+            blocks = int(interval.loc[share, "blocks"]) if "blocks" in interval else None
+            spread = f" [{fmt(low)}, {fmt(high)}]" + (f" (bootstrap over {blocks} blocks of corpus sentences)"
+                                                       if blocks else " (bootstrap over corpus sentences)")
+        else:
+            spread = f" (no interval: tables/fig4_pattern_intervals_{task}.csv not written)"
+        text = (f"{fmt(value)}{spread} of {heads} heads ({task} constants; paper about {paper:.0%})" if paper is not None
+                else f"{fmt(value)}{spread} (0 = one token, 1 = uniform; {heads} heads, {task} constants)")
+        part = Part(name, DESCRIPTIVE, text)
+        readings.append(ClaimReading(claim, "Fig. 4", "03_constant_patterns", DESCRIPTIVE, f"{name}: {text}", figure,
+                                     (part,)))
+    return readings
 
 
 # ---- Tables 1 and 2 ---------------------------------------------------------------------------------------------
@@ -323,7 +422,7 @@ def _table1(run: _Run) -> ClaimReading:
             other = run.scores(model, task, kind, NONE, NONE, "0")
             if other is not None:
                 d = difference(other, average)
-                beats.append(Part(f"beats {kind} ({label})", above(d), d.text()))
+                beats.append(_compare(f"beats {kind} ({label})", above(d), d.text()))
         size = _train_examples(run, model, task, "average", "task")
         for kind, out in (("trainable_toeplitz", trained_toeplitz), ("trainable_average", trained_average)):
             other = run.scores(model, task, kind, "task", NONE, "0")
@@ -331,27 +430,24 @@ def _table1(run: _Run) -> ClaimReading:
                 continue
             trained = _train_examples(run, model, task, kind, "task")
             if trained != size:
-                out.append(Part(f"{kind} ({label})", NOT_READ, f"trained on {_examples(trained)} examples, the "
-                                                                f"others' probes on {_examples(size)}"))
+                out.append(_unread(f"{kind} ({label})", f"trained on {_examples(trained)} examples, the others' "
+                                                        f"probes on {_examples(size)}"))
                 continue
             d = difference(other, average)
-            out.append(Part(f"{'beats' if kind == 'trainable_toeplitz' else 'close to'} {kind} ({label})",
-                            above(d) if kind == "trainable_toeplitz" else within(d, -CLOSE_MARGIN, CLOSE_MARGIN),
-                            d.text()))
+            out.append(_compare(f"{'beats' if kind == 'trainable_toeplitz' else 'close to'} {kind} ({label})",
+                                above(d) if kind == "trainable_toeplitz" else within(d, -CLOSE_MARGIN, CLOSE_MARGIN),
+                                d.text()))
     if not beats:
         return _not_read(*where, "average and data-free constants were not all run with every head replaced")
-    data_free = Part(f"beats every data-free matrix ({len(beats)} comparisons)", all_of(p.verdict for p in beats),
-                     _tally(beats))
-    parts = [data_free]
+    parts = [_tally(f"beats every data-free matrix ({len(beats)} comparisons)", beats)]
     for name, found in (("beats trained Toeplitz-initialised", trained_toeplitz),
                         ("close to trained average-initialised", trained_average)):
         if not found:
-            parts.append(Part(name, NOT_READ, "not run"))
+            parts.append(_unread(name, "not run"))
         elif all(p.verdict == NOT_READ for p in found):
-            parts.append(Part(name, NOT_READ, found[0].numbers))
+            parts.append(_unread(name, found[0].numbers))
         else:
-            read = [p for p in found if p.verdict != NOT_READ]
-            parts.append(Part(name, all_of(p.verdict for p in read), _tally(read)))
+            parts.append(_tally(name, [p for p in found if p.verdict != NOT_READ]))
     return _reading(*where, parts)
 
 
@@ -359,14 +455,18 @@ def _examples(sizes: set) -> str:
     return "/".join(str(s) for s in sorted(sizes, key=str)) or "?"
 
 
-def _tally(parts: Sequence[Part]) -> str:
+def _worst(parts: Sequence[Part], verdicts: Sequence[str] = (DOES_NOT_HOLD, INCONCLUSIVE)) -> str:
+    worst = next((p for v in verdicts for p in parts if p.verdict == v), None)
+    return f" (e.g. {worst.name} {worst.numbers})" if worst else ""
+
+
+def _tally_text(parts: Sequence[Part]) -> str:
     """e.g. "holds on 10 of 12, inconclusive on 2 (e.g. beats zeros (ner) -0.004 [-0.020, +0.012])": the count per
     verdict, and one comparison of the worst verdict."""
-    counts = [(v, sum(p.verdict == v for p in parts)) for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD)]
+    counts = [(v, sum(p.verdict == v for p in parts)) for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, NOT_READ)]
     text = ", ".join(f"{v} on {n}" + (f" of {len(parts)}" if i == 0 else "") for i, (v, n) in enumerate(counts)
                      if n or i == 0)
-    worst = next((p for v in (DOES_NOT_HOLD, INCONCLUSIVE) for p in parts if p.verdict == v), None)
-    return text + (f" (e.g. {worst.name} {worst.numbers})" if worst else "")
+    return text + _worst(parts)
 
 
 def _table2(run: _Run) -> ClaimReading:
@@ -384,8 +484,8 @@ def _table2(run: _Run) -> ClaimReading:
         theirs = run.scores(model, task, "average", other, NONE, "0")
         if own is not None and theirs is not None:
             d = difference(own, theirs)
-            parts.append(Part(f"{other}'s constants alike ({_label(model, task, k)})",
-                              within(d, -ALIKE_MARGIN, ALIKE_MARGIN), d.text()))
+            parts.append(_compare(f"{other}'s constants alike ({_label(model, task, k)})",
+                                  within(d, -ALIKE_MARGIN, ALIKE_MARGIN), d.text()))
     if not parts:
         return _not_read(*where, f"no task was run with both its own and {other}'s constants")
     return _reading(*where, parts)
@@ -409,123 +509,165 @@ def _fig5(run: _Run) -> ClaimReading:
         why = run.unstable(model, task)
         name = f"{_label(model, task, k)} at {label}"
         if why:
-            unstable.append(Part(name, NOT_READ, why))
+            unstable.append(_unread(name, why))
             continue
         for m, s in ran.items():
             if m not in RANKED:  # λ against the data-free orders
                 d = difference(s, ran["lambda"])
-                best.append(Part(f"λ beats {m} ({name})", above(d), d.text()))
+                best.append(_compare(f"λ beats {m} ({name})", above(d), d.text()))
         if "reversed_lambda" in ran:
             for m, s in ran.items():
                 if m != "reversed_lambda":
                     d = difference(ran["reversed_lambda"], s)
-                    worst.append(Part(f"{m} beats reversed λ ({name})", above(d), d.text()))
+                    worst.append(_compare(f"{m} beats reversed λ ({name})", above(d), d.text()))
     if not best and not unstable:
         return _not_read(*where, "λ and another selection method were not run at a fraction between 0 and 1")
-    parts = [Part("λ beats every other method", all_of(p.verdict for p in best), _tally(best)) if best else
-             Part("λ beats every other method", NOT_READ, "no stable λ ranking"),
-             Part("reversed λ is the worst", all_of(p.verdict for p in worst), _tally(worst)) if worst else
-             Part("reversed λ is the worst", NOT_READ, "reversed λ not run")]
+    parts = [_tally("λ beats every other method", best, none="no λ ranking could be read"),
+             _tally("reversed λ is the worst", worst, none="reversed λ not run" if best else
+                    "no λ ranking could be read")]
     if unstable:
-        parts.append(Part(f"{len(unstable)} points", NOT_READ, unstable[0].numbers))
+        parts.append(_unread(f"{len(unstable)} points", unstable[0].numbers))
     return _reading(*where, parts)
 
 
 # ---- Fig. 6 -----------------------------------------------------------------------------------------------------
 
-# The pretraining objectives Fig. 6 compares with the downstream tasks: an encoder's MLM (a probe trained on its
-# features) and a decoder's LM (scored by its own frozen head, notebook 08).
-OBJECTIVES = ("mlm", "lm")
+# The pretraining objectives Fig. 6 compares with the downstream tasks (`sections.OBJECTIVE_TASKS`): an encoder's
+# MLM (a probe trained on its features), a decoder's LM scored by its own frozen head (notebook 08) and by an LM probe
+# trained from scratch. How each is named in a part:
+OBJECTIVE_NAMES = {"mlm": "MLM", "lm": "LM (own head)", "lm_probe": "LM probe (from scratch)"}
 # The paper's hypothesis is about a model's own pretraining objective: MLM is read for the paper's MLM-pretrained
 # encoders only (not ELECTRA, pretrained on replaced-token detection, nor e.g. a sentence-embedding model without an
-# MLM head), LM for every decoder.
+# MLM head), LM (with its head, or a probe) for every decoder.
 MLM_PRETRAINED = tuple(short_model(m) for m in (*PAPER_BASE, *PAPER_LARGE))
 # The paper's MLM numbers (Fig. 6): MLM-pretrained encoders lose 1–1.5 nats.
 PAPER_MLM_NATS = (1.0, 1.5)
-
-
-def _own_objective(task: str, model: str) -> bool:
-    return task == "lm" or (task == "mlm" and short_model(model) in MLM_PRETRAINED)
-
-
-# A decoder's LM is read at every fraction the notebook runs it (heads replaced in λ order, as its probes), since
-# nothing but the reading needs more: its score takes no training.
+# A decoder's LM with its own head is read at every fraction the notebook runs it (heads replaced in λ order, as its
+# probes), since nothing but the reading needs more: its score takes no training. The probes, the paper's at 0.
 DECODER_POINTS = (("1/2", "lambda"), ("1/8", "lambda"), ("1/16", "lambda"), ("0", NONE))
+
+
+def _own_objective(task: str, model: str, decoders: bool) -> bool:
+    return task in ("lm", "lm_probe") if decoders else task == "mlm" and short_model(model) in MLM_PRETRAINED
 
 
 def _fig6(run: _Run) -> ClaimReading:
     where = ("fig6", "Fig. 6", "07_mlm_electra", "figures/fig6_mlm_electra.png")
-    # read on decoders only: notebook 08 shows it
-    decoder_only = ("fig6", "Fig. 6", "08_decoders", "figures/decoder_objective_vs_probes.png")
-    objectives = [(m, t) for m, t in run.models_tasks(OBJECTIVES, decoders=True)]
-    own = [(m, t) for m, t in objectives if _own_objective(t, m)]
-    others = sorted({short_model(m) for m, t in objectives if not _own_objective(t, m)})
+    objectives = run.models_tasks(OBJECTIVE_TASKS)
+    own = [(m, t) for m, t in objectives if _own_objective(t, m, run.decoders)]
+    others = sorted({short_model(m) for m, t in objectives if not _own_objective(t, m, run.decoders)})
     parts, nats = [], []
     models = sorted({m for m, _ in own})
     for model, task in own:
         original = run.scores(model, task)
         for label, selection in DECODER_POINTS if task == "lm" else (("0", NONE),):
             replaced = run.scores(model, task, "average", "task", selection, label)
-            downstream, tasks, settings = _task_average_relative_drop(run, model, label, selection)
-            if original is None or replaced is None or downstream is None:
+            if original is None or replaced is None:
                 continue
-            n = len(tasks)
-
-            def gap(o, z, *rest):  # own objective's relative drop − the downstream tasks' average
-                mine = (o - z) / np.abs(o)
-                return mine - sum((rest[2 * i] - rest[2 * i + 1]) / np.abs(rest[2 * i]) for i in range(n)) / n
-            e = estimate(gap, original, replaced, *settings)
-            name = (f"{task.upper()} drops more than {', '.join(tasks)}" + (f" at {label}" if task == "lm" else "")
-                    + (f" ({short_model(model)})" if len(models) > 1 else ""))
-            parts.append(Part(name, above(e), f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats; "
-                                              f"relative drop minus the tasks' {e.text(percent=True)}"))
-            if task == "mlm":
+            name = OBJECTIVE_NAMES[task] + (f" at {label}" if run.decoders else "") + (
+                f" ({short_model(model)})" if len(models) > 1 else "")
+            unstable = [why for t in [task, *{t for m, t in run.models_tasks() if m == model}]
+                        if selection == "lambda" and (why := run.unstable(model, t))]
+            if unstable:
+                parts.append(_unread(f"{name} drops more", unstable[0]))
+                continue
+            for normalise in (False, True):
+                chance = run.chance(model, task) if normalise else None
+                downstream, tasks, settings, average = _task_average_drop(run, model, label, selection,
+                                                                          normalise=normalise)
+                if normalise and (chance is None or downstream is None):
+                    if run.decoders:  # the decoders' reading promises it: say that it is missing
+                        parts.append(_unread(f"{name} drops more, normalised to chance",
+                                             "the chance levels were not written (tables/decoder_chance_levels.csv)"))
+                    continue
+                if downstream is None:
+                    continue
+                gap = estimate(lambda o, z, *rest: _drop(o, z, chance) - average(*rest),  # noqa: B023
+                               original, replaced, *settings)
+                scale = "share of the margin over chance lost" if normalise else "relative drop"
+                parts.append(_compare(f"{name} drops more than {', '.join(tasks)}"
+                                      + (", normalised to chance" if normalise else ""), above(gap),
+                                      f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats; {scale} "
+                                      f"minus the tasks' {gap.text(percent=True)}"))
+        if task == "mlm" and original is not None:
+            replaced = run.scores(model, task, "average", "task", NONE, "0")
+            if replaced is not None:
                 d = difference(replaced, original)
-                nats.append(Part(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS), d.text(2)))
+                nats.append(_compare(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS),
+                                     d.text(2)))
     if not parts:
         why = ("a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, LM for a decoder) "
                "and a downstream task whose probe learns were not both run at fractions 1 and 0")
         if others:
             why += f" (MLM probes of {', '.join(others)} are not read: not pretrained with MLM)"
         return _not_read(*where, why)
-    if all(t == "lm" for _, t in own):
-        where = decoder_only
-    parts.append(Part("MLM-pretrained encoders lose 1-1.5 nats", all_of(p.verdict for p in nats), _tally(nats))
-                 if nats else Part("MLM-pretrained encoders lose 1-1.5 nats", NOT_READ, "no MLM-pretrained encoder"))
-    electra = [m for m, t in objectives if "electra" in m.lower() and t == "mlm"]
-    parts.append(Part("ELECTRA", NOT_READ, "ELECTRA's MLM was run: read it in notebook 07's figure" if electra
-                      else "no ELECTRA model run"))
-    if others:
-        parts.append(Part(f"MLM probes of {', '.join(others)}", NOT_READ, "not pretrained with MLM"))
+    if not run.decoders:
+        parts.append(_tally("MLM-pretrained encoders lose 1-1.5 nats", nats, none="no MLM-pretrained encoder"))
+        electra = [m for m, t in objectives if "electra" in m.lower() and t == "mlm"]
+        parts.append(_unread("ELECTRA", "ELECTRA's MLM was run: read it in notebook 07's figure" if electra
+                             else "no ELECTRA model run"))
+        if others:
+            parts.append(_unread(f"MLM probes of {', '.join(others)}", "not pretrained with MLM"))
     return _reading(*where, parts)
+
+
+# Where a claim read on the causal LMs is seen: notebook 08 and its figures.
+DECODER_EVIDENCE = {"fig2_half": "figures/decoder_objective_vs_probes.png",
+                    "fig2_all": "figures/decoder_objective_vs_probes.png",
+                    "fig5": "figures/decoder_lm_selection.png",
+                    "fig6": "figures/decoder_objective_vs_probes.png"}
+DECODER_NOTEBOOK = "08_decoders"
 
 
 # ---- reading a run ----------------------------------------------------------------------------------------------
 
 def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None = None,
                 learns: pd.DataFrame | None = None, *, out_dir: str | Path | None = None,
-                stability: pd.DataFrame | None = None) -> list[ClaimReading]:
-    """Every claim of `papa.paper.paper_numbers.CLAIMS`, in the paper's order, read on `results` (rows of a results
-    table, `papa.runs.results.ResultsTable.read`) and `patterns` (task -> `papa.paper.patterns.head_patterns`).
+                stability: pd.DataFrame | None = None, chance: pd.DataFrame | None = None,
+                intervals: dict[str, pd.DataFrame] | None = None) -> list[ClaimReading]:
+    """Every claim of `papa.paper.paper_numbers.CLAIMS`, in the paper's order, read on the encoders' rows of
+    `results` (a results table, `papa.runs.results.ResultsTable.read`), with the causal LMs' rows read apart as each
+    claim's `decoder` line; Fig. 4 described from `patterns` (task -> `papa.paper.patterns.head_patterns`) and
+    `intervals` (task -> `papa.paper.pattern_intervals.pattern_share_intervals`).
 
     With `learns` (`papa.paper.sections.probes_learn`), tasks whose probe does not beat its majority baseline are
     left out: whatever the attention, such a probe cannot tell one attention matrix from another. With `out_dir`,
-    runs' stored predictions add the evaluation set's uncertainty; with `stability` (model, task, spearman), λ rankings
-    whose seeds disagree are not read."""
+    runs' stored predictions add the evaluation set's uncertainty. A λ ranking is read only where `stability`
+    (model, task, spearman) has its row at ρ ≥ `STABLE_RHO`; `chance` (model, task, chance) puts drops on a scale
+    from chance."""
     results, _ = split_learning(results, learns)
-    run = _Run(results, out_dir, stability)
-    readings = [_fig2_half(run), _fig2_all(run), _fig3(run), *_pattern_readings(patterns or {}), _table1(run),
-                _table2(run), _fig5(run), _fig6(run)]
+    decoders = decoder_models(results) if len(results) else set()
+    is_decoder = results["model"].isin(decoders)
+    encoder_run = _Run(results[~is_decoder], out_dir, stability, chance)
+    decoder_run = _Run(results[is_decoder], out_dir, stability, chance, decoders=True)
+    readers = {"fig2_half": _fig2_half, "fig2_all": _fig2_all, "fig3": _fig3, "table1": _table1,
+               "table2": _table2, "fig5": _fig5, "fig6": _fig6}
+    readings = _pattern_readings(patterns or {}, intervals or {})
+    for claim, read in readers.items():
+        reading = read(encoder_run)
+        if decoders:
+            theirs = read(decoder_run)
+            if theirs.ran:
+                reading = replace(reading, decoder=replace(theirs, notebook=DECODER_NOTEBOOK,
+                                                           evidence=DECODER_EVIDENCE.get(claim, theirs.evidence)))
+        readings.append(reading)
     order = list(CLAIMS)
     return sorted(readings, key=lambda r: order.index(r.claim))
 
 
+def read_tables(out_dir: str | Path, names: Sequence[str]) -> pd.DataFrame | None:
+    """The tables `names` under ``<out_dir>/tables/`` that the run wrote, together (None: none)."""
+    tables = [pd.read_csv(path) for name in names if (path := Path(out_dir) / "tables" / f"{name}.csv").is_file()]
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
 def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str | None = None,
                dtype: str | None = None, probe_inputs: str | None = None) -> list[ClaimReading]:
-    """`read_claims` on a run's output folder (``results.csv``, ``tables/fig4_patterns_<task>.csv``, stored
-    predictions, the λ rankings' stability table), keeping the rows of `profile`, `layout` and `dtype` when given (a
-    folder may hold several runs' rows), and those whose probe read its inputs as `probe_inputs` (None: as each
-    model's grids do by default, `papa.probing.standardize.probe_inputs_for`)."""
+    """`read_claims` on a run's output folder (``results.csv``, ``tables/fig4_patterns_<task>.csv`` and
+    ``fig4_pattern_intervals_<task>.csv``, stored predictions, the λ rankings' stability tables, the chance levels),
+    keeping the rows of `profile`, `layout` and `dtype` when given (a folder may hold several runs' rows), and those
+    whose probe read its inputs as `probe_inputs` (None: as each model's grids do by default,
+    `papa.probing.standardize.probe_inputs_for`)."""
     from papa.runs.results import ResultsTable
 
     out = Path(out_dir)
@@ -538,20 +680,24 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
     results = results[_with_probe_inputs(results, probe_inputs)]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
                 for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
-    stability_path = out / "tables" / f"{RANKING_STABILITY_TABLE}.csv"
-    stability = pd.read_csv(stability_path) if stability_path.is_file() else None
-    return read_claims(results, patterns, read_learns(out), out_dir=out, stability=stability)
+    intervals = {path.stem.removeprefix("fig4_pattern_intervals_"): pd.read_csv(path, index_col=0)
+                 for path in sorted((out / "tables").glob("fig4_pattern_intervals_*.csv"))}
+    return read_claims(results, patterns, read_learns(out), out_dir=out,
+                       stability=read_tables(out, RANKING_STABILITY_TABLES), chance=read_tables(out, CHANCE_TABLES),
+                       intervals=intervals)
 
 
 def profile_claims(out_dir: str | Path, profile: str | Path,
                    notebooks: Collection[str] | None = None) -> list[ClaimReading]:
     """`run_claims` on the rows a run of `profile` (a name or a profile file) made in its layout at float32, the
-    precision the notebooks run at; only the claims of `notebooks` (names such as "02_main_results") when given."""
+    precision the notebooks run at; only the claims of `notebooks` (names such as "02_main_results") when given: a
+    claim whose decoder line notebook 08 computes belongs to it too."""
     from papa.runs.profiles import get_profile
 
     prof = get_profile(profile)
     readings = run_claims(out_dir, profile=prof.name, layout=prof.layout, dtype=DEFAULT_DTYPE)
-    return [r for r in readings if notebooks is None or r.notebook in notebooks]
+    return [r for r in readings if notebooks is None or r.notebook in notebooks
+            or (r.decoder is not None and r.decoder.notebook in notebooks)]
 
 
 #: Where the results of the CPU-scale run are, for a smoke run's readers.
@@ -620,13 +766,12 @@ def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
 
 
 def stability_note(out_dir: str | Path) -> str:
-    """One sentence on the run's λ rankings: each task's seed-to-seed Spearman's ρ from notebook 02's table and which
-    fall below `STABLE_RHO` (their λ-dependent parts are not read), or that the table is missing."""
-    path = Path(out_dir) / "tables" / f"{RANKING_STABILITY_TABLE}.csv"
-    if not path.is_file():
+    """One sentence on the run's λ rankings: each task's seed-to-seed Spearman's ρ from notebooks 02's and 08's tables
+    and which fall below `STABLE_RHO` (their λ-dependent parts are not read), or that no table was written."""
+    table = read_tables(out_dir, RANKING_STABILITY_TABLES)
+    if table is None:
         return ("The λ rankings' stability was not measured (no tables/ranking_stability.csv): the parts that rest on "
-                "them are read as the rankings are.")
-    table = pd.read_csv(path)
+                "them are not read.")
     many = table.model.nunique() > 1
     each = ", ".join(f"{_label(m, t, 2 if many else 1)} {rho:.2f}" for m, t, rho in
                      zip(table.model, table.task, table.spearman))
@@ -634,7 +779,8 @@ def stability_note(out_dir: str | Path) -> str:
              if not rho >= STABLE_RHO]
     tail = (f"; below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below
             else f", all at least {STABLE_RHO}.")
-    return f"λ rankings of two seeds agree at Spearman's ρ {each}{tail}"
+    return (f"λ rankings of two seeds agree at Spearman's ρ {each}{tail} A ranking without a second seed's is not "
+            "read.")
 
 
 def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
@@ -675,24 +821,29 @@ def learns_tables(out_dir: str | Path) -> list[str]:
 
 def read_learns(out_dir: str | Path) -> pd.DataFrame | None:
     """The run's `learns_tables`, together, or None."""
-    tables = [pd.read_csv(Path(out_dir) / path) for path in learns_tables(out_dir)]
-    return pd.concat(tables, ignore_index=True).set_index(["model", "task"]) if tables else None
+    table = read_tables(out_dir, LEARNS_TABLES)
+    return None if table is None else table.set_index(["model", "task"])
 
 
 def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:
     """Per claim: where in the paper, the verdict and the claim; its rule; then our numbers and the file to look at
-    (marked "not written" when the run did not write it). Lines are wrapped at `width`, never inside a path."""
+    (marked "not written" when the run did not write it), and the decoders' line where causal LMs ran. Lines are
+    wrapped at `width`, never inside a path."""
     lines = []
     for r in readings:
-        head = f"  {r.where:<8} {r.verdict:<14} "
-        indent = " " * len(head)
-        evidence = Path(out_dir) / r.evidence
-        missing = "" if evidence.is_file() or r.verdict == NOT_READ else " (not written)"
+        head = f"  {r.where:<8} {r.verdict_text:<14} "
+        indent = " " * 26
         lines.append(textwrap.fill(r.text, width=width, initial_indent=head, subsequent_indent=indent))
         if r.verdict != NOT_READ:
             lines.append(textwrap.fill(f"rule: {r.rule}", width=width, initial_indent=indent,
                                        subsequent_indent=indent + "      "))
-        lines.append(textwrap.fill(f"ours: {r.ours} -> {evidence}{missing}", width=width, initial_indent=indent,
-                                   subsequent_indent=indent + "      ", break_long_words=False,
-                                   break_on_hyphens=False))
+        for label, reading in (("ours", r), ("decoders", r.decoder)):
+            if reading is None:
+                continue
+            evidence = Path(out_dir) / reading.evidence
+            missing = "" if evidence.is_file() or reading.verdict == NOT_READ else " (not written)"
+            verdict = f"{reading.verdict_text}: " if label == "decoders" else ""
+            lines.append(textwrap.fill(f"{label}: {verdict}{reading.ours} -> {evidence}{missing}", width=width,
+                                       initial_indent=indent, subsequent_indent=indent + "      ",
+                                       break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)

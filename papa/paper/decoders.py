@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from papa.core.vocabulary import DECODER_LAYOUT
-from papa.paper.sections import split_learning
+from papa.paper.sections import OBJECTIVE_TASKS, split_learning
 
 #: The pretraining objective of a decoder (papa.tasks.registry), read beside its downstream probes.
 LM_TASK = "lm"
@@ -33,7 +33,8 @@ def relative_drops(curves: pd.DataFrame) -> pd.DataFrame:
 def objective_vs_probes(curves: pd.DataFrame, lm_task: str = LM_TASK,
                         learns: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per model: the relative drop of the LM objective and the mean relative drop of the downstream probes at
-    each fraction below 1, and whether the objective suffers more (the paper's MLM finding, Fig. 6).
+    each fraction below 1, and whether the objective suffers more (the paper's MLM finding, Fig. 6). `lm_task` may be
+    ``lm_probe`` (a probe trained for the next token); the other objectives are never counted among the probes.
 
     With `learns` (`papa.paper.sections.probes_learn`), probes that do not beat their majority baseline are left out
     of the mean (such a probe scores the same whatever the attention); ``probes_left_out`` names them."""
@@ -44,7 +45,8 @@ def objective_vs_probes(curves: pd.DataFrame, lm_task: str = LM_TASK,
     drops, left_out = split_learning(drops, learns)
     keys = ["model", "fraction_label"]
     lm = drops[drops.task == lm_task].groupby(keys, sort=False)["relative_drop"].mean()
-    probes = drops[drops.task != lm_task].groupby(keys, sort=False)["relative_drop"].mean()
+    # the downstream probes only: LM probe beside LM is the same objective read another way, not a downstream task
+    probes = drops[~drops.task.isin({*OBJECTIVE_TASKS, lm_task})].groupby(keys, sort=False)["relative_drop"].mean()
     table = pd.DataFrame({"lm_relative_drop": lm, "probes_mean_relative_drop": probes})
     table["objective_suffers_more"] = table["lm_relative_drop"] > table["probes_mean_relative_drop"]
     names = left_out.groupby(keys, sort=False)["task"].agg(lambda tasks: ", ".join(sorted(set(tasks))))

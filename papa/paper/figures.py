@@ -19,11 +19,9 @@ from matplotlib.figure import Figure
 
 from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PAPER_FRACTIONS
-from papa.paper.sections import short_model
+from papa.paper.sections import METRIC_NAMES, OBJECTIVE_TASKS, short_model
 
 FRACTION_ORDER = PAPER_FRACTIONS  # plotted from all heads input-dependent to none
-METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "matthews": "Matthews corr.", "seqeval_f1": "F1",
-                "neg_log_perplexity": "−log perplexity"}
 
 
 def _grid(n: int, ncols: int = 3, size: float = 3.4) -> tuple[plt.Figure, list[plt.Axes]]:
@@ -93,7 +91,7 @@ def relative_drop_curves(drops: pd.DataFrame, *, title: str = "") -> plt.Figure:
     for (model, task), group in drops.groupby(["model", "task"], sort=False):
         rows = group.assign(mean=group["relative_drop"] * 100, ci95=group["relative_ci95"] * 100)
         name = f"{short_model(model)} {task}" if several else task
-        _curve(ax, rows, labels, name, linewidth=2.5 if task == "lm" else 1.2)
+        _curve(ax, rows, labels, name, linewidth=2.5 if task in OBJECTIVE_TASKS else 1.2)  # objectives stand out
     _fraction_axis(ax, labels)
     ax.set_ylabel("share of the original score lost (%)")
     ax.legend(fontsize=8)

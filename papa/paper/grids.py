@@ -123,9 +123,11 @@ def mlm_electra(models: Sequence[str], downstream_task: str) -> dict[str, Grids]
 
 def decoders(model: str, tasks: Sequence[str], selections: Sequence[str],
              probe_inputs: str | None = None) -> dict[str, Grids]:
-    """Notebook 08: a causal LM's own LM objective under each selection method ("lm"), and downstream probes
-    ("probes", with `probe_inputs`: None = the decoder's default, standardized)."""
+    """Notebook 08: a causal LM's own LM objective under each selection method ("lm"), the LM objective scored by a
+    probe trained from scratch with every head input-dependent or none ("lm_probe": the paper's MLM probe, Fig. 6),
+    and downstream probes ("probes", with `probe_inputs`: None = the decoder's default, standardized)."""
     return {"lm": _grids(model, ["lm"], selections=list(selections)),
+            "lm_probe": _grids(model, ["lm_probe"], fractions=["1", "0"], probe_inputs=probe_inputs),
             "probes": _grids(model, tasks, probe_inputs=probe_inputs)}
 
 

@@ -51,41 +51,61 @@ def special_slots(tokenizer, max_length: int, *, pair: bool, model_type: str, la
 def head_patterns(constants: ConstantMatrices, special: Sequence[int]) -> pd.DataFrame:
     """One row per (layer, head): special_mass, diagonal_share, spread, first_mass, previous_share, and the booleans
     special / diagonal / sink / previous (module doc)."""
-    n = constants.max_length
     if constants.counts is None:
         raise InputError("pattern statistics need the observation counts: use average constants extracted by papa "
                          "(data-free kinds have no counts)")
+    table = head_patterns_of(constants.matrices[None], constants.counts[None], special)
+    return table.drop(columns="set")
+
+
+def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequence[int]) -> pd.DataFrame:
+    """`head_patterns` of S sets of average constants at once, given as their matrices [S, L, H, n, n] and counts
+    [S, n, n]: one row per (set, layer, head), the set's index in column ``set`` (e.g. the resamples of
+    `papa.paper.pattern_intervals`, which would spend most of their time in one call per set)."""
+    S, L, H, n, _ = matrices.shape
     bad = [s for s in special if not 0 <= s < n]
     if bad:
         raise InputError(f"special slots {bad} lie outside the constants' length {n}")
-    counts = constants.counts.to(torch.float64)
-    is_special = torch.zeros(n, dtype=torch.bool)
+    device = matrices.device
+    counts = counts.to(device, torch.float64)
+    is_special = torch.zeros(n, dtype=torch.bool, device=device)
     is_special[list(special)] = True
-    rows = (counts.diagonal() > 0) & ~is_special & ((counts > 0).sum(-1) >= 2)
-    if not rows.any():
+    seen = counts > 0                                               # [S, n, n]
+    kept = counts.diagonal(dim1=-2, dim2=-1)                        # [S, n]: how often each slot held a real token
+    rows = (kept > 0) & ~is_special & (seen.sum(-1) >= 2)
+    if not rows.any(-1).all():
         raise InputError("no content row was ever observed in these constants: the corpus held no real tokens")
-    weight = counts.diagonal()[rows]
-    weight = weight / weight.sum()
-    observed = counts[rows] > 0                                     # [R, n]
-    c = constants.matrices.to(torch.float64)[:, :, rows]            # [L, H, R, n]
+    # Every row and key that some set observed, the others left out: rows that are no set's row weigh 0 in every
+    # set, and keys that no set observed hold no mass. Within a set a row it did not keep weighs 0, so the sets need
+    # not share their rows.
+    slots = torch.arange(n, device=device)
+    query, key = slots[rows.any(0)], slots[seen.any(0).any(0)]
+    weight = torch.where(rows, kept, torch.zeros((), dtype=kept.dtype))[:, query]
+    weight = (weight / weight.sum(-1, keepdim=True))[:, None, None]  # [S, 1, 1, R]
+    observed = seen[:, query[:, None], key][:, None, None]          # [S, 1, 1, R, K]
+    c = matrices[:, :, :, query[:, None], key].to(torch.float64)
     c = torch.where(observed, c, torch.zeros((), dtype=c.dtype))
-    p = c / c.sum(-1, keepdim=True).clamp_min(1e-12)
-    special_mass = (p[..., is_special].sum(-1) * weight).sum(-1)
-    content = p.masked_fill(is_special, -1.0)                       # leave special keys out of the argmax
-    query = torch.arange(n)[rows]
-    strongest = content.argmax(-1)
+    # Sums over the keys as products with a vector: several times faster than .sum(-1) on CPU, and the resamples of
+    # papa.paper.pattern_intervals spend their time here.
+    ones = torch.ones(len(key), dtype=torch.float64, device=device)
+    p = c / (c @ ones).clamp_min(1e-12)[..., None]                  # [S, L, H, R, K]
+    special_mass = (p @ is_special[key].to(torch.float64) * weight).sum(-1)
+    first = p[..., 0] if key[0] == 0 else torch.zeros_like(p[..., 0])
+    first_mass = (first * weight).sum(-1)
+    entropy = -(torch.special.xlogy(p, p) @ ones)
+    keys = seen[:, query].sum(-1).clamp_min(2).to(torch.float64).log()[:, None, None]
+    spread = (entropy / keys * weight).sum(-1)
+    # the strongest non-special key (special keys left out of the argmax); c is not needed any more
+    content = c.index_fill_(-1, is_special[key].nonzero().flatten(), -1.0)
+    strongest = key[content.argmax(-1)]                             # [S, L, H, R]: the strongest key's slot
     local = ((strongest - query).abs() <= 1).to(torch.float64)
     diagonal_share = (local * weight).sum(-1)
     previous_share = ((strongest == query - 1).to(torch.float64) * weight).sum(-1)
-    first_mass = (p[..., 0] * weight).sum(-1)
-    entropy = -(p * p.clamp_min(1e-12).log()).sum(-1)
-    spread = (entropy / observed.sum(-1).clamp_min(2).log() * weight).sum(-1)
-    L, H = constants.num_layers, constants.num_heads
-    layer, head = torch.meshgrid(torch.arange(L), torch.arange(H), indexing="ij")
-    df = pd.DataFrame({"layer": layer.flatten().numpy(), "head": head.flatten().numpy(),
-                       "special_mass": special_mass.flatten().numpy(),
-                       "diagonal_share": diagonal_share.flatten().numpy(), "spread": spread.flatten().numpy(),
-                       "first_mass": first_mass.flatten().numpy(), "previous_share": previous_share.flatten().numpy()})
+    which, layer, head = torch.meshgrid(torch.arange(S), torch.arange(L), torch.arange(H), indexing="ij")
+    columns = {"set": which, "layer": layer, "head": head, "special_mass": special_mass,
+               "diagonal_share": diagonal_share, "spread": spread, "first_mass": first_mass,
+               "previous_share": previous_share}
+    df = pd.DataFrame({name: values.flatten().cpu().numpy() for name, values in columns.items()})
     df["special"] = df["special_mass"] >= SPECIAL_THRESHOLD
     df["diagonal"] = df["diagonal_share"] >= DIAGONAL_THRESHOLD
     df["sink"] = df["first_mass"] >= SINK_THRESHOLD
@@ -93,18 +113,20 @@ def head_patterns(constants: ConstantMatrices, special: Sequence[int]) -> pd.Dat
     return df
 
 
-def pattern_summary(patterns: pd.DataFrame) -> pd.Series:
+def pattern_summary(patterns: pd.DataFrame, by: str | None = None) -> pd.Series | pd.DataFrame:
     """Shares of heads that are diagonal, special, both, neither (Fig. 4's), sinks and previous-token heads (when the
-    table has them: tables saved before those criteria do not); and the median spread."""
-    shares = {
-        "heads": len(patterns),
-        "diagonal": patterns["diagonal"].mean(),
-        "special": patterns["special"].mean(),
-        "both": (patterns["diagonal"] & patterns["special"]).mean(),
-        "neither": (~patterns["diagonal"] & ~patterns["special"]).mean(),
-    }
-    shares.update({name: patterns[name].mean() for name in ("sink", "previous") if name in patterns})
-    return pd.Series({**shares, "median_spread": patterns["spread"].median()})
+    table has them: tables saved before those criteria do not); and the median spread. `by`: a column that splits
+    the table into sets of heads (``set`` of `head_patterns_of`): one row of shares per set."""
+    marked = patterns.assign(both=patterns["diagonal"] & patterns["special"],
+                             neither=~patterns["diagonal"] & ~patterns["special"])
+    groups = marked.groupby(marked[by] if by else pd.Series(0, index=marked.index), sort=True)
+    shares = {"heads": groups.size()}
+    shares.update({name: groups[name].mean()
+                   for name in ("diagonal", "special", "both", "neither", "sink", "previous") if name in marked})
+    table = pd.DataFrame({**shares, "median_spread": groups["spread"].median()})
+    if by:
+        return table
+    return table.iloc[0].rename(None)
 
 
 def representative_heads(patterns: pd.DataFrame, k: int = 6) -> list[tuple[int, int]]:

@@ -9,6 +9,7 @@ Conventions of the results table (see `papa.runs.experiment`): fraction 1 is rec
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,18 +20,38 @@ from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS, SELECTION_METHODS
 from papa.paper.grids import Grids
 from papa.runs.results import aggregate, relative_drop
+from papa.tasks.registry import TASKS
 
 # Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
 DOWNSTREAM_TASKS = PAPER_TASKS
+#: The pretraining-like objectives, whose targets are the vocabulary (MLM, a decoder's LM and LM probe), in registry
+#: order: scored by -log perplexity, never averaged with the downstream tasks.
+OBJECTIVE_TASKS = tuple(name for name, spec in TASKS.items() if spec.vocabulary_targets)
+#: The task columns of the tables, in order: the downstream tasks, then the objectives.
+TABLE_TASKS = (*DOWNSTREAM_TASKS, *OBJECTIVE_TASKS)
 _ORDER = {label: i for i, label in enumerate(PAPER_FRACTIONS)}
+#: How figures and pages name the tasks, the head orders and the metrics.
+TASK_NAMES = {"sst2": "SST-2", "cola": "CoLA", "pos": "POS", "ner": "NER", "mrpc": "MRPC", "mnli": "MNLI",
+              "mlm": "MLM", "lm": "LM", "lm_probe": "LM probe"}
+SELECTION_NAMES = {"lambda": "λ", "random": "random", "first_to_last": "first → last",
+                   "last_to_first": "last → first", "reversed_lambda": "reversed λ"}
+METRIC_NAMES = {"accuracy": "accuracy", "f1": "F1", "matthews_correlation": "MCC", "seqeval_f1": "F1 (seqeval)",
+                "neg_log_perplexity": "−log perplexity"}
 #: Names of the `probes_learn` tables under ``<out>/tables/``: notebook 02 writes the first (encoders), notebook 08
 #: the second (decoders); the claims read both.
 LEARNS_TABLE = "probes_vs_majority"
 DECODER_LEARNS_TABLE = "decoder_probes_vs_majority"
 LEARNS_TABLES = (LEARNS_TABLE, DECODER_LEARNS_TABLE)
-#: The table of the λ rankings' seed-to-seed agreement under ``<out>/tables/`` (`ranking_stability`; notebook 02
-#: writes it): the claims read a task's λ-dependent parts only where its rankings agree.
+#: The tables of the λ rankings' seed-to-seed agreement under ``<out>/tables/`` (`ranking_stability`): notebook 02
+#: writes the first (encoders), notebook 08 the second (decoders); the claims read a task's λ-dependent parts only
+#: where its rankings agree.
 RANKING_STABILITY_TABLE = "ranking_stability"
+DECODER_RANKING_STABILITY_TABLE = "decoder_ranking_stability"
+RANKING_STABILITY_TABLES = (RANKING_STABILITY_TABLE, DECODER_RANKING_STABILITY_TABLE)
+#: The table of each task's chance level on a model (`chance_levels`; notebook 08 writes it for its decoder): the
+#: claims put a drop on a scale from chance with it.
+DECODER_CHANCE_TABLE = "decoder_chance_levels"
+CHANCE_TABLES = (DECODER_CHANCE_TABLE,)
 #: The seeds whose λ rankings `ranking_stability` compares: the grids' own (0) and one more.
 STABILITY_SEEDS = (0, 1)
 
@@ -78,12 +99,14 @@ def selection_curves(results: pd.DataFrame, methods: Sequence[str], *, constants
     return pd.concat(frames, ignore_index=True)
 
 
-def performance_vs_drop(curves: pd.DataFrame, tasks: Sequence[str] = DOWNSTREAM_TASKS) -> pd.DataFrame:
+def performance_vs_drop(curves: pd.DataFrame, tasks: Sequence[str] = DOWNSTREAM_TASKS,
+                        learns: pd.DataFrame | None = None) -> pd.DataFrame:
     """Fig. 3: per model, the original performance averaged over tasks and the mean relative drop at fraction 0.
 
-    Only tasks present for the model at both fractions count; ``tasks`` lists how many were averaged.
+    Only tasks present for the model at both fractions count; ``tasks`` lists how many were averaged. With `learns`
+    (`probes_learn`), tasks whose probe does not beat its majority baseline are left out, as the claims leave them.
     """
-    agg = curves[curves.task.isin(tasks)]
+    agg, _ = split_learning(curves[curves.task.isin(tasks)], learns)
     drops = relative_drop(agg, 1, 0, match=("model", "task", "profile", "metric")).dropna(subset=["relative_drop"])
     if drops.empty:
         return pd.DataFrame(columns=["model", "original", "relative_drop", "max_relative_drop", "tasks"])
@@ -116,7 +139,7 @@ def training_sizes(results: pd.DataFrame) -> pd.DataFrame:
     extra = results["extra"].map(lambda text: json.loads(text) if isinstance(text, str) and text else {})
     sizes = results.assign(size=[f"{e.get('train_examples', '?')} × {e.get('epochs', '?')}" for e in extra])
     table = sizes.pivot_table(index="constants", columns="task", values="size", aggfunc="first")
-    return table[[t for t in (*DOWNSTREAM_TASKS, "mlm") if t in table.columns]].fillna("—")
+    return table[[t for t in TABLE_TASKS if t in table.columns]].fillna("—")
 
 
 def data_dependence_table(results: pd.DataFrame, other_corpus: str) -> pd.DataFrame:
@@ -132,7 +155,7 @@ def _pivot(agg: pd.DataFrame, row_key: str, row_order: Sequence[str]) -> pd.Data
     agg = agg.assign(model=agg.model.map(short_model), cell=[format_cell(m, c) for m, c in zip(agg["mean"],
                                                                                                  agg["ci95"])])
     table = agg.pivot_table(index=["model", row_key], columns="task", values="cell", aggfunc="first")
-    tasks = [t for t in (*DOWNSTREAM_TASKS, "mlm") if t in table.columns]
+    tasks = [t for t in TABLE_TASKS if t in table.columns]
     order = {k: i for i, k in enumerate(row_order)}
     table = table[tasks].reset_index()
     table = table.assign(_o=table[row_key].map(order)).sort_values(["model", "_o"]).drop(columns="_o")
@@ -195,6 +218,29 @@ def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | No
         rows.append(dict(task=task, metric=spec.metric, majority=majority_baseline(spec, train, evaluation),
                          train_examples=len(train), eval_examples=len(evaluation)))
     return pd.DataFrame(rows, columns=["task", "metric", "majority", "train_examples", "eval_examples"])
+
+
+def chance_levels(model: str, vocab_size: int, tasks: Sequence[str], *, profile: str,
+                  data_dir: str | None = None) -> pd.DataFrame:
+    """Per task: the score of a predictor that knows nothing of the input, in the task's metric: the majority class
+    of the training subset (`majority_baselines`) for a classification task, and for a task over the vocabulary
+    (LM, MLM) −log of the vocabulary's size (a uniform guess, in nats). One row per task, `model` named as result
+    rows name it."""
+    from papa.method.models import canonical_model_name
+    from papa.tasks.registry import get_task
+
+    baselines = majority_baselines(tasks, profile=profile, data_dir=data_dir).set_index("task")
+    model = canonical_model_name(model)
+    rows = []
+    for task in tasks:
+        spec = get_task(task)
+        if spec.num_labels:
+            rows.append(dict(model=model, task=task, metric=spec.metric, chance=float(baselines.loc[task, "majority"]),
+                             how="majority class of the training subset"))
+        else:
+            rows.append(dict(model=model, task=task, metric=spec.metric, chance=-math.log(vocab_size),
+                             how=f"uniform over the {vocab_size:,}-token vocabulary"))
+    return pd.DataFrame(rows, columns=["model", "task", "metric", "chance", "how"]).set_index(["model", "task"])
 
 
 def probes_learn(curves: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:

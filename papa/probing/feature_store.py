@@ -1,10 +1,10 @@
 """Where a frozen backbone's features are kept while a grid point's probes train on them.
 
 Only the positions a probe reads are kept: the real tokens of a sentence probe's inputs (it zeroes the pads before it
-pools), the labelled positions of a token, MLM or LM probe's (it classifies only those). They are kept in float32, as
-the backbone gave them, so a batch read back is bit for bit the padded batch the probe would have read, zeros in the
-positions it never reads. Kept flat, [kept positions, L+1, d], with each example's first row, they take a fraction
-of the padded size (SST-2's sentences fill about a fifth of its 64 slots).
+pools), the labelled positions of a token, MLM, LM or next-token probe's (it classifies only those). They are kept in
+float32, as the backbone gave them, so a batch read back is bit for bit the padded batch the probe would have read,
+zeros in the positions it never reads. Kept flat, [kept positions, L+1, d], with each example's first row, they take a
+fraction of the padded size (SST-2's sentences fill about a fifth of its 64 slots).
 
 Where they go is decided from their size before the first forward pass (`plan_store`), in this order:
 
@@ -45,8 +45,9 @@ STORED = FEATURE_STORES[:3]  # the placements that keep the features, in the ord
 
 
 def read_positions(kind: str, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """[N, n] bool: the positions a probe of `kind` reads, real tokens (sentence, pair) or labelled ones (token, mlm,
-    lm). The rest never reach the probe: the sentence probe zeroes pads, the others select labelled positions."""
+    """[N, n] bool: the positions a probe of `kind` reads, real tokens (sentence, pair) or labelled ones (the kinds
+    labelled slot by slot: token, mlm, lm, next_token). The rest never reach the probe: the sentence probe zeroes pads,
+    the others select labelled positions."""
     if kind in ("sentence", "pair"):
         return attention_mask.bool()
     return labels != IGNORE_INDEX

@@ -55,7 +55,8 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
     `papa.method.layout.encode`).
 
     Token tasks label one sub-token per word: an encoder's first (as the official code), a decoder's last, the
-    first slot of a causal model that has seen the whole word. LM labels each slot with the next real token.
+    first slot of a causal model that has seen the whole word. LM and LM probe (`TaskSpec.predicts_next_token`) label
+    each slot with the next real token.
     """
     if len(examples) == 0:
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
@@ -68,7 +69,7 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
         for i, (example, word_ids) in enumerate(zip(examples, batch.word_ids)):
             for slot in _labelled_slots(word_ids, last=decoder):
                 labels[i, slot] = example.label[word_ids[slot]]
-    elif spec.kind == "lm":
+    elif spec.predicts_next_token:
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type, causal=decoder)
         ids, real = batch.inputs["input_ids"], batch.inputs["attention_mask"].bool()

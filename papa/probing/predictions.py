@@ -6,8 +6,8 @@ that needs, in one of three forms by task kind:
 
 * sentence / pair: the predicted and the reference label of each example (accuracy, MCC, F1);
 * token: each sentence's predicted and reference label sequence, flattened, with per-sentence offsets (seqeval F1);
-* mlm / lm: each example's summed cross-entropy and its number of scored tokens (-log perplexity of the pooled
-  tokens, as `papa.probing.training.evaluate_probe` computes it over the whole set).
+* mlm / lm / next_token (`VOCABULARY_KINDS`): each example's summed cross-entropy and its number of scored tokens
+  (-log perplexity of the pooled tokens, as `papa.probing.training.evaluate_probe` computes it over the whole set).
 
 `metric_on` recomputes the metric on any list of example indices (repeats allowed) with `compute_metric` itself,
 so on all examples it gives `evaluate_probe`'s value (exactly for the label forms; for the loss form up to float
@@ -32,13 +32,13 @@ from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import CorruptArtifactError, InputError
 from papa.tasks.metrics import METRICS, UnknownMetricError, compute_metric
 from papa.tasks.metric_statistics import per_example_statistics
-from papa.tasks.registry import TASKS, TaskSpec
+from papa.tasks.registry import TASKS, VOCABULARY_KINDS, TaskSpec
 
 PREDICTIONS_FORMAT_VERSION = 1
 PREDICTIONS_HEADER_KEY = "papa_predictions"
 
 # Which arrays each task kind keeps, and which metrics read each form.
-_FORMS = {"sentence": "labels", "pair": "labels", "token": "sequences", "mlm": "losses", "lm": "losses"}
+_FORMS = {"sentence": "labels", "pair": "labels", "token": "sequences", **dict.fromkeys(VOCABULARY_KINDS, "losses")}
 _METRIC_FORMS = {"accuracy": "labels", "matthews_correlation": "labels", "f1": "labels",
                  "seqeval_f1": "sequences", "neg_log_perplexity": "losses"}
 _ARRAYS = {"labels": ("predicted", "reference"), "sequences": ("predicted", "reference", "offsets"),
@@ -93,7 +93,7 @@ class EvalPredictions:
 
     @classmethod
     def from_losses(cls, kind: str, loss: Sequence[float], tokens: Sequence[int]) -> "EvalPredictions":
-        """Each example's summed cross-entropy and number of scored tokens (mlm and lm kinds)."""
+        """Each example's summed cross-entropy and number of scored tokens (the `VOCABULARY_KINDS`)."""
         return cls(kind, loss=np.asarray(loss, dtype=np.float64), tokens=np.asarray(tokens))
 
     @property

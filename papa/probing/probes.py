@@ -8,9 +8,10 @@ final [SEP] in the last slot), so a token position means the same thing in every
 * :class:`SentenceProbe` (CoLA, SST-2, MRPC, MNLI): per layer, a learned weighting over token
   positions (not attention: it does not depend on the input) pools the n vectors into one;
   the L+1 pooled vectors are concatenated and fed to a 2-layer MLP.
-* :class:`TokenProbe` (NER, POS, MLM): each token's L+1 vectors are concatenated and fed to a
+* :class:`TokenProbe` (NER, POS, MLM, LM probe): each token's L+1 vectors are concatenated and fed to a
   2-layer MLP. For MLM the output layer is vocabulary-sized (:func:`mlm_probe`), so the probe
-  is the decoder and the model's own MLM head (if any) is not used.
+  is the decoder and the model's own MLM head (if any) is not used; a causal LM's next-token probe
+  (task ``lm_probe``) is the same probe, trained on next-token labels.
 * :class:`LMHeadProbe` (LM, decoders only): not a probe at all but the causal LM's own output head, frozen,
   applied to the last hidden state: nothing is trained, the pretraining objective is scored as it is.
 
@@ -33,6 +34,8 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from papa.tasks.registry import POSITION_KINDS
 
 __all__ = ["LMHeadProbe", "SentenceProbe", "TokenProbe", "mlm_probe", "probe_loss", "IGNORE_INDEX"]
 
@@ -276,22 +279,23 @@ class LMHeadProbe(nn.Module):
 
 
 def probe_loss(
-    task_kind: Literal["sentence", "token", "mlm", "lm"],
+    task_kind: Literal["sentence", "token", "mlm", "lm", "next_token"],
     logits: torch.Tensor,
     labels: torch.Tensor,
 ) -> torch.Tensor:
     """Cross-entropy for a probe's logits.
 
-    ``"sentence"``: logits [batch, C], labels [batch]. ``"token"`` / ``"mlm"`` / ``"lm"``: logits [..., C]
-    and labels [...] of matching leading shape (e.g. [batch, n], or [k] after ``select``);
-    positions labelled -100 are ignored, and the mean is over labelled positions (0, not NaN,
-    when a batch has none, which can happen with MLM masking of short inputs).
+    ``"sentence"``: logits [batch, C], labels [batch]. The kinds labelled slot by slot (`POSITION_KINDS`: ``"token"``,
+    ``"mlm"``, ``"lm"``, ``"next_token"``): logits [..., C] and labels [...] of matching leading shape (e.g.
+    [batch, n], or [k] after ``select``); positions labelled -100 are ignored, and the mean is over labelled
+    positions (0, not NaN, when a batch has none, which can happen with MLM masking of short inputs).
     """
     if task_kind == "sentence":
         return F.cross_entropy(logits, labels)
-    if task_kind in ("token", "mlm", "lm"):
+    if task_kind in POSITION_KINDS:
         flat_logits = logits.reshape(-1, logits.shape[-1])
         flat_labels = labels.reshape(-1)
         total = F.cross_entropy(flat_logits, flat_labels, ignore_index=IGNORE_INDEX, reduction="sum")
         return total / (flat_labels != IGNORE_INDEX).sum().clamp(min=1)
-    raise ValueError(f"task_kind must be 'sentence', 'token', 'mlm' or 'lm', got {task_kind!r}")
+    raise ValueError(f"task_kind must be 'sentence' or one of {', '.join(map(repr, POSITION_KINDS))}, got "
+                     f"{task_kind!r}")

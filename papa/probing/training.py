@@ -18,7 +18,7 @@ from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
 from papa.probing.probes import IGNORE_INDEX, LMHeadProbe, SentenceProbe, TokenProbe, mlm_probe, probe_loss
 from papa.tasks.metrics import compute_metric
-from papa.tasks.registry import TaskSpec
+from papa.tasks.registry import POSITION_KINDS, TaskSpec
 
 
 @dataclass(frozen=True)
@@ -42,14 +42,14 @@ def make_probe(spec: TaskSpec, model, max_length: int, vocab_size: int | None = 
         return SentenceProbe(layers, d, max_length, spec.num_labels)
     if spec.kind == "token":
         return TokenProbe(layers, d, spec.num_labels)
-    if spec.kind == "mlm":
-        return mlm_probe(layers, d, vocab_size or model.config.vocab_size)
     if spec.kind == "lm":
         head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         if head is None:
             raise InputError(f"task {spec.name!r} scores a causal LM with its own LM head, and this model has none: "
                              "load it with papa.load_model (which loads decoders with their head)")
         return LMHeadProbe(head)
+    if spec.vocabulary_targets:  # MLM and LM probe: a vocabulary-sized decoder trained from scratch on every layer
+        return mlm_probe(layers, d, vocab_size or model.config.vocab_size)
     raise ValueError(f"task {spec.name!r} has unknown kind {spec.kind!r}")
 
 
@@ -61,7 +61,7 @@ def _forward(probe: nn.Module, kind: str, feats, mask, labels):
     """(logits, labels) aligned for the loss. Token-level kinds classify only the positions that have a target:
     the others' logits would be ignored by the loss and the metric, and computing them is most of a token probe's
     time (one labelled sub-token per word, a few per 128 slots)."""
-    if kind in ("token", "mlm", "lm"):
+    if kind in POSITION_KINDS:
         select = labels != IGNORE_INDEX
         return probe(feats, mask, select=select), labels[select]
     return probe(feats, mask), labels
@@ -201,7 +201,7 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
     outcome as `EvalPredictions`), from which `papa.probing.predictions.metric_on` recomputes the metric on any
     resample of the examples. The metric is the same either way."""
     probe.eval()
-    if spec.kind == "lm":  # every position gets vocabulary-sized logits: batches of the task's own size
+    if spec.predicts_next_token:  # every real position gets vocabulary-sized logits: batches of the task's own size
         batch_size = min(batch_size, spec.hparams.batch_size)
     preds, refs = [], []
     total_loss, total_tokens = 0.0, 0
@@ -211,7 +211,7 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
         idx = torch.arange(start, min(start + batch_size, n))
         feats, mask, labels = source(idx)
         logits, targets = _forward(probe, spec.kind, feats, mask, labels)
-        if spec.kind in ("mlm", "lm"):
+        if spec.vocabulary_targets:
             if return_predictions:
                 batch_loss, loss, tokens = _example_losses(logits, targets, labels)
                 total_loss += batch_loss
@@ -227,13 +227,13 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
         else:
             preds.extend(logits.argmax(-1).cpu().tolist())
             refs.extend(targets.cpu().tolist())
-    if spec.kind in ("mlm", "lm"):
+    if spec.vocabulary_targets:
         value = compute_metric(spec.metric, total_loss / max(total_tokens, 1), None)
     else:
         value = compute_metric(spec.metric, preds, refs, label_names=spec.label_names)
     if not return_predictions:
         return value
-    if spec.kind in ("mlm", "lm"):
+    if spec.vocabulary_targets:
         predictions = EvalPredictions.from_losses(spec.kind, torch.cat(example_losses).numpy(),
                                                   torch.cat(example_tokens).numpy())
     elif spec.kind == "token":

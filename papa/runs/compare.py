@@ -105,13 +105,13 @@ def compare(results: pd.DataFrame, column: str, reference: str, other: str, *, o
 
 def detectable(e: Estimate, power: float = 0.8, level: float = 0.95) -> float:
     """The smallest true difference a comparison with `e`'s standard error and seeds finds with probability `power`
-    at `level` (two-sided t test): (t_{1-α/2} + t_{power}) · se. NaN with one seed."""
+    at `level` (two-sided t test with the interval's degrees of freedom, `Estimate.df`): (t_{1-α/2} + t_{power}) · se.
+    NaN with one seed."""
     from scipy import stats
 
     if e.seeds < 2 or not np.isfinite(e.se):
         return float("nan")
-    df = e.seeds - 1
-    return float((stats.t.ppf(0.5 + level / 2, df) + stats.t.ppf(power, df)) * e.se)
+    return float((stats.t.ppf(0.5 + level / 2, e.df) + stats.t.ppf(power, e.df)) * e.se)
 
 
 def comparison_text(table: pd.DataFrame, digits: int = 3, keys: Sequence[str] = ("task", "fraction_label")) -> str:

@@ -39,6 +39,15 @@ class ConstantsSource:
         """The corpus as the constants record it (``sst2:train[:96]``)."""
         return corpus_name(self.corpus_task, "train", self.limit, self.sample)
 
+    @property
+    def token_task(self) -> bool:
+        """Whether the corpus is encoded with the token-task rule (a token-level task's: `papa.method.layout`)."""
+        return get_task(self.corpus_task).token_level
+
+    def load(self, data_dir: Path | str | None = None) -> Corpus:
+        """The corpus's texts, in the order they are averaged (`data_dir` None: $PAPA_DATA_DIR, else the hub)."""
+        return task_corpus(self.corpus_task, "train", data_dir=data_dir, limit=self.limit, sample=self.sample)
+
 
 def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
     """`constants` whose metadata also names the dtype the model ran in while they were averaged (appended to their
@@ -67,9 +76,8 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=source.max_length, layout=source.layout)
         return constants
-    corpus = task_corpus(source.corpus_task, "train", data_dir=data_dir, limit=source.limit, sample=source.sample)
-    constants = record_dtype(_extract(model, tokenizer, corpus, max_length=source.max_length, layout=source.layout,
-                                      token_task=get_task(source.corpus_task).token_level,
+    constants = record_dtype(_extract(model, tokenizer, source.load(data_dir), max_length=source.max_length,
+                                      layout=source.layout, token_task=source.token_task,
                                       model_name=signature.model_name, progress=progress), dtype)
     if distributed.is_main():
         constants.save(path.with_name(names[0]))

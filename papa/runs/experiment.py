@@ -59,6 +59,7 @@ from papa.runs.names import existing_file, ranking_filenames
 from papa.runs.predictions_store import save_run_predictions
 from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
+from papa.tasks.corpus import Corpus
 from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
 from papa.method.rankings import HeadRanking, load_ranking
 from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, fraction_label, num_input_dependent, replaced_heads,
@@ -271,6 +272,18 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
                                              force=cfg.force, progress=progress)
     write_phase_times(cfg.out_dir)
     return constants, loaded, tokenizer
+
+
+def task_constants_corpus(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", corpus: str = "task",
+                          data_dir: str | None = None, layout: str | None = None) -> tuple[ConstantsSource, Corpus]:
+    """What the average constants of `task_constants` (same arguments) are averaged over: their source (length,
+    layout, corpus task, its token rule) and the corpus's texts in order, for work that reads that corpus again
+    (`papa.paper.pattern_intervals`). A decoder is known by its config on this machine (there once
+    `task_constants` has loaded it)."""
+    cfg, prof, spec = _resolve(GridConfig(task=task, model=model, profile=profile, constants_corpus=corpus,
+                                          data_dir=data_dir, layout=layout))
+    source = constants_source(cfg, prof, spec)
+    return source, source.load(resolve_data_dir(cfg.data_dir))
 
 
 def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:

@@ -209,7 +209,8 @@ PROFILES: dict[str, Profile] = {
     # runs, nothing more; the notebooks say so first where they print claims (papa.paper.claims.smoke_run_note).
     "quick": Profile("quick", train_limit=16, eval_limit=16, corpus_limit=16, rank_limit=16, rank_epochs=1,
                      epochs=1, seeds=(0, 1), trainable_limit=16, trainable_epochs=1,
-                     tasks={"lm": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8}},
+                     tasks={"lm": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8},
+                            "lm_probe": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8}},
                      look_limit=500, timing_repeats=1),
     # The paper's protocol cut to about 100 minutes of estimated grid work on 2 CPU cores for notebooks 01-07 on the
     # offline model (about 2.5 h measured, notebooks included; README "Results"; the arithmetic is in
@@ -224,14 +225,19 @@ PROFILES: dict[str, Profile] = {
     # majority class at every size (the curve below), so no claim reads its ranking; MLM and LM: Table 3's.
     # Table 1's trained constants, which run the backbone forward and backward every step, train on 200 examples
     # for 1 epoch (a check that the runs work; the claims do not read them at this size). SST-2 and the LM task
-    # also size notebook 08's decoder (SmolLM2), whose backbone costs about 8x MiniLM's per example.
+    # also size notebook 08's decoder (SmolLM2), whose backbone costs about 8x MiniLM's per example. LM probe trains
+    # a vocabulary-sized probe (SmolLM2's 49,152 tokens over its 31 hidden states: ~0.23 GFLOP per trained position,
+    # forward and backward, on 2 cores the bulk of its cost) on 60 paragraphs: 5,973 next-token targets in this draw,
+    # about as many as the 5,508 masked targets (15%) of MLM's 400 paragraphs on MiniLM. Its stored features are all
+    # 31 layers at every target: ~0.4 GiB for training, ~1.1 GiB for its 200 evaluation paragraphs (16,680 targets).
     "cpu": Profile("cpu", train_limit=2000, eval_limit=None, corpus_limit=1000, rank_limit=1000, rank_epochs=None,
                    epochs=None, seeds=(0, 1, 2, 3, 4), sample="random", trainable_limit=200, trainable_epochs=1,
                    tasks={"cola": {"train_limit": 3000}, "mrpc": {"train_limit": 500, "rank_epochs": 1},
                           "ner": {"train_limit": 1000, "eval_limit": 500, "rank_epochs": 2},
                           "pos": {"train_limit": 1000, "eval_limit": 500, "rank_epochs": 1},
                           "mlm": {"train_limit": 400, "eval_limit": 400, "rank_limit": 400},
-                          "lm": {"eval_limit": 200, "corpus_limit": 500, "rank_limit": 200}},
+                          "lm": {"eval_limit": 200, "corpus_limit": 500, "rank_limit": 200},
+                          "lm_probe": {"train_limit": 60, "eval_limit": 200, "corpus_limit": 500, "rank_limit": 60}},
                    # MRPC's probe stays at the majority class even on the whole training set: the curve shows it
                    curves={"mrpc": (250, 1000, None)}),
     "full": Profile("full", train_limit=None, eval_limit=None, corpus_limit=None, rank_limit=None, rank_epochs=None,

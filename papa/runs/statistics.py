@@ -11,16 +11,23 @@ function of each setting's mean over seeds; its uncertainty has two parts, added
   (`resample_weights`), from each run's per-example statistics (`papa.tasks.metric_statistics`); runs recorded
   without their predictions have none, and `Estimate.examples` says so.
 
-The interval is value ± t(k−1) · sqrt(se_seeds² + se_examples²) at `LEVEL`. A claim's part is then read with one rule
-(`at_most`, `at_least`, `within`): it **holds** when the whole interval lies on the claim's side of its bound,
-**does not hold** when the whole interval lies on the other side, and is **inconclusive** when the interval
-straddles the bound. For "within a margin" this is two one-sided tests (TOST) at (1 − LEVEL) / 2 each.
+The interval is value ± t(ν) · sqrt(se_seeds² + se_examples²) at `LEVEL`, with ν the Welch–Satterthwaite degrees of
+freedom of that sum: k − 1 for the seeds' part, R − 1 for the bootstrap's over R resamples. When the evaluation set's
+part dominates (CoLA's 1,043 sentences against 5 seeds), ν is large and t near the normal's 1.96; with t(k − 1) =
+2.78 such an interval was about 1.4× too wide.
+
+A claim's part is then read with one rule (`above`, `at_most`, `at_least`, `within`), which returns a `Outcome`: it
+**holds** when the whole interval lies on the claim's side of its bound, **does not hold** when the whole interval
+lies on the other side, and is **inconclusive** when the interval straddles the bound; for "within a margin" this
+is two one-sided tests (TOST). Each side is a one-sided test at `ALPHA` = (1 − LEVEL) / 2, and the `Outcome` keeps the
+p-value of each (`p_holds`, `p_fails`), so that claims made of many comparisons can be corrected for multiplicity
+(`all_of`, `any_of`: Holm's step-down procedure on the side where any one comparison decides).
 """
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,10 +36,17 @@ from scipy import stats as _scipy_stats
 from papa.tasks.metric_statistics import metric_on_resamples
 
 LEVEL = 0.95
+#: Each one-sided test's level: a part holds when its two-sided `LEVEL` interval lies on the claim's side.
+ALPHA = (1 - LEVEL) / 2
 RESAMPLES = 1000
 HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_READ = "holds", "does not hold", "inconclusive", "not read"
-#: A claim's verdicts: its three readings, and "not read" where the run has nothing to read it on.
-VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_READ)
+#: A claim whose read parts all hold while others could not be read: never "holds".
+PARTLY_READ = "partly read"
+#: A reading that describes (a share with its interval) and tests nothing.
+DESCRIPTIVE = "descriptive"
+#: A claim's verdicts: its three readings, "partly read", "not read" where the run has nothing to read it on, and
+#: "descriptive" where the claim is described rather than tested.
+VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, PARTLY_READ, NOT_READ, DESCRIPTIVE)
 
 
 def resample_weights(n: int, resamples: int = RESAMPLES, *, key: str = "") -> np.ndarray:
@@ -97,20 +111,52 @@ class Estimate:
     se_examples: float     # 0.0 when the evaluation examples were not resampled
     seeds: int
     examples: bool         # whether the evaluation examples' uncertainty is in the interval
+    resamples: int = RESAMPLES       # bootstrap resamples behind se_examples
+    df_seeds: float | None = None    # degrees of freedom of se_seeds (None: seeds − 1)
 
     @property
     def se(self) -> float:
         return math.sqrt(self.se_seeds ** 2 + self.se_examples ** 2)
 
+    @property
+    def df(self) -> float:
+        """Welch–Satterthwaite degrees of freedom of `se`: se⁴ / (se_seeds⁴ / ν_seeds + se_examples⁴ / (R − 1))."""
+        seeds = self.seeds - 1 if self.df_seeds is None else self.df_seeds
+        if not self.se_examples or not math.isfinite(self.se_examples):
+            return seeds
+        if not self.se_seeds:  # the seeds agree exactly: the bootstrap's alone
+            return max(self.resamples - 1, 1)
+        parts = self.se_seeds ** 4 / seeds + self.se_examples ** 4 / max(self.resamples - 1, 1)
+        return self.se ** 4 / parts
+
+    def _has_interval(self) -> bool:
+        # seeds that agree exactly (a model scored without training a probe) say nothing of the evaluation set's own
+        # uncertainty: without resamples there is no interval
+        return self.seeds >= 2 and math.isfinite(self.se) and not (self.se == 0 and not self.examples)
+
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
         """The two-sided interval at `level`; NaN ends (no interval) with one seed, or with seeds that agree exactly
         and no resamples of the evaluation examples."""
-        if self.seeds < 2 or not math.isfinite(self.se) or (self.se == 0 and not self.examples):
-            # seeds that agree exactly (a model scored without training a probe) say nothing of the evaluation
-            # set's own uncertainty: without resamples there is no interval
+        if not self._has_interval():
             return (math.nan, math.nan)
-        half = _scipy_stats.t.ppf(0.5 + level / 2, self.seeds - 1) * self.se
+        half = _scipy_stats.t.ppf(0.5 + level / 2, self.df) * self.se
         return (self.value - half, self.value + half)
+
+    def p_above(self, bound: float) -> float:
+        """One-sided p-value of "the quantity is above `bound`" (small: it is); NaN without an interval."""
+        if not self._has_interval():
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.value > bound else 1.0
+        return float(_scipy_stats.t.sf((self.value - bound) / self.se, self.df))
+
+    def p_below(self, bound: float) -> float:
+        """One-sided p-value of "the quantity is below `bound`" (small: it is); NaN without an interval."""
+        if not self._has_interval():
+            return math.nan
+        if self.se == 0:
+            return 0.0 if self.value < bound else 1.0
+        return float(_scipy_stats.t.cdf((self.value - bound) / self.se, self.df))
 
     def text(self, digits: int = 3, *, percent: bool = False, level: float = LEVEL) -> str:
         """e.g. ``-0.027 [-0.043, -0.011]`` or ``12.3% [4.0%, 20.6%]``."""
@@ -143,12 +189,29 @@ def estimate(quantity: Callable[..., np.ndarray | float], *settings: Scores) -> 
     else:
         se_seeds = math.nan
     examples = all(s.resampled is not None for s in settings)
-    se_examples = 0.0
+    se_examples, resamples = 0.0, 0
     if examples:
         replicated = np.asarray(quantity(*(s.resampled.mean(axis=0) for s in settings)), dtype=np.float64)
         replicated = replicated[np.isfinite(replicated)]
-        se_examples = float(replicated.std(ddof=1)) if len(replicated) > 1 else math.nan
-    return Estimate(value, se_seeds, se_examples, k, examples)
+        resamples = len(replicated)
+        se_examples = float(replicated.std(ddof=1)) if resamples > 1 else math.nan
+    return Estimate(value, se_seeds, se_examples, k, examples, resamples)
+
+
+def mean_of(estimates: Sequence[Estimate]) -> Estimate:
+    """The mean of independent estimates (e.g. one per model): their variances add, and the seeds' degrees of
+    freedom are the Welch–Satterthwaite ones of that sum."""
+    if not estimates:
+        raise ValueError("give at least one estimate")
+    k = len(estimates)
+    se_seeds = math.sqrt(sum(e.se_seeds ** 2 for e in estimates)) / k
+    parts = sum((e.se_seeds / k) ** 4 / (e.seeds - 1 if e.df_seeds is None else e.df_seeds) for e in estimates
+                if e.seeds > 1)
+    df_seeds = se_seeds ** 4 / parts if parts > 0 else min(e.seeds for e in estimates) - 1
+    return Estimate(value=sum(e.value for e in estimates) / k, se_seeds=se_seeds,
+                    se_examples=math.sqrt(sum(e.se_examples ** 2 for e in estimates)) / k,
+                    seeds=min(e.seeds for e in estimates), examples=all(e.examples for e in estimates),
+                    resamples=min(e.resamples for e in estimates), df_seeds=df_seeds)
 
 
 def difference(reference: Scores, other: Scores) -> Estimate:
@@ -161,57 +224,140 @@ def relative_drop(original: Scores, replaced: Scores) -> Estimate:
     return estimate(lambda o, r: (o - r) / np.abs(o), original, replaced)
 
 
+#: Below this many points, Spearman's ρ is tested exactly over every permutation (10! = 3.6 million above it).
+EXACT_SPEARMAN_BELOW = 10
+
+
+def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    """Spearman's ρ of `x` and `y` with its one-sided p-values (ρ > 0, ρ < 0): exact, over every permutation of
+    `y`'s ranks, for fewer than `EXACT_SPEARMAN_BELOW` points (three perfectly ranked points give 1/6, where the
+    normal approximation gives 0); scipy's t approximation above."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    n = len(x)
+    if n != len(y) or n < 3:
+        raise ValueError(f"Spearman's ρ needs at least 3 pairs of equal length, got {len(x)} and {len(y)}")
+    rx, ry = _scipy_stats.rankdata(x), _scipy_stats.rankdata(y)
+    rho = float(np.corrcoef(rx, ry)[0, 1]) if rx.std() and ry.std() else math.nan
+    if not math.isfinite(rho):
+        return rho, math.nan, math.nan
+    if n >= EXACT_SPEARMAN_BELOW:
+        return (rho, float(_scipy_stats.spearmanr(x, y, alternative="greater").pvalue),
+                float(_scipy_stats.spearmanr(x, y, alternative="less").pvalue))
+    from itertools import permutations
+
+    every = np.array(list(permutations(ry)))  # [n!, n]
+    centred = rx - rx.mean()
+    rhos = (every - ry.mean()) @ centred / (np.linalg.norm(centred) * np.linalg.norm(ry - ry.mean()))
+    tol = 1e-12  # permutations tying the observed ρ count as at least as extreme
+    return rho, float(np.mean(rhos >= rho - tol)), float(np.mean(rhos <= rho + tol))
+
+
 # ---- reading a claim's part ---------------------------------------------------------------------------------------
 
-def at_most(e: Estimate, bound: float, level: float = LEVEL) -> str:
+@dataclass(frozen=True)
+class Outcome:
+    """A part read by one rule: its verdict, and the one-sided p-values of its two sides (NaN: no interval)."""
+
+    verdict: str
+    p_holds: float = math.nan   # of "the claim's side": small when the part holds
+    p_fails: float = math.nan   # of "the other side": small when it does not hold
+
+
+def _test(p_holds: float, p_fails: float, alpha: float) -> Outcome:
+    if not (math.isfinite(p_holds) and math.isfinite(p_fails)):
+        return Outcome(INCONCLUSIVE)
+    verdict = HOLDS if p_holds < alpha else DOES_NOT_HOLD if p_fails < alpha else INCONCLUSIVE
+    return Outcome(verdict, p_holds, p_fails)
+
+
+def _alpha(level: float) -> float:
+    return (1 - level) / 2
+
+
+def at_most(e: Estimate, bound: float, level: float = LEVEL) -> Outcome:
     """The claim "the quantity is at most `bound`"."""
-    low, high = e.interval(level)
-    if not math.isfinite(low):
-        return INCONCLUSIVE
-    return HOLDS if high <= bound else DOES_NOT_HOLD if low > bound else INCONCLUSIVE
+    return _test(e.p_below(bound), e.p_above(bound), _alpha(level))
 
 
-def at_least(e: Estimate, bound: float, level: float = LEVEL) -> str:
+def at_least(e: Estimate, bound: float, level: float = LEVEL) -> Outcome:
     """The claim "the quantity is at least `bound`" (with `bound` 0 and a difference: "better than")."""
-    low, high = e.interval(level)
-    if not math.isfinite(low):
-        return INCONCLUSIVE
-    return HOLDS if low >= bound else DOES_NOT_HOLD if high < bound else INCONCLUSIVE
+    return _test(e.p_above(bound), e.p_below(bound), _alpha(level))
 
 
-def above(e: Estimate, bound: float = 0.0, level: float = LEVEL) -> str:
-    """The claim "the quantity is above `bound`" (strictly: an interval touching the bound does not show it)."""
-    low, high = e.interval(level)
-    if not math.isfinite(low):
-        return INCONCLUSIVE
-    return HOLDS if low > bound else DOES_NOT_HOLD if high <= bound else INCONCLUSIVE
+def above(e: Estimate, bound: float = 0.0, level: float = LEVEL) -> Outcome:
+    """The claim "the quantity is above `bound`"."""
+    return _test(e.p_above(bound), e.p_below(bound), _alpha(level))
 
 
-def within(e: Estimate, low_bound: float, high_bound: float, level: float = LEVEL) -> str:
-    """The claim "the quantity lies between the bounds" (equivalence, e.g. a difference within ± a margin: TOST)."""
-    low, high = e.interval(level)
-    if not math.isfinite(low):
-        return INCONCLUSIVE
-    if low_bound <= low and high <= high_bound:
-        return HOLDS
-    return DOES_NOT_HOLD if high < low_bound or low > high_bound else INCONCLUSIVE
+def within(e: Estimate, low_bound: float, high_bound: float, level: float = LEVEL) -> Outcome:
+    """The claim "the quantity lies between the bounds" (equivalence, e.g. a difference within ± a margin): it holds
+    when both one-sided tests show it inside (TOST), does not hold when one shows it outside."""
+    inside = max(e.p_above(low_bound), e.p_below(high_bound))
+    outside = min(e.p_below(low_bound), e.p_above(high_bound))
+    return _test(inside, outside, _alpha(level))
 
 
-def all_of(verdicts: Iterable[str]) -> str:
-    """A claim made of parts (or of every task): does not hold if one part does not, holds if every part holds,
-    inconclusive otherwise; parts "not read" are left out (all of them: not read)."""
+def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
+    """Holm's step-down procedure: which of the hypotheses with these p-values are rejected, the family-wise error
+    kept at `alpha` (NaN: never rejected)."""
+    order = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
+    rejected = [False] * len(p_values)
+    m = len(order)
+    for rank, (p, i) in enumerate(order):
+        if p > alpha / (m - rank):
+            break
+        rejected[i] = True
+    return rejected
+
+
+def corrected(tests: Sequence[Outcome], side: str, alpha: float = ALPHA) -> list[Outcome]:
+    """`tests` as one family where any one comparison decides the `side` ("fails": "does not hold" on any;
+    "holds": "holds" on any): a comparison keeps that verdict only where Holm's procedure across the family rejects
+    it, else it reads inconclusive. The other verdicts are unchanged."""
+    key, verdict = ("p_fails", DOES_NOT_HOLD) if side == "fails" else ("p_holds", HOLDS)
+    if side not in ("fails", "holds"):
+        raise ValueError(f"side must be 'fails' or 'holds', got {side!r}")
+    rejected = holm([getattr(t, key) if t.verdict == verdict else math.nan for t in tests], alpha)
+    return [Outcome(INCONCLUSIVE, t.p_holds, t.p_fails) if t.verdict == verdict and not r else t
+            for t, r in zip(tests, rejected)]
+
+
+def _verdicts(tests: Iterable[Outcome | str]) -> list[str]:
+    verdicts = [t.verdict if isinstance(t, Outcome) else t for t in tests]
+    unknown = [v for v in verdicts if v not in VERDICTS]
+    if unknown:
+        raise ValueError(f"unknown verdict in {unknown}; verdicts: {', '.join(VERDICTS)}")
+    return verdicts
+
+
+def _corrected_verdicts(tests: Iterable[Outcome | str], side: str) -> list[str]:
+    """The verdicts of `tests` with Holm's correction on `side` across those that are `Outcome`s; plain verdicts (parts
+    already combined and corrected) are taken as they are."""
+    tests = list(tests)
+    fixed = iter(corrected([t for t in tests if isinstance(t, Outcome)], side))
+    return _verdicts(next(fixed) if isinstance(t, Outcome) else t for t in tests)
+
+
+def all_of(tests: Iterable[Outcome | str]) -> str:
+    """A claim made of parts (or of every task), with Holm's correction across them for "does not hold" (any one
+    part decides it): does not hold if a part does not, holds if every part holds, partly read if the parts read
+    all hold but some were not read, inconclusive otherwise; not read if none was read."""
+    verdicts = _corrected_verdicts(tests, "fails")
     read = [v for v in verdicts if v != NOT_READ]
-    if any(v not in VERDICTS for v in read):
-        raise ValueError(f"unknown verdict in {read}; verdicts: {', '.join(VERDICTS)}")
     if not read:
         return NOT_READ
-    return DOES_NOT_HOLD if DOES_NOT_HOLD in read else HOLDS if all(v == HOLDS for v in read) else INCONCLUSIVE
+    if DOES_NOT_HOLD in read:
+        return DOES_NOT_HOLD
+    if INCONCLUSIVE in read:
+        return INCONCLUSIVE
+    return PARTLY_READ if len(read) < len(verdicts) or PARTLY_READ in read else HOLDS
 
 
-def any_of(verdicts: Iterable[str]) -> str:
-    """A claim that something happens somewhere ("sometimes"): holds if one part holds, does not hold if every part
-    does not, inconclusive otherwise."""
-    read = [v for v in verdicts if v != NOT_READ]
+def any_of(tests: Iterable[Outcome | str]) -> str:
+    """A claim that something happens somewhere ("sometimes"), with Holm's correction across the places for
+    "holds" (any one decides it): holds if one part holds, does not hold if every part read does not,
+    inconclusive otherwise."""
+    read = [v for v in _corrected_verdicts(tests, "holds") if v != NOT_READ]
     if not read:
         return NOT_READ
     return HOLDS if HOLDS in read else DOES_NOT_HOLD if all(v == DOES_NOT_HOLD for v in read) else INCONCLUSIVE

@@ -11,8 +11,18 @@ from typing import Literal
 
 from papa.core.errors import Arg, InputError, PapaError
 
-TaskKind = Literal["sentence", "pair", "token", "mlm", "lm"]
+TaskKind = Literal["sentence", "pair", "token", "mlm", "lm", "next_token"]
 ReaderName = Literal["tsv", "conll", "wikitext"]
+
+#: Kinds whose targets are the vocabulary, not classes (no label names; scored by -log perplexity of the target
+#: tokens): masked tokens (MLM), and the next token, scored by a causal LM's own frozen head ("lm") or by a probe
+#: trained from scratch on its hidden states ("next_token"). The one owner of that list: probes, losses, evaluation
+#: and per-example predictions all read it.
+VOCABULARY_KINDS: tuple[TaskKind, ...] = ("mlm", "lm", "next_token")
+#: Kinds that label each slot with the next real token: for causal LMs only (an encoder's slot sees that token).
+NEXT_TOKEN_KINDS: tuple[TaskKind, ...] = ("lm", "next_token")
+#: Kinds labelled slot by slot ([N, n] labels, -100 where none): their probes classify only the labelled slots.
+POSITION_KINDS: tuple[TaskKind, ...] = ("token", *VOCABULARY_KINDS)
 
 # Label names are the hub datasets' ClassLabel names, in their order, so that label ids agree between the
 # hub and the local readers. GLUE: the `glue` dataset script (label_classes of each GlueConfig).
@@ -111,8 +121,18 @@ class TaskSpec:
         return self.kind != "lm"
 
     @property
+    def vocabulary_targets(self) -> bool:
+        """Whether the targets are vocabulary tokens, not classes (`VOCABULARY_KINDS`: MLM, LM, LM probe)."""
+        return self.kind in VOCABULARY_KINDS
+
+    @property
+    def predicts_next_token(self) -> bool:
+        """Whether each slot is labelled with the next real token (`NEXT_TOKEN_KINDS`): a causal LM's task."""
+        return self.kind in NEXT_TOKEN_KINDS
+
+    @property
     def num_labels(self) -> int:
-        """Number of classes (0 for MLM and LM, whose targets are the vocabulary)."""
+        """Number of classes (0 for the vocabulary-target kinds: MLM, LM and LM probe)."""
         return len(self.label_names)
 
     @property
@@ -132,6 +152,14 @@ _WIKITEXT = "Salesforce/wikitext"
 # MLM and LM read the same text: WikiText's validation split, whose 60 articles are split into train and eval.
 _WIKITEXT_HUB = HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "validation", text_column="text")
 _WIKITEXT_LOCAL = LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw")
+
+def _wikitext_task(name: str, kind: TaskKind) -> TaskSpec:
+    """A task over the vocabulary on WikiText's validation text (MLM, LM, LM probe): Table 3's MLM row, the same
+    articles held out for evaluation."""
+    return TaskSpec(name=name, kind=kind, metric="neg_log_perplexity", label_names=(),
+                    hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
+                    hub=_WIKITEXT_HUB, local=_WIKITEXT_LOCAL, holdout_every=10, holdout_offset=5)
+
 
 TASKS: dict[str, TaskSpec] = {
     spec.name: spec
@@ -214,34 +242,19 @@ TASKS: dict[str, TaskSpec] = {
             hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column="pos_tags"),
             local=LocalSource("conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=1),
         ),
-        TaskSpec(
-            name="mlm",
-            kind="mlm",
-            metric="neg_log_perplexity",
-            label_names=(),
-            hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
-            # Only the validation text is used (the raw valid split is identical in WikiText-2 and -103);
-            # train and eval are disjoint sets of its 60 articles, see TaskSpec.holdout_every. Articles
-            # 5, 15, ..., 55 are eval: 238 of 1,841 paragraphs, about 10% of the words.
-            hub=_WIKITEXT_HUB,
-            local=_WIKITEXT_LOCAL,
-            holdout_every=10,
-            holdout_offset=5,
-        ),
-        TaskSpec(
-            name="lm",
-            kind="lm",
-            metric="neg_log_perplexity",
-            label_names=(),
-            # Decoders only: next-token prediction with the model's own frozen LM head, no probe (the decoder's
-            # counterpart of Fig. 6). Same text and held-out articles as MLM; the paper has no values for it, so the
-            # λ ranking takes MLM's Table 3 row (learning rate, batch size, epochs, length).
-            hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
-            hub=_WIKITEXT_HUB,
-            local=_WIKITEXT_LOCAL,
-            holdout_every=10,
-            holdout_offset=5,
-        ),
+        # Only the validation text is used (the raw valid split is identical in WikiText-2 and -103); train and eval
+        # are disjoint sets of its 60 articles, see TaskSpec.holdout_every. Articles 5, 15, ..., 55 are eval: 238 of
+        # 1,841 paragraphs, about 10% of the words.
+        _wikitext_task("mlm", "mlm"),
+        # Decoders only: next-token prediction with the model's own frozen LM head, no probe (the decoder's
+        # counterpart of Fig. 6). Same text and held-out articles as MLM; the paper has no values for it, so the
+        # λ ranking takes MLM's Table 3 row (learning rate, batch size, epochs, length).
+        _wikitext_task("lm", "lm"),
+        # Decoders only: next-token prediction by a probe trained from scratch (MLM's vocabulary-sized token
+        # probe) on all L+1 frozen hidden states, with LM's labels. The decoder's counterpart of Fig. 6, whose MLM
+        # probe is trained too: LM reads the pretrained head on the last layer, this probe whatever every layer
+        # still holds. Same text, held-out articles and hyper-parameters (MLM's Table 3 row) as LM.
+        _wikitext_task("lm_probe", "next_token"),
     )
 }
 
@@ -257,15 +270,18 @@ def task_names() -> list[str]:
 
 def check_task_fits_model(spec: TaskSpec, causal: bool, model: str) -> None:
     """Raise `InputError` when `spec` cannot run on `model` (a causal LM or not): LM is scored by a causal LM's own
-    head; MLM masks tokens for a bidirectional encoder."""
-    if spec.kind == "lm" and not causal:
+    head, and LM probe predicts the next token, which an encoder's slot sees; MLM masks tokens for a bidirectional
+    encoder."""
+    if spec.predicts_next_token and not causal:
         decoder = Arg("model", "smollm2")
-        raise InputError(f"task {spec.name!r} scores a causal LM with its own LM head, and {model!r} is not one (or "
-                         f"its config is not on this machine): pass a decoder, e.g. {decoder}, or probe an encoder "
-                         "with mlm", advice=[decoder])
+        what = ("scores a causal LM with its own LM head" if not spec.trains_probe else
+                "probes a causal LM's hidden states for the next token (a bidirectional encoder's slot sees that "
+                "token)")
+        raise InputError(f"task {spec.name!r} {what}, and {model!r} is not one (or its config is not on this "
+                         f"machine): pass a decoder, e.g. {decoder}, or probe an encoder with mlm", advice=[decoder])
     if spec.kind == "mlm" and causal:
         raise InputError(f"task {spec.name!r} masks tokens for a bidirectional encoder; {model!r} is a causal LM: use "
-                         "the lm task")
+                         "the lm task (its own LM head) or lm_probe (a probe trained from scratch)")
 
 
 def get_task(name: str) -> TaskSpec:

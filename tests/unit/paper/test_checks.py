@@ -54,3 +54,14 @@ def test_nan_where_allowed_and_empty_tables(capsys):
 def test_a_series_is_checked_as_one_column(capsys):
     check_table(pd.Series({"diagonal": 0.5, "sink": 0.25}), "shares", between=(0, 1))
     assert capsys.readouterr().out == "shares: 2 rows (diagonal, sink) x 1 columns [0]; every value in [0, 1]\n"
+
+
+def test_ordered_columns(capsys):
+    intervals = pd.DataFrame({"value": [0.3, 0.7], "low": [0.2, 0.7], "high": [0.4, math.nan]},
+                             index=pd.Index(["diagonal", "special"], name="share"))
+    check_table(intervals, "intervals", between=(0, 1), nan_ok=["high"], ordered=("low", "value", "high"))
+    assert capsys.readouterr().out.rstrip().endswith("; low <= value <= high")
+    with pytest.raises(TableCheckError, match=r"value > high in rows \['diagonal'\]"):
+        check_table(intervals.assign(high=[0.25, 0.8]), "intervals", ordered=("low", "value", "high"))
+    with pytest.raises(TableCheckError, match="no column 'middle'"):
+        check_table(intervals, "intervals", nan_ok=True, ordered=("low", "middle"))

@@ -1,13 +1,14 @@
 """Pattern statistics of constant matrices (paper 5.1) on hand-made matrices whose answers are known."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 
 from papa.core.errors import InputError
 from papa.method.architectures import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
-from papa.paper.patterns import head_patterns, pattern_summary, representative_heads
+from papa.paper.patterns import head_patterns, head_patterns_of, pattern_summary, representative_heads
 
 N = 8
 SIG = ModelSignature(model_name="toy", model_type="bert", num_layers=1, num_heads=3, config_fingerprint="c",
@@ -93,3 +94,21 @@ def test_decoder_sinks_and_previous_token_heads():
     assert not p.loc[2, "previous"] and not p.loc[2, "sink"] and p.loc[2, "diagonal"]
     summary = pattern_summary(p.reset_index())
     assert summary["sink"] == pytest.approx(1 / 3) and summary["previous"] == pytest.approx(1 / 3)
+
+
+def test_sets_of_constants_at_once_read_as_each_alone():
+    """`head_patterns_of` classifies several sets at once (the bootstrap's draws), sets whose observed rows differ
+    included, as `head_patterns` classifies each; `pattern_summary(by="set")` gives each set's summary."""
+    long, short = _constants(_heads()), _constants(_heads().flip(-1), real=2)
+    both = head_patterns_of(torch.stack([long.matrices, short.matrices]), torch.stack([long.counts, short.counts]),
+                            special=[0, N - 1])
+    summaries = pattern_summary(both, by="set")
+    for i, constants in enumerate((long, short)):
+        alone = head_patterns(constants, special=[0, N - 1])
+        pd.testing.assert_frame_equal(both[both["set"] == i].drop(columns="set").reset_index(drop=True), alone)
+        pd.testing.assert_series_equal(summaries.loc[i], pattern_summary(alone), check_names=False)
+
+
+def test_summary_of_a_table_saved_before_sinks():
+    p = head_patterns(_constants(_heads()), special=[0, N - 1]).drop(columns=["sink", "previous"])
+    assert list(pattern_summary(p).index) == ["heads", "diagonal", "special", "both", "neither", "median_spread"]

@@ -99,3 +99,16 @@ def test_training_sizes_say_what_each_kind_trained_on(results):
     table = sections.training_sizes(sized)
     assert table.loc["zeros", "sst2"] == "400 × 4" and table.loc["average", "sst2"] == "8551 × 15"
     assert sections.training_sizes(results).loc["none", "sst2"] == "? × ?"  # rows without sizes say so
+
+
+@pytest.mark.integration
+def test_chance_levels_are_the_majority_class_or_a_uniform_guess(data_dir):
+    """The scale a drop is normalised to: SST-2's majority class of the profile's training subset, scored on its
+    evaluation subset; the LM's −log of the vocabulary's size."""
+    import math
+
+    table = sections.chance_levels("smollm2", 49152, ["lm", "sst2"], profile="quick", data_dir=str(data_dir))
+    majority = sections.majority_baselines(["sst2"], profile="quick", data_dir=str(data_dir))["majority"].iloc[0]
+    assert list(table.index) == [("SmolLM2-135M-Instruct-Q4_1", "lm"), ("SmolLM2-135M-Instruct-Q4_1", "sst2")]
+    assert table.loc[("SmolLM2-135M-Instruct-Q4_1", "lm"), "chance"] == pytest.approx(-math.log(49152))
+    assert table.loc[("SmolLM2-135M-Instruct-Q4_1", "sst2"), "chance"] == majority

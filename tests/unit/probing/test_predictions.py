@@ -27,7 +27,7 @@ def _examples(task: str, n: int = 11) -> list[Example]:
     if spec.kind == "token":
         return [Example(words=_WORDS[i % 3:i % 3 + 2 + i % 4],
                         label=tuple((3 * i + j) % spec.num_labels for j in range(2 + i % 4))) for i in range(n)]
-    if spec.kind in ("mlm", "lm"):
+    if spec.vocabulary_targets:
         return [Example(text=" ".join(_WORDS[: 2 + i % 6]) + " and the dog ran to the big mat") for i in range(n)]
     pair = "a dog ran" if spec.kind == "pair" else None
     return [Example(text=" ".join(_WORDS[i % 4:i % 4 + 3]), text_pair=pair, label=i % spec.num_labels)
@@ -37,7 +37,7 @@ def _examples(task: str, n: int = 11) -> list[Example]:
 def _scored(task: str, arch: str = "bert"):
     """A probe of `task` trained one epoch on a tiny model, its spec and evaluation source."""
     spec = get_task(task)
-    causal = spec.kind == "lm"
+    causal = spec.predicts_next_token
     model = tiny_model(arch, lm_head=causal, init_std=0.2)
     tok = tiny_tokenizer(arch)
     data = encode_task(tok, spec, _examples(task), max_length=24, model_type=model.config.model_type,
@@ -50,7 +50,7 @@ def _scored(task: str, arch: str = "bert"):
 
 
 KINDS = [("sst2", "bert"), ("cola", "bert"), ("mrpc", "bert"), ("mnli", "bert"), ("ner", "bert"), ("pos", "bert"),
-         ("mlm", "bert"), ("lm", "llama")]
+         ("mlm", "bert"), ("lm", "llama"), ("lm_probe", "llama")]
 
 
 @pytest.mark.parametrize("task,arch", KINDS)
@@ -61,7 +61,7 @@ def test_metric_on_every_example_is_the_runs_value(task, arch):
     assert again == value  # asking for predictions leaves the value as it was, bit for bit
     assert predictions.kind == spec.kind and predictions.num_examples == len(source.data)
     every = np.arange(predictions.num_examples)
-    if spec.kind in ("mlm", "lm"):
+    if spec.vocabulary_targets:
         # the run summed float32 batch losses; the per-example sums add up to the same to float rounding
         assert metric_on(predictions, spec) == pytest.approx(value, rel=1e-6, abs=1e-9)
         assert metric_on(predictions, spec.metric, every) == pytest.approx(value, rel=1e-6, abs=1e-9)
@@ -89,7 +89,7 @@ def test_a_resample_scores_the_resampled_examples(task, arch):
     probe, spec, source = _scored(task, arch)
     _, predictions = evaluate_probe(probe, spec, source, return_predictions=True)
     draw = np.random.default_rng(1).integers(0, predictions.num_examples, size=2 * predictions.num_examples)
-    if spec.kind in ("mlm", "lm"):
+    if spec.vocabulary_targets:
         expected = -predictions.loss[draw].sum() / predictions.tokens[draw].sum()
         assert metric_on(predictions, spec, draw) == pytest.approx(expected, rel=1e-12)
         return

@@ -126,13 +126,27 @@ def test_a_run_record_says_where_the_time_went(tmp_path):
 
 
 def test_every_generated_block_of_the_docs_is_current():
-    """The performance page's measured blocks are generated from the committed runs (docs/gen_measurements.py)."""
+    """The docs' measured blocks and claim pages are generated from the committed runs (docs/gen_measurements.py):
+    the README's results, docs/results.md's claim by claim, docs/decoders.md's claim lines and tables included."""
     import runpy
 
     gen = runpy.run_path(str(REPO / "docs" / "gen_measurements.py"), run_name="not_main")
-    for name, (page, block) in gen["BLOCKS"].items():
-        begin, end = gen["markers"](name)
+    assert gen["stale_blocks"]() == [], "regenerate them: python docs/gen_measurements.py"
+
+
+def test_an_edited_claim_number_makes_its_page_stale(tmp_path):
+    """A number of a claim typed over in the docs is caught: the page no longer says what the stored run reads."""
+    import re
+    import runpy
+
+    gen = runpy.run_path(str(REPO / "docs" / "gen_measurements.py"), run_name="not_main")
+    for name in ("claims", "claims-brief", "decoder-claims"):
+        page, block = gen["BLOCKS"][name]
         text = page.read_text(encoding="utf-8")
-        assert begin in text and end in text, f"{page.name} lacks its {name} block"
-        assert text.split(begin, 1)[1].split(end, 1)[0].strip() == block(), \
-            f"{page.name}'s {name} block is stale: python docs/gen_measurements.py"
+        begin, end = gen["markers"](name)
+        body = text.split(begin, 1)[1].split(end, 1)[0]
+        edited = re.sub(r"\d\.(\d)", lambda m: m.group(0)[:-1] + str((int(m.group(1)) + 1) % 10), body, count=1)
+        assert edited != body
+        copy = tmp_path / page.name
+        copy.write_text(text.replace(body, edited), encoding="utf-8")
+        assert gen["stale_blocks"]({name: (copy, block)}) == [f"{page.name}: {name}"]

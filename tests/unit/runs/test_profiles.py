@@ -41,6 +41,17 @@ def test_cpu_profile_gives_each_task_its_sizes():
     assert cpu.sizes_text().startswith("2000 training examples per task (cola: 3000,")
 
 
+def test_lm_probe_is_sized_like_lm_and_trains_on_a_few_paragraphs_on_the_cpu():
+    quick, cpu = get_profile("quick"), get_profile("cpu")
+    for name in ("eval_limit", "corpus_limit", "rank_limit"):
+        assert getattr(quick.for_task("lm_probe"), name) == getattr(quick.for_task("lm"), name)
+    assert quick.for_task("lm_probe").train_limit == quick.train_limit
+    probe = cpu.for_task("lm_probe")
+    # 60 paragraphs ~ 6,600 next-token targets: about MLM's 400 paragraphs x 15% masked, on a 49,152-token output
+    assert (probe.train_limit, probe.eval_limit, probe.corpus_limit, probe.rank_limit) == (60, 200, 500, 200)
+    assert (probe.eval_limit, probe.corpus_limit) == (cpu.for_task("lm").eval_limit, cpu.for_task("lm").corpus_limit)
+
+
 def test_profile_is_hashable_and_equal_however_its_tasks_are_given():
     a = Profile("x", 1, 1, 1, 1, 1, 1, tasks={"cola": {"epochs": 3, "train_limit": None}})
     b = Profile("x", 1, 1, 1, 1, 1, 1, tasks=(("cola", (("train_limit", None), ("epochs", 3))),))

@@ -8,9 +8,9 @@ import pytest
 from scipy import stats
 
 from papa.probing.predictions import EvalPredictions
-from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, Estimate, Scores, above, all_of,
-                                  any_of, at_least, at_most, difference, estimate, relative_drop, resample_weights,
-                                  scores, within)
+from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Estimate, Scores,
+                                  Outcome, above, all_of, any_of, at_least, at_most, difference, estimate, holm, mean_of,
+                                  relative_drop, resample_weights, scores, spearman_test, within)
 
 
 def _scores(values, seeds=None):
@@ -38,8 +38,8 @@ def test_paired_and_unpaired_readings_disagree():
     t = stats.t.ppf(0.975, 4)
     reach = t * (base.std(ddof=1) + (base - 0.03).std(ddof=1)) / math.sqrt(5)
     assert abs(a.values.mean() - b.values.mean()) < reach  # unpaired: the intervals overlap
-    assert above(difference(b, a), 0.0) == HOLDS             # paired: a real drop
-    assert within(difference(a, b), -0.01, 0.01) == DOES_NOT_HOLD
+    assert above(difference(b, a), 0.0).verdict == HOLDS             # paired: a real drop
+    assert within(difference(a, b), -0.01, 0.01).verdict == DOES_NOT_HOLD
 
 
 def test_pairing_uses_the_shared_seeds_only():
@@ -54,7 +54,7 @@ def test_pairing_uses_the_shared_seeds_only():
 def test_one_seed_has_no_interval_and_reads_inconclusive():
     e = difference(_scores([0.5]), _scores([0.9]))
     assert math.isnan(e.interval()[0]) and "one seed" in e.text()
-    assert at_most(e, 1.0) == at_least(e, 0.0) == within(e, -1, 1) == above(e) == INCONCLUSIVE
+    assert {t.verdict for t in (at_most(e, 1.0), at_least(e, 0.0), within(e, -1, 1), above(e))} == {INCONCLUSIVE}
 
 
 def test_relative_drop_of_the_means():
@@ -102,13 +102,13 @@ def test_verdicts_of_an_interval(interval, most, least, inside):
     half = (high - low) / 2
     e = Estimate(value=low + half, se_seeds=half / stats.t.ppf(0.975, 4), se_examples=0.0, seeds=5, examples=False)
     assert e.interval() == pytest.approx(interval)
-    assert at_most(e, 0.04) == most
-    assert at_least(e, 0.0) == least
-    assert within(e, -0.05, 0.05) == inside
+    assert at_most(e, 0.04).verdict == most
+    assert at_least(e, 0.0).verdict == least
+    assert within(e, -0.05, 0.05).verdict == inside
 
 
 def test_combining_parts():
-    assert all_of([HOLDS, HOLDS, NOT_READ]) == HOLDS
+    assert all_of([HOLDS, HOLDS]) == HOLDS
     assert all_of([HOLDS, INCONCLUSIVE]) == INCONCLUSIVE
     assert all_of([HOLDS, INCONCLUSIVE, DOES_NOT_HOLD]) == DOES_NOT_HOLD
     assert all_of([NOT_READ]) == all_of([]) == NOT_READ
@@ -117,6 +117,90 @@ def test_combining_parts():
     assert any_of([DOES_NOT_HOLD, DOES_NOT_HOLD]) == DOES_NOT_HOLD
     with pytest.raises(ValueError, match="unknown verdict"):
         all_of(["partly"])
+
+
+def test_a_claim_with_unread_parts_is_partly_read_never_holds():
+    """The old rule left unread parts out, so a claim read on one part of three printed "holds"."""
+    assert all_of([HOLDS, NOT_READ, NOT_READ]) == PARTLY_READ
+    assert all_of([HOLDS, PARTLY_READ]) == PARTLY_READ
+    assert all_of([INCONCLUSIVE, NOT_READ]) == INCONCLUSIVE and all_of([DOES_NOT_HOLD, NOT_READ]) == DOES_NOT_HOLD
+
+
+def _e(value, se_seeds, se_examples=0.0, seeds=5, resamples=1000):
+    return Estimate(value=value, se_seeds=se_seeds, se_examples=se_examples, seeds=seeds,
+                    examples=se_examples > 0, resamples=resamples)
+
+
+def test_welch_satterthwaite_degrees_of_freedom():
+    """CoLA's case: the evaluation bootstrap's standard error dominates the seeds' (0.162 vs 0.0175), so the
+    combined error has about 10³ degrees of freedom (R − 1 = 999 bounds the bootstrap's), not k − 1 = 4."""
+    e = _e(0.35, se_seeds=0.0175, se_examples=0.162)
+    assert 900 < e.df < 1000
+    t = stats.t.ppf(0.975, e.df)
+    assert e.interval() == pytest.approx((0.35 - t * e.se, 0.35 + t * e.se))
+    assert t < 1.97 < stats.t.ppf(0.975, 4)
+    # seeds alone: k − 1; the two parts alike: in between
+    assert _e(0.1, 0.02).df == 4
+    assert 4 < _e(0.1, 0.02, 0.02).df < 20
+
+
+def test_an_interval_of_the_bootstrap_is_not_widened_to_t_with_k_minus_1():
+    """The old rule's t(4) reads this inconclusive: 0.05 − 2.78 × 0.020 < 0; with the combined error's degrees of
+    freedom it holds (0.05 − 1.96 × 0.020 > 0)."""
+    e = _e(0.05, se_seeds=0.001, se_examples=0.020)
+    old_low = 0.05 - stats.t.ppf(0.975, 4) * e.se
+    assert old_low < 0
+    assert above(e).verdict == HOLDS
+
+
+def test_a_test_keeps_the_p_values_of_its_two_sides():
+    e = _e(0.05, se_seeds=0.01)
+    t = above(e)
+    assert t.p_holds == pytest.approx(stats.t.sf(5.0, 4)) and t.p_fails == pytest.approx(stats.t.cdf(5.0, 4))
+    inside = within(_e(0.0, 0.01), -0.05, 0.05)  # TOST: the larger of the two one-sided p's
+    assert inside.verdict == HOLDS and inside.p_holds == pytest.approx(stats.t.sf(5.0, 4))
+
+
+def test_holm_step_down():
+    assert holm([0.001, 0.02, 0.02], alpha=0.025) == [True, False, False]  # 0.02 > 0.025 / 2
+    assert holm([0.004, 0.008, 0.02], alpha=0.025) == [True, True, True]   # 0.004 < 0.025/3, 0.008 < 0.025/2, 0.02
+    assert holm([math.nan, 0.001], alpha=0.025) == [False, True]
+
+
+def test_does_not_hold_on_any_one_comparison_is_corrected_for_their_number():
+    """Ten comparisons, each just beyond its bound (one-sided p = 0.01): the old rule said "does not hold" on
+    any one of them (family-wise error about 1 − 0.975¹⁰ = 22% when none truly fails); Holm's needs p ≤ 0.0025."""
+    each = Outcome(DOES_NOT_HOLD, 0.99, 0.01)
+    assert all_of([each]) == DOES_NOT_HOLD
+    assert all_of([each] * 10) == INCONCLUSIVE
+    assert all_of([Outcome(DOES_NOT_HOLD, 0.999, 0.001)] + [each] * 9) == DOES_NOT_HOLD
+
+
+def test_sometimes_is_corrected_for_the_number_of_places():
+    """"Sometimes performance improves" on one of four tasks at one-sided p = 0.02: the old rule said holds."""
+    each = Outcome(HOLDS, 0.02, 0.98)
+    assert any_of([each]) == HOLDS
+    assert any_of([each] * 4) == INCONCLUSIVE
+    assert any_of([Outcome(HOLDS, 0.001, 0.999), *[each] * 3]) == HOLDS
+
+
+def test_spearman_is_exact_below_ten_models():
+    """Three perfectly ranked models: scipy's asymptotic p is 0.0, the exact one-sided p 1/6: no evidence."""
+    assert stats.spearmanr([1, 2, 3], [1, 2, 3]).pvalue < 0.05  # the old rule's p
+    rho, p_more, p_less = spearman_test([1, 2, 3], [1, 2, 3])
+    assert rho == 1.0 and p_more == pytest.approx(1 / 6) and p_less == 1.0
+    assert spearman_test([0.1, 0.5, 0.3, 0.9], [1, 3, 2, 4])[1] == pytest.approx(1 / 24)
+    rho, p_more, _ = spearman_test([1, 2, 3, 4, 5], [2, 1, 3, 4, 5])  # ρ = 0.9: 5 of 120 orders reach it
+    assert rho == pytest.approx(0.9) and p_more == pytest.approx(5 / 120)
+    assert spearman_test(range(12), range(12))[1] < 1e-6  # ten or more: the t approximation
+
+
+def test_the_mean_of_independent_estimates():
+    a, b = _e(0.1, 0.02), _e(0.3, 0.04, seeds=3)
+    m = mean_of([a, b])
+    assert m.value == pytest.approx(0.2) and m.se_seeds == pytest.approx(math.hypot(0.02, 0.04) / 2)
+    parts = (0.01 ** 4 / 4 + 0.02 ** 4 / 2)
+    assert m.df == pytest.approx(m.se_seeds ** 4 / parts)
 
 
 def test_estimate_of_a_quantity_of_several_settings():

@@ -341,13 +341,18 @@ def test_table3_hyperparameters() -> None:
         "mrpc": (2e-5, 16, 15, 128), "ner": (1e-4, 8, 4, 128), "pos": (5e-4, 8, 4, 128),
         "mlm": (5e-4, 8, 2, 128),
     }
-    assert {name: spec.hparams for name, spec in TASKS.items() if name != "lm"} == {
+    decoder_only = ("lm", "lm_probe")
+    assert {name: spec.hparams for name, spec in TASKS.items() if name not in decoder_only} == {
         name: ProbeHParams(*row) for name, row in table3.items()}
-    # LM (decoders; no paper value) takes MLM's row for its λ ranking, and reads MLM's text with its held-out articles
-    lm, mlm = get_task("lm"), get_task("mlm")
-    assert lm.hparams == mlm.hparams and (lm.local, lm.holdout_every, lm.holdout_offset) == (
-        mlm.local, mlm.holdout_every, mlm.holdout_offset)
-    assert not lm.trains_probe and all(spec.trains_probe for name, spec in TASKS.items() if name != "lm")
+    # LM and LM probe (decoders; no paper value) take MLM's row (the probe's, and LM's λ ranking), and read MLM's text
+    # with its held-out articles
+    mlm = get_task("mlm")
+    for name in decoder_only:
+        spec = get_task(name)
+        assert spec.hparams == mlm.hparams and (spec.local, spec.hub, spec.holdout_every, spec.holdout_offset) == (
+            mlm.local, mlm.hub, mlm.holdout_every, mlm.holdout_offset)
+        assert spec.metric == mlm.metric and spec.label_names == () and spec.vocabulary_targets
+    assert not get_task("lm").trains_probe and all(spec.trains_probe for name, spec in TASKS.items() if name != "lm")
 
 
 def test_registry_entries() -> None:

@@ -1,0 +1,161 @@
+"""The docs' claim pages written from a stored run, so that no number of a claim is typed by hand: the claim-by-claim
+section of docs/results.md, the README's "Results, in brief" and the decoder's lines of docs/decoders.md. Each
+function renders `papa.paper.claims` readings (or a run's own tables) as Markdown; docs/gen_measurements.py puts
+them between their markers, and a test fails when a committed page differs from what the stored run reads.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.vocabulary import PAPER_FRACTIONS
+from papa.paper.claims import ClaimReading, Part
+from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
+from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ
+
+#: A short name per claim, for headings and the README.
+TITLES = {"fig2_half": "half the heads input-dependent", "fig2_all": "every head constant",
+          "fig3": "better models lose more", "fig4_diagonal": "diagonal heads",
+          "fig4_special": "heads on [CLS]/[SEP]", "fig4_spread": "rows spread",
+          "table1": "average constants vs other matrices", "table2": "another corpus's constants",
+          "fig5": "λ ranking vs other head orders", "fig6": "the pretraining objective drops more"}
+
+
+def _part_line(part: Part) -> str:
+    return f"{part.name}: {part.numbers} — *{part.verdict}*"
+
+
+def _parts(reading: ClaimReading, indent: str = "  ") -> list[str]:
+    read = [p for p in reading.parts if p.verdict != NOT_READ]
+    unread = [p for p in reading.parts if p.verdict == NOT_READ]
+    lines = [f"{indent}* {_part_line(p)}" for p in read]
+    lines += [f"{indent}* {p.name}: *not read* ({p.numbers})" for p in unread]
+    return lines
+
+
+def claim_by_claim(readings: Sequence[ClaimReading]) -> str:
+    """Per claim: its figure, short name and verdict, the paper's sentence, the rule, each part with its numbers and
+    verdict, and the decoders' reading beneath (docs/results.md)."""
+    lines = []
+    for r in readings:
+        lines += [f"**{r.where}, {TITLES[r.claim]}: {r.verdict_text}.** *\"{r.text}\"*", "",
+                  f"Rule: {r.rule}. Evidence: `{r.evidence}` (notebook `{r.notebook}`).", ""]
+        lines += _parts(r, "")
+        if r.decoder is not None:
+            d = r.decoder
+            lines += [f"* decoders (beyond the paper; notebook `{d.notebook}`, `{d.evidence}`): **{d.verdict_text}**"]
+            lines += _parts(d, "  ")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def results_in_brief(readings: Sequence[ClaimReading]) -> str:
+    """One bullet per claim for the README: the verdict, what its parts read, one part that shows the verdict, and
+    the decoders' verdict."""
+    lines = []
+    for r in readings:
+        counts = _counts(r.parts)
+        line = f"* **{r.where}, {TITLES[r.claim]}: {r.verdict_text}**"
+        line += f" ({counts})" if counts else ""
+        shows = _showing(r)
+        if shows is not None:
+            line += f"; e.g. {shows.name}: {shows.numbers}"
+        elif r.parts:
+            line += f": {r.parts[0].numbers}"
+        if r.decoder is not None:
+            line += f"; decoders: **{r.decoder.verdict_text}**"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def _showing(reading: ClaimReading) -> Part | None:
+    """The part that shows the claim's verdict (the first with that verdict; a partly read claim's first that
+    holds), else the first part read."""
+    verdict = HOLDS if reading.verdict == PARTLY_READ else reading.verdict
+    read = [p for p in reading.parts if p.verdict != NOT_READ]
+    return next((p for p in read if p.verdict == verdict), read[0] if read else None)
+
+
+#: The order verdicts are counted in.
+_ORDER = (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, PARTLY_READ, NOT_READ)
+
+
+def _counts(parts: Sequence[Part]) -> str:
+    """e.g. "3 parts: 2 hold, 1 inconclusive"; "" for a claim of one part."""
+    if len(parts) < 2:
+        return ""
+    counts = [(v, sum(p.verdict == v for p in parts)) for v in _ORDER]
+    words = {HOLDS: "hold", DOES_NOT_HOLD: "do not hold"}
+    return f"{len(parts)} parts: " + ", ".join(f"{n} {words.get(v, v) if n > 1 else v}" for v, n in counts if n)
+
+
+def decoder_claims(readings: Sequence[ClaimReading]) -> str:
+    """The decoders' reading of each claim they ran (docs/decoders.md), part by part."""
+    lines = []
+    for r in readings:
+        if r.decoder is None:
+            continue
+        lines += [f"* **{r.where}, {TITLES[r.claim]}: {r.decoder.verdict_text}** (`{r.decoder.evidence}`)"]
+        lines += _parts(r.decoder, "  ")
+    return "\n".join(lines) if lines else "No claim was read on a decoder in this run."
+
+
+def notebook_time(out_dir: str | Path) -> str:
+    """The notebooks' times from the run's ``notebook_times.csv``: the total and each notebook's, one sentence."""
+    times = pd.read_csv(Path(out_dir) / "notebook_times.csv")
+    each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
+    return (f"`{Path(out_dir).as_posix()}/notebook_times.csv` records {times.seconds.sum():,.0f} s of notebook "
+            f"execution in its last run of each notebook ({each}).")
+
+
+def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:
+    """A Markdown table of mean ± 95% interval per (task, selection) row and fraction column, from
+    `papa.paper.sections.main_curves`-like frames; `labels` names each row key "task/selection"."""
+    fractions = [f for f in PAPER_FRACTIONS if f in set(curves.fraction_label)]
+    lines = ["| | " + " | ".join(fractions) + " |", "|---|" + "---|" * len(fractions)]
+    for key, label in labels.items():
+        task, selection = key.split("/")
+        rows = curves[(curves.task == task) & curves.selection.isin([selection, "none"])]
+        if rows.empty:
+            continue
+        cells = []
+        for f in fractions:
+            at = rows[rows.fraction_label == f]
+            if f not in ("1", "0"):
+                at = at[at.selection == selection]
+            cells.append(_mean_ci(at.iloc[0]) if len(at) else "—")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _mean_ci(row) -> str:
+    ci = row.get("ci95", math.nan)
+    if not isinstance(ci, float) or not math.isfinite(ci) or ci == 0:
+        return f"{row['mean']:.3f}"
+    return f"{row['mean']:.3f} ± {ci:.3f}"
+
+
+def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selections: Sequence[str],
+                  profile: str) -> str:
+    """Notebook 08's measurements as a table: the LM with its own head per selection method, the LM probe trained
+    from scratch, and each downstream probe in λ order (its metric named from the task registry)."""
+    from papa.paper.sections import selection_curves
+    from papa.runs.results import ResultsTable
+    from papa.tasks.registry import get_task
+
+    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    rows = rows[(rows.model == model) & (rows.profile == profile)]
+    lm = selection_curves(rows[rows.task == "lm"], list(selections))
+    labels = {f"lm/{s}": f"LM −log perplexity, own head, {SELECTION_NAMES[s]} order" for s in selections}
+    frames = [lm]
+    others = rows[rows.task != "lm"]
+    default = others.probe_inputs != "raw"
+    frames.append(selection_curves(others[default], ["lambda"]))
+    labels["lm_probe/lambda"] = "LM −log perplexity, probe trained from scratch"
+    for task in tasks:
+        metric = get_task(task).metric
+        labels[f"{task}/lambda"] = f"{TASK_NAMES[task]} ({METRIC_NAMES.get(metric, metric)}), λ order"
+    return curve_table(pd.concat(frames, ignore_index=True), labels)

@@ -1,0 +1,147 @@
+"""How sure Fig. 4's pattern shares are: a bootstrap interval over the corpus sentences the constants averaged.
+
+`papa.paper.patterns` reads one set of average constants: how many heads are diagonal, special, sinks, ... Those
+constants are averages over a corpus sample, and another sample of the same size would give somewhat other
+averages, so a head near a threshold may change class. `pattern_share_intervals` resamples the corpus and reads the
+shares again on each resample's constants.
+
+**Method: a block bootstrap.** The corpus is cut, in its order, into `blocks` contiguous blocks of sentences (sizes
+as equal as possible; one sentence a block when there are fewer sentences than blocks). Each block's constants are
+extracted once (`papa.method.extract.extract_constants`), and its entry-wise attention sums (averages x counts) and
+counts are recovered. A bootstrap draw gives each block a multinomial weight (the blocks drawn with replacement),
+adds the weighted sums and counts, and averages them as the extraction does (`papa.method.capture.entry_averages`):
+the constants that extracting the drawn blocks would give. Each draw is classified by `head_patterns`' criteria (all
+draws at once: `head_patterns_of`) and read by `pattern_summary`; the interval is the percentile interval of the
+draws' shares. The value beside it is the whole corpus's (every block once), which is `pattern_summary` of the
+constants `extract_constants` makes of all the texts, to float rounding.
+
+A percentile interval need not be centred on the value, and can leave it at (or, rarely, beyond) one end: a draw
+averages fewer distinct sentences than the corpus, so its rows are less uniform (a spread near 1 only falls), and
+heads just below or above a threshold cross it more often one way than the other.
+
+A bootstrap over blocks stands for the bootstrap over sentences (it is that bootstrap when every block is one
+sentence), and is chosen for its cost: a resample over sentences needs its own pass over the corpus, or per-sentence
+statistics of [layers, heads, n, n] each, while blocks need one extraction pass in all and `blocks` sets of
+statistics to recombine. Blocks of adjacent sentences keep whatever the corpus order groups together (a document,
+a topic), so when that order is not random the interval is, if anything, wider than the sentence bootstrap's.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from numbers import Real
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from papa.core.errors import InputError
+from papa.method.capture import entry_averages
+from papa.method.controller import attach, controller_of
+from papa.method.extract import extract_constants
+from papa.paper.patterns import head_patterns_of, pattern_summary
+
+#: The summary's entries that are not shares of heads.
+_NOT_SHARES = ("heads",)
+#: Entries of [S, L, H, n, n] recombined at once: S draws a chunk, the chunk's float64 temporaries ~32 MB each.
+_CHUNK_ENTRIES = 4_000_000
+
+
+def block_spans(size: int, blocks: int) -> list[tuple[int, int]]:
+    """[start, end) of `blocks` contiguous blocks covering range(`size`) in order, sizes differing by at most one
+    (`size` blocks of one when `size` < `blocks`)."""
+    blocks = min(blocks, size)
+    edges = [round(i * size / blocks) for i in range(blocks + 1)]
+    return list(zip(edges[:-1], edges[1:]))
+
+
+def _check(texts: Sequence, text_pairs: Sequence | None, blocks: int, resamples: int, level: float,
+           special: Sequence[int], max_length: int) -> None:
+    if len(texts) == 0:
+        raise InputError("texts is empty: there is no corpus to resample (check the task, split or file)")
+    if text_pairs is not None and len(text_pairs) != len(texts):
+        raise InputError(f"text_pairs holds {len(text_pairs)} texts but texts holds {len(texts)}: give one pair "
+                         "per text")
+    if isinstance(blocks, bool) or not isinstance(blocks, int) or blocks < 2:
+        raise InputError(f"blocks must be a whole number of at least 2, got {blocks!r}: a bootstrap over one block "
+                         "draws that block every time")
+    if isinstance(resamples, bool) or not isinstance(resamples, int) or resamples < 1:
+        raise InputError(f"resamples must be a whole number of at least 1, got {resamples!r}")
+    if isinstance(level, bool) or not isinstance(level, Real) or not 0 < level < 1:
+        raise InputError(f"level must lie strictly between 0 and 1 (e.g. 0.95), got {level!r}")
+    if len(texts) < 2:
+        raise InputError("texts holds a single sentence: a bootstrap needs at least 2 to resample")
+    bad = [s for s in special if not 0 <= s < max_length]
+    if bad:
+        raise InputError(f"special slots {bad} lie outside max_length {max_length}")
+
+
+def block_statistics(model, tokenizer, texts: Sequence, text_pairs: Sequence | None, spans: Sequence[tuple[int, int]],
+                     *, max_length: int, layout: str | None, token_task: bool, corpus: str, progress: bool
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each block's attention sums [B, L, H, n, n] and counts [B, n, n] (float64: 118 MB for 50 blocks of a 6 x 12
+    head model at n = 64), from one extraction per block (`spans`: each block's [start, end) in `texts`)."""
+    sums, counts = [], []
+    existing = controller_of(model)
+    # attached once for all blocks: attaching fingerprints the model's weights, which would be redone per block
+    controller = existing or attach(model)
+    try:
+        for start, end in tqdm(spans, desc="pattern intervals: blocks", unit="block", disable=not progress):
+            block = extract_constants(model, tokenizer, texts[start:end],
+                                      None if text_pairs is None else text_pairs[start:end], max_length=max_length,
+                                      layout=layout, corpus=corpus, token_task=token_task, progress=False)
+            count = block.counts.to(torch.float64)
+            # an average times its count is the sum again, to float32 rounding of the average
+            sums.append(block.matrices.to(torch.float64) * count)
+            counts.append(count)
+    finally:
+        if existing is None:
+            controller.detach()
+    return torch.stack(sums), torch.stack(counts)
+
+
+def pattern_share_intervals(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
+                            text_pairs: Sequence[str] | None = None, *, max_length: int, special: Sequence[int],
+                            layout: str | None = None, token_task: bool = False, blocks: int = 50,
+                            resamples: int = 1000, level: float = 0.95, seed: int = 0, corpus: str = "",
+                            progress: bool = True) -> pd.DataFrame:
+    """Fig. 4's pattern shares of the average constants of `texts` (extracted as `extract_constants` does with the
+    same `max_length`, `layout`, `token_task`), each with a block-bootstrap percentile interval at `level` (module
+    doc): `blocks` contiguous blocks of sentences, `resamples` draws from a numpy Generator seeded by `seed`.
+
+    One row per share of `pattern_summary` (diagonal, special, both, neither, sink, previous, median_spread), indexed
+    by ``share``; columns ``value`` (the shares of the whole corpus's constants: every block once), ``low``,
+    ``high``, and the run's ``heads``, ``blocks``, ``sentences``, ``resamples``, ``level`` (also in ``attrs``, with
+    ``seed`` and ``corpus``). `special`: the special slots, as `head_patterns` takes them."""
+    _check(texts, text_pairs, blocks, resamples, level, special, max_length)
+    spans = block_spans(len(texts), blocks)
+    sums, counts = block_statistics(model, tokenizer, texts, text_pairs, spans, max_length=max_length,
+                                    layout=layout, token_task=token_task, corpus=corpus, progress=progress)
+    B, L, H, n, _ = sums.shape
+    draws = np.random.default_rng(seed).multinomial(B, np.full(B, 1.0 / B), size=resamples)
+    # the whole corpus first (every block once), then the draws: one path for both
+    weights = torch.from_numpy(np.vstack([np.ones((1, B)), draws])).to(torch.float64)
+    step = max(1, _CHUNK_ENTRIES // sums[0].numel())
+    shares = pd.concat([_shares(weights[i:i + step], sums, counts, special)
+                        for i in tqdm(range(0, len(weights), step), desc="pattern intervals: resamples",
+                                      unit="chunk", disable=not progress)], ignore_index=True)
+    shares = shares.drop(columns=list(_NOT_SHARES))
+    value, table = shares.iloc[0], shares.iloc[1:]
+    tail = (1 - level) / 2
+    out = pd.DataFrame({"value": value.astype(float), "low": table.quantile(tail).astype(float),
+                        "high": table.quantile(1 - tail).astype(float)})
+    out.index.name = "share"
+    about = {"heads": L * H, "blocks": B, "sentences": len(texts), "resamples": resamples, "level": level}
+    out = out.assign(**about)
+    out.attrs.update(about, seed=seed, corpus=corpus)
+    return out
+
+
+def _shares(weights: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor, special: Sequence[int]) -> pd.DataFrame:
+    """`pattern_summary` of the constants each row of `weights` [S, B] makes of the blocks' statistics."""
+    S, (B, L, H, n, _) = len(weights), sums.shape
+    total = (weights @ sums.reshape(B, -1)).reshape(S, L, H, n, n)
+    seen = (weights @ counts.reshape(B, -1)).reshape(S, n, n)
+    # float32, as the extraction stores its averages: the whole corpus's row then reads as its extracted constants
+    matrices = entry_averages(total, seen[:, None, None]).float()
+    return pattern_summary(head_patterns_of(matrices, seen, special), by="set")
