@@ -175,19 +175,29 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
 def write_constants_index(directory: str | os.PathLike) -> Path:
     """Write ``<directory>/index.json``: every constants file there with its size, metadata and the sha256 of its
     matrices (each file loaded and validated), so the constants behind published results can be described without
-    shipping them, and a rebuild checked against them (the file's own bytes hold a creation time)."""
+    shipping them, and a rebuild checked against them (the file's own bytes hold a creation time). Entries of an
+    earlier index whose file is not there are kept."""
     import hashlib
 
     from papa.core.artifacts import atomic_path
 
     directory = Path(directory)
-    entries = []
+    index = directory / "index.json"
+    entries = {}
+    if index.is_file():
+        # the tensors are not shipped: a file described before and absent here keeps its entry (a clone that rebuilt
+        # only some of them must not lose the others' record)
+        try:
+            entries = {e["file"]: e for e in json.loads(index.read_text(encoding="utf-8"))}
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptArtifactError(f"{index} is not a constants index ({exc}): remove it and write it again "
+                                       "from the constants files") from exc
     for path in sorted(directory.glob("*.safetensors")):
         constants = load_constants(path)
         digest = hashlib.sha256(constants.matrices.contiguous().numpy().tobytes()).hexdigest()
-        entries.append({"file": path.name, "bytes": path.stat().st_size, "matrices_sha256": digest,
-                        "metadata": json.loads(constants.metadata.to_json())})
-    index = directory / "index.json"
+        entries[path.name] = {"file": path.name, "bytes": path.stat().st_size, "matrices_sha256": digest,
+                              "metadata": json.loads(constants.metadata.to_json())}
+    entries = [entries[name] for name in sorted(entries)]
     with atomic_path(index) as tmp:
         Path(tmp).write_text(json.dumps(entries, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     return index

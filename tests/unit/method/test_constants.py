@@ -160,3 +160,18 @@ def test_constants_index(tmp_path, average):
     (tmp_path / "b.safetensors").write_bytes(b"not safetensors")  # every file is validated on the way
     with pytest.raises(papa.CorruptArtifactError):
         write_constants_index(tmp_path)
+
+
+def test_an_index_keeps_the_files_described_before_and_absent_now(tmp_path, average):
+    """The tensors are not shipped: a clone that rebuilt only some constants keeps the others' entries."""
+    average.save(tmp_path / "a.safetensors")
+    average.save(tmp_path / "b.safetensors")
+    before = json.loads(write_constants_index(tmp_path).read_text())
+    (tmp_path / "a.safetensors").unlink()
+    with_matrices(average, average.matrices * 0.5, "trained:average").save(tmp_path / "c.safetensors")
+    after = json.loads(write_constants_index(tmp_path).read_text())
+    assert [e["file"] for e in after] == ["a.safetensors", "b.safetensors", "c.safetensors"]
+    assert after[0] == before[0]
+    (tmp_path / "index.json").write_text("{not json")
+    with pytest.raises(papa.CorruptArtifactError, match="not a constants index"):
+        write_constants_index(tmp_path)
