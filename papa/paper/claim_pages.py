@@ -157,5 +157,5 @@ def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selecti
     labels["lm_probe/lambda"] = "LM −log perplexity, probe trained from scratch"
     for task in tasks:
         metric = get_task(task).metric
-        labels[f"{task}/lambda"] = f"{TASK_NAMES[task]} ({METRIC_NAMES.get(metric, metric)}), λ order"
+        labels[f"{task}/lambda"] = f"{TASK_NAMES[task]}, {METRIC_NAMES.get(metric, metric)}, λ order"
     return curve_table(pd.concat(frames, ignore_index=True), labels)
