@@ -158,9 +158,11 @@ def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):
     # 02: 5 tasks x (fraction 1, three λ fractions, fraction 0) x the seeds; 04: five more kinds at fraction 0;
     # 05: constants from WikiText ("mlm", MNLI not being here); 06: four more selection methods on SST-2;
     # 07: the MLM task's own curve; 08: the decoder's LM curve for three methods (fraction 1, three fractions x three
-    # methods, fraction 0) and its SST-2 probe curve.
+    # methods, fraction 0), its SST-2 and POS probe curves and its LM probe at fractions 1 and 0.
     seeds = len(get_profile("quick").seeds)
-    assert len(jobs) == seeds * (25 + 25 + 5 + 12 + 5 + 11 + 5)
+    assert len(jobs) == seeds * (25 + 25 + 5 + 12 + 5 + 11 + 5 + 5 + 2)
+    assert by[("lm_probe", "none", "none", "none")] == seeds == by[("lm_probe", "average", "task", "none")]
+    assert by[("pos", "average", "task", "lambda")] == 2 * 3 * seeds  # the encoder's (02) and the decoder's (08)
     assert by[("lm", "average", "task", "lambda")] == 3 * seeds == by[("lm", "average", "task", "first_to_last")]
     assert by[("sst2", "average", "task", "lambda")] == 6 * seeds and by[("cola", "zeros", "none", "none")] == seeds
     assert by[("ner", "average", "mlm", "none")] == seeds and by[("sst2", "average", "task", "random")] == 3 * seeds
