@@ -237,20 +237,23 @@ class _Run(RunScores):
     def unstable(self, model: str, task: str) -> str | None:
         """Why `task`'s λ ranking on `model` cannot be read: its two seeds' rankings disagree, or their agreement was
         not measured (None: it can be read)."""
-        table = None if self.stability is None else self.stability.reset_index()
-        row = None if table is None else table[(table.model == model) & (table.task == task)]
-        if row is None or row.empty:
+        rho = _value(self.stability, model, task, "spearman")
+        if rho is None:
             return f"{task}'s λ ranking: stability not measured (no second seed's ranking)"
-        rho = float(row["spearman"].iloc[0])
         return None if rho >= STABLE_RHO else f"{task}'s λ rankings of two seeds agree at ρ = {rho:.2f} < {STABLE_RHO}"
 
     def chance(self, model: str, task: str) -> float | None:
         """`task`'s chance level on `model` (majority class, or uniform over the vocabulary), if the run wrote it."""
-        if self.chance_levels is None:
-            return None
-        table = self.chance_levels.reset_index()
-        row = table[(table.model == model) & (table.task == task)]
-        return None if row.empty else float(row["chance"].iloc[0])
+        return _value(self.chance_levels, model, task, "chance")
+
+
+def _value(table: pd.DataFrame | None, model: str, task: str, column: str) -> float | None:
+    """`column` of the (model, task) row of a run's table (None: no table, or no such row)."""
+    if table is None:
+        return None
+    table = table.reset_index()
+    row = table[(table.model == model) & (table.task == task)]
+    return None if row.empty else float(row[column].iloc[0])
 
 
 def _label(model: str, task: str, models: int) -> str:
