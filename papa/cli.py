@@ -54,7 +54,8 @@ def _rank(args: argparse.Namespace) -> int:
     from papa.core import distributed
     from papa.runs.experiment import learn_ranking
 
-    ranking, path = learn_ranking(_grid_config(args), kind=args.constants, progress=not args.quiet)
+    ranking, path = learn_ranking(_grid_config(args), kind=args.constants, seed=args.rank_seed, part=args.part,
+                                  progress=not args.quiet)
     if not distributed.is_main():
         return 0
     lam = ranking.lambdas
@@ -331,13 +332,21 @@ def build_parser() -> argparse.ArgumentParser:
                        parents=grid_parents)
     # No choices= for kinds and methods: the library's error names the known ones in the CLI's one-line format.
     p.add_argument("--constants", default="average", help="constants to mix with (default: average)")
+    p.add_argument("--rank-seed", type=int, default=0, metavar="S",
+                   help="the seed λ learns with (default 0, the grid's ranking; another seed's is saved apart and read "
+                        "by the selection lambda@seed<S>)")
+    p.add_argument("--part", type=int, default=0, metavar="K",
+                   help="learn λ on the K-th training subset disjoint from the profile's (default 0: the profile's "
+                        "own); read by the selection lambda@part<K>")
     p.set_defaults(func=_rank)
 
     p = sub.add_parser("probe", help="probe one task over fractions x seeds x constants x selection methods",
                        description="Run (or resume) a probing grid on one task and print mean and 95%% interval.",
                        parents=grid_parents)
     p.add_argument("--constants", nargs="+", default=["average"], help=" ".join(CONSTANTS_KINDS))
-    p.add_argument("--selection", nargs="+", default=["lambda"], help=" ".join(SELECTION_METHODS))
+    p.add_argument("--selection", nargs="+", default=["lambda"],
+                   help=f"{' '.join(SELECTION_METHODS)}; another draw of an order as <method>@<variant>: "
+                        "lambda@seed1, lambda@part2, lambda@full (the ranking the full profile learned), random@3")
     p.add_argument("--fractions", nargs="+", default=None,
                    help="shares of input-dependent heads, e.g. 1 1/2 0 (default: the profile's)")
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="probe seeds (default: the profile's)")
@@ -394,7 +403,8 @@ class _Parser(argparse.ArgumentParser):
 # What an interrupted command leaves, said instead of a KeyboardInterrupt traceback.
 _INTERRUPTED = {
     "extract": "nothing was written (constants are saved whole, at the end); run the same command again",
-    "rank": "nothing half-written is left; run the same command again",
+    "rank": "λ learning saved where it stopped (in <out>/checkpoints), nothing half-written is left; run the same "
+            "command again to resume it",
     "probe": "finished runs are kept in the results table, nothing half-written is left; run the same command again "
              "to resume",
     "reproduce": "finished constants, rankings and runs are kept, nothing half-written is left; run the same command "

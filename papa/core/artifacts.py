@@ -1,9 +1,11 @@
 """Atomic writes and fingerprints shared by every artifact papa saves, and the check that an output can be written."""
 from __future__ import annotations
 
+import glob
 import hashlib
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterable
 from contextlib import contextmanager
@@ -21,27 +23,41 @@ def _umask() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success rename it over `path` (write-then-rename).
+    """Yield a temporary path for `path`; on success rename it over `path` (write-then-rename).
 
-    A crash before the rename leaves the old file (or nothing) in place, never a half-written one. The file gets the
+    A crash before the rename leaves the old file (or nothing) in place, never a half-written one. The temporary path
+    lies in a private folder ``.<name>.<random>.tmp`` beside `path`, so that a writer's own temporary files
+    (safetensors writes through one in the folder of the path it is given) are in that folder too: a writer killed
+    mid-write leaves one folder that `remove_stale_temporaries` recognises, never a stray file. The file gets the
     permissions of any file the user creates (0666 less the umask).
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    tmp_path = folder / path.name
     try:
         yield tmp_path
         with open(tmp_path, "rb") as fh:
             os.fsync(fh.fileno())
-        # After the write, not before: mkstemp makes 0600 files, and writers that replace the file they are given
-        # (safetensors does) would bring 0600 back; the mode survives the rename.
+        # Writers that replace the file they are given (safetensors does) may leave another mode than the umask's.
         os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
     finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_stale_temporaries(path: str | os.PathLike) -> None:
+    """Remove what `atomic_path` writers of `path` killed mid-write left beside it (SIGKILL skips its cleanup).
+
+    Call it only where no other writer of `path` can be writing now (the caller holds a lock, or only the calling
+    process ever writes `path`): it would remove a live writer's temporary folder too.
+    """
+    path = Path(path)
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
+        if stale.is_dir() and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
+        else:  # earlier versions wrote the temporary file itself beside `path`
+            stale.unlink(missing_ok=True)
 
 
 @contextmanager

@@ -30,6 +30,11 @@ NONE = "none"
 SELECTION_METHODS = ("lambda", "first_to_last", "last_to_first", "random", "reversed_lambda")
 # The methods that read a learned λ ranking (the others need no preparation).
 RANKED = ("lambda", "reversed_lambda")
+# A selection may name another draw of its order, "<method>@<variant>" (papa.method.selection.parse_selection), to
+# measure the order's own variance: a ranked method's ranking learned with another seed ("seed<k>"), on the k-th
+# training subset disjoint from the grid's ("part<k>"), or by another profile ("<profile>"); "random"'s permutation
+# drawn with seed k ("<k>").
+SELECTION_VARIANT_SEPARATOR = "@"
 # What to do when a fraction is not a whole number of heads (papa.method.selection.num_input_dependent).
 ROUNDINGS = ("exact", "down", "nearest")
 # The paper's x-axis (4.2): shares of heads that stay input-dependent, as labels, from all heads to none.

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
 import torch
 
 from papa.core.errors import Arg, InputError
-from papa.core.vocabulary import PAPER_FRACTIONS as _PAPER_FRACTION_LABELS, ROUNDINGS, SELECTION_METHODS
+from papa.core.vocabulary import PAPER_FRACTIONS as _PAPER_FRACTION_LABELS, RANKED, ROUNDINGS, SELECTION_METHODS
+from papa.core.vocabulary import SELECTION_VARIANT_SEPARATOR
 
 # The paper's x-axis (4.2) as exact fractions: share of heads that stay input-dependent.
 PAPER_FRACTIONS = tuple(Fraction(label) for label in _PAPER_FRACTION_LABELS)
@@ -29,6 +32,65 @@ RANK_COMMAND = "papa rank"
 _WHOLE_TOL = 1e-9
 
 Head = tuple[int, int]
+
+
+# ---- selections: a method and which draw of its order ----------------------------------------------------------
+
+_RANKED_VARIANT = re.compile(r"^(?:seed(?P<seed>[1-9][0-9]*)|part(?P<part>[1-9][0-9]*)"
+                             r"|(?!(?:seed|part)[0-9])(?P<profile>[a-z][a-z0-9_-]*))$")
+_RANDOM_VARIANT = re.compile(r"^(?P<seed>[1-9][0-9]*)$")
+
+
+@dataclass(frozen=True)
+class Selection:
+    """A selection as a grid names it (`name`): its method and which draw of the method's order.
+
+    Ranked methods read the λ ranking learned with `seed`, on training subset `part` (0: the grid's own; k ≥ 1: the
+    k-th subset disjoint from it) or learned by `profile` (None: the grid's); "random" draws its permutation with
+    `seed`. The plain method name is the draw the paper runs (seed 0, the grid's subset and profile).
+    """
+
+    name: str
+    method: str
+    seed: int = 0
+    part: int = 0
+    profile: str | None = None
+
+    @property
+    def is_variant(self) -> bool:
+        """Whether this is another draw than the plain method's."""
+        return self.name != self.method
+
+
+def parse_selection(name: str) -> Selection:
+    """The `Selection` a name stands for: a method of `SELECTION_METHODS`, or ``<method>@<variant>`` (vocabulary:
+    ``lambda@seed1``, ``lambda@part2``, ``reversed_lambda@full``, ``random@3``); anything else raises `InputError`
+    saying what is accepted."""
+    method, sep, variant = str(name).partition(SELECTION_VARIANT_SEPARATOR)
+    if method not in SELECTION_METHODS:
+        raise InputError(f"unknown head selection method {method!r} in {name!r}; choose one of "
+                         f"{', '.join(SELECTION_METHODS)}, optionally with a variant (e.g. lambda@part1, random@2).")
+    if not sep:
+        return Selection(name, method)
+    if method in RANKED:
+        match = _RANKED_VARIANT.match(variant)
+        if match:
+            return Selection(name, method, seed=int(match["seed"] or 0), part=int(match["part"] or 0),
+                             profile=match["profile"])
+        accepted = "seed<k> or part<k> (k ≥ 1), or a profile's name (e.g. full)"
+    elif method == "random":
+        match = _RANDOM_VARIANT.match(variant)
+        if match:
+            return Selection(name, method, seed=int(match["seed"]))
+        accepted = "the permutation's seed k ≥ 1 (random is random@0)"
+    else:
+        raise InputError(f"{name!r}: {method} is one fixed order and has no variants; write {method}.")
+    raise InputError(f"{name!r}: the variant {variant!r} of {method} is not one of: {accepted}.")
+
+
+def selection_method(name: str) -> str:
+    """The method of a selection's name (``lambda@part1`` -> ``lambda``)."""
+    return parse_selection(name).method
 
 
 # ---- replacement orders ----------------------------------------------------------------------------------------

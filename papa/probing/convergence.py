@@ -118,3 +118,38 @@ def learning_curve(trace_a: LambdaTrace, trace_b: LambdaTrace, *, fractions: Seq
         row.update(ranking_agreement(lam_a, lam_b, fractions=fractions, rounding=rounding))
         rows.append(row)
     return rows
+
+
+#: Where a learning curve counts as settled (`settled_at`): its ranking agrees with the final one at least this much.
+SETTLED_RHO = 0.9
+
+
+def settling_curve(trace: LambdaTrace, *, fractions: Sequence = ("1/2", "1/8", "1/16"),
+                   rounding: str = "down") -> list[dict[str, float]]:
+    """One row per record of one λ learning run: the step, the seconds trained, λ's and the logits' spread, and the
+    agreement of that step's ranking with the final one (`ranking_agreement`: ρ and the shares of common kept and
+    replaced heads at each of `fractions`). Where ρ stays near 1 over the last records, more steps would not have
+    changed the order much."""
+    if not trace.steps:
+        raise ValueError("the trace holds no record: learn λ with a LambdaTrace to draw its curve")
+    final = trace.lambdas[-1]
+    rows = []
+    for step, seconds, lam in zip(trace.steps, trace.seconds, trace.lambdas):
+        moved = lambda_movement(lam)
+        row: dict[str, float] = {"step": step, "seconds": seconds, "lambda_spread": moved["lambda_spread"],
+                                 "logit_spread": moved["logit_spread"], "logit_std": moved["logit_std"]}
+        row.update(ranking_agreement(lam, final, fractions=fractions, rounding=rounding))
+        rows.append(row)
+    return rows
+
+
+def settled_at(rows: Sequence[dict], threshold: float = SETTLED_RHO) -> int | None:
+    """The first recorded step from which every later record's ranking agrees with the final one at Spearman's ρ
+    ≥ `threshold` (`settling_curve`'s rows); None when only the last record does (it never settled before the end)."""
+    settled = None
+    for row in rows[:-1]:
+        if row["spearman"] >= threshold:
+            settled = row["step"] if settled is None else settled
+        else:
+            settled = None
+    return settled

@@ -12,6 +12,7 @@ import torch
 
 from papa.core.errors import InputError
 from papa.method.controller import PapaController
+from papa.probing.checkpoint import TrainingCheckpoint
 from papa.probing.features import EncodedTask, FeatureSource
 from papa.probing.standardize import input_statistics
 from papa.probing.training import TrainSettings, make_probe, train_probe
@@ -46,15 +47,30 @@ class LambdaTrace:
         self.lambdas.append(lambdas.detach().cpu().clone())
         self.seconds.append(float(seconds))
 
+    def to_tensors(self) -> dict[str, torch.Tensor]:
+        """The record as tensors (``steps``, ``seconds``, ``lambdas`` [records, L, H]), to save with a checkpoint."""
+        return {"steps": torch.tensor(self.steps, dtype=torch.int64),
+                "seconds": torch.tensor(self.seconds, dtype=torch.float64),
+                "lambdas": torch.stack(self.lambdas) if self.lambdas else torch.zeros(0)}
+
+    def load_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
+        """Replace the record by the one `to_tensors` saved (nothing saved: an empty record)."""
+        self.steps = [int(v) for v in tensors.get("steps", torch.zeros(0)).tolist()]
+        self.seconds = [float(v) for v in tensors.get("seconds", torch.zeros(0)).tolist()]
+        self.lambdas = list(tensors["lambdas"].unbind(0)) if self.steps else []
+
 
 def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask, settings: TrainSettings, *,
                   seed: int = 0, lambda_lr: float | None = None, progress: bool = True,
-                  trace: LambdaTrace | None = None, standardize: bool = False) -> torch.Tensor:
+                  trace: LambdaTrace | None = None, standardize: bool = False,
+                  checkpoint: TrainingCheckpoint | None = None) -> torch.Tensor:
     """Train a probe and θ of every head jointly; return λ [L, H] (the heads go back to their previous modes).
 
     `lambda_lr` is θ's learning rate (None: the probe's, `settings.learning_rate`); `trace` records λ along the way
     (`LambdaTrace`) and the number of steps taken. With `standardize` the probe reads standardised inputs
-    (`papa.probing.standardize`), with statistics of the training features at the start (every λ at 0.5).
+    (`papa.probing.standardize`), with statistics of the training features at the start (every λ at 0.5). With
+    `checkpoint` λ learning resumes where a run saved there stopped, and saves itself as it goes (with the trace):
+    θ, the probe, the optimizer and the data order, so that it ends as an uninterrupted run.
     """
     if controller.constants is None:
         raise ValueError("learning λ needs constants to mix with: call controller.set_constants(...) first")
@@ -63,11 +79,14 @@ def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask
     torch.manual_seed(seed)
     probe = make_probe(spec, model, train.inputs["input_ids"].shape[1]).to(controller.theta.device)
     start = time.perf_counter()
+    clock = (lambda: time.perf_counter() - start) if checkpoint is None else checkpoint.elapsed  # noqa: E731
+    if checkpoint is not None and trace is not None:
+        checkpoint.carry, checkpoint.on_restore = trace.to_tensors, trace.load_tensors
 
     def on_step(step: int) -> None:
         if trace.every is not None and step % trace.every == 0:
             with torch.no_grad():
-                trace.record(step, controller.lambdas, time.perf_counter() - start)
+                trace.record(step, controller.lambdas, clock())
 
     try:
         controller.mix()  # all heads, λ = 0.5
@@ -76,10 +95,10 @@ def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask
             probe.set_input_statistics(input_statistics(probe, source))
         losses = train_probe(probe, spec.kind, source, settings, seed=seed, extra_parameters=[controller.theta],
                              extra_lr=lambda_lr, progress=progress, desc=f"learn λ ({spec.name})",
-                             on_step=None if trace is None else on_step)
+                             on_step=None if trace is None else on_step, checkpoint=checkpoint)
         lambdas = controller.lambdas.detach().cpu().clone()
         if trace is not None and (not trace.steps or trace.total_steps != len(losses)):
-            trace.record(len(losses), lambdas, time.perf_counter() - start)
+            trace.record(len(losses), lambdas, clock())
     finally:
         controller.load_modes(saved_modes)
         with torch.no_grad():

@@ -7,12 +7,14 @@ weights and the batch order, so a run is deterministic on the CPU.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 from tqdm.auto import tqdm
 
+from papa.probing.checkpoint import TrainingCheckpoint
 from papa.probing.features import FeatureSource, padded_features
 from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
@@ -70,16 +72,19 @@ def _forward(probe: nn.Module, kind: str, feats, mask, labels):
 def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: TrainSettings, *, seed: int,
                 extra_parameters: Iterable[nn.Parameter] = (), extra_lr: float | None = None,
                 progress: bool = True, desc: str = "train probe",
-                on_step: Callable[[int], None] | None = None) -> list[float]:
+                on_step: Callable[[int], None] | None = None,
+                checkpoint: TrainingCheckpoint | None = None) -> list[float]:
     """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step (none when
     nothing trains: the LM head probe alone). `on_step`, if given, is called after every optimizer step with the
-    number of steps taken so far (e.g. to record λ for a learning curve)."""
+    number of steps taken so far (e.g. to record λ for a learning curve). With `checkpoint` the training resumes
+    from the state saved there, if any, and saves its state as the checkpoint says (`papa.probing.checkpoint`): an
+    interrupted run, run again, ends as an uninterrupted one."""
     groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
     extra = [p for p in extra_parameters if p.requires_grad]
     if extra:
         groups.append({"params": extra, "lr": extra_lr or settings.learning_rate})
     return _train([_Member(probe, seed, groups)], kind, source, settings, progress=progress, desc=desc,
-                  on_step=on_step)[0]
+                  on_step=on_step, checkpoint=checkpoint)[0]
 
 
 def train_probes(probes: Sequence[nn.Module], kind: str, source: FeatureSource, settings: TrainSettings, *,
@@ -158,7 +163,8 @@ class _Member:
 
 
 def _train(members: list[_Member], kind: str, source: FeatureSource, settings: TrainSettings, *, progress: bool,
-           desc: str, on_step: Callable[[int], None] | None = None) -> list[list[float]]:
+           desc: str, on_step: Callable[[int], None] | None = None,
+           checkpoint: TrainingCheckpoint | None = None) -> list[list[float]]:
     """The training loop of `train_probe` and `train_probes`: AdamW per member, the members' steps interleaved."""
     trained = []
     for m in members:
@@ -169,29 +175,55 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
         trained.append((m, torch.optim.AdamW(groups, weight_decay=0.0), torch.Generator().manual_seed(m.seed), []))
     if not trained:
         return [[] for _ in members]
+    if checkpoint is not None and len(trained) != 1:
+        raise ValueError("a checkpoint saves one probe's training: train the probes one at a time to checkpoint them")
     for m, *_ in trained:
         m.probe.train()
-    n = len(source.data)
-    per_epoch = (n + settings.batch_size - 1) // settings.batch_size
-    bar = tqdm(total=settings.epochs * per_epoch * len(trained), desc=desc, unit="step", disable=not progress,
-               leave=False)
-    steps = 0
-    for _ in range(settings.epochs):
-        # the seed decides the order on any device
-        orders = [torch.randperm(n, generator=generator, device="cpu") for _, _, generator, _ in trained]
-        for start in range(0, n, settings.batch_size):
-            for (m, optimizer, _, losses), order in zip(trained, orders):
-                losses.append(_step(m.probe, optimizer, kind, *source(order[start:start + settings.batch_size])))
-            steps += 1
-            if on_step is not None:
-                on_step(steps)
-            bar.update(len(trained))
-        bar.set_postfix(loss=f"{trained[0][3][-1].item():.3f}", refresh=False)  # one read per epoch
+    total = settings.epochs * _steps_per_epoch(source, settings)
+    resumed = None if checkpoint is None else checkpoint.restore(trained[0][1], trained[0][2])
+    steps = 0 if resumed is None else resumed.steps
+    if resumed is not None:
+        trained[0][3].extend(resumed.losses)
+    bar = tqdm(total=total * len(trained), initial=steps * len(trained), desc=desc, unit="step",
+               disable=not progress, leave=False)
+    with nullcontext() if checkpoint is None else checkpoint.stopping_between_steps():
+        _epochs(trained, kind, source, settings, steps, resumed, bar, on_step, checkpoint)
     bar.close()
     read = {id(m): torch.stack(losses).tolist() for m, _, _, losses in trained}
     for m in members:
         m.probe.eval()
     return [read.get(id(m), []) for m in members]
+
+
+def _epochs(trained: list, kind: str, source: FeatureSource, settings: TrainSettings, steps: int, resumed,
+            bar, on_step: Callable[[int], None] | None, checkpoint: TrainingCheckpoint | None) -> None:
+    """`_train`'s epochs from step `steps` on (a resumed run's: `resumed`)."""
+    n, per_epoch = len(source.data), _steps_per_epoch(source, settings)
+    total = settings.epochs * per_epoch
+    for epoch in range(steps // per_epoch, settings.epochs):
+        first = steps - epoch * per_epoch  # batches of this epoch already taken (0 unless it resumed within it)
+        if first:  # the generator stands after this epoch's order: take the order it was drawn as
+            orders = [resumed.order]
+        else:  # the seed decides the order on any device
+            orders = [torch.randperm(n, generator=generator, device="cpu") for _, _, generator, _ in trained]
+        for start in range(first * settings.batch_size, n, settings.batch_size):
+            for (m, optimizer, _, losses), order in zip(trained, orders):
+                losses.append(_step(m.probe, optimizer, kind, *source(order[start:start + settings.batch_size])))
+            steps += 1
+            if on_step is not None:
+                on_step(steps)
+            if checkpoint is not None and checkpoint.due(steps, last=steps == total):
+                _, optimizer, generator, losses = trained[0]
+                checkpoint.save(steps, optimizer, generator, orders[0], losses)
+                if checkpoint.stop_requested and steps < total:
+                    raise KeyboardInterrupt  # saved: the same call resumes here
+            bar.update(len(trained))
+        if trained[0][3]:
+            bar.set_postfix(loss=f"{trained[0][3][-1].item():.3f}", refresh=False)  # one read per epoch
+
+
+def _steps_per_epoch(source: FeatureSource, settings: TrainSettings) -> int:
+    return -(-len(source.data) // settings.batch_size)  # the last batch may hold fewer examples
 
 
 @torch.no_grad()

@@ -171,13 +171,12 @@ class Unit:
 
     def grid(self):
         """The one-point `GridConfig` that computes this unit."""
-        from papa.method.selection import SELECTION_METHODS
         from papa.runs.experiment import GridConfig
 
         j = self.jobs[0]
         return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,
                           device=self.device, constants=("average" if j.constants == NONE else j.constants,),
-                          selections=(j.selection if j.selection in SELECTION_METHODS else "lambda",),
+                          selections=(j.selection if j.selection != NONE else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
                           probe_inputs=j.probe_inputs,
                           constants_corpus="task" if j.constants_corpus == NONE else j.constants_corpus)
@@ -199,7 +198,7 @@ def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None
     prepare: dict[tuple, Unit] = {}
     for group in points.values():
         j = group[0]
-        ranked = j.selection in RANKED
+        ranked = _ranked(j)
         if not (ranked or j.constants.removeprefix("trainable_") == "average"):
             continue  # nothing to prepare: no constants to extract, no ranking to learn
         previous = prepare.get(_preparation(j))
@@ -209,14 +208,26 @@ def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None
                                     for g in points.values()]
 
 
+def _ranked(job: Job) -> bool:
+    """Whether the job's selection reads a λ ranking."""
+    from papa.method.selection import selection_method
+
+    return job.selection != NONE and selection_method(job.selection) in RANKED
+
+
 def _preparation(job: Job) -> tuple:
-    """Jobs with the same preparation share its constants (and λ ranking)."""
+    """Jobs with the same preparation share its constants (and λ ranking: one per draw, `lambda@part1`'s is not
+    `lambda`'s, while `reversed_lambda` reads `lambda`'s)."""
+    from papa.method.selection import parse_selection
+
+    draw = parse_selection(job.selection) if _ranked(job) else None
     return (job.model, job.task, job.constants_corpus, job.constants.removeprefix("trainable_"), job.profile,
-            job.layout, job.probe_inputs)
+            job.layout, job.probe_inputs, None if draw is None else (draw.seed, draw.part, draw.profile))
 
 
 def run_unit(unit: Unit) -> list[str]:
     """Compute one unit in this process; returns the ids of its jobs."""
+    from papa.method.selection import parse_selection
     from papa.runs.experiment import learn_ranking, run_grid, task_constants
     from papa.runs.profiles import register_profile
 
@@ -224,8 +235,9 @@ def run_unit(unit: Unit) -> list[str]:
         register_profile(unit.profile)
     cfg = unit.grid()
     if unit.kind == "prepare":
-        if unit.ranking:
-            learn_ranking(cfg, kind=cfg.constants[0], progress=False)
+        draw = parse_selection(cfg.selections[0])
+        if unit.ranking and draw.profile is None:  # another profile's ranking is read, never learned by a grid
+            learn_ranking(cfg, kind=cfg.constants[0], seed=draw.seed, part=draw.part, progress=False)
         else:
             task_constants(cfg.task, model=cfg.model, profile=cfg.profile, out_dir=cfg.out_dir,
                            corpus=cfg.constants_corpus, data_dir=cfg.data_dir, device=cfg.device, layout=cfg.layout,

@@ -49,20 +49,22 @@ from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name,
 from papa.probing.convergence import lambda_movement
 from papa.probing.feature_store import STORED, block_examples
 from papa.probing.features import EncodedTask, FeatureSource, encode_task, feature_layers
+from papa.probing.checkpoint import TrainingCheckpoint
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.standardize import InputStatistics, input_statistics, probe_inputs_for, save_input_statistics
 from papa.probing.training import (TrainSettings, evaluate_probe, make_probe, train_probe, train_probes,
                                    train_probes_in_blocks)
 from papa.runs.constants_cache import ConstantsSource, cached_average_constants
 from papa.runs.keys import PointKey, point_key
+from papa.runs.lambda_curves import CURVE_EVERY, checkpoint_path, curve_path, save_curve
 from papa.runs.names import existing_file, ranking_filenames
 from papa.runs.predictions_store import save_run_predictions
 from papa.runs.profiles import Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.tasks.corpus import Corpus
-from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
+from papa.tasks.data import disjoint_part, load_examples, resolve_data_dir, subset_indices
 from papa.method.rankings import HeadRanking, load_ranking
-from papa.method.selection import (ROUNDINGS, SELECTION_METHODS, fraction_label, num_input_dependent, replaced_heads,
+from papa.method.selection import (ROUNDINGS, fraction_label, num_input_dependent, parse_selection, replaced_heads,
                                    replacement_order)
 from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
 
@@ -117,8 +119,9 @@ def _resolve(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, P
         if kind not in CONSTANTS_KINDS:
             raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
     for method in cfg.selections:
-        if method not in SELECTION_METHODS:
-            raise ValueError(f"unknown selection method {method!r}; choose from {', '.join(SELECTION_METHODS)}")
+        selection = parse_selection(method)
+        if selection.profile is not None:
+            get_profile(selection.profile)
     fractions = tuple(fraction_label(f) for f in (prof.fractions if cfg.fractions is None else cfg.fractions))
     if not fractions:
         example = Arg("fractions", ["1", "1/2", "0"])
@@ -297,15 +300,23 @@ def _constants(s: _Session, kind: str, progress: bool) -> ConstantMatrices:
     return s.constants[kind]
 
 
-def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEED) -> HeadRanking:
-    """The λ ranking for `kind`'s constants, λ learned with `seed` (the grid's: RANKING_SEED): loaded if saved
-    (and learned with the profile's settings), else learned and saved. It records how far λ moved
-    (`papa.probing.convergence.lambda_movement`), the optimizer steps and λ's learning rate."""
+def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEED, *, part: int = 0,
+                 profile: str | None = None) -> HeadRanking:
+    """The λ ranking for `kind`'s constants, λ learned with `seed` (the grid's: RANKING_SEED) on training part `part`
+    (0: the grid's subset; k ≥ 1: the k-th subset of the same size disjoint from it, `papa.tasks.data.
+    disjoint_part`): loaded if saved (and learned with the profile's settings), else learned and saved. It records
+    how far λ moved (`papa.probing.convergence.lambda_movement`), the optimizer steps and λ's learning rate, and
+    its learning curve is saved beside it (`papa.runs.lambda_curves`). With `profile` (another than the grid's) the
+    ranking that profile learned is read, never learned here."""
+    if profile is not None and profile != s.cfg.profile:
+        return _other_profile_ranking(s, kind, seed, profile)
     cfg, sig = s.cfg, s.controller.signature
-    names = _ranking_names(s, kind, seed)
+    names = _ranking_names(s, kind, seed, part)
     path = existing_file(s.out / "rankings", names)  # a file named by an older version is read too
     prof = s.profile
     rank_data = _subset(s.train, prof.rank_limit, prof.sample)
+    if part:
+        rank_data = _disjoint_rank_data(s, len(rank_data), part)
     settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
     lambda_lr = prof.rank_lr or settings.learning_rate
     wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate,
@@ -324,10 +335,20 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
         tqdm.write(f"{path.name} was learned with {stale}; learning it again with the profile's "
                    f"{_settings_text(wanted)}.")
     s.controller.set_constants(_constants(s, kind.removeprefix("trainable_"), progress))
-    trace = LambdaTrace()  # counts the steps
+    target = path.with_name(names[0])
+    trace = LambdaTrace(every=CURVE_EVERY)
+    checkpoint = None
+    if distributed.world_size() == 1:  # one process owns the file; distributed λ learning starts over
+        identity = {"ranking": names[0], "task": cfg.task, "seed": seed, **wanted}
+        checkpoint = TrainingCheckpoint(checkpoint_path(target), identity)
+        if cfg.force:
+            checkpoint.remove()
+        elif checkpoint.path.is_file() and progress:
+            tqdm.write(f"λ learning resumes from {checkpoint.path}")
     with phase("lambda"):
         lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
-                                progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS)
+                                progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS,
+                                checkpoint=checkpoint)
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=cfg.constants_corpus, seed=seed,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
@@ -335,16 +356,48 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
         lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype,
         probe_inputs=cfg.probe_inputs)
     if distributed.is_main():
-        ranking.save(path.with_name(names[0]))
+        ranking.save(target)
+        save_curve(curve_path(target), trace, names[0])
+        if checkpoint is not None:
+            checkpoint.remove()  # after the ranking is saved: a kill in between resumes at the last step
     return ranking
 
 
-def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED) -> list[str]:
-    """The file names of the session's λ ranking with `kind` constants and λ learned with `seed`: the current one,
-    then an older version's (only a seed other than the grid's is named)."""
+def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED, part: int = 0,
+                   profile: str | None = None) -> list[str]:
+    """The file names of the session's λ ranking with `kind` constants, λ learned with `seed` on training part `part`
+    by `profile` (None: the grid's): the current one, then an older version's (only a seed other than the grid's is
+    named)."""
     cfg = s.cfg
     return ranking_filenames(s.controller.signature.model_name, cfg.task, kind, cfg.constants_corpus, s.max_length,
-                             cfg.profile, cfg.layout, cfg.dtype, seed=seed, probe_inputs=cfg.probe_inputs)
+                             profile or cfg.profile, cfg.layout, cfg.dtype, seed=seed, probe_inputs=cfg.probe_inputs,
+                             part=part)
+
+
+def _other_profile_ranking(s: _Session, kind: str, seed: int, profile: str) -> HeadRanking:
+    """The ranking `profile` learned for the session's model, task and settings: read, checked, never learned."""
+    get_profile(profile)  # an unknown profile says so, naming the known ones
+    sig = s.controller.signature
+    path = existing_file(s.out / "rankings", _ranking_names(s, kind, seed, profile=profile))
+    if not path.is_file():
+        command = Arg("command", f"papa rank --task {s.cfg.task} --profile {profile} --out {s.out}")
+        raise InputError(f"the selection reads the λ ranking the {profile!r} profile learns, and there is none at "
+                         f"{path}: learn it first ({command}), with this grid's model, layout and constants.",
+                         advice=[command])
+    ranking = load_ranking(path)
+    ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig, max_length=s.max_length,
+                             layout=s.cfg.layout)
+    return ranking
+
+
+def _disjoint_rank_data(s: _Session, size: int, part: int) -> EncodedTask:
+    """`size` training examples of disjoint part `part`: none of them in the grid's training subset (from which
+    part 0, its own ranking's, is drawn) nor in another part."""
+    every = load_examples(s.spec, "train", s.data_dir)
+    taken = subset_indices(len(every), s.profile.train_limit, s.profile.sample)
+    chosen = [every[i] for i in disjoint_part(len(every), taken, size, part)]
+    return encode_task(s.tokenizer, s.spec, chosen, max_length=s.max_length, model_type=s.model.config.model_type,
+                       layout=s.cfg.layout, causal=is_causal(s.model))
 
 
 def _stale_settings(recorded: dict, wanted: dict) -> str:
@@ -368,9 +421,11 @@ def _subset(data: EncodedTask, limit: int | None, sample: str) -> EncodedTask:
 
 def _order(s: _Session, kind: str, method: str, progress: bool) -> list[tuple[int, int]]:
     L, H = s.controller.num_layers, s.controller.num_heads
-    if method in RANKED:
-        return head_ranking(s, kind, progress).order_for(method)
-    return replacement_order(method, L, H, seed=RANKING_SEED)
+    selection = parse_selection(method)
+    if selection.method in RANKED:
+        return head_ranking(s, kind, progress, selection.seed, part=selection.part,
+                            profile=selection.profile).order_for(selection.method)
+    return replacement_order(selection.method, L, H, seed=selection.seed)  # random: permutation 0 unless a variant
 
 
 # ---- one point of the grid ---------------------------------------------------------------------------------------
@@ -411,12 +466,17 @@ def _point(s: _Session, kind: str, method: str, label: str) -> _Point:
     cfg, ctrl, prof = s.cfg, s.controller, s.profile
     key = point_key(kind, method, cfg.constants_corpus, label, total_heads=ctrl.num_layers * ctrl.num_heads,
                     rounding=cfg.rounding)
-    ranked = key.selection in RANKED
+    selection = parse_selection(key.selection) if key.selection != NONE else None
+    ranked = selection is not None and selection.method in RANKED
+    if ranked and selection.profile not in (None, cfg.profile):  # the ranking another profile learned
+        prof_rank = get_profile(selection.profile).for_task(cfg.task).ranking_key()
+    else:
+        prof_rank = prof.ranking_key()
     config = dict(model=ctrl.signature.model_name, task=cfg.task, constants=key.constants,
                   constants_corpus=key.constants_corpus, selection=key.selection, fraction=label,
                   rounding=cfg.rounding, profile=cfg.profile, train_limit=prof.train_limit,
                   eval_limit=prof.eval_limit, corpus_limit=None if key.constants_corpus == NONE else prof.corpus_limit,
-                  epochs=prof.epochs, rank=prof.ranking_key() if ranked else None)
+                  epochs=prof.epochs, rank=prof_rank if ranked else None)
     if prof.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
         config["sample"] = prof.sample
     if cfg.layout != UNRECORDED_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
@@ -606,19 +666,22 @@ def _point_statistics(s: _Session, probe, source: FeatureSource, point: dict) ->
     return statistics
 
 
-def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING_SEED,
+def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING_SEED, part: int = 0,
                   progress: bool = True) -> tuple[HeadRanking, Path]:
     """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants, λ learned with `seed` (the grid's is
     RANKING_SEED; another seed's ranking is saved under its own name, e.g. to see how much two seeds agree:
-    `papa.runs.stability`); returns it and where it is saved."""
-    if isinstance(seed, bool) or not isinstance(seed, int):  # before the model and data are loaded
-        raise InputError(f"the ranking's seed must be an integer (got {seed!r}): {RANKING_SEED} for the grid's own "
-                         "ranking, another one (1, 2, ...) to compare with it.")
+    `papa.runs.stability`) on training part `part` (0: the grid's subset; k ≥ 1: the k-th disjoint one, saved under
+    its own name); returns it and where it is saved. An interrupted λ learning resumes where it stopped."""
+    for name, value, meaning in (("seed", seed, f"{RANKING_SEED} for the grid's own ranking, another one (1, 2, "
+                                                "...) to compare with it"),
+                                 ("part", part, "0 for the grid's own training subset, 1, 2, ... for disjoint ones")):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:  # before the model and data load
+            raise InputError(f"the ranking's {name} must be a whole number (got {value!r}): {meaning}.")
     progress = progress and distributed.is_main()
     s = _open_grid(cfg, progress)
     try:
-        ranking = head_ranking(s, kind, progress, seed)
+        ranking = head_ranking(s, kind, progress, seed, part=part)
     finally:
         s.controller.detach()
         write_phase_times(s.out)
-    return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind, seed))
+    return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind, seed, part))

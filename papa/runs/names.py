@@ -54,11 +54,12 @@ def constants_filename(model_name: str, corpus: str, max_length: int, layout: st
 
 
 def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str,
-                     layout: str, dtype: str = DEFAULT_DTYPE, seed: int = 0) -> str:
-    """`<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-seed<S>].safetensors` (the
-    dtype only when not float32, the seed λ learned with only when not 0); <model> is `model_file_name`'s."""
+                     layout: str, dtype: str = DEFAULT_DTYPE, seed: int = 0, part: int = 0) -> str:
+    """`<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-part<P>][-seed<S>]
+    .safetensors` (the dtype only when not float32, the disjoint training part λ learned on only when not the grid's
+    own, the seed λ learned with only when not 0); <model> is `model_file_name`'s."""
     return _ranking_name(model_file_name(model_name), task, constants, corpus, max_length, profile, layout, dtype,
-                         seed)
+                         seed, part=part)
 
 
 def constants_filenames(model_name: str, *args, **kwargs) -> list[str]:
@@ -90,11 +91,14 @@ def _constants_name(model: str, corpus: str, max_length: int, layout: str, kind:
 
 
 def _ranking_name(model: str, task: str, constants: str, corpus: str, max_length: int, profile: str, layout: str,
-                  dtype: str = DEFAULT_DTYPE, seed: int = 0, probe_inputs: str = PAPER_PROBE_INPUTS) -> str:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise ValueError(f"a ranking's seed must be an integer, got {seed!r}.")
-    # Only another seed than the grid's (0) is named, so that the grid's rankings keep their names.
-    seed_suffix = "" if seed == 0 else f"-seed{seed}"
+                  dtype: str = DEFAULT_DTYPE, seed: int = 0, probe_inputs: str = PAPER_PROBE_INPUTS,
+                  part: int = 0) -> str:
+    for name, value in (("seed", seed), ("part", part)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"a ranking's {name} must be an integer, got {value!r}.")
+    # Only another seed than the grid's (0), or another part of the data, is named, so that the grid's rankings keep
+    # their names.
+    seed_suffix = ("" if part == 0 else f"-part{part}") + ("" if seed == 0 else f"-seed{seed}")
     # Likewise only a probe that reads standardised inputs (papa.probing.standardize).
     inputs_suffix = "" if probe_inputs == PAPER_PROBE_INPUTS else f"-{_slug(probe_inputs)}"
     return (f"{_slug(model)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from papa.core.artifacts import remove_stale_temporaries
 from papa.core.errors import CorruptArtifactError, InputError
 from papa.probing.predictions import EvalPredictions, load_predictions, save_predictions
 
@@ -35,10 +36,9 @@ def save_run_predictions(out_dir: str | os.PathLike, run_id: str, predictions: E
     metadata = {"run_id": run_id, "task": task, "metric": metric, "created": created,
                 "made_by": f"papa {__version__}", **provenance}
     path = predictions_path(out_dir, run_id)
-    # Only the process running a run writes its file, so a temporary one of this run was left by a writer killed
-    # mid-write (SIGKILL skips atomic_path's cleanup): the resumed run removes it.
-    for stale in path.parent.glob(f".{path.name}.*.tmp"):
-        stale.unlink(missing_ok=True)
+    # Only the process running a run writes its file, so a temporary folder of this run was left by a writer killed
+    # mid-write: the resumed run removes it.
+    remove_stale_temporaries(path)
     return save_predictions(path, predictions, metadata)
 
 

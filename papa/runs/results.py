@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import atomic_path, remove_stale_temporaries
 from papa.core.errors import CorruptArtifactError
 from papa.core.vocabulary import (BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, EXECUTIONS, LAYOUTS,
                                   MODEL_DTYPES, PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS)
@@ -238,10 +238,9 @@ class ResultsTable:
         new = pd.DataFrame([r.to_dict() for r in new_rows], columns=list(COLUMNS)).astype(DTYPES)
         with _directory_lock(self.path.parent) as locked:
             if locked:
-                # Every writer of this table holds the lock while its temporary file exists, so one found now was
-                # left by a writer that was killed mid-write (SIGKILL skips atomic_path's cleanup).
-                for stale in self.path.parent.glob(f".{self.path.name}.*.tmp"):
-                    stale.unlink(missing_ok=True)
+                # Every writer of this table holds the lock while its temporary folder exists, so one found now
+                # was left by a writer that was killed mid-write.
+                remove_stale_temporaries(self.path)
             old = self.read()
             kept = old[~old["run_id"].isin(set(new["run_id"]))]
             parts = [kept, new] if len(kept) else [new]

@@ -16,6 +16,11 @@ freedom of that sum: k − 1 for the seeds' part, R − 1 for the bootstrap's ov
 part dominates (CoLA's 1,043 sentences against 5 seeds), ν is large and t near the normal's 1.96; with t(k − 1) =
 2.78 such an interval was about 1.4× too wide.
 
+Where a setting's head order is itself a draw (a λ ranking learned from one training subset and seed, one random
+permutation), the same quantity is read under several draws of it: `over_orders` adds a third part, the variance of
+the mean over the draws (s² / n per setting, n − 1 degrees of freedom), to the seeds' and the examples' parts of the
+estimate made jointly over all draws. A reading of one draw holds its order fixed and says so (`Estimate.orders`).
+
 A claim's part is then read with one rule (`above`, `at_most`, `at_least`, `within`), which returns a `Outcome`: it
 **holds** when the whole interval lies on the claim's side of its bound, **does not hold** when the whole interval
 lies on the other side, and is **inconclusive** when the interval straddles the bound; for "within a margin" this
@@ -25,6 +30,7 @@ p-value of each (`p_holds`, `p_fails`), so that claims made of many comparisons 
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -113,21 +119,25 @@ class Estimate:
     examples: bool         # whether the evaluation examples' uncertainty is in the interval
     resamples: int = RESAMPLES       # bootstrap resamples behind se_examples
     df_seeds: float | None = None    # degrees of freedom of se_seeds (None: seeds − 1)
+    se_orders: float = 0.0           # the head order's own spread (`over_orders`); 0: one order, fixed
+    df_orders: float | None = None   # its degrees of freedom (orders − 1, Welch–Satterthwaite over several arms)
+    orders: int = 1                  # the fewest draws of the order behind an arm
 
     @property
     def se(self) -> float:
-        return math.sqrt(self.se_seeds ** 2 + self.se_examples ** 2)
+        return math.sqrt(self.se_seeds ** 2 + self.se_examples ** 2 + self.se_orders ** 2)
 
     @property
     def df(self) -> float:
-        """Welch–Satterthwaite degrees of freedom of `se`: se⁴ / (se_seeds⁴ / ν_seeds + se_examples⁴ / (R − 1))."""
+        """Welch–Satterthwaite degrees of freedom of `se`: se⁴ / Σ part⁴ / ν_part over the seeds' part (ν = seeds − 1),
+        the bootstrap's (R − 1) and the orders' (`df_orders`)."""
         seeds = self.seeds - 1 if self.df_seeds is None else self.df_seeds
-        if not self.se_examples or not math.isfinite(self.se_examples):
+        parts = [(self.se_seeds, seeds), (self.se_examples, max(self.resamples - 1, 1)),
+                 (self.se_orders, self.df_orders or 1)]
+        parts = [(se, df) for se, df in parts if se and math.isfinite(se)]
+        if not parts:  # nothing varies: the seeds' count is all there is
             return seeds
-        if not self.se_seeds:  # the seeds agree exactly: the bootstrap's alone
-            return max(self.resamples - 1, 1)
-        parts = self.se_seeds ** 4 / seeds + self.se_examples ** 4 / max(self.resamples - 1, 1)
-        return self.se ** 4 / parts
+        return self.se ** 4 / sum(se ** 4 / df for se, df in parts)
 
     def _has_interval(self) -> bool:
         # seeds that agree exactly (a model scored without training a probe) say nothing of the evaluation set's own
@@ -198,6 +208,27 @@ def estimate(quantity: Callable[..., np.ndarray | float], *settings: Scores) -> 
     return Estimate(value, se_seeds, se_examples, k, examples, resamples)
 
 
+def over_orders(joint: Estimate, *arms: Sequence[float]) -> Estimate:
+    """`joint` (a quantity of several draws of the head order, e.g. the mean over λ rankings of their drop, estimated
+    paired over seeds and examples) with the spread of the order itself added: each arm holds the quantity's value
+    under each draw of one setting's order (its rankings, or its random permutations), and adds s² / n, the variance
+    of the mean of its n draws, with n − 1 degrees of freedom (Welch–Satterthwaite across the arms and the seeds' and
+    examples' parts). An arm of one draw adds nothing and says nothing of the order's variance (`orders` records the
+    fewest draws). The sum is conservative: each draw's spread holds its own seed noise, counted in `joint` too.
+    """
+    parts = []
+    for values in arms:
+        values = np.asarray(values, dtype=np.float64)
+        if len(values) > 1:
+            parts.append((float(values.var(ddof=1)) / len(values), len(values) - 1))
+    orders = min((len(a) for a in arms), default=1)
+    if not parts:
+        return dataclasses.replace(joint, orders=orders)
+    variance = sum(v for v, _ in parts)
+    df = variance ** 2 / sum(v ** 2 / d for v, d in parts) if variance > 0 else min(d for _, d in parts)
+    return dataclasses.replace(joint, se_orders=math.sqrt(variance), df_orders=df, orders=orders)
+
+
 def mean_of(estimates: Sequence[Estimate]) -> Estimate:
     """The mean of independent estimates (e.g. one per model): their variances add, and the seeds' degrees of
     freedom are the Welch–Satterthwaite ones of that sum."""
@@ -208,10 +239,14 @@ def mean_of(estimates: Sequence[Estimate]) -> Estimate:
     parts = sum((e.se_seeds / k) ** 4 / (e.seeds - 1 if e.df_seeds is None else e.df_seeds) for e in estimates
                 if e.seeds > 1)
     df_seeds = se_seeds ** 4 / parts if parts > 0 else min(e.seeds for e in estimates) - 1
+    varied = [e for e in estimates if e.se_orders > 0]  # the orders' parts add alike
+    se_orders = math.sqrt(sum(e.se_orders ** 2 for e in varied)) / k
+    df_orders = (se_orders ** 4 / sum((e.se_orders / k) ** 4 / e.df_orders for e in varied)) if varied else None
     return Estimate(value=sum(e.value for e in estimates) / k, se_seeds=se_seeds,
                     se_examples=math.sqrt(sum(e.se_examples ** 2 for e in estimates)) / k,
                     seeds=min(e.seeds for e in estimates), examples=all(e.examples for e in estimates),
-                    resamples=min(e.resamples for e in estimates), df_seeds=df_seeds)
+                    resamples=min(e.resamples for e in estimates), df_seeds=df_seeds, se_orders=se_orders,
+                    df_orders=df_orders, orders=min(e.orders for e in estimates))
 
 
 def difference(reference: Scores, other: Scores) -> Estimate:

@@ -18,13 +18,13 @@ from __future__ import annotations
 import os
 import random
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from datasets import DatasetDict, load_dataset
 
-from papa.core.errors import Arg, PapaError
+from papa.core.errors import Arg, InputError, PapaError
 from papa.core.vocabulary import SAMPLES, SPLITS
 from papa.tasks.registry import LocalSource, TaskSpec, get_task
 
@@ -433,6 +433,26 @@ def subset_indices(n: int, limit: int | None, sample: str = "first") -> list[int
     if sample == "first":
         return list(range(limit))
     return sorted(random.Random(SUBSET_SEED).sample(range(n), limit))
+
+
+#: Seeds the shuffle that cuts the examples outside a grid's subset into disjoint parts (`disjoint_part`).
+PART_SEED = 1
+
+
+def disjoint_part(n: int, taken: Sequence[int], size: int, part: int) -> list[int]:
+    """The `part`-th (1, 2, ...) set of `size` of `n` examples that share none with `taken` (a grid's subset) or with
+    any other part, in file order: the examples not taken, shuffled once (`PART_SEED`), cut into blocks of `size`.
+    Raises `InputError` when the split is too small for that part."""
+    if isinstance(part, bool) or not isinstance(part, int) or part < 1:
+        raise InputError(f"a disjoint part is numbered 1, 2, ... (part 0 is the grid's own subset), got {part!r}.")
+    rest = sorted(set(range(n)) - set(taken))
+    random.Random(PART_SEED).shuffle(rest)
+    block = rest[(part - 1) * size:part * size]
+    if len(block) < size:
+        raise InputError(f"the split holds {n} examples, {len(taken)} of them in the grid's subset: part {part} of "
+                         f"{size} examples outside it needs {len(taken) + part * size}; use a smaller part number, "
+                         "or learn λ on fewer examples (the profile's rank_limit).")
+    return sorted(block)
 
 
 def _random_subset(examples: list[Example], limit: int | None) -> list[Example]:

@@ -9,7 +9,8 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path, check_output_dir, check_output_file, read_safetensors_metadata
+from papa.core.artifacts import (atomic_path, check_output_dir, check_output_file, read_safetensors_metadata,
+                                 remove_stale_temporaries)
 from papa.core.errors import CorruptArtifactError, OutputPathError
 
 
@@ -59,3 +60,43 @@ def test_safetensors_metadata_reads_the_header_alone(tmp_path):
     for bad in ("notes.safetensors", "missing.safetensors"):
         with pytest.raises(CorruptArtifactError, match="is not a readable safetensors file"):
             read_safetensors_metadata(tmp_path / bad)
+
+
+_KILLED_WRITER = """
+import os, sys
+from papa.core.artifacts import atomic_path
+with atomic_path(sys.argv[1]) as tmp:
+    (tmp.parent / ".tmpWRITER").write_text("a writer's own temporary file, as safetensors makes beside its target")
+    tmp.write_text("half")
+    os._exit(9)  # like SIGKILL: no cleanup runs
+"""
+
+
+def test_a_writer_killed_mid_write_leaves_one_folder_that_the_next_writer_removes(tmp_path):
+    import subprocess
+    import sys
+
+    target = tmp_path / "run.safetensors"
+    target.write_text("old")
+    (tmp_path / ".run.safetensors.abc123.tmp").write_text("left by an earlier version's writer")
+    (tmp_path / ".other.safetensors.abc123.tmp").mkdir()  # another artifact's: not ours to remove
+    assert subprocess.run([sys.executable, "-c", _KILLED_WRITER, str(target)]).returncode == 9
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".run.safetensors."))
+    assert len(left) == 2 and target.read_text() == "old"
+    # The writer's own temporary file is inside atomic_path's folder, not beside the artifact.
+    assert not (tmp_path / ".tmpWRITER").exists()
+    remove_stale_temporaries(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.safetensors.abc123.tmp", "run.safetensors"]
+    with atomic_path(target) as tmp:
+        save_file({"a": torch.zeros(2)}, str(tmp))
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".other.safetensors.abc123.tmp", "run.safetensors"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_nothing_else(tmp_path):
+    target = tmp_path / "table.csv"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("the writer failed")
+    assert [p.name for p in tmp_path.iterdir()] == ["table.csv"] and target.read_text() == "old"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from fractions import Fraction
 
 import pytest
@@ -11,8 +12,9 @@ from safetensors.torch import save_file
 
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
 from papa.method.rankings import HeadRanking, load_ranking
-from papa.method.selection import (SELECTION_METHODS, check_order, fraction_label, heads_to_replace,
-                                   num_input_dependent, parse_fraction, replacement_order)
+from papa.core.errors import InputError
+from papa.method.selection import (SELECTION_METHODS, Selection, check_order, fraction_label, heads_to_replace,
+                                   num_input_dependent, parse_fraction, parse_selection, replacement_order)
 
 # A 2-layer x 3-head toy with distinct λ: sorted ascending they are (1,1) .1, (0,2) .2, (1,0) .3, (0,0) .4,
 # (1,2) .5, (0,1) .6.
@@ -235,3 +237,16 @@ def test_check_compatible():
         r.check_compatible(12, 12, model_name="bert-base")
     with pytest.raises(IncompatibleArtifactError, match="belongs to model 'tiny-bert', not 'tiny-roberta'"):
         r.check_compatible(2, 3, model_name="tiny-roberta")
+
+
+def test_a_selection_names_its_method_and_which_draw_of_its_order():
+    assert parse_selection("lambda") == Selection("lambda", "lambda") and not parse_selection("lambda").is_variant
+    assert parse_selection("lambda@seed2") == Selection("lambda@seed2", "lambda", seed=2)
+    assert parse_selection("reversed_lambda@part1") == Selection("reversed_lambda@part1", "reversed_lambda", part=1)
+    assert parse_selection("lambda@full") == Selection("lambda@full", "lambda", profile="full")
+    assert parse_selection("random@3") == Selection("random@3", "random", seed=3) and parse_selection("random@3").is_variant
+    for bad, said in (("lambda@seed0", "seed<k> or part<k>"), ("random@0", "random is random@0"),
+                      ("random@x", "permutation's seed"), ("first_to_last@1", "one fixed order"),
+                      ("lamda", "unknown head selection method 'lamda'"), ("lambda@", "seed<k> or part<k>")):
+        with pytest.raises(InputError, match=re.escape(said)):
+            parse_selection(bad)

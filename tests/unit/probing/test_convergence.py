@@ -119,3 +119,22 @@ def test_recording_lambda_changes_nothing_it_learns():
     # λ's own learning rate moves it further than the probe's
     slow = learn_lambdas(ctrl, spec, data, settings, seed=3, progress=False)
     assert lambda_movement(plain)["logit_spread"] > lambda_movement(slow)["logit_spread"]
+
+
+def test_a_settling_curve_compares_every_record_with_the_final_ranking():
+    from papa.probing.convergence import settled_at, settling_curve
+    from papa.probing.ranking import LambdaTrace
+
+    final = torch.linspace(0.3, 0.7, 12).reshape(3, 4)
+    trace = LambdaTrace(every=10)
+    noise = torch.tensor([0.3, -0.2, 0.25, -0.1, 0.2, -0.3, 0.1, -0.25, 0.15, -0.05, 0.05, -0.15]).reshape(3, 4)
+    # near the final order at step 20, away from it again at 30 (ρ 0.74), near it from 40 on
+    for step, weight in ((10, 1.0), (20, 0.05), (30, 1.0), (40, 0.001), (50, 0.0)):
+        trace.record(step, (0.5 + (final - 0.5) * 0.1 + weight * noise * 0.05).clamp(0.01, 0.99), step / 10)
+    trace.record(60, final, 6.0)
+    rows = settling_curve(trace)
+    assert [r["step"] for r in rows] == [10, 20, 30, 40, 50, 60] and rows[-1]["spearman"] == pytest.approx(1)
+    assert rows[-1]["overlap_kept_1/16"] == 1 and rows[0]["seconds"] == 1.0
+    assert rows[0]["spearman"] < 0.9 <= rows[1]["spearman"] and rows[2]["spearman"] < 0.9
+    assert settled_at(rows) == 40  # not 20: it left the final order again at 30
+    assert settled_at(rows[-1:]) is None

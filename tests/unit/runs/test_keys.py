@@ -56,3 +56,30 @@ def test_fraction_rounding_to_no_head_shows_as_done(tmp_path, tiny_dir, data_dir
     assert finished(jobs, out) == {j.key for j in jobs}
     prepare, points = plan_units(jobs, out)
     assert prepare == [] and points == []  # nothing is dispatched again
+
+
+def test_each_draw_of_a_ranking_is_prepared_once_and_its_jobs_run_as_the_grid_does(tmp_path, tiny_dir, data_dir,
+                                                                                   monkeypatch):
+    """lambda and reversed_lambda share one ranking (one preparation), lambda@part1 has its own, random@2 needs
+    none; running the units writes the rows the grid writes."""
+    from papa.reproduce.jobs import run_unit
+
+    monkeypatch.setitem(PROFILES, "keys-test", Profile(
+        "keys-test", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1, epochs=1, seeds=(0,),
+        fractions=("1/2",), rounding="down"))
+    out = tmp_path / "out"
+    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", out_dir=str(out), data_dir=str(data_dir),
+                     selections=("lambda", "reversed_lambda", "lambda@part1", "random@2"))
+    jobs = grid_jobs(cfg)
+    assert sorted(j.selection for j in jobs) == ["lambda", "lambda@part1", "random@2", "reversed_lambda"]
+    prepare, points = plan_units(jobs, out, data_dir=str(data_dir))
+    assert sorted(u.jobs[0].selection for u in prepare if u.ranking) in (["lambda", "lambda@part1"],
+                                                                          ["lambda@part1", "reversed_lambda"])
+    for unit in [*prepare, *points]:
+        run_unit(unit)
+    rankings = sorted(p.name for p in (out / "rankings").glob("*.safetensors"))
+    assert len(rankings) == 2 and rankings[0].endswith("-keys-test-part1.safetensors")
+    assert finished(jobs, out) == {j.key for j in jobs}
+    reference = run_grid(GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", out_dir=str(out),
+                                    data_dir=str(data_dir), selections=cfg.selections), progress=False)
+    assert len(reference) == 4  # every run was already there: the units wrote the grid's rows

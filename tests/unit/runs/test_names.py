@@ -80,3 +80,7 @@ def test_a_ranking_of_another_seed_is_named_by_it_and_seed_0_keeps_its_name():
                                              seed=1))
     with pytest.raises(ValueError, match="seed must be an integer"):
         ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed="1")
+    # A disjoint training part is named before the seed; part 0 (the grid's subset) keeps the grid's name.
+    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", part=0) == grid
+    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", part=2, seed=1) == \
+        "my-bert__sst2__lambda-average-task-official-n64-cpu-part2-seed1.safetensors"

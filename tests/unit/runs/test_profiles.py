@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from papa.runs.profiles import PROFILES, Profile, get_profile, load_profile_file
-from papa.tasks.data import subset_indices
+from papa.core.errors import InputError
+from papa.tasks.data import disjoint_part, subset_indices
 
 
 @pytest.fixture(autouse=True)
@@ -98,6 +99,21 @@ def test_subsets_pick_first_or_fixed_random_examples_in_order():
     assert random == sorted(random) and len(set(random)) == 50 and random != list(range(50))
     assert random == subset_indices(1000, 50, "random")  # fixed
     assert subset_indices(5, None, "random") == subset_indices(5, 9, "random") == [0, 1, 2, 3, 4]
+
+
+def test_disjoint_parts_share_no_example_with_the_grid_or_each_other():
+    taken = subset_indices(1000, 300, "random")
+    parts = [disjoint_part(1000, taken, 200, k) for k in (1, 2, 3)]
+    assert all(len(p) == 200 and p == sorted(p) for p in parts)
+    seen = set(taken)
+    for p in parts:
+        assert not seen & set(p)
+        seen |= set(p)
+    assert disjoint_part(1000, taken, 200, 2) == parts[1]  # fixed
+    with pytest.raises(InputError, match="part 4 of 200 examples outside it needs 1100"):
+        disjoint_part(1000, taken, 200, 4)
+    with pytest.raises(InputError, match="numbered 1, 2"):
+        disjoint_part(1000, taken, 200, 0)
 
 
 def test_a_grid_runs_with_its_task_sizes():

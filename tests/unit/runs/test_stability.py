@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import torch
@@ -53,7 +54,7 @@ def test_another_seed_is_saved_beside_and_rank_lr_relearns(cfg, monkeypatch, cap
     assert other.metadata["seed"] == 1 and not torch.equal(grid.lambdas, other.lambdas)
     assert torch.equal(load_ranking(grid_path).lambdas, grid.lambdas)  # seed 0's file is untouched
     assert torch.equal(learn_ranking(cfg, seed=1, progress=False)[0].lambdas, other.lambdas)  # loaded, not learned
-    with pytest.raises(InputError, match="seed must be an integer"):
+    with pytest.raises(InputError, match="seed must be a whole number"):
         learn_ranking(cfg, seed="1", progress=False)
 
     # The same profile with λ's own learning rate: the saved ranking was learned at the probe's, so it is relearned.
@@ -99,3 +100,59 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
     model = results.model.iloc[0]
     assert run.unstable(model, "sst2") == f"sst2's λ rankings of two seeds agree at ρ = 0.10 < {claims.STABLE_RHO}"
     assert "stability not measured" in run.unstable(model, "cola")  # no second seed's ranking: not read
+
+
+def test_an_interrupted_ranking_resumes_to_the_uninterrupted_one(cfg, monkeypatch):
+    """Ctrl-C while λ learns saves where it stopped (<out>/checkpoints); the same call resumes from there and ends
+    with the uninterrupted run's λ, saves the curve beside the ranking and removes the checkpoint."""
+    import os
+    import signal
+
+    from papa.runs import experiment
+    from papa.runs.lambda_curves import checkpoint_path, curve_path, load_curve
+
+    reference, _ = learn_ranking(replace(cfg, out_dir=cfg.out_dir + "-reference"), progress=False)
+
+    class Interrupted(experiment.TrainingCheckpoint):
+        def due(self, steps: int, last: bool) -> bool:
+            if steps == 1:
+                os.kill(os.getpid(), signal.SIGINT)
+            return super().due(steps, last)
+
+    monkeypatch.setattr(experiment, "TrainingCheckpoint", Interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        learn_ranking(cfg, progress=False)
+    monkeypatch.undo()
+    monkeypatch.setitem(PROFILES, "rank-test", RANK_TEST)
+    target = next((Path(cfg.out_dir) / "rankings").glob("*.safetensors"), None)
+    assert target is None  # no ranking yet, only its checkpoint
+    saved = list((Path(cfg.out_dir) / "checkpoints").iterdir())
+    assert len(saved) == 1
+    ranking, path = learn_ranking(cfg, progress=False)
+    assert torch.equal(ranking.lambdas, reference.lambdas)
+    assert not checkpoint_path(path).exists() and not checkpoint_path(path).parent.exists()
+    trace, header = load_curve(curve_path(path))
+    assert trace.steps == [2] and header["ranking"] == path.name
+    assert torch.equal(trace.lambdas[-1], reference.lambdas)
+
+
+def test_rankings_of_disjoint_parts_and_other_draws_of_an_order_run_as_selections(cfg):
+    """lambda@part1 learns λ on examples outside the grid's subset (saved as -part1); random@2 is another
+    permutation; each is a row of its own; another profile's ranking is read, never learned, and its absence says
+    how to learn it."""
+    from papa.runs.experiment import run_grid
+
+    own, own_path = learn_ranking(cfg, progress=False)
+    part, part_path = learn_ranking(cfg, part=1, progress=False)
+    assert part_path.name == own_path.name.replace(".safetensors", "-part1.safetensors")
+    assert part.metadata["examples"] == own.metadata["examples"] == 10
+    assert not torch.equal(part.lambdas, own.lambdas)
+    grid = replace(cfg, selections=("lambda", "lambda@part1", "reversed_lambda@part1", "random", "random@2"))
+    rows = run_grid(grid, progress=False)
+    mid = rows[rows.fraction == 0.5].set_index("selection")
+    assert sorted(mid.index) == ["lambda", "lambda@part1", "random", "random@2", "reversed_lambda@part1"]
+    assert mid.run_id.nunique() == 5
+    with pytest.raises(InputError, match=r"papa rank --task sst2 --profile full"):
+        run_grid(replace(cfg, selections=("lambda@full",)), progress=False)
+    with pytest.raises(InputError, match="first_to_last is one fixed order and has no variants"):
+        run_grid(replace(cfg, selections=("first_to_last@1",)), progress=False)

@@ -10,7 +10,7 @@ from scipy import stats
 from papa.probing.predictions import EvalPredictions
 from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Estimate, Scores,
                                   Outcome, above, all_of, any_of, at_least, at_most, difference, estimate, holm, mean_of,
-                                  relative_drop, resample_weights, scores, spearman_test, within)
+                                  over_orders, relative_drop, resample_weights, scores, spearman_test, within)
 
 
 def _scores(values, seeds=None):
@@ -209,3 +209,43 @@ def test_estimate_of_a_quantity_of_several_settings():
     e = estimate(lambda a, b, c, d: ((a - b) / a + (c - d) / c) / 2, o1, z1, o2, z2)
     assert e.value == pytest.approx(((0.85 - 0.75) / 0.85 + (0.5 - 0.45) / 0.5) / 2)
     assert e.seeds == 2 and e.se_seeds > 0
+
+
+def test_the_orders_spread_adds_its_variance_with_its_degrees_of_freedom():
+    joint = Estimate(value=0.02, se_seeds=0.004, se_examples=0.003, seeds=5, examples=True, resamples=1000)
+    wide = over_orders(joint, [0.01, 0.02, 0.03])
+    assert wide.se_orders == pytest.approx(math.sqrt(0.0001 / 3)) and wide.df_orders == pytest.approx(2)
+    assert wide.se == pytest.approx(math.sqrt(0.004 ** 2 + 0.003 ** 2 + 0.0001 / 3))
+    parts = 0.004 ** 4 / 4 + 0.003 ** 4 / 999 + (0.0001 / 3) ** 2 / 2
+    assert wide.df == pytest.approx(wide.se ** 4 / parts) and wide.orders == 3
+    # Two arms (λ's rankings against random permutations): their variances add, Welch–Satterthwaite across them.
+    both = over_orders(joint, [0.01, 0.02, 0.03], [0.0, 0.01, 0.03, 0.02, 0.04])
+    v1, v2 = 0.0001 / 3, np.var([0.0, 0.01, 0.03, 0.02, 0.04], ddof=1) / 5
+    assert both.se_orders ** 2 == pytest.approx(v1 + v2)
+    assert both.df_orders == pytest.approx((v1 + v2) ** 2 / (v1 ** 2 / 2 + v2 ** 2 / 4)) and both.orders == 3
+    # One draw says nothing of the order's variance: nothing is added, and the estimate says it had one order.
+    one = over_orders(joint, [0.02], [0.01, 0.03])
+    assert one.se_orders == pytest.approx(math.sqrt(np.var([0.01, 0.03], ddof=1) / 2)) and one.orders == 1
+    assert over_orders(joint, [0.02]).se == joint.se
+    # mean_of carries the orders' part: two independent tasks, each with its spread.
+    mean = mean_of([wide, wide])
+    assert mean.se_orders == pytest.approx(wide.se_orders / math.sqrt(2)) and mean.df_orders == pytest.approx(4)
+
+
+def test_an_interval_over_orders_covers_the_mean_over_every_order_and_a_fixed_order_interval_does_not():
+    # Each draw of the order (a λ ranking) shifts the score by its own effect u ~ N(0, 0.02); probe seeds add
+    # N(0, 0.005). The quantity is the mean over draws of the order, estimated from 4 draws x 5 seeds; its true value
+    # (over every possible order) is 0. Holding the 4 draws fixed, the interval misses it most of the time.
+    rng = np.random.default_rng(7)
+    covered_fixed = covered_orders = 0
+    trials = 400
+    for _ in range(trials):
+        effects = rng.normal(0, 0.02, size=4)
+        settings = [_scores(u + rng.normal(0, 0.005, size=5)) for u in effects]
+        joint = estimate(lambda *draws: sum(draws) / len(draws), *settings)
+        low, high = joint.interval()
+        covered_fixed += low <= 0 <= high
+        low, high = over_orders(joint, [s.values.mean() for s in settings]).interval()
+        covered_orders += low <= 0 <= high
+    assert covered_orders / trials >= 0.93
+    assert covered_fixed / trials < 0.6
