@@ -9,6 +9,11 @@ three verdicts: **holds** (the 95% interval lies on the claim's side of its boun
 other side), **inconclusive** (it straddles the bound). A part the run cannot read (too few models, trained constants
 sized apart from the rest, a λ ranking whose stability was not measured or is low) is **not read** and named.
 
+Where the run drew a head order more than once (λ rankings of other seeds or disjoint training parts, random
+permutations of other seeds: selections ``lambda@part1``, ``random@2``, ...), Fig. 2's and Fig. 5's parts average
+over the draws and their intervals hold the order's own spread (`papa.runs.statistics.over_orders`); a ranking
+learned by another profile (``lambda@full``: the paper's step count) is read in parts of its own.
+
 A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
 comparison of the claim (any one of them decides it); it is **partly read (k of m parts)** when the parts read all
 hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2) holds when one task improves,
@@ -39,6 +44,7 @@ import pandas as pd
 
 from papa.core.vocabulary import (DATA_FREE_KINDS, DECODER_LAYOUT, DEFAULT_DTYPE, NONE, PAPER_BASE, PAPER_LARGE,
                                   RANKED, SELECTION_METHODS)
+from papa.method.selection import parse_selection
 from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
                                       PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.paper.patterns import pattern_summary
@@ -46,8 +52,8 @@ from papa.paper.sections import (CHANCE_TABLES, DOWNSTREAM_TASKS, LEARNS_TABLES,
                                   RANKING_STABILITY_TABLES, short_model, split_learning)
 from papa.runs.compare import RunScores
 from papa.runs.statistics import (ALPHA, DESCRIPTIVE, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ,
-                                  VERDICTS, Estimate, Outcome, above, all_of, any_of, at_most, corrected, difference,
-                                  estimate, mean_of, spearman_test, within)
+                                  VERDICTS, Estimate, Outcome, Scores, above, all_of, any_of, at_most, corrected,
+                                  difference, estimate, mean_of, over_orders, spearman_test, within)
 
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
@@ -69,11 +75,14 @@ SPREAD_THRESHOLD = 0.5
 STABLE_RHO = 0.8
 # The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
 LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
+# How a part names the draws of a λ ranking it averages over (`_numbers`).
+RANKINGS = "λ rankings"
 
 #: Each claim's rule, in one line.
 RULES = {
     "fig2_half": f"per task whose probe learns: original − (λ, 1/2) below {HALF_MARGIN} (upper end of its 95% "
-                 "interval); 'sometimes improves': on some task (λ, 1/2) − original above 0 (Holm across tasks)",
+                 "interval; over every λ ranking the run drew, their spread in the interval); 'sometimes improves': "
+                 "on some task (λ, 1/2) − original above 0 (Holm across tasks)",
     "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
                 f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {AVERAGE_MARGIN * 100:.0f} points and every model's below "
                 f"{PAPER_MAX_RELATIVE_DROP:.0%}",
@@ -89,7 +98,8 @@ RULES = {
               f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size)",
     "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN}",
     "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
-            "above 0 (read only where two seeds' λ rankings agree)",
+            "above 0 (read only where two seeds' λ rankings agree; over every λ ranking and random permutation the "
+            "run drew, their spread in the interval)",
     "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
             "and as shares of the margin over chance (MLM probe for MLM-pretrained encoders; for decoders the LM with "
             "its own head, also at 1/2, 1/8 and 1/16 in λ order, and an LM probe trained from scratch); the paper's "
@@ -246,6 +256,44 @@ class _Run(RunScores):
         """`task`'s chance level on `model` (majority class, or uniform over the vocabulary), if the run wrote it."""
         return _value(self.chance_levels, model, task, "chance")
 
+    def ranking_profiles(self, model: str, task: str) -> list[str]:
+        """The other profiles whose λ rankings ran on (`model`, `task`) (selections such as ``lambda@full``)."""
+        names = set(self.rows(model, task).selection) - {NONE}
+        return sorted({p for p in (parse_selection(n).profile for n in names) if p is not None})
+
+    def draws(self, model: str, task: str, method: str, label: str, *, profile: str | None = None
+              ) -> list[Scores]:
+        """The `Scores` of every draw of `method`'s head order run at (`model`, `task`, `label`) with the task's
+        average constants: the plain method's and its variants' (λ rankings of other seeds and training parts,
+        random permutations of other seeds), in name order; with `profile`, the draws of that profile's ranking
+        (e.g. "full": λ learned at the paper's step count) instead."""
+        rows = self.rows(model, task, constants="average", constants_corpus="task", fraction_label=label)
+        names = sorted(n for n in set(rows.selection) if n != NONE and _draw_of(n, method, profile))
+        found = [self.scores(model, task, "average", "task", n, label) for n in names]
+        return [f for f in found if f is not None]
+
+
+def _draw_of(name: str, method: str, profile: str | None) -> bool:
+    """Whether selection `name` is a draw of `method`'s order learned by `profile` (None: the grid's own)."""
+    selection = parse_selection(name)
+    return selection.method == method and selection.profile == profile
+
+
+def _contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
+    """The mean over `plus`'s draws of the order minus the mean over `minus`'s, paired over seeds and examples, with
+    the orders' own spread added (`over_orders`): each side is one setting's draws of its order (one, for a fixed
+    order or the original model)."""
+    k = len(plus)
+    joint = estimate(lambda *means: sum(means[:k]) / k - sum(means[k:]) / len(minus), *plus, *minus)
+    return over_orders(joint, [s.values.mean() for s in plus], [s.values.mean() for s in minus])
+
+
+def _numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
+    """The estimate's text, and over how many draws of each order it is taken where some order was drawn more than
+    once (e.g. "over 4 λ rankings, 5 random orders")."""
+    drawn = [f"{len(draws)} {what}" for what, draws in arms if len(draws) > 1]
+    return e.text() + (f" over {', '.join(drawn)}" if drawn else "")
+
 
 def _value(table: pd.DataFrame | None, model: str, task: str, column: str) -> float | None:
     """`column` of the (model, task) row of a run's table (None: no table, or no such row)."""
@@ -273,18 +321,20 @@ def _fig2_half(run: _Run) -> ClaimReading:
     k = _count(pairs)
     for model, task in pairs:
         original = run.scores(model, task)
-        half = run.scores(model, task, "average", "task", "lambda", "1/2")
-        if original is None or half is None:
-            continue
-        label = _label(model, task, k)
-        why = run.unstable(model, task)
-        if why:
-            drops.append(_unread(f"drop at 1/2 ({label})", why))
-            continue
-        drop = difference(half, original)  # original − half
-        drops.append(_compare(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), drop.text()))
-        gain = difference(original, half)
-        improves.append(_compare(f"improves ({label})", above(gain), gain.text()))
+        for profile in (None, *run.ranking_profiles(model, task)):
+            half = run.draws(model, task, "lambda", "1/2", profile=profile)
+            if original is None or not half:
+                continue
+            label = _label(model, task, k) + ("" if profile is None else f", λ of the {profile} profile")
+            why = run.unstable(model, task)
+            if why:
+                drops.append(_unread(f"drop at 1/2 ({label})", why))
+                continue
+            arms = [(RANKINGS, half)]
+            drop = _contrast([original], half)  # original − half
+            drops.append(_compare(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), _numbers(drop, arms)))
+            gain = _contrast(half, [original])
+            improves.append(_compare(f"improves ({label})", above(gain), _numbers(gain, arms)))
     if not drops:
         return _not_read(*where, "no task was run at fractions 1 and 1/2")
     return _reading(*where, [*drops, _tally("sometimes improves", improves, anywhere=True,
@@ -505,24 +555,30 @@ def _fig5(run: _Run) -> ClaimReading:
     k = len({m for m, _, _ in points})
     best, worst, unstable = [], [], []
     for model, task, label in points:
-        ran = {m: run.scores(model, task, "average", "task", m, label) for m in methods}
-        ran = {m: s for m, s in ran.items() if s is not None}
-        if "lambda" not in ran or len(ran) < 2:
-            continue  # Fig. 2's tasks run λ alone
-        why = run.unstable(model, task)
-        name = f"{_label(model, task, k)} at {label}"
-        if why:
-            unstable.append(_unread(name, why))
-            continue
-        for m, s in ran.items():
-            if m not in RANKED:  # λ against the data-free orders
-                d = difference(s, ran["lambda"])
-                best.append(_compare(f"λ beats {m} ({name})", above(d), d.text()))
-        if "reversed_lambda" in ran:
-            for m, s in ran.items():
-                if m != "reversed_lambda":
-                    d = difference(ran["reversed_lambda"], s)
-                    worst.append(_compare(f"{m} beats reversed λ ({name})", above(d), d.text()))
+        for profile in (None, *run.ranking_profiles(model, task)):
+            # λ-ranked methods of `profile`'s ranking against the data-free orders (drawn the grid's way)
+            ran = {m: run.draws(model, task, m, label, profile=profile if m in RANKED else None) for m in methods}
+            ran = {m: draws for m, draws in ran.items() if draws}
+            if "lambda" not in ran or len(ran) < 2:
+                continue  # Fig. 2's tasks run λ alone
+            why = run.unstable(model, task)
+            name = f"{_label(model, task, k)} at {label}" + ("" if profile is None else f", λ of the {profile} "
+                                                                                          "profile")
+            if why:
+                unstable.append(_unread(name, why))
+                continue
+            for m, draws in ran.items():
+                if m not in RANKED:  # λ against the data-free orders
+                    d = _contrast(ran["lambda"], draws)
+                    arms = [(RANKINGS, ran["lambda"]), (f"{m} orders", draws)]
+                    best.append(_compare(f"λ beats {m} ({name})", above(d), _numbers(d, arms)))
+            if "reversed_lambda" in ran:
+                for m, draws in ran.items():
+                    if m != "reversed_lambda":
+                        d = _contrast(draws, ran["reversed_lambda"])
+                        arms = [(RANKINGS if m in RANKED else f"{m} orders", draws),
+                                (RANKINGS, ran["reversed_lambda"])]
+                        worst.append(_compare(f"{m} beats reversed λ ({name})", above(d), _numbers(d, arms)))
     if not best and not unstable:
         return _not_read(*where, "λ and another selection method were not run at a fraction between 0 and 1")
     parts = [_tally("λ beats every other method", best, none="no λ ranking could be read"),

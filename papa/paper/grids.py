@@ -17,9 +17,11 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import pandas as pd
 
+from papa.core.vocabulary import PAPER_FRACTIONS, RANKED
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.results import aggregate
 
@@ -91,10 +93,22 @@ def available_corpus(preferred: str = "mnli", fallback: str = "mlm", data_dir: s
 
 # ---- the sections' declarations (one per notebook that runs grids) -------------------------------------------------
 
-def main_results(models: Sequence[str], tasks: Sequence[str]) -> dict[str, Grids]:
+def order_draws(method: str, variants: Sequence[str]) -> list[str]:
+    """The selections that draw `method`'s order again, one per variant (``lambda``, ["part1", "seed1"] ->
+    ["lambda@part1", "lambda@seed1"]; `papa.method.selection.parse_selection` says which variants exist)."""
+    from papa.method.selection import parse_selection
+
+    return [parse_selection(f"{method}@{v}").name for v in variants]
+
+
+def main_results(models: Sequence[str], tasks: Sequence[str], ranking_draws: Sequence[str] = ()) -> dict[str, Grids]:
     """Fig. 2 and 3 (notebook 02): λ-selected average constants at the profile's fractions, and the profile's
-    learning curves of the original-attention probe."""
-    return {"results": _grids(models, tasks), "sizes": _grids(models, tasks, runner="curves")}
+    learning curves of the original-attention probe; with `ranking_draws` (e.g. ["part1", "part2", "seed1"]) the λ
+    rankings of those draws at 1/2 too, so that Fig. 2's "no major drop" holds the ranking's own variance."""
+    declared = {"results": _grids(models, tasks), "sizes": _grids(models, tasks, runner="curves")}
+    if ranking_draws:
+        declared["draws"] = _grids(models, tasks, fractions=["1/2"], selections=order_draws("lambda", ranking_draws))
+    return declared
 
 
 def alternative_matrices(models: Sequence[str], tasks: Sequence[str], kinds: Sequence[str]) -> dict[str, Grids]:
@@ -111,9 +125,47 @@ def data_dependence(models: Sequence[str], tasks: Sequence[str], other_corpus: s
             "other": _grids(models, tasks, fractions=["0"], constants_corpus=corpus)}
 
 
-def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequence[str]) -> dict[str, Grids]:
-    """Fig. 5 (notebook 06): the profile's fractions under each head-selection method."""
-    return {"results": _grids(models, tasks, selections=list(methods))}
+def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequence[str],
+                   ranking_draws: Sequence[str] = (), random_draws: int = 0, other_rankings: Sequence[str] = (),
+                   out_dir: str | None = None) -> dict[str, Grids]:
+    """Fig. 5 (notebook 06): the profile's fractions under each head-selection method; with `ranking_draws` the
+    ranked methods under those other λ rankings too, with `random_draws` that many more random permutations
+    (random@1, ...): the draws Fig. 5's claim averages over (`papa.paper.claims`). With `other_rankings`, the ranked
+    methods under the rankings those profiles learned (e.g. ["full"]: λ at the paper's step count, hours of λ
+    learning of its own), for those whose every ranking is saved under `out_dir` (`learned_rankings`)."""
+    declared = {"results": _grids(models, tasks, selections=list(methods))}
+    ranked = [m for m in methods if m in RANKED]
+    learned = learned_rankings(other_rankings, models, tasks, out_dir) if out_dir is not None else []
+    draws = [*(d for m in ranked for d in order_draws(m, [*ranking_draws, *learned])),
+             *(order_draws("random", [str(k) for k in range(1, random_draws + 1)]) if "random" in methods else [])]
+    if draws:
+        declared["draws"] = _grids(models, tasks, fractions=_mid_fractions(), selections=draws)
+    return declared
+
+
+def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str], out_dir: str) -> list[str]:
+    """Those of `profiles` that have saved a λ ranking under `out_dir` for every model and task (average constants
+    of the task's own data, the reproduction's layout, each model's default probe inputs): another profile's
+    ranking is read by a grid, never learned by it (`papa rank --profile <name>` learns it)."""
+    from papa.core.vocabulary import DECODER_LAYOUT, REPRODUCTION_LAYOUT
+    from papa.method.models import canonical_model_name, is_causal_model
+    from papa.probing.standardize import probe_inputs_for
+    from papa.runs.names import existing_file, ranking_filenames
+    from papa.tasks.registry import get_task
+
+    def saved(profile: str, model: str, task: str) -> bool:
+        causal = bool(is_causal_model(model))
+        names = ranking_filenames(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length, profile,
+                                  DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
+                                  probe_inputs=probe_inputs_for(causal, None))
+        return existing_file(Path(out_dir) / "rankings", names).is_file()
+
+    return [p for p in profiles if all(saved(p, m, t) for m in models for t in tasks)]
+
+
+def _mid_fractions() -> list[str]:
+    """The paper's fractions strictly between all heads and none: where an order matters."""
+    return [f for f in PAPER_FRACTIONS if f not in ("1", "0")]
 
 
 def mlm_electra(models: Sequence[str], downstream_task: str) -> dict[str, Grids]:

@@ -97,9 +97,13 @@ def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: s
     from papa.paper.grids import section_grids
     from papa.reproduce.notebooks import NOTEBOOK_DIR, default_parameters
 
-    values = {**default_parameters(name, notebook_dir or NOTEBOOK_DIR), **(parameters or {})}
+    here = Path(notebook_dir or NOTEBOOK_DIR)
+    values = {**default_parameters(name, here), **(parameters or {})}
     options = {k: values[k] for k in ("profile", "out_dir", "data_dir", "device", "force")}
-    return [cfg for grids in section_grids(name, values).values() for cfg in grids.configs(**options)]
+    # A declaration that looks at saved files (another profile's rankings) reads them where the notebook would: its
+    # out_dir is given relative to the notebooks' folder.
+    declared = section_grids(name, {**values, "out_dir": str(here / values["out_dir"])})
+    return [cfg for grids in declared.values() for cfg in grids.configs(**options)]
 
 
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,

@@ -220,7 +220,10 @@ def test_a_notebook_runs_what_its_section_declares(name):
     run = [line.split("grids.run(declared[", 1)[1].split("]", 1)[0].strip("\"'") for line in source.splitlines()
            if "grids.run(declared[" in line]
     assert source.count("grids.run(") == len(run)
-    assert sorted(run) == sorted(section_grids(name, default_parameters(name)))
+    declared = section_grids(name, default_parameters(name))
+    assert set(declared) <= set(run)
+    # a grid declared only with some parameters (other draws of an order) is run where it is declared
+    assert all(f'if "{key}" in declared' in source for key in set(run) - set(declared))
 
 
 def test_default_parameters_are_read_without_running_the_cell(tmp_path):
