@@ -147,6 +147,39 @@ def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
     return fig
 
 
+def lambda_settling(settling: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """How one λ ranking settled while it learned (`papa.paper.sections.lambda_settling`): its agreement with the
+    final ranking (Spearman's ρ, the heads kept in common at 1/8) and λ's spread, against the optimizer step."""
+    if settling.empty:
+        raise ValueError("no learning curve to plot: learn the ranking with its curve first")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    ax.plot(settling.step, settling.spearman, marker=".", label="ρ with the final ranking")
+    kept = "overlap_kept_1/8"
+    if kept in settling:
+        ax.plot(settling.step, settling[kept], marker=".", label="heads kept at 1/8 in common")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("agreement with the final ranking")
+    ax.set_ylim(-0.05, 1.05)
+    spread = ax.twinx()
+    spread.plot(settling.step, settling.lambda_spread, color="grey", linestyle="--", label="λ spread (max − min)")
+    spread.set_ylabel("λ spread")
+    lines = ax.get_legend_handles_labels()
+    more = spread.get_legend_handles_labels()
+    ax.legend(lines[0] + more[0], lines[1] + more[1], fontsize=8, loc="lower right")
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def save_lambda_settling(settling: pd.DataFrame | None, out_dir: str | os.PathLike, task: str) -> list[Path]:
+    """`lambda_settling`'s figure saved as ``lambda_settling_<task>`` under `out_dir` ([]: no curve to draw)."""
+    if settling is None:
+        return []
+    return save_figure(lambda_settling(settling, title=f"λ settling on {task} (learned as the paper learns it)"),
+                       out_dir, f"lambda_settling_{task}")
+
+
 def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], *, length: int | None = None,
                       title: str = "") -> plt.Figure:
     """Fig. 4: heatmaps of the constant matrices of `heads` ((layer, head) pairs), rows renormalised as at use.

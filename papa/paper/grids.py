@@ -143,24 +143,29 @@ def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequenc
     return declared
 
 
-def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str], out_dir: str) -> list[str]:
-    """Those of `profiles` that have saved a λ ranking under `out_dir` for every model and task (average constants
-    of the task's own data, the reproduction's layout, each model's default probe inputs): another profile's
-    ranking is read by a grid, never learned by it (`papa rank --profile <name>` learns it)."""
+def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, seed: int = 0, part: int = 0) -> Path:
+    """Where the λ ranking `profile` learns for `model` and `task` lies under `out_dir` (a reproduction's: average
+    constants of the task's own data, the reproduction's layout, the model's default probe inputs), λ learned with
+    `seed` on training part `part`."""
     from papa.core.vocabulary import DECODER_LAYOUT, REPRODUCTION_LAYOUT
     from papa.method.models import canonical_model_name, is_causal_model
     from papa.probing.standardize import probe_inputs_for
     from papa.runs.names import existing_file, ranking_filenames
     from papa.tasks.registry import get_task
 
-    def saved(profile: str, model: str, task: str) -> bool:
-        causal = bool(is_causal_model(model))
-        names = ranking_filenames(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length, profile,
-                                  DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
-                                  probe_inputs=probe_inputs_for(causal, None))
-        return existing_file(Path(out_dir) / "rankings", names).is_file()
+    causal = bool(is_causal_model(model))
+    names = ranking_filenames(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length,
+                              profile, DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
+                              probe_inputs=probe_inputs_for(causal, None), seed=seed, part=part)
+    return existing_file(Path(out_dir) / "rankings", names)
 
-    return [p for p in profiles if all(saved(p, m, t) for m in models for t in tasks)]
+
+def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str], out_dir: str) -> list[str]:
+    """Those of `profiles` that have saved a λ ranking under `out_dir` for every model and task
+    (`saved_ranking_path`): another profile's ranking is read by a grid, never learned by it (`papa rank --profile
+    <name>` learns it)."""
+    return [p for p in profiles
+            if all(saved_ranking_path(out_dir, m, t, p).is_file() for m in models for t in tasks)]
 
 
 def _mid_fractions() -> list[str]:

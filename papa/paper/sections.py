@@ -294,6 +294,96 @@ def ranking_stability(models: Sequence[str], tasks: Sequence[str], *, profile: s
     return pd.DataFrame(rows).set_index(["model", "task"])
 
 
+#: The profile whose λ ranking is learned as the paper learns it (the whole training set, Table 3's epochs:
+#: ``papa rank --task <task> --profile full``), read beside the grid's own rankings.
+PAPER_STEPS_PROFILE = "full"
+#: The fractions at which two rankings' kept heads are compared.
+AGREEMENT_FRACTIONS = ("1/2", "1/8", "1/16")
+
+
+def lambda_settling(out_dir: str, model: str, task: str, profile: str = PAPER_STEPS_PROFILE) -> pd.DataFrame | None:
+    """Where `profile`'s λ ranking of `model` on `task` settled: one row per record of its learning curve (the step,
+    the seconds trained, λ's spread, and its agreement with the final ranking: ρ and the heads kept in common at
+    `AGREEMENT_FRACTIONS`; `papa.probing.convergence.settling_curve`); None where that ranking or its curve is not
+    saved under `out_dir`."""
+    from papa.paper.grids import saved_ranking_path
+    from papa.probing.convergence import settling_curve
+    from papa.runs.lambda_curves import curve_path, load_curve
+
+    curve = curve_path(saved_ranking_path(out_dir, model, task, profile))
+    if not curve.is_file():
+        return None
+    trace, _ = load_curve(curve)
+    return pd.DataFrame(settling_curve(trace, fractions=AGREEMENT_FRACTIONS))
+
+
+def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAPER_STEPS_PROFILE,
+                       profile: str = "cpu", draws: Sequence[tuple[int, int]] = ((0, 0), (1, 0), (0, 1), (0, 2))
+                       ) -> pd.DataFrame | None:
+    """How `profile`'s λ rankings of `model` on `task` (one row per draw saved: λ's seed and training part) agree
+    with `reference`'s: Spearman's ρ, the heads kept in common at `AGREEMENT_FRACTIONS` (chance: the fraction
+    itself), and each one's steps and λ spread; None where the reference ranking is not saved."""
+    from papa.method.rankings import load_ranking
+    from papa.paper.grids import saved_ranking_path
+    from papa.probing.convergence import lambda_movement, ranking_agreement
+
+    reference_path = saved_ranking_path(out_dir, model, task, reference)
+    if not reference_path.is_file():
+        return None
+    ref = load_ranking(reference_path)
+    rows = []
+    for seed, part in draws:
+        path = saved_ranking_path(out_dir, model, task, profile, seed=seed, part=part)
+        if not path.is_file():
+            continue
+        other = load_ranking(path)
+        agreement = ranking_agreement(other.lambdas, ref.lambdas, fractions=AGREEMENT_FRACTIONS)
+        rows.append({"profile": profile, "seed": seed, "part": part, "steps": other.metadata.get("steps"),
+                     "examples": other.metadata.get("examples"),
+                     "lambda_spread": lambda_movement(other.lambdas)["lambda_spread"],
+                     "spearman": agreement["spearman"],
+                     **{f"kept_in_common_{f}": agreement[f"overlap_kept_{f}"] for f in AGREEMENT_FRACTIONS}})
+    rows.append({"profile": reference, "seed": 0, "part": 0, "steps": ref.metadata.get("steps"),
+                 "examples": ref.metadata.get("examples"),
+                 "lambda_spread": lambda_movement(ref.lambdas)["lambda_spread"], "spearman": 1.0,
+                 **{f"kept_in_common_{f}": 1.0 for f in AGREEMENT_FRACTIONS}})
+    return pd.DataFrame(rows)
+
+
+def paper_steps_tables(out_dir: str, model: str, task: str, profile: str = "cpu",
+                       reference: str = PAPER_STEPS_PROFILE) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
+    """`lambda_settling` of `reference`'s ranking and `rankings_agreement` of `profile`'s with it, each saved under
+    ``<out>/tables/`` (``lambda_settling_<task>``, ``lambda_rankings_agreement_<task>``) where the ranking is saved;
+    (None, None) where it is not."""
+    settling = lambda_settling(out_dir, model, task, reference)
+    if settling is None:
+        return None, None
+    agreement = rankings_agreement(out_dir, model, task, reference, profile)
+    save_table(settling, out_dir, f"lambda_settling_{task}")
+    save_table(agreement, out_dir, f"lambda_rankings_agreement_{task}")
+    return settling, agreement
+
+
+def settling_note(out_dir: str, model: str, task: str, profile: str = PAPER_STEPS_PROFILE) -> str:
+    """A sentence on `profile`'s λ ranking of `model` on `task`: its steps and time, and where it settled
+    (`papa.probing.convergence.settled_at`); or how to learn it where it is not saved."""
+    from papa.probing.convergence import SETTLED_RHO, settled_at
+
+    settling = lambda_settling(out_dir, model, task, profile)
+    if settling is None:
+        return (f"The {profile} profile's λ ranking of {short_model(model)} on {task} is not saved under {out_dir}: "
+                f"learn it with `papa rank --task {task} --profile {profile} --out {out_dir}` (the whole training "
+                "set, Table 3's epochs; it checkpoints itself and resumes where it stopped).")
+    last = settling.iloc[-1]
+    settled = settled_at(settling.to_dict("records"))
+    where = (f"its ranking agreed with the final one at ρ ≥ {SETTLED_RHO} from step {settled:,} on"
+             if settled is not None else f"its ranking did not stay within ρ ≥ {SETTLED_RHO} of the final one "
+                                         "before the last step")
+    return (f"The {profile} profile's λ ranking of {short_model(model)} on {task}: {int(last.step):,} optimizer "
+            f"steps, {last.seconds / 3600:.1f} h of λ learning; {where}; λ spans {last.lambda_spread:.3f} at the "
+            "end.")
+
+
 def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:
     """Table 1's claim per model and task: does the average-constants model (fraction 0) beat each of `others`?"""
     agg = aggregate(results[results.fraction == 0.0])

@@ -156,3 +156,28 @@ def test_rankings_of_disjoint_parts_and_other_draws_of_an_order_run_as_selection
         run_grid(replace(cfg, selections=("lambda@full",)), progress=False)
     with pytest.raises(InputError, match="first_to_last is one fixed order and has no variants"):
         run_grid(replace(cfg, selections=("first_to_last@1",)), progress=False)
+
+
+def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypatch):
+    """Notebook 06's tables: the longer-trained ranking's learning curve (where it settled) and how the grid's
+    rankings (seed 0, part 1) agree with it; where it is not saved, the note says how to learn it."""
+    from papa.paper import sections
+
+    monkeypatch.setitem(PROFILES, "rank-test-long", replace(RANK_TEST, name="rank-test-long", rank_epochs=6))
+    assert sections.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long") is None
+    assert "papa rank --task sst2 --profile rank-test-long" in sections.settling_note(cfg.out_dir, cfg.model, "sst2",
+                                                                                       "rank-test-long")
+    monkeypatch.setattr("papa.runs.experiment.CURVE_EVERY", 2)
+    learn_ranking(replace(cfg, profile="rank-test-long"), progress=False)
+    learn_ranking(cfg, progress=False)
+    learn_ranking(cfg, part=1, progress=False)
+    settling = sections.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    assert settling.step.tolist() == [2, 4, 6] and settling.spearman.iloc[-1] == pytest.approx(1)
+    assert {"lambda_spread", "kept_in_common_1/16", "overlap_kept_1/2"} - set(settling.columns) == \
+        {"kept_in_common_1/16"}
+    table = sections.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
+    assert table[["profile", "seed", "part", "steps"]].values.tolist() == [
+        ["rank-test", 0, 0, 2], ["rank-test", 0, 1, 2], ["rank-test-long", 0, 0, 6]]
+    assert table.spearman.between(-1, 1).all() and table.spearman.iloc[-1] == 1.0
+    note = sections.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    assert note.startswith("The rank-test-long profile's λ ranking of tiny-bert on sst2: 6 optimizer steps")
