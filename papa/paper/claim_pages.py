@@ -159,3 +159,55 @@ def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selecti
         metric = get_task(task).metric
         labels[f"{task}/lambda"] = f"{TASK_NAMES[task]}, {METRIC_NAMES.get(metric, metric)}, λ order"
     return curve_table(pd.concat(frames, ignore_index=True), labels)
+
+
+def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: str | None = None) -> str:
+    """The λ ranking learned as the paper learns it (`reference`'s; None: the full profile's,
+    `papa.paper.sections.PAPER_STEPS_PROFILE`)
+    from the tables notebook 06 wrote (``lambda_settling_<task>``, ``lambda_rankings_agreement_<task>``): its steps and
+    time, where it settled, its curve every ~1,000 steps, and how the profile's own rankings agree with it."""
+    from papa.paper.grids import saved_ranking_path
+    from papa.paper.sections import AGREEMENT_FRACTIONS, PAPER_STEPS_PROFILE, short_model
+    from papa.probing.convergence import SETTLED_RHO, settled_at
+
+    reference = reference or PAPER_STEPS_PROFILE
+    tables = Path(out_dir) / "tables"
+    settling_file = tables / f"lambda_settling_{task}.csv"
+    agreement_file = tables / f"lambda_rankings_agreement_{task}.csv"
+    if not (settling_file.is_file() and agreement_file.is_file()):
+        return (f"Not learned in this run: `papa rank --task {task} --profile {reference}` learns it, and "
+                "notebook 06 then writes its tables.")
+    from papa.method.rankings import load_ranking
+
+    settling, agreement = pd.read_csv(settling_file), pd.read_csv(agreement_file)
+    meta = load_ranking(saved_ranking_path(str(out_dir), model, task, reference)).metadata
+    last = settling.iloc[-1]
+    settled = settled_at(settling.to_dict("records"))
+    lines = [f"{short_model(model)} on {TASK_NAMES.get(task, task)}: λ learned with the probe on all "
+             f"{meta['examples']:,} training examples for {meta['epochs']} epochs at batch 32 and rate "
+             f"{meta['learning_rate']:g} ({int(last.step):,} optimizer steps, {last.seconds / 3600:.2f} h of λ learning "
+             f"on this machine's two cores, recorded in its curve). "
+             + (f"Its ranking stays within Spearman's ρ ≥ {SETTLED_RHO} of the final one from step {settled:,} on."
+                if settled is not None else
+                f"Its ranking had not stayed within ρ ≥ {SETTLED_RHO} of the final one before its last step."),
+             "", "| step | λ spread | ρ with the final ranking | "
+             + " | ".join(f"heads kept at {f} in common" for f in AGREEMENT_FRACTIONS) + " |",
+             "|---|---|---|" + "---|" * len(AGREEMENT_FRACTIONS)]
+    every = max(1, round(1000 / max(int(settling.step.iloc[0]), 1)))
+    shown = settling.iloc[list(range(every - 1, len(settling) - 1, every)) + [len(settling) - 1]]
+    for row in shown.itertuples(index=False):
+        row = row._asdict()
+        lines.append(f"| {int(row['step']):,} | {row['lambda_spread']:.4f} | {row['spearman']:.3f} | "
+                     + " | ".join(f"{settling.loc[settling.step == row['step'], f'overlap_kept_{f}'].iloc[0]:.2f}"
+                                  for f in AGREEMENT_FRACTIONS) + " |")
+    lines += ["", "The grid's profile's rankings against it (chance for heads kept in common: the fraction itself):", "",
+              f"| ranking | λ steps (examples) | λ spread | Spearman's ρ with the {reference} profile's | "
+              + " | ".join(f"heads kept at {f} in common" for f in AGREEMENT_FRACTIONS) + " |",
+              "|---|---|---|---|" + "---|" * len(AGREEMENT_FRACTIONS)]
+    for row in agreement[agreement.profile != reference].to_dict("records"):
+        name = "seed 0 (the grid's)" if (row["seed"], row["part"]) == (0, 0) else \
+            f"seed {row['seed']}" if row["part"] == 0 else f"part {row['part']} (disjoint examples)"
+        lines.append(f"| {name} | {int(row['steps']):,} ({int(row['examples']):,}) | {row['lambda_spread']:.4f} | "
+                     f"{row['spearman']:.3f} | "
+                     + " | ".join(f"{row[f'kept_in_common_{f}']:.2f}" for f in AGREEMENT_FRACTIONS) + " |")
+    return "\n".join(lines)

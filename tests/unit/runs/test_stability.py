@@ -181,3 +181,10 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
     assert table.spearman.between(-1, 1).all() and table.spearman.iloc[-1] == 1.0
     note = sections.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert note.startswith("The rank-test-long profile's λ ranking of tiny-bert on sst2: 6 optimizer steps")
+    from papa.paper.claim_pages import paper_steps_ranking
+
+    assert paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long").startswith("Not learned in this run")
+    sections.paper_steps_tables(cfg.out_dir, cfg.model, "sst2", "rank-test", "rank-test-long")
+    page = paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    assert "on all 10 training examples for 6 epochs" in page and "| part 1 (disjoint examples) | 2 (10) |" in page
+    assert page.count("\n| 6 | ") == 1  # the last record closes the curve's table
