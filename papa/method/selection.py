@@ -68,7 +68,8 @@ def parse_selection(name: str) -> Selection:
     saying what is accepted."""
     method, sep, variant = str(name).partition(SELECTION_VARIANT_SEPARATOR)
     if method not in SELECTION_METHODS:
-        raise InputError(f"unknown head selection method {method!r} in {name!r}; choose one of "
+        where = f" in {name!r}" if sep else ""
+        raise InputError(f"unknown head selection method {method!r}{where}; choose one of "
                          f"{', '.join(SELECTION_METHODS)}, optionally with a variant (e.g. lambda@part1, random@2).")
     if not sep:
         return Selection(name, method)

@@ -34,7 +34,12 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 # Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
     "quick": {},
-    "cpu": {},  # the notebooks' own models and tasks (the offline model; MNLI only if its data is there)
+    # the notebooks' own models and tasks (the offline model; MNLI only if its data is there), with each head order
+    # drawn again (issue 41): λ rankings of two training parts disjoint from the grid's and of a second seed, four
+    # more random permutations, and λ learned at the paper's step count where `papa rank --profile full` saved it
+    "cpu": {"02_main_results": {"ranking_draws": ["part1", "part2", "seed1"]},
+            "06_head_selection": {"ranking_draws": ["part1", "part2", "seed1"], "random_draws": 4,
+                                  "other_rankings": ["full"]}},
     "full": {
         "01_method": {"model": "roberta-base"},
         "02_main_results": {"models": [*PAPER_BASE, *PAPER_LARGE], "tasks": list(PAPER_TASKS)},

@@ -59,7 +59,7 @@ from papa.runs.keys import PointKey, point_key
 from papa.runs.lambda_curves import CURVE_EVERY, checkpoint_path, curve_path, save_curve
 from papa.runs.names import existing_file, ranking_filenames
 from papa.runs.predictions_store import save_run_predictions
-from papa.runs.profiles import Profile, get_profile
+from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.tasks.corpus import Corpus
 from papa.tasks.data import disjoint_part, load_examples, resolve_data_dir, subset_indices
@@ -120,8 +120,10 @@ def _resolve(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, P
             raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
     for method in cfg.selections:
         selection = parse_selection(method)
-        if selection.profile is not None:
-            get_profile(selection.profile)
+        if selection.profile is not None and selection.profile not in PROFILES:
+            raise InputError(f"selection {method!r} reads the λ ranking a profile named {selection.profile!r} learned, "
+                             f"and there is no such profile: name one of {', '.join(PROFILES)} (e.g. "
+                             f"{selection.method}@full), or another draw (seed<k>, part<k>).")
     fractions = tuple(fraction_label(f) for f in (prof.fractions if cfg.fractions is None else cfg.fractions))
     if not fractions:
         example = Arg("fractions", ["1", "1/2", "0"])

@@ -21,6 +21,11 @@ model or data are in tests/integration/test_reliability.py.
 | NaN or negative constants | test_constants.py::test_bad_contents_are_named, ::test_in_memory_validation |
 | unknown task, profile, kind, method | here: test_grid_config_errors, test_cli_unknown_names |
 | bad profile file | here: test_profile_file_errors |
+| unknown draw of a head order (lambda@seed0, random@x, a fixed order's variant, no such profile) | |
+|   | test_selection.py::test_a_selection_names_its_method_and_which_draw_of_its_order; grid config here |
+| another profile's ranking not learned yet | test_stability.py::test_rankings_of_disjoint_parts_and_other_draws_of_an_order_run_as_selections |
+| disjoint training part beyond the split | test_profiles.py::test_disjoint_parts_share_no_example_with_the_grid_or_each_other |
+| λ checkpoint of other training, or not a checkpoint | test_ranking.py::test_a_checkpoint_of_other_training_is_refused |
 | data directory without the task's files | test_data_readers.py::test_missing_file_says_where_and_what_to_set, |
 |   | ::test_missing_data_directory; CLI here: test_cli_data_directory_without_the_files |
 | malformed TSV / CoNLL line (file and line) | test_data_readers.py::test_malformed_line_names_file_and_line, |
@@ -194,8 +199,12 @@ def test_grid_config_errors(tmp_path):
         run_grid(GridConfig(**cfg, profile="huge"), progress=False)
     with pytest.raises(ValueError, match="unknown constants kind 'gaussian'; choose from average"):
         run_grid(GridConfig(**cfg, constants=("gaussian",)), progress=False)
-    with pytest.raises(ValueError, match="unknown selection method 'best'; choose from lambda"):
+    with pytest.raises(ValueError, match="unknown head selection method 'best'; choose one of lambda"):
         run_grid(GridConfig(**cfg, selections=("best",)), progress=False)
+    with pytest.raises(ValueError, match="a profile named 'huge' learned, and there is no such profile"):
+        run_grid(GridConfig(**cfg, selections=("lambda@huge",)), progress=False)
+    with pytest.raises(ValueError, match="last_to_first is one fixed order and has no variants"):
+        run_grid(GridConfig(**cfg, selections=("last_to_first@2",)), progress=False)
     with pytest.raises(ValueError, match="unknown task 'squad'; known tasks: cola"):
         run_grid(GridConfig(task="squad", out_dir=str(tmp_path / "out")), progress=False)
     with pytest.raises(ValueError, match="unknown task 'squad'"):
