@@ -817,11 +817,15 @@ def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
 
     stored = {p.stem for p in (Path(out_dir) / PREDICTIONS_DIR).glob("*.safetensors")}
     missing = sum(rid not in stored for rid in results["run_id"])
+    drawn = sorted({n for n in set(results["selection"])
+                    if n != NONE and parse_selection(n).is_variant and parse_selection(n).profile is None})
+    orders = (f" Where a head order was drawn more than once ({', '.join(drawn)}), the intervals of Fig. 2's and "
+              "Fig. 5's parts hold the variance over the draws too." if drawn else "")
     if not missing:
         return ("Intervals hold the probe seeds' variance and the evaluation examples' (a bootstrap over them), "
-                "paired by seed.")
+                f"paired by seed.{orders}")
     return (f"{missing} of {len(results)} runs were made before runs stored their predictions: their intervals "
-            "hold the probe seeds' variance only, not the evaluation examples'.")
+            f"hold the probe seeds' variance only, not the evaluation examples'.{orders}")
 
 
 def stability_note(out_dir: str | Path) -> str:
