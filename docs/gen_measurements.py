@@ -171,6 +171,27 @@ def lambda_full_block() -> str:
     return paper_steps_ranking(CPU_RUN, "sentence-transformers/all-MiniLM-L6-v2", "sst2")
 
 
+def draws_time_block() -> str:
+    """What drawing the head orders again cost in the committed run: the runs of the draws (their rows' run time) and
+    the λ rankings learned for them (their learning curves' seconds)."""
+    from papa.method.selection import parse_selection
+    from papa.runs.lambda_curves import load_curve
+    from papa.runs.results import ResultsTable
+
+    rows = ResultsTable(CPU_RUN / "results.csv").read()
+    drawn = rows[rows.selection.map(lambda n: n != "none" and parse_selection(n).is_variant)]
+    curves = [load_curve(p)[0] for p in sorted((CPU_RUN / "rankings" / "curves").glob("*.safetensors"))
+              if "-part" in p.name]
+    if drawn.empty:
+        return "No head order was drawn again in this run."
+    minutes = drawn.runtime_s.sum() / 60
+    learned = sum(c.seconds[-1] for c in curves) / 60
+    return (f"The draws: {len(drawn)} runs ({drawn.selection.nunique()} selections on "
+            f"{drawn.task.nunique()} tasks), {minutes:.0f} minutes of runs (the sum of their rows' run time), and "
+            f"{len(curves)} λ rankings on disjoint training parts, {learned:.0f} minutes of λ learning (their "
+            "curves' seconds), on this machine's two cores.")
+
+
 def notebook_time_block() -> str:
     from papa.paper.claim_pages import notebook_time
 
@@ -183,6 +204,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "cpu-recheck": (DOCS / "performance.md", recheck_block),
     "run-options": (DOCS / "performance.md", run_options_block),
     "lambda-full": (DOCS / "results.md", lambda_full_block),
+    "draws-time": (DOCS / "results.md", draws_time_block),
     "claims": (DOCS / "results.md", claims_block),
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "claims-brief": (REPO / "README.md", brief_block),
