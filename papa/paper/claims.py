@@ -577,7 +577,7 @@ def _fig5(run: _Run) -> ClaimReading:
                     if m != "reversed_lambda":
                         d = _contrast(draws, ran["reversed_lambda"])
                         arms = [(RANKINGS if m in RANKED else f"{m} orders", draws),
-                                (RANKINGS, ran["reversed_lambda"])]
+                                (f"reversed {RANKINGS}", ran["reversed_lambda"])]
                         worst.append(_compare(f"{m} beats reversed λ ({name})", above(d), _numbers(d, arms)))
     if not best and not unstable:
         return _not_read(*where, "λ and another selection method were not run at a fraction between 0 and 1")
