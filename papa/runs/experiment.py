@@ -382,10 +382,9 @@ def _other_profile_ranking(s: _Session, kind: str, seed: int, profile: str) -> H
     sig = s.controller.signature
     path = existing_file(s.out / "rankings", _ranking_names(s, kind, seed, profile=profile))
     if not path.is_file():
-        command = Arg("command", f"papa rank --task {s.cfg.task} --profile {profile} --out {s.out}")
+        command = f"papa rank --task {s.cfg.task} --profile {profile} --out {s.out}"
         raise InputError(f"the selection reads the λ ranking the {profile!r} profile learns, and there is none at "
-                         f"{path}: learn it first ({command}), with this grid's model, layout and constants.",
-                         advice=[command])
+                         f"{path}: learn it first (`{command}`), with this grid's model and layout.")
     ranking = load_ranking(path)
     ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig, max_length=s.max_length,
                              layout=s.cfg.layout)

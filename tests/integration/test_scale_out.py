@@ -99,7 +99,7 @@ def test_probing_on_two_processes_equals_one(tmp_path, data_dir, profile_file):
     # The same constants and λ ranking (files differ only in their creation time).
     (c1,), (c2,) = (tmp_path / "one" / "constants").iterdir(), (tmp_path / "two" / "constants").iterdir()
     assert c1.name == c2.name and torch.equal(load_constants(c1).matrices, load_constants(c2).matrices)
-    (r1,), (r2,) = (tmp_path / "one" / "rankings").iterdir(), (tmp_path / "two" / "rankings").iterdir()
+    (r1,), (r2,) = ((tmp_path / run / "rankings").glob("*.safetensors") for run in ("one", "two"))
     assert r1.name == r2.name and torch.equal(load_ranking(r1).lambdas, load_ranking(r2).lambdas)
     # The same per-example predictions, written once (by the main process).
     p1 = load_run_predictions(tmp_path / "one", one["run_id"], strict=True)

@@ -48,7 +48,7 @@ def test_a_grid_in_another_dtype_records_it_and_reuses_nothing(tmp_path, float16
     assert set(float32["dtype"]) == {"float32"} and set(bf16["dtype"]) == {"bfloat16"}
     assert not set(float32["run_id"]) & set(bf16["run_id"])  # the bfloat16 run did not resume from float32 rows
     # One constants file and one ranking per dtype; only the non-default dtype is named.
-    (c_bf16, c_fp32), (r_bf16, r_fp32) = (sorted((out / kind).iterdir(), key=lambda p: "bfloat16" not in p.name)
+    (c_bf16, c_fp32), (r_bf16, r_fp32) = (sorted((out / kind).glob("*.safetensors"), key=lambda p: "bfloat16" not in p.name)
                                           for kind in ("constants", "rankings"))
     assert c_bf16.name.endswith("-n64-bfloat16.safetensors") and c_fp32.name.endswith("-n64.safetensors")
     assert r_bf16.name.endswith("-dtype-test-bfloat16.safetensors") and r_fp32.name.endswith("-dtype-test.safetensors")

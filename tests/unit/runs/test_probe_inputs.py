@@ -75,7 +75,7 @@ def test_a_standardized_grid_records_its_rows_and_stores_its_statistics(tmp_path
     assert meta["train_examples"] == 12 and meta["point"]["probe_inputs"] == "standardized"
     assert statistics_path(out, meta["point_id"]) == files[0]
     # the λ ranking of the standardised grid is its own, named and recorded as such
-    rankings = {p.name: load_ranking(p) for p in (out / "rankings").iterdir()}
+    rankings = {p.name: load_ranking(p) for p in (out / "rankings").glob("*.safetensors")}
     (std_name,) = [name for name in rankings if "-standardized" in name]
     assert rankings[std_name].metadata["probe_inputs"] == "standardized" and len(rankings) == 2
     # a table never averages the two
