@@ -179,8 +179,9 @@ def draws_time_block() -> str:
     from papa.runs.results import ResultsTable
 
     rows = ResultsTable(CPU_RUN / "results.csv").read()
-    variant = rows.selection.map(lambda n: n != "none" and parse_selection(n).is_variant)
-    other_profile = rows.selection.map(lambda n: n != "none" and parse_selection(n).profile is not None)
+    parsed = rows.selection.map({n: None if n == "none" else parse_selection(n) for n in rows.selection.unique()})
+    variant = parsed.map(lambda p: p is not None and p.is_variant)
+    other_profile = parsed.map(lambda p: p is not None and p.profile is not None)
     drawn, read = rows[variant & ~other_profile], rows[other_profile]
     curves = [load_curve(p)[0] for p in sorted((CPU_RUN / "rankings" / "curves").glob("*.safetensors"))
               if "-part" in p.name]
@@ -188,7 +189,7 @@ def draws_time_block() -> str:
         return "No head order was drawn again in this run."
     minutes = drawn.runtime_s.sum() / 60
     learned = sum(c.seconds[-1] for c in curves) / 60
-    return (f"The draws so far: {len(drawn)} runs ({drawn.selection.nunique()} selections on "
+    return (f"The draws: {len(drawn)} runs ({drawn.selection.nunique()} selections on "
             f"{drawn.task.nunique()} tasks), {minutes:.1f} minutes of probe training and evaluation (their rows' run "
             "time, without the forward passes each point shares: notebook 06's whole time is above), and "
             f"{len(curves)} λ rankings on disjoint training parts, {learned:.0f} minutes of λ learning (their "

@@ -555,9 +555,10 @@ def _fig5(run: _Run) -> ClaimReading:
     k = len({m for m, _, _ in points})
     best, worst, unstable = [], [], []
     for model, task, label in points:
+        free = {m: run.draws(model, task, m, label) for m in methods if m not in RANKED}  # drawn the grid's way
         for profile in (None, *run.ranking_profiles(model, task)):
-            # λ-ranked methods of `profile`'s ranking against the data-free orders (drawn the grid's way)
-            ran = {m: run.draws(model, task, m, label, profile=profile if m in RANKED else None) for m in methods}
+            # λ-ranked methods of `profile`'s ranking against the data-free orders
+            ran = {m: run.draws(model, task, m, label, profile=profile) if m in RANKED else free[m] for m in methods}
             ran = {m: draws for m, draws in ran.items() if draws}
             if "lambda" not in ran or len(ran) < 2:
                 continue  # Fig. 2's tasks run λ alone

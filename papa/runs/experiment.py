@@ -177,6 +177,12 @@ class _Session:
     data_dir: Path | None         # resolved once (papa.tasks.data.resolve_data_dir): None = the hub
     constants: dict = field(default_factory=dict)
 
+    def encode(self, examples: list) -> EncodedTask:
+        """`examples` of the session's task encoded as its grid encodes them (length, layout, decoder or not)."""
+        return encode_task(self.tokenizer, self.spec, examples, max_length=self.max_length,
+                           model_type=self.model.config.model_type, layout=self.cfg.layout,
+                           causal=is_causal(self.model))
+
 
 def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     """Run (or resume) the grid; returns its rows from the results table."""
@@ -231,17 +237,15 @@ def _load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, obje
 def _open_grid(cfg: GridConfig, progress: bool) -> _Session:
     """Everything a grid shares: `cfg` resolved, the model loaded and attached, the data encoded."""
     resolved, prof, spec, model, tokenizer = _load_resolved(cfg)
-    causal = is_causal(model)
     data_dir = resolve_data_dir(resolved.data_dir)
-    n = spec.hparams.max_length
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
-    encode = lambda ex: encode_task(tokenizer, spec, ex, max_length=n, model_type=model.config.model_type,  # noqa
-                                    layout=resolved.layout, causal=causal)
     out = Path(resolved.out_dir)
     controller = attach(model, model_name=canonical_model_name(resolved.model))
-    return _Session(resolved, prof, model, tokenizer, controller, spec, encode(train_ex), encode(eval_ex), n,
-                    ResultsTable(out / "results.csv"), out, data_dir)
+    s = _Session(resolved, prof, model, tokenizer, controller, spec, None, None, spec.hparams.max_length,
+                 ResultsTable(out / "results.csv"), out, data_dir)
+    s.train, s.eval = s.encode(train_ex), s.encode(eval_ex)
+    return s
 
 
 # ---- artifacts ---------------------------------------------------------------------------------------------------
@@ -396,9 +400,7 @@ def _disjoint_rank_data(s: _Session, size: int, part: int) -> EncodedTask:
     part 0, its own ranking's, is drawn) nor in another part."""
     every = load_examples(s.spec, "train", s.data_dir)
     taken = subset_indices(len(every), s.profile.train_limit, s.profile.sample)
-    chosen = [every[i] for i in disjoint_part(len(every), taken, size, part)]
-    return encode_task(s.tokenizer, s.spec, chosen, max_length=s.max_length, model_type=s.model.config.model_type,
-                       layout=s.cfg.layout, causal=is_causal(s.model))
+    return s.encode([every[i] for i in disjoint_part(len(every), taken, size, part)])
 
 
 def _stale_settings(recorded: dict, wanted: dict) -> str:
