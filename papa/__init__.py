@@ -12,7 +12,8 @@ import importlib
 __version__ = "0.1.0"
 
 _EXPORTS = {
-    "method.architectures": ["SUPPORTED_MODEL_TYPES", "ModelSignature", "model_signature"],
+    "method.architectures": ["SUPPORTED_MODEL_TYPES", "model_signature"],
+    "method.signature": ["ModelSignature"],
     "method.controller": ["PapaController", "attach", "controller_of", "detach"],
     "method.capture": ["AttentionStats"],
     "method.constants": ["ConstantMatrices", "ConstantsMetadata", "data_free_constants", "load_constants"],

@@ -178,7 +178,8 @@ def _jobs(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from papa.reproduce.notebooks import check_batch, reproduction_summary, run_notebooks
-    from papa.reproduce.timings import RUN_FILE, done_runs, phases_text, plan_text, read_run, reference
+    from papa.reproduce.jobs import done_runs
+    from papa.reproduce.timings import RUN_FILE, phases_text, plan_text, read_run, reference
 
     start, began = time.perf_counter(), time.time()
     # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.

@@ -18,50 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
-from dataclasses import asdict, dataclass
-from typing import Literal
 
 import torch
 from torch import nn
 
 from papa.core.errors import UnsupportedModelError
-from papa.method.adapters.base import Adapter
+from papa.method.adapters.base import Architecture, ModelInfo
 from papa.method.adapters.deberta import DebertaAdapter
 from papa.method.adapters.interface import SUPPORTED_HINT, InterfaceAdapter, calls_interface
-
-Positions = Literal["ids", "from_padding"]
-
-
-@dataclass(frozen=True)
-class Architecture:
-    """How papa handles one model type."""
-
-    adapter: Adapter
-    #: ``ids``: the PAPA layout passes ``position_ids = cumsum(mask) - 1``; ``from_padding``: the model numbers real
-    #: tokens itself from ``pad_token_id + 1`` (RoBERTa), so no ids are passed and two positions are not usable.
-    positions: Positions = "ids"
-    #: attribute names of the query and key projections (dropped for replaced heads); None: one fused projection
-    query_key: tuple[str, str] | None = ("query", "key")
-    #: the released code's tokenizer adds a prefix space (byte-level BPE; run_papa_ner.py's add_prefix_space=True)
-    prefix_space: bool = False
-    #: a causal LM: row i attends to keys 0..i; inputs are left-aligned (papa.method.layout, "Decoders")
-    causal: bool = False
-    #: in ARCHITECTURES, i.e. covered by the invariant tests
-    verified: bool = True
-
-    @property
-    def hook(self) -> str:
-        return self.adapter.hook
-
-    def max_positions(self, config) -> int | None:
-        """How many positions the model's absolute position embeddings cover (None: relative positions only)."""
-        if not getattr(config, "position_biased_input", True):
-            return None
-        n = getattr(config, "max_position_embeddings", None)
-        if n is None:
-            return None
-        return n - (config.pad_token_id + 1) if self.positions == "from_padding" else n
-
+from papa.method.signature import ModelSignature
 
 INTERFACE, DEBERTA = InterfaceAdapter(), DebertaAdapter()
 
@@ -140,45 +105,6 @@ _FINGERPRINT_IF_PRESENT = (
     "num_hidden_groups", "inner_group_num", "n_layers", "n_heads", "dim", "n_layer", "n_head", "n_embd",
     "n_positions",
 )
-
-
-@dataclass(frozen=True)
-class ModelSignature:
-    """What an artifact records about the model it was made for."""
-
-    model_name: str
-    model_type: str
-    num_layers: int
-    num_heads: int
-    config_fingerprint: str
-    weights_fingerprint: str
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class ModelInfo:
-    """The backbone inside a (possibly task-headed) model, its attention module per layer and the head geometry."""
-
-    model_type: str
-    base: nn.Module
-    attention_modules: list[nn.Module]   # per layer; a module shared by layers (ALBERT) repeats
-    num_layers: int
-    num_heads: int
-    head_dim: int
-    num_kv_heads: int
-    architecture: Architecture
-    causal: bool = False                 # row i attends to keys 0..i (the registry's, or the modules' is_causal)
-
-    @property
-    def adapter(self) -> Adapter:
-        return self.architecture.adapter
-
-    @property
-    def hook(self) -> str:
-        """How attention is intercepted: the architecture's adapter decides."""
-        return self.architecture.hook
 
 
 _INFO = "_papa_encoder_info"  # model.__dict__ entry: discovery runs a forward pass, so it is done once per model

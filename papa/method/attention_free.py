@@ -27,6 +27,7 @@ from torch import nn
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import layers_by_module
+from papa.method.masks import RealKeys
 
 QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
 RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoes `drop_query_key` on the module
@@ -49,22 +50,6 @@ class QueryKeyHeads:
             found = self._positions[key] = torch.tensor([self.heads.index(h) for h in kept], dtype=torch.long,
                                                         device=device)
         return found
-
-
-@dataclass(frozen=True)
-class RealKeys:
-    """A forward pass's real keys in the forms the constant heads use, made once per pass rather than per layer
-    (on an accelerator each small op is a kernel launch): `values` [B, 1, n, 1] in the values' dtype zeroes padded
-    keys' V, `columns` [n, B] float32 sums each row's constants over the real keys."""
-
-    values: torch.Tensor
-    columns: torch.Tensor
-
-    @classmethod
-    def of(cls, keys: torch.Tensor, batch: int, dtype: torch.dtype) -> "RealKeys":
-        """From `keys` [B or 1, n] (True at real tokens) for values of `dtype`."""
-        keys = keys.expand(batch, -1)
-        return cls(values=keys[:, None, :, None].to(dtype), columns=keys.t().to(torch.float32))
 
 
 def constant_attention(constants: torch.Tensor, value: torch.Tensor, keys: RealKeys | None) -> torch.Tensor:

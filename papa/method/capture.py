@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from papa.core.errors import Arg, InputError
-from papa.method.architectures import ModelSignature
+from papa.method.signature import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
 

@@ -19,7 +19,7 @@ from safetensors.torch import save_file
 from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError
 from papa.core.vocabulary import DATA_FREE_KINDS, KINDS, LAYOUTS
-from papa.method.architectures import ModelSignature
+from papa.method.signature import ModelSignature
 
 FORMAT_VERSION = 1
 

@@ -26,41 +26,21 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from papa.core.errors import InputError, PapaError
-from papa.method.architectures import ModelInfo, ModelSignature, describe_model, model_signature
-from papa.method.attention_free import RESTORE, RealKeys
+from papa.method.adapters.base import ModelInfo
+from papa.method.architectures import describe_model, model_signature
+from papa.method.attention_free import RESTORE
 from papa.method.capture import AttentionStats, pair_weights
 from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
-from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE
+from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE, LayerPlan
 from papa.method.layout import SEPARATOR_LAST
-from papa.method.masks import Allowed, padding_mask
+from papa.method.masks import Allowed, RealKeys, padding_mask
+from papa.method.signature import ModelSignature
 
 __all__ = ["KEEP", "MIX", "MODE_NAMES", "REPLACE", "PapaController", "attach", "controller_of", "detach"]
 
 _CONTROLLER = "_papa_controller"
 
 HeadSpec = Iterable[tuple[int, int]] | torch.Tensor | None
-
-
-@dataclass(frozen=True)
-class LayerPlan:
-    """What one layer's head modes ask of its attention, decided on the host whenever the modes change, so that a
-    forward pass never reads the modes back from the device: plain Python values, and index tensors made once on
-    the controller's device."""
-
-    changed: bool                  # some head is not kept: the layer cannot run the model's own attention alone
-    mixed: bool                    # some head mixes λA + (1 − λ)C
-    keep: tuple[int, ...]          # the kept heads
-    replace: tuple[int, ...]       # the replaced heads
-    keep_index: torch.Tensor       # `keep` as a long tensor on the controller's device
-    replace_index: torch.Tensor    # `replace` likewise
-
-    @classmethod
-    def of(cls, modes: list[int], device: torch.device) -> "LayerPlan":
-        keep = tuple(h for h, m in enumerate(modes) if m == KEEP)
-        replace = tuple(h for h, m in enumerate(modes) if m == REPLACE)
-        return cls(changed=len(keep) < len(modes), mixed=any(m == MIX for m in modes), keep=keep, replace=replace,
-                   keep_index=torch.tensor(keep, dtype=torch.long, device=device),
-                   replace_index=torch.tensor(replace, dtype=torch.long, device=device))
 
 
 class PapaController(nn.Module):

@@ -103,6 +103,22 @@ class Allowed:
         return described
 
 
+@dataclass(frozen=True)
+class RealKeys:
+    """A forward pass's real keys in the forms the constant heads use, made once per pass rather than per layer
+    (on an accelerator each small op is a kernel launch): `values` [B, 1, n, 1] in the values' dtype zeroes padded
+    keys' V, `columns` [n, B] float32 sums each row's constants over the real keys."""
+
+    values: torch.Tensor
+    columns: torch.Tensor
+
+    @classmethod
+    def of(cls, keys: torch.Tensor, batch: int, dtype: torch.dtype) -> "RealKeys":
+        """From `keys` [B or 1, n] (True at real tokens) for values of `dtype`."""
+        keys = keys.expand(batch, -1)
+        return cls(values=keys[:, None, :, None].to(dtype), columns=keys.t().to(torch.float32))
+
+
 def _causal(q: int, k: int, device) -> torch.Tensor:
     """Query i (the last q of k positions) sees keys up to its own position."""
     return torch.ones(q, k, dtype=torch.bool, device=device).tril(diagonal=k - q)

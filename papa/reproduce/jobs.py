@@ -140,6 +140,17 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
     return {j.key for j in jobs if j.key in done}
 
 
+def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_dir: str | None = None,
+              device: str = "cpu") -> dict[str, tuple[int, int]]:
+    """Per notebook: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks that run no
+    grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
+    if not (Path(out_dir) / "results.csv").is_file():
+        return {}
+    jobs = {name: notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device) for name in names}
+    done = finished([job for listed in jobs.values() for job in listed], out_dir)  # results.csv read once
+    return {name: (sum(job.key in done for job in listed), len(listed)) for name, listed in jobs.items() if listed}
+
+
 def select(jobs: Sequence[Job], wanted: Iterable[str]) -> list[Job]:
     """The jobs whose id or key is in `wanted`; an unknown one is an error that says how to list them."""
     by_name = {**{j.id: j for j in jobs}, **{j.key: j for j in jobs}}

@@ -170,19 +170,6 @@ def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expect
                     run["machine"], run["device"], run["command"], folder, run.get("phases"))
 
 
-def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_dir: str | None = None,
-              device: str = "cpu") -> dict[str, tuple[int, int]]:
-    """Per notebook: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks that run no
-    grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
-    from papa.reproduce.jobs import finished, notebook_jobs
-
-    if not (Path(out_dir) / "results.csv").is_file():
-        return {}
-    jobs = {name: notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device) for name in names}
-    done = finished([job for listed in jobs.values() for job in listed], out_dir)  # results.csv read once
-    return {name: (sum(job.key in done for job in listed), len(listed)) for name, listed in jobs.items() if listed}
-
-
 def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected: Expected | None,
               done: dict[str, tuple[int, int]] | None = None) -> str:
     """What `papa reproduce` says before it starts: the notebooks it will run, in order, and how long each took in

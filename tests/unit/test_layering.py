@@ -48,3 +48,52 @@ def test_imports_only_go_downward():
             if LAYERS.index(_layer(module)) > LAYERS.index(here):
                 upward.append(f"{rel} ({here}) imports {module} ({_layer(module)})")
     assert upward == []
+
+
+def _module_name(path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_cycle() -> list[str]:
+    """A cycle of papa modules importing each other (type-checking-only and lazy imports included), else []."""
+    modules = {_module_name(p): p for p in (REPO / "papa").rglob("*.py")}
+    edges = {name: sorted(m for m in _papa_imports(path) if m in modules and m != name and m != "papa")
+             for name, path in modules.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(name: str) -> list[str]:
+        state[name] = 1
+        path.append(name)
+        for nxt in edges[name]:
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (found := visit(nxt)):
+                return found
+        path.pop()
+        state[name] = 2
+        return []
+
+    for name in sorted(modules):
+        if name not in state and (found := visit(name)):
+            return found
+    return []
+
+
+def test_no_module_imports_itself_back():
+    """Arrows run one way inside a layer too: the registry imports the adapters, the adapters import the model
+    description (`papa.method.adapters.base`), never the reverse, not even for type hints."""
+    assert _import_cycle() == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+    """The check above can fail: a module importing back its importer is reported."""
+    import test_layering
+
+    fake = tmp_path / "papa" / "method"
+    fake.mkdir(parents=True)
+    (fake / "a.py").write_text("from papa.method.b import x\n")
+    (fake / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from papa.method.a import y\n")
+    monkeypatch.setattr(test_layering, "REPO", tmp_path)
+    assert test_layering._import_cycle() == ["papa.method.a", "papa.method.b", "papa.method.a"]

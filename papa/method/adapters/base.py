@@ -1,4 +1,7 @@
-"""What every attention adapter provides; `papa.method.architectures` maps model types to adapters.
+"""What every attention adapter provides, and the model description the adapters, the registry and the controller
+share (`Architecture`, a registry entry; `ModelInfo`, an attached model's backbone and attention modules);
+`papa.method.architectures` maps model types to adapters. Imports run one way: the registry imports the adapters,
+the adapters import this module, and this module imports no adapter, no registry and no controller.
 
 An adapter owns everything specific to one way of computing attention: finding the attention modules and the head
 geometry, installing and removing the hooks that route attention through the controller, and dropping the query/key
@@ -8,20 +11,19 @@ An adapter sees the controller only through `AdapterContext`: those members are 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
 from torch import nn
 
 from papa.core.errors import UnsupportedModelError
 
-if TYPE_CHECKING:  # annotations only: architectures imports the adapters, so a runtime import would be circular
-    from papa.method.architectures import ModelInfo
-    from papa.method.attention_free import RealKeys
+if TYPE_CHECKING:  # annotations only
     from papa.method.capture import AttentionStats
-    from papa.method.controller import LayerPlan
-    from papa.method.masks import Allowed
+    from papa.method.head_modes import LayerPlan
+    from papa.method.masks import Allowed, RealKeys
 
+Positions = Literal["ids", "from_padding"]
 SITE = "_papa_site"  # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
 
 
@@ -143,6 +145,61 @@ class Adapter:
     def can_drop_query_key(self, info: ModelInfo) -> bool:
         """Whether `drop_query_key` works on this model (e.g. not where one fused projection makes Q, K and V)."""
         return True
+
+
+@dataclass(frozen=True)
+class Architecture:
+    """How papa handles one model type."""
+
+    adapter: Adapter
+    #: ``ids``: the PAPA layout passes ``position_ids = cumsum(mask) - 1``; ``from_padding``: the model numbers real
+    #: tokens itself from ``pad_token_id + 1`` (RoBERTa), so no ids are passed and two positions are not usable.
+    positions: Positions = "ids"
+    #: attribute names of the query and key projections (dropped for replaced heads); None: one fused projection
+    query_key: tuple[str, str] | None = ("query", "key")
+    #: the released code's tokenizer adds a prefix space (byte-level BPE; run_papa_ner.py's add_prefix_space=True)
+    prefix_space: bool = False
+    #: a causal LM: row i attends to keys 0..i; inputs are left-aligned (papa.method.layout, "Decoders")
+    causal: bool = False
+    #: in ARCHITECTURES, i.e. covered by the invariant tests
+    verified: bool = True
+
+    @property
+    def hook(self) -> str:
+        return self.adapter.hook
+
+    def max_positions(self, config) -> int | None:
+        """How many positions the model's absolute position embeddings cover (None: relative positions only)."""
+        if not getattr(config, "position_biased_input", True):
+            return None
+        n = getattr(config, "max_position_embeddings", None)
+        if n is None:
+            return None
+        return n - (config.pad_token_id + 1) if self.positions == "from_padding" else n
+
+
+@dataclass
+class ModelInfo:
+    """The backbone inside a (possibly task-headed) model, its attention module per layer and the head geometry."""
+
+    model_type: str
+    base: nn.Module
+    attention_modules: list[nn.Module]   # per layer; a module shared by layers (ALBERT) repeats
+    num_layers: int
+    num_heads: int
+    head_dim: int
+    num_kv_heads: int
+    architecture: Architecture
+    causal: bool = False                 # row i attends to keys 0..i (the registry's, or the modules' is_causal)
+
+    @property
+    def adapter(self) -> Adapter:
+        return self.architecture.adapter
+
+    @property
+    def hook(self) -> str:
+        """How attention is intercepted: the architecture's adapter decides."""
+        return self.architecture.hook
 
 
 def unsupported(model: nn.Module, why: str, supported: str) -> UnsupportedModelError:

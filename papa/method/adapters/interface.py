@@ -23,7 +23,6 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -32,13 +31,11 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from papa.core.errors import PapaError
-from papa.method.adapters.base import SITE, Adapter, AdapterContext, AttentionSites, layers_by_module, unsupported
+from papa.method.adapters.base import (SITE, Adapter, AdapterContext, AttentionSites, ModelInfo, layers_by_module,
+                                       unsupported)
 from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, constant_attention, sliced_linear
 from papa.method.head_modes import KEEP, MIX
 from papa.method.masks import Allowed, attention_probs
-
-if TYPE_CHECKING:  # architectures imports this module: a runtime import would be circular
-    from papa.method.architectures import ModelInfo
 
 PREFIX = "papa_"   # registered attention implementations are named papa_<original>
 CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see _attention_in_blocks)

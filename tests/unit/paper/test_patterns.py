@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from papa.core.errors import InputError
-from papa.method.architectures import ModelSignature
+from papa.method.signature import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 from papa.paper.patterns import head_patterns, head_patterns_of, pattern_summary, representative_heads
 

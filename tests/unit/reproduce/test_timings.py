@@ -11,7 +11,8 @@ import pytest
 from conftest import REPO
 from papa.core.errors import InputError
 from papa.reproduce import timings
-from papa.reproduce.timings import (Expected, done_runs, measurements_block, plan_text, read_notebook_times,
+from papa.reproduce.jobs import done_runs
+from papa.reproduce.timings import (Expected, measurements_block, plan_text, read_notebook_times,
                                     read_run, record_notebook_time, record_run, reference)
 
 
