@@ -29,17 +29,18 @@ from papa.method.adapters.interface import SUPPORTED_HINT, InterfaceAdapter, cal
 from papa.method.signature import ModelSignature
 
 INTERFACE, DEBERTA = InterfaceAdapter(), DebertaAdapter()
+_PROJ = {"query_key": ("q_proj", "k_proj"), "value_output": ("v_proj", "o_proj")}  # Llama-style projection names
 
 ARCHITECTURES: dict[str, Architecture] = {
     "bert": Architecture(INTERFACE),
     "roberta": Architecture(INTERFACE, positions="from_padding", prefix_space=True),
     "xlm-roberta": Architecture(INTERFACE, positions="from_padding"),
     "electra": Architecture(INTERFACE),
-    "albert": Architecture(INTERFACE),                      # one attention module shared by every layer
-    "distilbert": Architecture(INTERFACE, query_key=("q_lin", "k_lin")),
+    "albert": Architecture(INTERFACE, value_output=("value", "dense")),  # one attention module for every layer
+    "distilbert": Architecture(INTERFACE, query_key=("q_lin", "k_lin"), value_output=("v_lin", "out_lin")),
     "modernbert": Architecture(INTERFACE, query_key=None),  # fused Wqkv; global and sliding-window layers
-    "llama": Architecture(INTERFACE, query_key=("q_proj", "k_proj"), causal=True),  # rotary, grouped-query
-    "qwen2": Architecture(INTERFACE, query_key=("q_proj", "k_proj"), causal=True),  # biased Q/K/V, sliding window
+    "llama": Architecture(INTERFACE, causal=True, **_PROJ),  # rotary, grouped-query
+    "qwen2": Architecture(INTERFACE, causal=True, **_PROJ),  # biased Q/K/V, sliding window
     "gpt2": Architecture(INTERFACE, query_key=None, causal=True),  # fused c_attn (Conv1D); learned positions
     "deberta": Architecture(DEBERTA, query_key=None, prefix_space=True),
     "deberta-v2": Architecture(DEBERTA, query_key=None),

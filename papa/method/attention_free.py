@@ -27,6 +27,7 @@ from torch import nn
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import layers_by_module
+from papa.method.constants import ConstantHeads
 from papa.method.masks import RealKeys
 
 QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
@@ -39,6 +40,8 @@ class QueryKeyHeads:
     in order, decided on the host when Q/K were dropped."""
 
     heads: tuple[int, ...]
+    #: V's rows and the output projection's columns were permuted kept heads first (`kept_first_layout`)
+    kept_first: bool = False
     _positions: dict = field(default_factory=dict, compare=False, repr=False)
 
     def positions(self, kept: tuple[int, ...], device: torch.device) -> torch.Tensor:
@@ -52,24 +55,29 @@ class QueryKeyHeads:
         return found
 
 
-def constant_attention(constants: torch.Tensor, value: torch.Tensor, keys: RealKeys | None) -> torch.Tensor:
-    """Output of heads whose attention is `constants` [h, n, n] masked to real keys and renormalised row-wise.
+def constant_attention(constants: ConstantHeads, value: torch.Tensor, keys: RealKeys | None) -> torch.Tensor:
+    """Output of heads whose attention is their constants masked to real keys and renormalised row-wise.
 
     `value` is [B, h, n, d′], `keys` the real keys (`RealKeys`) or None (no padding). Returns [B, n, h, d′], the
-    layout attention functions return. Rows with no mass on real keys give 0 (the zeros kind prunes the head).
+    layout attention functions return (a view: the caller's reshape makes it contiguous). Rows with no mass on real
+    keys give 0 (the zeros kind prunes the head).
     """
     batch, heads, n, dv = value.shape
-    c = constants.to(value.dtype)
-    v = value if keys is None else value * keys.values
-    # [h, n, B·d′]: every example shares C, so one GEMM per head covers the batch.
-    out = torch.bmm(c, v.permute(1, 2, 0, 3).reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
-    # Row sums in float32 even under bf16 autocast: they decide which rows are empty.
-    c32 = constants.float()
-    sums = c32.sum(-1, keepdim=True) if keys is None else c32 @ keys.columns  # [h, n, 1 or B]
-    # An empty row is already 0 (constants are non-negative and padded V is zeroed), so it may be divided by 1.
-    scale = torch.where(sums > 0, sums, 1.0).reciprocal()
-    out = out * scale.unsqueeze(-1).to(out.dtype)
-    return out.permute(2, 1, 0, 3)
+    per_head = value.permute(1, 2, 0, 3)  # [h, n, B, d′]: every example shares C, so one GEMM per head covers the batch
+    if keys is None:
+        out = torch.bmm(constants.values, per_head.reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
+        return (out * constants.scale).permute(2, 1, 0, 3)
+    if (torch.is_grad_enabled() and value.requires_grad) or torch.compiler.is_compiling():
+        # out= records no gradient, and a compiled graph lays its result out as it likes
+        masked = (per_head * keys.values).reshape(heads, n, batch * dv)
+    else:  # the mask and the layout change in one pass over V
+        masked = value.new_empty(heads, n, batch, dv)
+        torch.mul(per_head, keys.values, out=masked)
+        masked = masked.view(heads, n, batch * dv)
+    out = torch.bmm(constants.values, masked).view(heads, n, batch, dv)
+    sums = torch.mm(constants.rows, keys.columns).view(heads, n, batch, 1)
+    # An empty row is already 0 (constants are non-negative and padded V is zeroed), so any positive divisor works.
+    return (out / sums.clamp_min(torch.finfo(value.dtype).tiny).to(out.dtype)).permute(2, 1, 0, 3)
 
 
 class _NoHeads(nn.Module):
@@ -96,6 +104,21 @@ def sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.M
         out.weight.copy_(linear.weight[rows])
         if linear.bias is not None:
             out.bias.copy_(linear.bias[rows])
+    out.requires_grad_(False)
+    return out
+
+
+def permuted_columns(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Linear:
+    """A copy of `linear` (frozen) whose input columns are those of `heads` in that order: fed the heads' outputs in
+    that order, it computes what `linear` computes from them in the original order (summed in another order)."""
+    cols = (heads[:, None] * head_dim + torch.arange(head_dim, device=heads.device)).reshape(-1)
+    cols = cols.to(linear.weight.device)
+    out = nn.Linear(cols.numel(), linear.out_features, bias=linear.bias is not None, device=linear.weight.device,
+                    dtype=linear.weight.dtype)
+    with torch.no_grad():
+        out.weight.copy_(linear.weight[:, cols])
+        if linear.bias is not None:
+            out.bias.copy_(linear.bias)
     out.requires_grad_(False)
     return out
 

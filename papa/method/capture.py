@@ -15,10 +15,17 @@ from papa.method.signature import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
 
-def pair_weights(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """[B, 1, n, n]: 1 where query and key are both real tokens of `valid` [B, n], else 0."""
-    v = valid.to(dtype)
-    return (v[:, :, None] * v[:, None, :])[:, None]
+def launch_bound(device: torch.device) -> bool:
+    """Whether kernel launches rather than arithmetic set the time of attention on `device` (an accelerator, not a
+    CPU): it decides how capture reduces a block over the batch (here) and forms a layer's output
+    (`papa.method.adapters.interface`)."""
+    return device.type != "cpu"
+
+
+def query_weights(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """[B, n] in `dtype`: 1 at the real query rows of `valid`, else 0. A real row's probabilities on padded keys are
+    already 0 (masked before the softmax), so weighting the rows weights every (real query, real key) pair."""
+    return valid.to(dtype)
 
 
 def entry_averages(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
@@ -37,6 +44,10 @@ class AttentionStats:
         self.counts = torch.zeros(max_length, max_length, dtype=torch.float64, device=device)
         # A tensor, not an int: a compiled forward pass that counts examples then does not recompile for each count.
         self._examples = torch.zeros((), dtype=torch.long, device=device)
+        self._views: dict = {}           # (layer, n) -> the view of `sums` that layer's blocks add to
+        self._views_of = self.sums
+        self._weights_of = None          # the forward pass's query weights, and their per-block forms
+        self._weights: dict = {}
 
     @property
     def num_examples(self) -> int:
@@ -60,22 +71,63 @@ class AttentionStats:
         n = valid.shape[1]
         self._check_length(n)
         v = valid.to(self.counts.dtype)
-        pairs = torch.einsum("bi,bj->ij", v, v)
-        self.counts[:n, :n] += pairs.tril() if causal else pairs
+        pairs = v.t() @ v  # [n, n]: in how many examples both i and j are real
+        counts = self.counts if n == self.max_length else self.counts[:n, :n]
+        counts.add_(pairs.tril() if causal else pairs)
         self._examples += valid.shape[0]
 
     @torch.no_grad()
     def add(self, layer: int, probs: torch.Tensor, valid: torch.Tensor, heads: slice = slice(None),
-            rows: slice = slice(None), *, pairs: torch.Tensor | None = None) -> None:
-        """Add one layer's attention probabilities [B, h, r, n] of `heads` and query `rows` (all by default), masked
-        to real query and key positions (`valid` [B, n]; `pairs`: `pair_weights(valid)`, when the caller made them
-        once for many blocks)."""
+            rows: slice = slice(None), *, queries: torch.Tensor | None = None) -> None:
+        """Add one layer's attention probabilities [B, h, r, n] of `heads` and query `rows` (all by default), counted
+        at real query and key positions (`valid` [B, n]; `queries`: `query_weights(valid)`, when the caller made them
+        once for many blocks). The probabilities of padded keys must be 0, as a masked softmax makes them."""
         n = valid.shape[1]
         self._check_length(n)
-        pair = (pairs if pairs is not None else pair_weights(valid, probs.dtype))[:, :, rows]  # [B, 1, r, n]
-        # Reduce over the batch in the working precision, then accumulate in float64 (add_ promotes in place). A
-        # product and a sum, not a three-operand einsum: torch runs that einsum as a permuted bmm, ~9x slower on CPU.
-        self.sums[layer, heads, :n][:, rows, :n].add_((probs * pair).sum(0))
+        batch, h, r, _ = probs.shape
+        # Σ_b w[b, i]·P[b, h, i, j]. On an accelerator one batched product over the (head, row) pairs, [1 x B] @ [B x n]
+        # each: one kernel that reads P once, in place (its permuted view merges heads and rows without a copy), with
+        # no [B, h, r, n] temporary. The reduced [h, r, n] sum is accumulated in float64 (add_ promotes in place).
+        queries = queries if queries is not None else query_weights(valid, probs.dtype)
+        if not launch_bound(probs.device):
+            # There the product runs as h·r tiny GEMVs, 2 to 7x slower than a product and a sum at batches of 2 to 16
+            # (measured in issue 42): the probabilities times their query rows' weights, summed over the batch.
+            reduced = (probs * queries[:, None, rows, None]).sum(0)
+        else:
+            lhs = self._row_weights(queries, h, rows)
+            reduced = torch.bmm(lhs, probs.permute(1, 2, 0, 3).reshape(h * r, batch, n)).view(h, r, n)
+        self._block(layer, n, heads, rows).add_(reduced)
+
+    def _row_weights(self, queries: torch.Tensor, heads: int, rows: slice) -> torch.Tensor:
+        """`queries` [B, n] of `rows`, repeated per head as [heads·r, 1, B]: made once per forward pass (`queries`
+        is the pass's) and block shape."""
+        compiling = torch.compiler.is_compiling()  # a compiled graph makes it once anyway, and must not guard on it
+        if self._weights_of is not queries and not compiling:
+            self._weights_of, self._weights = queries, {}
+        key = (heads, rows.start, rows.stop)
+        made = None if compiling else self._weights.get(key)
+        if made is None:
+            w = (queries if rows.start in (0, None) and rows.stop in (None, queries.shape[1]) else queries[:, rows]).t()
+            made = w.expand(heads, *w.shape).reshape(-1, 1, w.shape[1])
+            if not compiling:
+                self._weights[key] = made
+        return made
+
+    def _block(self, layer: int, n: int, heads: slice, rows: slice) -> torch.Tensor:
+        """The sums of a block of `heads` and query `rows` at length `n` of `layer`, as a view (the layer's view at
+        `n` made once per capture; a whole block is that view itself)."""
+        if torch.compiler.is_compiling():  # a new capture must not recompile the graph for its own views
+            view = self.sums[layer, :, :n, :n]
+        else:
+            if self._views_of is not self.sums:  # `sums` was replaced (moved to the host when a capture ended)
+                self._views_of, self._views = self.sums, {}
+            view = self._views.get((layer, n))
+            if view is None:
+                view = self._views[layer, n] = self.sums[layer, :, :n, :n]
+        whole = heads == slice(None) or (heads.start in (0, None) and heads.stop in (None, view.shape[0]))
+        if whole and (rows == slice(None) or (rows.start in (0, None) and rows.stop in (None, n))):
+            return view
+        return view[heads, rows]
 
     def merge_(self, other: "AttentionStats") -> "AttentionStats":
         """Add another accumulator's statistics into this one (e.g. from another process)."""

@@ -17,7 +17,7 @@ the attention implementation, the hooks and the ``requires_grad`` flags exactly.
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -29,8 +29,8 @@ from papa.core.errors import InputError, PapaError
 from papa.method.adapters.base import ModelInfo
 from papa.method.architectures import describe_model, model_signature
 from papa.method.attention_free import RESTORE
-from papa.method.capture import AttentionStats, pair_weights
-from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
+from papa.method.capture import AttentionStats, query_weights
+from papa.method.constants import DATA_FREE_KINDS, ConstantHeads, ConstantMatrices
 from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE, LayerPlan
 from papa.method.layout import SEPARATOR_LAST
 from papa.method.masks import Allowed, RealKeys, padding_mask
@@ -60,6 +60,7 @@ class PapaController(nn.Module):
         self.register_buffer("modes", torch.full((info.num_layers, info.num_heads), KEEP, dtype=torch.long))
         self._plans: list[LayerPlan] = []   # per layer, from the modes (`plan`)
         self._plan_cache: dict[tuple, LayerPlan] = {}
+        self._constant_heads: dict = {}      # (layer, heads, n, dtype, pattern) -> `ConstantHeads`, per configuration
         self._replan()
         self.register_buffer("_constants", None, persistent=False)
         self.constant_set: ConstantMatrices | None = None
@@ -72,9 +73,11 @@ class PapaController(nn.Module):
         self._shared_modules = len({id(m) for m in info.attention_modules}) < len(info.attention_modules)
         self._allowed_cache: list = []       # (mask, shape, `Allowed`) of the forward pass in flight
         self._real_keys_cache: list = []     # (keys, dtype, `RealKeys`) of the forward pass in flight
+        self._mix_weights: dict = {}         # dtype -> the mixing weights of the forward pass in flight
+        self._per_pass: list = []            # (name, tensor, value) made once in the forward pass in flight
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
-        # the capture's real tokens and pair weights for the pass in flight (`_captured_tokens`)
-        self._capture_pairs: tuple[torch.Tensor, torch.Tensor] | None = None
+        # the capture's real tokens and query weights for the pass in flight (`_captured_tokens`)
+        self._capture_queries: tuple[torch.Tensor, torch.Tensor] | None = None
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
@@ -126,6 +129,7 @@ class PapaController(nn.Module):
         else:
             self.register_buffer("_constants", data, persistent=False)
         self.constant_set = constants
+        self._constant_heads.clear()
 
     @property
     def constants(self) -> torch.Tensor | None:
@@ -198,11 +202,12 @@ class PapaController(nn.Module):
                 self._plan_cache[key] = LayerPlan.of(row, device)
             plans.append(self._plan_cache[key])
         self._plans = plans
+        self._constant_heads.clear()  # which heads are replaced may have changed
 
     def _apply(self, fn, recurse: bool = True):
         out = super()._apply(fn, recurse)  # .to(device), .cuda(), ...: the index tensors follow the modes
         if "modes" in self._buffers:
-            self._replan()
+            self._replan()  # also drops constants prepared on the old device
         return out
 
     def replace(self, heads: HeadSpec = None) -> None:
@@ -248,6 +253,8 @@ class PapaController(nn.Module):
             self.forward_id += 1
         self._allowed_cache.clear()
         self._real_keys_cache.clear()
+        self._mix_weights.clear()
+        self._per_pass.clear()
         # transformers builds masks from the padding alone, except that without one it may read packed sequences
         # off the position ids: those masks are analysed, not assumed.
         self._padding_only = (mask is not None and mask.dim() == 2) or (mask is None
@@ -267,7 +274,7 @@ class PapaController(nn.Module):
                 f"{self.max_length} in the {meta.layout} layout: encode inputs at max_length={self.max_length} "
                 "(papa.method.layout.encode), or use constants made at that length."
             )
-        self._capture_pairs = None  # made by the first layer that captures (`_captured_tokens`), reused
+        self._capture_queries = None  # made by the first layer that captures (`_captured_tokens`), reused
         if self.stats is not None and n is not None:
             valid = self._valid if self._valid is not None else torch.ones(ref.shape[0], n, dtype=torch.bool)
             self.stats.add_counts(valid.to(self.stats.counts.device), causal=self.info.causal)
@@ -276,7 +283,9 @@ class PapaController(nn.Module):
         self._valid, self._n = None, None
         self._allowed_cache.clear()
         self._real_keys_cache.clear()
-        self._capture_pairs = None
+        self._mix_weights.clear()
+        self._per_pass.clear()
+        self._capture_queries = None
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:
         """What `mask` (as an attention function received it) allows; computed once per mask and forward pass.
@@ -328,6 +337,35 @@ class PapaController(nn.Module):
         c = self._constants[layer, heads, :n, :n]
         return c.clamp_min(0.0) if isinstance(self._constants, nn.Parameter) else c
 
+    def constant_heads(self, layer: int, n: int, dtype: torch.dtype, allowed: Allowed, *,
+                       replaced: bool, pattern: tuple = ()) -> ConstantHeads:
+        """`layer`'s replaced heads (`replaced`; else every head) at length `n`, masked by `allowed`'s pattern, as
+        `papa.method.attention_free.constant_attention` takes them for values of `dtype`. Made once per head
+        configuration, length, dtype and `pattern` (what decides the pattern: causal, windowed), not per forward
+        pass, unless the constants train or the pattern was read off a mask the caller built."""
+        plan = self.plan(layer)
+        every = not replaced or len(plan.replace) == self.num_heads
+        key = (layer, every, n, dtype, pattern)
+        cacheable = (not isinstance(self._constants, nn.Parameter)
+                     and (allowed.pattern is None or self._padding_only))
+        made = self._constant_heads.get(key) if cacheable else None
+        if made is None:
+            c = self.constant_matrices(layer, n, slice(None) if every else plan.replace_index)
+            made = ConstantHeads.of(c if allowed.pattern is None else c * allowed.pattern, dtype)
+            if cacheable:
+                self._constant_heads[key] = made
+        return made
+
+    def mix_weights(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """Each layer's weight of A per head, [1, 1, H, 1] in `dtype` (the attention output's [B, n, H, d] layout):
+        λ = sigmoid(θ) for mixed heads, 1 for kept, 0 for replaced; made for every layer at once, once per forward
+        pass."""
+        w = self._mix_weights.get(dtype)
+        if w is None:
+            w = torch.where(self.modes == MIX, torch.sigmoid(self.theta), (self.modes == KEEP).to(self.theta.dtype))
+            w = self._mix_weights[dtype] = w.to(dtype).view(self.num_layers, 1, 1, self.num_heads, 1).unbind(0)
+        return w
+
     def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | Allowed | None, n: int,
                        dtype: torch.dtype, rows: slice = slice(None)) -> torch.Tensor:
         """Constant matrices of `heads` (query `rows`) masked by `valid` (an `Allowed`, or a [B, n] real-key mask)
@@ -341,13 +379,32 @@ class PapaController(nn.Module):
         return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
 
     def _captured_tokens(self, probs: torch.Tensor, valid: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The capture's real tokens [B, n] and pair weights, made once per forward pass (every layer and block of
+        """The capture's real tokens [B, n] and query weights, made once per forward pass (every layer and block of
         the pass shares them)."""
-        if self._capture_pairs is None:
+        if self._capture_queries is None:
             if valid is None:
                 valid = torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
-            self._capture_pairs = (valid, pair_weights(valid, probs.dtype))
-        return self._capture_pairs
+            self._capture_queries = (valid, query_weights(valid, probs.dtype))
+        return self._capture_queries
+
+    def capture(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None, heads: slice = slice(None),
+                rows: slice = slice(None)) -> None:
+        """Add probabilities [B, h, r, n] of `heads` and query `rows` to the running capture, if any, counting the
+        real queries and keys in `valid` (probabilities of padded keys are 0 after a masked softmax)."""
+        if self.stats is not None:
+            real, queries = self._captured_tokens(probs, valid)
+            self.stats.add(layer, probs.detach() if probs.requires_grad else probs, real, heads, rows,
+                           queries=queries)
+
+    def per_pass(self, name: tuple, tensor: torch.Tensor | None, make: Callable[[], object]) -> object:
+        """`make()`, computed once per forward pass for `tensor` (by identity) and `name`: what every layer of a
+        pass would otherwise compute again from the same input."""
+        for seen_name, seen, made in self._per_pass:
+            if seen is tensor and seen_name == name:
+                return made
+        made = make()
+        self._per_pass.append((name, tensor, made))
+        return made
 
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
                         heads: slice = slice(None), rows: slice = slice(None), *,
@@ -355,9 +412,7 @@ class PapaController(nn.Module):
         """Apply the layer's head modes to attention probabilities [B, h, r, n] of `heads` and query `rows` (all by
         default), capturing them first. Statistics count the real queries and keys in `valid`; constants are masked
         by `allowed` (default: the real keys in `valid`)."""
-        if self.stats is not None:
-            real, pairs = self._captured_tokens(probs, valid)
-            self.stats.add(layer, probs.detach(), real, heads, rows, pairs=pairs)
+        self.capture(layer, probs, valid, heads, rows)
         plan = self.plan(layer)
         kept = range(self.num_heads)[heads]
         if all(h in plan.keep for h in kept):

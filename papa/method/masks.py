@@ -91,13 +91,15 @@ class Allowed:
         if allowed.shape[1] != 1:
             return cls(dense=allowed)
         a = allowed[:, 0]                                                      # [B, q, k]
-        keys = a.any(dim=1) if padded else None                               # a key is real if some query sees it
-        pattern = None
         if causal or windowed:
+            keys = a.any(dim=1) if padded else None                           # a key is real if some query sees it
             pattern = (a if keys is None else a | ~keys[:, None, :]).all(dim=0)
-        described = cls(pattern=pattern, keys=keys)
-        expected = described.as_bool()
-        torch._assert_async((a if expected is None else a == expected[:, 0]).all(),
+            described = cls(pattern=pattern, keys=keys)
+            factors = a == described.as_bool()[:, 0]
+        else:  # the padding alone: every query row allows the same keys, the real ones
+            described = cls(keys=a[:, 0] if padded else None)
+            factors = a == a[:, :1] if padded else a
+        torch._assert_async(factors.all(),
                             "papa: an attention mask built from the padding mask does not factor into the padding and "
                             "a pattern shared by the batch (e.g. packed sequences): call the model with a 4D mask")
         return described
@@ -106,8 +108,9 @@ class Allowed:
 @dataclass(frozen=True)
 class RealKeys:
     """A forward pass's real keys in the forms the constant heads use, made once per pass rather than per layer
-    (on an accelerator each small op is a kernel launch): `values` [B, 1, n, 1] in the values' dtype zeroes padded
-    keys' V, `columns` [n, B] float32 sums each row's constants over the real keys."""
+    (on an accelerator each small op is a kernel launch): `values` [1, n, B, 1] in the values' dtype zeroes padded
+    keys' V as it is laid out for the constant heads' product (`papa.method.attention_free.constant_attention`),
+    `columns` [n, B] float32 sums each row's constants over the real keys."""
 
     values: torch.Tensor
     columns: torch.Tensor
@@ -115,8 +118,8 @@ class RealKeys:
     @classmethod
     def of(cls, keys: torch.Tensor, batch: int, dtype: torch.dtype) -> "RealKeys":
         """From `keys` [B or 1, n] (True at real tokens) for values of `dtype`."""
-        keys = keys.expand(batch, -1)
-        return cls(values=keys[:, None, :, None].to(dtype), columns=keys.t().to(torch.float32))
+        columns = (keys if keys.shape[0] == batch else keys.expand(batch, -1)).t()
+        return cls(values=columns.to(dtype).view(1, *columns.shape, 1), columns=columns.to(torch.float32))
 
 
 def _causal(q: int, k: int, device) -> torch.Tensor:

@@ -11,6 +11,7 @@ An adapter sees the controller only through `AdapterContext`: those members are 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Literal, Protocol
 
 import torch
@@ -19,6 +20,7 @@ from torch import nn
 from papa.core.errors import UnsupportedModelError
 
 if TYPE_CHECKING:  # annotations only
+    from papa.method.constants import ConstantHeads
     from papa.method.capture import AttentionStats
     from papa.method.head_modes import LayerPlan
     from papa.method.masks import Allowed, RealKeys
@@ -92,13 +94,28 @@ class AdapterContext(Protocol):
         """What `mask` (as an attention function received it) allows, cached per forward pass."""
         ...
 
-    def constant_matrices(self, layer: int, n: int, heads: torch.Tensor | slice = slice(None)) -> torch.Tensor:
-        """The raw constant matrices of `heads` at length `n`, `[h, n, n]`."""
+    def constant_heads(self, layer: int, n: int, dtype: torch.dtype, allowed: Allowed, *,
+                       replaced: bool, pattern: tuple = ()) -> ConstantHeads:
+        """`layer`'s replaced heads (else every head) at length `n`, masked by `allowed`'s pattern, prepared for
+        `papa.method.attention_free.constant_attention` in `dtype`, once per configuration."""
+        ...
+
+    def mix_weights(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+        """Each layer's weight of A per head, `[1, 1, H, 1]` (λ mixed, 1 kept, 0 replaced), once per pass."""
         ...
 
     def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | Allowed | None, n: int,
                        dtype: torch.dtype, rows: slice = slice(None)) -> torch.Tensor:
         """Constant matrices masked by `valid` and renormalised row-wise, `[B or 1, h, r, n]`."""
+        ...
+
+    def capture(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None, heads: slice = slice(None),
+                rows: slice = slice(None)) -> None:
+        """Add probabilities `[B, h, r, n]` to the running capture, if any (padded keys' probabilities are 0)."""
+        ...
+
+    def per_pass(self, name: tuple, tensor: torch.Tensor | None, make: Callable[[], object]) -> object:
+        """`make()` once per forward pass for `tensor` (by identity) and `name`."""
         ...
 
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
@@ -157,6 +174,10 @@ class Architecture:
     positions: Positions = "ids"
     #: attribute names of the query and key projections (dropped for replaced heads); None: one fused projection
     query_key: tuple[str, str] | None = ("query", "key")
+    #: the value projection's attribute and the output projection's path from the attention module ("../x.y": from
+    #: its parent), whose rows and columns are permuted kept heads first while Q/K are dropped (read only where
+    #: `query_key` is set); None: not permuted
+    value_output: tuple[str, str] | None = ("value", "../output.dense")
     #: the released code's tokenizer adds a prefix space (byte-level BPE; run_papa_ner.py's add_prefix_space=True)
     prefix_space: bool = False
     #: a causal LM: row i attends to keys 0..i; inputs are left-aligned (papa.method.layout, "Decoders")

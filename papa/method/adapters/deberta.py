@@ -13,6 +13,7 @@ from torch import nn
 from papa.core.errors import PapaError
 from papa.method.adapters.base import Adapter, AdapterContext, AttentionSites, unsupported
 from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, constant_attention
+from papa.method.masks import Allowed
 
 
 def _value_states(module: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -69,8 +70,8 @@ class DebertaAdapter(Adapter):
             value = _value_states(module, hidden_states)
             batch, _, n, _ = value.shape
             valid = controller.valid_mask(batch, n, value.device)
-            out = constant_attention(controller.constant_matrices(layer, n), value,
-                                     controller.real_keys(valid, batch, value.dtype))
+            constants = controller.constant_heads(layer, n, value.dtype, Allowed(), replaced=False)
+            out = constant_attention(constants, value, controller.real_keys(valid, batch, value.dtype))
             return out.reshape(batch, n, -1), None
 
         module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it

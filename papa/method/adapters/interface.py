@@ -31,9 +31,11 @@ from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMa
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from papa.core.errors import PapaError
+from papa.method import capture as capture_module
 from papa.method.adapters.base import (SITE, Adapter, AdapterContext, AttentionSites, ModelInfo, layers_by_module,
                                        unsupported)
-from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, constant_attention, sliced_linear
+from papa.method.attention_free import (QK_HEADS, RESTORE, QueryKeyHeads, constant_attention, permuted_columns,
+                                        sliced_linear)
 from papa.method.head_modes import KEEP, MIX
 from papa.method.masks import Allowed, attention_probs
 
@@ -143,12 +145,6 @@ def _ungrouped(module: nn.Module) -> Iterator[None]:
         module.num_key_value_groups = groups
 
 
-def _masked_constants(controller: AdapterContext, layer: int, n: int, heads, allowed: Allowed) -> torch.Tensor:
-    """Constants of `heads` [h, n, n] with the batch-shared part of the mask applied (its padding goes on V)."""
-    c = controller.constant_matrices(layer, n, heads)
-    return c if allowed.pattern is None else c * allowed.pattern  # bool promoted inside the product: one op
-
-
 def _kept_by(controller: AdapterContext, layers: list[int]) -> tuple[int, ...]:
     """The heads that any of `layers` keeps (what drop_query_key sliced a module's projections to), from the host."""
     return tuple(sorted({h for layer in layers for h in controller.plan(layer).keep}))
@@ -162,35 +158,78 @@ def _additive(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | N
     return torch.where(mask, 0.0, torch.finfo(dtype).min).to(dtype)
 
 
+def _blocks(shape: tuple[int, int, int], element_size: int, device: torch.device) -> Iterator[tuple[slice, slice]]:
+    """(heads, query rows) blocks of [B, H, n, n] probabilities, each about the capture budget of `device`."""
+    batch, heads, n = shape
+    budget = CAPTURE_BLOCK_BYTES if device.type == "cpu" else CAPTURE_BLOCK_BYTES_ACCELERATOR
+    per_head = batch * n * n * element_size
+    head_block = max(1, budget // per_head)
+    row_block = n if per_head <= budget else max(1, budget * n // per_head)
+    for h in range(0, heads, head_block):
+        for r in range(0, n, row_block):
+            yield slice(h, min(h + head_block, heads)), slice(r, min(r + row_block, n))
+
+
+def _block_mask(additive: torch.Tensor | None, heads: slice, rows: slice) -> torch.Tensor | None:
+    """The part of an additive mask [B or 1, 1 or H, 1 or n, n] that a block of `heads` and query `rows` reads."""
+    if additive is None:
+        return None
+    return additive[:, heads if additive.shape[1] > 1 else slice(None), rows if additive.shape[2] > 1 else slice(None)]
+
+
 def _attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Tensor, key: torch.Tensor,
-                         value: torch.Tensor, mask: torch.Tensor | None, scaling: float | None,
-                         valid: torch.Tensor | None, allowed: Allowed) -> torch.Tensor:
-    """Materialised attention (capture, modes) one block of heads and query rows at a time, output [B, n, H, d].
+                         value: torch.Tensor | None, mask: torch.Tensor | None, scaling: float | None,
+                         valid: torch.Tensor | None, allowed: Allowed) -> torch.Tensor | None:
+    """Materialised attention (capture, modes) one block of heads and query rows at a time (`_blocks`): each block's
+    probabilities go through the controller (captured, then the layer's head modes applied) and, with `value`, make
+    the output [B, n, H, d] (None without: the caller runs the original function for it).
 
     On the CPU a block holds about `CAPTURE_BLOCK_BYTES` of probabilities, so it stays in cache and reuses freed
     memory; one [B, H, n, n] tensor per layer is several times slower there at n = 512. On an accelerator blocks
     are as large as `CAPTURE_BLOCK_BYTES_ACCELERATOR` allows, since each block costs kernel launches. Every entry
-    is still reduced over the whole batch at once, so the statistics do not depend on the blocking.
+    is still reduced over the whole batch at once, so the statistics do not depend on the blocking. Where the mask
+    is the padding alone, a block's scores, scale and mask are one product (`baddbmm`, the padding a per-pass
+    [B·h, 1, n] bias) and its softmax stays in the input dtype (no float32 copy of the probabilities under autocast).
     """
-    batch, heads, n, d = value.shape
-    budget = CAPTURE_BLOCK_BYTES if value.device.type == "cpu" else CAPTURE_BLOCK_BYTES_ACCELERATOR
-    per_head = batch * n * n * value.element_size()
-    head_block = max(1, budget // per_head)
-    row_block = n if per_head <= budget else max(1, budget * n // per_head)
-    # Once per layer, not per block: the mask as additive terms (one add per block instead of an inverted copy and a
-    # fill).
-    additive = _additive(mask, query.dtype)
-    out = value.new_empty(batch, n, heads, d)
-    for h in range(0, heads, head_block):
-        hs = slice(h, min(h + head_block, heads))
-        for r in range(0, n, row_block):
-            rs = slice(r, min(r + row_block, n))
-            block_mask = None if additive is None else \
-                additive[:, hs if additive.shape[1] > 1 else slice(None), rs if additive.shape[2] > 1 else slice(None)]
-            probs = attention_probs(query[:, hs, rs], key[:, hs], block_mask, scaling)
-            probs = controller.transform_probs(layer, probs, valid, hs, rs, allowed=allowed)
-            out[:, rs, hs] = torch.matmul(probs, value[:, hs]).transpose(1, 2)
+    batch, heads, n, d = query.shape
+    scale = d ** -0.5 if scaling is None else scaling
+    padding_only = allowed.factored and allowed.pattern is None
+    additive = None
+    if not padding_only:  # once per layer, not per block: the mask as additive terms (one add per block)
+        additive = _additive(mask[..., :n] if mask is not None and mask.dim() == 4 else allowed.as_bool(),
+                             query.dtype)
+    out = None if value is None else value.new_empty(batch, n, heads, value.shape[-1])
+    for hs, rs in _blocks((batch, heads, n), query.element_size(), query.device):
+        h, r = hs.stop - hs.start, rs.stop - rs.start
+        whole = h == heads  # no slicing op where a block holds every head (or every row)
+        q = query if whole and r == n else query[:, hs, rs]
+        k = key if whole else key[:, hs]
+        if padding_only:
+            bias = _key_bias(controller, allowed.keys, batch, h, n, query.dtype)
+            q3, k3 = q.reshape(batch * h, r, d), k.reshape(batch * h, n, d).transpose(1, 2)
+            scores = (torch.bmm(q3, k3).mul_(scale) if bias is None else
+                      torch.baddbmm(bias, q3, k3, alpha=scale))
+            probs = torch.softmax(scores, dim=-1, dtype=scores.dtype).view(batch, h, r, n)
+        else:
+            probs = attention_probs(q, k, _block_mask(additive, hs, rs), scaling)
+        probs = controller.transform_probs(layer, probs, valid, hs, rs, allowed=allowed)
+        if out is not None:
+            out[:, rs, hs] = torch.matmul(probs, value if whole else value[:, hs]).transpose(1, 2)
     return out
+
+
+def _key_bias(controller: AdapterContext, keys: torch.Tensor | None, batch: int, heads: int, n: int,
+              dtype: torch.dtype) -> torch.Tensor | None:
+    """The real keys [B, n] as additive scores [B·heads, 1, n] (0 real, the dtype's most negative value padded, as
+    the eager implementations mask), made once per forward pass."""
+    if keys is None:
+        return None
+
+    def make() -> torch.Tensor:
+        bias = torch.where(keys, 0.0, torch.finfo(dtype).min).to(dtype).expand(batch, n)
+        return bias[:, None].expand(batch, heads, n).reshape(batch * heads, 1, n)
+
+    return controller.per_pass(("key_bias", heads, dtype), keys, make)
 
 
 def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
@@ -216,8 +255,8 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     groups = heads // value.shape[1]
     # A sliding window is passed to the attention function (Qwen2, ModernBERT) or held by the module.
     windowed = kwargs.get("sliding_window", getattr(module, "sliding_window", None)) is not None
-    allowed = ctrl.allowed(attention_mask, q_len, n, causal=bool(getattr(module, "is_causal", False)),
-                           windowed=windowed)
+    causal = bool(getattr(module, "is_causal", False))
+    allowed = ctrl.allowed(attention_mask, q_len, n, causal=causal, windowed=windowed)
     valid = ctrl.valid_mask(batch, n, value.device)
     plan = ctrl.plan(layer)
     if qk_heads is not None and (any_mixed or capture or qk_heads.heads != _kept_by(ctrl, site.layers)):
@@ -231,18 +270,24 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     if any_mixed and factored and not capture:
         out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                  **kwargs)
-        out_c = constant_attention(_masked_constants(ctrl, layer, n, slice(None), allowed), value_h, keys)
-        modes = ctrl.modes[layer]
-        w = torch.where(modes == MIX, torch.sigmoid(ctrl.theta[layer]), (modes == KEEP).to(ctrl.theta.dtype))
-        w = w.to(out_a.dtype)[None, None, :, None]
-        return w * out_a + (1 - w) * out_c.to(out_a.dtype), None
-    if capture or any_mixed:  # the paths that materialise scores mask them
+        constants = ctrl.constant_heads(layer, n, value_h.dtype, allowed, replaced=False, pattern=(causal, windowed))
+        out_c = constant_attention(constants, value_h, keys).to(out_a.dtype)
+        # λ·A + (1 − λ)·C in one op; lerp gives A exactly where λ = 1 (kept) and C where λ = 0 (replaced)
+        return torch.lerp(out_c, out_a, ctrl.mix_weights(out_a.dtype)[layer]), None
+    if capture and fast:
+        # Where launches, not arithmetic, set the time (an accelerator), a layer that keeps every head runs its own
+        # fused function for the output and materialises the probabilities for the statistics alone; on a CPU the
+        # probabilities also give the output (one softmax instead of two).
+        alone = not any_changed and capture_module.launch_bound(value.device)
+        out = _attention_in_blocks(ctrl, layer, query, _per_query_head(key, groups), None if alone else value_h,
+                                   attention_mask, scaling, valid, allowed)
+        if alone:
+            out, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
+                                   **kwargs)
+        return out, None
+    if any_mixed or capture:  # the paths that materialise scores mask them
         score_mask = attention_mask[..., :n] if attention_mask is not None and attention_mask.dim() == 4 \
             else allowed.as_bool()
-    if capture and fast:
-        return _attention_in_blocks(ctrl, layer, query, _per_query_head(key, groups), value_h, score_mask, scaling,
-                                    valid, allowed), None
-    if any_mixed or capture:
         probs = attention_probs(query, _per_query_head(key, groups), score_mask, scaling)
         probs = ctrl.transform_probs(layer, probs, valid, allowed=allowed)
         probs = nn.functional.dropout(probs, p=dropout, training=module.training)
@@ -250,15 +295,24 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     # Only keep and replace: kept heads run the original function on their slice, replaced heads skip Q·Kᵀ.
     repl = plan.replace_index
     every = len(plan.replace) == heads  # no gather of V when the whole layer is constant
+    first = qk_heads is not None and qk_heads.kept_first
+    if first:  # V's rows were permuted kept heads first (drop_query_key): views, not gathers
+        v_keep, v_repl = value_h.split((len(plan.keep), len(plan.replace)), dim=1)
+    else:
+        v_repl = value_h if every else value_h[:, repl]
     if factored:
-        out_repl = constant_attention(_masked_constants(ctrl, layer, n, slice(None) if every else repl, allowed),
-                                      value_h if every else value_h[:, repl], keys)
+        constants = ctrl.constant_heads(layer, n, value.dtype, allowed, replaced=True, pattern=(causal, windowed))
+        out_repl = constant_attention(constants, v_repl, keys)
     else:
         c = ctrl.constant_probs(layer, repl, allowed, n, value.dtype)
         c = nn.functional.dropout(c, p=dropout, training=module.training)
-        out_repl = torch.matmul(c, value_h[:, repl]).transpose(1, 2)
+        out_repl = torch.matmul(c, v_repl).transpose(1, 2)
     if not plan.keep:
-        return out_repl.contiguous(), None
+        return out_repl, None
+    if first:  # the output projection's columns were permuted alike: the heads stay in this order
+        out_keep, _ = site.fallback(module, query, key, v_keep, attention_mask, scaling=scaling, dropout=dropout,
+                                    **kwargs)
+        return torch.cat((out_keep, out_repl.to(out_keep.dtype)), dim=2), None
     keep = plan.keep_index
     out_keep = _kept_heads(site, module, query, key, value, attention_mask, plan, qk_heads, groups,
                            scaling=scaling, dropout=dropout, **kwargs)
@@ -272,7 +326,9 @@ def _kept_heads(site: _Site, module: nn.Module, query, key, value, attention_mas
                 qk_heads: QueryKeyHeads | None, groups: int, **kwargs) -> torch.Tensor:
     """The original attention function on the kept heads only, [B, n, h_keep, d]."""
     keep = plan.keep_index
-    if qk_heads is not None:  # the projections produce Q (and, without grouping, K) of qk_heads only
+    if qk_heads is not None and qk_heads.heads == plan.keep:  # the projections produce exactly the kept heads
+        q, k = query, key
+    elif qk_heads is not None:  # the projections produce Q (and, without grouping, K) of qk_heads only
         where = qk_heads.positions(plan.keep, keep.device)
         q, k = query[:, where], key[:, where] if groups == 1 else key
     else:
@@ -352,7 +408,9 @@ class InterfaceAdapter(Adapter):
         return info.architecture.query_key is not None
 
     def drop_query_key(self, controller: AdapterContext, layers: list[int], module: nn.Module) -> None:
-        """Slice the query projection (and the key projection, without grouping) to the heads these layers keep."""
+        """Slice the query projection (and the key projection, without grouping) to the heads these layers keep;
+        where one head configuration serves the module and keys are not grouped, also permute the value
+        projection's rows and the output projection's columns kept heads first (`_kept_first`)."""
         info = controller.info
         names = info.architecture.query_key
         if not self.can_drop_query_key(info):
@@ -363,22 +421,55 @@ class InterfaceAdapter(Adapter):
             return
         keep = torch.tensor(kept, dtype=torch.long)
         query_name, key_name = names
-        originals = {name: getattr(module, name) for name in names}
-        setattr(module, query_name, sliced_linear(originals[query_name], keep, info.head_dim))
+        originals = {(module, name): getattr(module, name) for name in names}
+        setattr(module, query_name, sliced_linear(originals[module, query_name], keep, info.head_dim))
         if info.num_kv_heads == info.num_heads:  # grouped keys serve several query heads: kept whole
-            setattr(module, key_name, sliced_linear(originals[key_name], keep, info.head_dim))
-        heads = module.__dict__[QK_HEADS] = QueryKeyHeads(kept)
+            setattr(module, key_name, sliced_linear(originals[module, key_name], keep, info.head_dim))
+        order = _kept_first(controller, layers)
+        if order is not None:
+            value_name, output_path = info.architecture.value_output
+            owner, output_name = _output_owner(info.base, module, output_path)
+            order_index = torch.tensor(order, dtype=torch.long)
+            for where, name in ((module, value_name), (owner, output_name)):
+                originals[where, name] = getattr(where, name)
+            setattr(module, value_name, sliced_linear(originals[module, value_name], order_index, info.head_dim))
+            setattr(owner, output_name, permuted_columns(originals[owner, output_name], order_index, info.head_dim))
+        heads = module.__dict__[QK_HEADS] = QueryKeyHeads(kept, kept_first=order is not None)
         for layer in layers:  # made now, not in a forward pass (where a compiled graph would recompile for them)
             plan = controller.plan(layer)
             heads.positions(plan.keep, plan.keep_index.device)
 
         def restore() -> None:
-            for name, linear in originals.items():
-                setattr(module, name, linear)
+            for (where, name), linear in originals.items():
+                setattr(where, name, linear)
             module.__dict__.pop(QK_HEADS, None)
             module.__dict__.pop(RESTORE, None)
 
         module.__dict__[RESTORE] = restore
+
+
+def _kept_first(controller: AdapterContext, layers: list[int]) -> tuple[int, ...] | None:
+    """The head order (kept heads, then replaced ones) in which a module's V rows and output columns are laid out,
+    so that each head group is a view: where every layer the module runs has the same kept and replaced heads,
+    some of each, and each query head has its own key/value head. Else None (the heads are gathered)."""
+    info = controller.info
+    plans = {(controller.plan(layer).keep, controller.plan(layer).replace) for layer in layers}
+    if info.architecture.value_output is None or info.num_kv_heads != info.num_heads or len(plans) != 1:
+        return None
+    keep, replace = plans.pop()
+    return keep + replace if keep and replace else None
+
+
+def _output_owner(base: nn.Module, module: nn.Module, path: str) -> tuple[nn.Module, str]:
+    """The module holding the output projection at `path` from the attention `module` ("../": from its parent),
+    and the projection's attribute name there."""
+    if path.startswith("../"):
+        name = next(n for n, m in base.named_modules() if m is module)
+        start, path = base.get_submodule(name.rpartition(".")[0]), path[3:]
+    else:
+        start = module
+    owner, _, attribute = path.rpartition(".")
+    return (start.get_submodule(owner) if owner else start), attribute
 
 
 SUPPORTED_HINT = ("papa supports models whose attention goes through transformers' AttentionInterface (most "

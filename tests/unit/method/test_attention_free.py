@@ -5,13 +5,18 @@ probabilities exactly as the method is defined (paper 3.2, 3.3). All five archit
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import papa
-from papa.method.attention_free import (RealKeys, constant_attention, drop_query_key, query_key_dropped,
+from papa.method.adapters.interface import _output_owner
+from papa.method.attention_free import (QK_HEADS, constant_attention, drop_query_key, query_key_dropped,
                                         query_key_dropped_while, restore_query_key)
-from papa.method.constants import data_free_constants
+from papa.method.constants import ConstantHeads, data_free_constants
+from papa.method.masks import RealKeys
 from papa.method.layout import encode
 
 SENTS = ["the cat sat on the mat", "a dog", "john ran to london and paris", "it was not good"]
@@ -79,7 +84,8 @@ def test_constant_attention_equals_masked_renormalised_product():
         s = m.sum(-1, keepdim=True)
         probs = torch.where(s > 0, m / s.clamp_min(1e-30), torch.zeros_like(m))
         expected = (probs @ value).transpose(1, 2)
-        got = constant_attention(c, value, None if v is None else RealKeys.of(v, 2, value.dtype))
+        got = constant_attention(ConstantHeads.of(c, value.dtype), value,
+                                 None if v is None else RealKeys.of(v, 2, value.dtype))
         assert got.shape == (2, 6, 3, 5)
         assert torch.allclose(got, expected, atol=1e-6)
         assert torch.isfinite(got).all()
@@ -267,3 +273,56 @@ def test_bf16_autocast_stays_close_to_float32(tiny, setting):
     rel = (half - full).norm() / full.norm()
     assert rel < 0.05, rel
     assert torch.nn.functional.cosine_similarity(half, full, dim=-1).min() > 0.99
+
+
+class _Ops(TorchDispatchMode):
+    """How many times a forward pass runs each aten op, by name."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.names[func.overloadpacket.__name__] += 1
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("arch", ["bert", "distilbert", "albert", "llama"])
+def test_kept_heads_first_layout(arch):
+    """With Q/K dropped, a layer keeping some heads permutes V's rows and the output projection's columns kept heads
+    first, so both head groups are views: no gather or scatter runs. The output projection then sums its columns in
+    another order, so the hidden states equal the gathered layout's to float tolerance, not bit for bit; restoring
+    puts the original projections back (the very objects). ALBERT's one module with differing layer plans, and
+    Llama's grouped keys, keep the gathered layout."""
+    from conftest import tiny_model, tiny_tokenizer
+
+    model, tok = tiny_model(arch), tiny_tokenizer(arch)
+    inputs = _inputs(model, tok)
+    ctrl = _setup(model, tok)
+    layers, heads = torch.meshgrid(torch.arange(ctrl.num_layers), torch.arange(ctrl.num_heads), indexing="ij")
+    with torch.no_grad(), _Ops() as plain_ops:  # the model's own gathers (e.g. in building its mask)
+        model(**inputs)
+    ctrl.replace((layers + heads) % 2 == 0)  # half of each layer's heads, other ones in consecutive layers
+    value_name, output_path = ctrl.info.architecture.value_output
+    module = ctrl.info.attention_modules[0]
+    owner, output_name = _output_owner(ctrl.info.base, module, output_path)
+    originals = getattr(module, value_name), getattr(owner, output_name)
+    expected = _reference(ctrl, model, inputs)
+    with query_key_dropped_while(ctrl):
+        first = getattr(module.__dict__.get(QK_HEADS), "kept_first", False)
+        got = _hidden(model, inputs)  # the first pass prepares the replaced heads' constants (gathered once)
+        with _Ops() as ops:
+            assert torch.equal(_hidden(model, inputs), got)
+        permuted = getattr(module, value_name), getattr(owner, output_name)
+    assert first == (arch in ("bert", "distilbert")), "kept-first where one plan serves the module, keys ungrouped"
+    if first:
+        plan = ctrl.plan(0)
+        order = torch.tensor(plan.keep + plan.replace)
+        d = ctrl.info.head_dim
+        rows = (order[:, None] * d + torch.arange(d)).reshape(-1)
+        assert torch.equal(permuted[0].weight, originals[0].weight[rows])
+        assert torch.equal(permuted[1].weight, originals[1].weight[:, rows])
+        gathers = ("index", "index_put_", "index_select")
+        assert [ops.names[g] for g in gathers] == [plain_ops.names[g] for g in gathers]  # the model's own only
+    torch.testing.assert_close(_real(got, inputs), _real(expected, inputs), rtol=1e-5, atol=1e-5)
+    assert (getattr(module, value_name), getattr(owner, output_name)) == originals  # the same objects again

@@ -6,6 +6,7 @@ import torch
 
 import papa
 import papa.method.adapters.interface
+import papa.method.capture
 from papa.method.adapters.interface import _attention_in_blocks
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
@@ -37,8 +38,13 @@ def _explicit_average(model, tok, n):
     return torch.where(counts > 0, sums / counts.clamp_min(1), 0.0).float().cpu(), counts.cpu()
 
 
+@pytest.mark.parametrize("launch_bound", [False, True], ids=["cpu-regime", "accelerator-regime"])
 @pytest.mark.parametrize("arch", ["bert", "roberta", "electra", "deberta", "deberta-v2"])
-def test_capture_equals_eager_output_attentions(arch):
+def test_capture_equals_eager_output_attentions(arch, launch_bound, monkeypatch):
+    """Both regimes of capture (`papa.method.capture.launch_bound`), run here on the CPU: the probabilities give the
+    output and are reduced by a product and a sum, or the original function gives the output and the probabilities
+    are reduced by one batched product."""
+    monkeypatch.setattr(papa.method.capture, "launch_bound", lambda device: launch_bound)
     tok = tiny_tokenizer(arch)
     eager = tiny_model(arch, attn_implementation="eager")
     expected, expected_counts = _explicit_average(eager, tok, N)
@@ -47,8 +53,11 @@ def test_capture_equals_eager_output_attentions(arch):
     ctrl = papa.attach(model)
     with ctrl.capturing(N) as stats, torch.no_grad():
         for texts in BATCHES:
-            model(**encode(tok, texts, max_length=N, model_type=arch, layout="sep_last").inputs)
+            inputs = encode(tok, texts, max_length=N, model_type=arch, layout="sep_last").inputs
+            captured = model(**inputs).last_hidden_state
     got = stats.averages()
+    with torch.no_grad():  # capture leaves the outputs as they were (to float tolerance: another softmax path)
+        torch.testing.assert_close(captured, model(**inputs).last_hidden_state, rtol=1e-5, atol=1e-5)
     assert torch.equal(stats.counts, expected_counts)
     assert stats.num_examples == sum(len(b) for b in BATCHES)
     assert torch.allclose(got, expected, atol=1e-6)
@@ -97,6 +106,26 @@ def _block_bytes(monkeypatch, nbytes: int) -> None:
     """The block budget on every device (PAPA_TEST_DEVICE=cuda runs these tests on a GPU)."""
     monkeypatch.setattr(papa.method.adapters.interface, "CAPTURE_BLOCK_BYTES", nbytes)
     monkeypatch.setattr(papa.method.adapters.interface, "CAPTURE_BLOCK_BYTES_ACCELERATOR", nbytes)
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "modernbert"])
+def test_both_capture_regimes_agree_on_causal_and_windowed_masks(arch, monkeypatch):
+    """Where the mask is more than the padding (causal, sliding window) the scores are masked entry by entry; both
+    regimes of capture give the same statistics and outputs there too."""
+    tok = tiny_tokenizer(arch)
+    inputs = encode(tok, BATCHES[1], max_length=N, model_type=arch).inputs
+    runs = []
+    for launch_bound in (False, True):
+        monkeypatch.setattr(papa.method.capture, "launch_bound", lambda device, bound=launch_bound: bound)
+        model = tiny_model(arch)
+        ctrl = papa.attach(model)
+        with ctrl.capturing(N) as stats, torch.no_grad():
+            runs.append((stats, model(**inputs, **({"use_cache": False} if arch != "modernbert" else {}))[0]))
+    (cpu, cpu_out), (accelerator, accelerator_out) = runs
+    assert torch.equal(cpu.counts, accelerator.counts) and cpu.sums.abs().sum() > 0
+    torch.testing.assert_close(cpu.sums, accelerator.sums, rtol=1e-6, atol=1e-9)
+    real = inputs["attention_mask"].bool()  # a padded query's row is the implementations' own business
+    torch.testing.assert_close(cpu_out[real], accelerator_out[real], rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("arch", ["bert", "roberta", "electra"])
