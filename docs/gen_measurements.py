@@ -191,7 +191,7 @@ def draws_time_block() -> str:
     learned = sum(c.seconds[-1] for c in curves) / 60
     return (f"The draws: {len(drawn)} runs ({drawn.selection.nunique()} selections on "
             f"{drawn.task.nunique()} tasks), {minutes:.1f} minutes of probe training and evaluation (their rows' run "
-            "time, without the forward passes each point shares: notebook 06's whole time is above), and "
+            "time, without the forward passes each point shares), and "
             f"{len(curves)} λ rankings on disjoint training parts, {learned:.0f} minutes of λ learning (their "
             f"curves' seconds), on this machine's two cores; besides, {len(read)} runs of the full profile's "
             f"ranking, {read.runtime_s.sum() / 60:.1f} minutes of probe training and evaluation.")
