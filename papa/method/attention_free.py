@@ -92,12 +92,16 @@ class _NoHeads(nn.Module):
         return hidden_states.new_zeros(()).expand(*hidden_states.shape[:-1], self.head_dim)
 
 
+def _head_features(heads: torch.Tensor, head_dim: int, device: torch.device) -> torch.Tensor:
+    """The feature indices of `heads` (each head's `head_dim` consecutive features), in the heads' order."""
+    return (heads[:, None] * head_dim + torch.arange(head_dim, device=heads.device)).reshape(-1).to(device)
+
+
 def sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Module:
     """A copy of `linear` that produces only `heads` (frozen), or a zero stand-in when none is left."""
     if heads.numel() == 0:
         return _NoHeads(head_dim)
-    rows = (heads[:, None] * head_dim + torch.arange(head_dim, device=heads.device)).reshape(-1)
-    rows = rows.to(linear.weight.device)
+    rows = _head_features(heads, head_dim, linear.weight.device)
     out = nn.Linear(linear.in_features, rows.numel(), bias=linear.bias is not None,
                     device=linear.weight.device, dtype=linear.weight.dtype)
     with torch.no_grad():
@@ -111,8 +115,7 @@ def sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.M
 def permuted_columns(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Linear:
     """A copy of `linear` (frozen) whose input columns are those of `heads` in that order: fed the heads' outputs in
     that order, it computes what `linear` computes from them in the original order (summed in another order)."""
-    cols = (heads[:, None] * head_dim + torch.arange(head_dim, device=heads.device)).reshape(-1)
-    cols = cols.to(linear.weight.device)
+    cols = _head_features(heads, head_dim, linear.weight.device)
     out = nn.Linear(cols.numel(), linear.out_features, bias=linear.bias is not None, device=linear.weight.device,
                     dtype=linear.weight.dtype)
     with torch.no_grad():

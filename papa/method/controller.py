@@ -71,9 +71,6 @@ class PapaController(nn.Module):
         self._attn_impl: str | None = None   # the attention implementation the adapter replaced, if any
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
         self._shared_modules = len({id(m) for m in info.attention_modules}) < len(info.attention_modules)
-        self._allowed_cache: list = []       # (mask, shape, `Allowed`) of the forward pass in flight
-        self._real_keys_cache: list = []     # (keys, dtype, `RealKeys`) of the forward pass in flight
-        self._mix_weights: dict = {}         # dtype -> the mixing weights of the forward pass in flight
         self._per_pass: list = []            # (name, tensor, value) made once in the forward pass in flight
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
         # the capture's real tokens and query weights for the pass in flight (`_captured_tokens`)
@@ -251,9 +248,6 @@ class PapaController(nn.Module):
         self._valid = padding_mask(mask)
         if self._shared_modules:  # only they read it: a compiled forward pass does not guard on a changing count
             self.forward_id += 1
-        self._allowed_cache.clear()
-        self._real_keys_cache.clear()
-        self._mix_weights.clear()
         self._per_pass.clear()
         # transformers builds masks from the padding alone, except that without one it may read packed sequences
         # off the position ids: those masks are analysed, not assumed.
@@ -281,9 +275,6 @@ class PapaController(nn.Module):
 
     def _end_forward(self, *_unused) -> None:
         self._valid, self._n = None, None
-        self._allowed_cache.clear()
-        self._real_keys_cache.clear()
-        self._mix_weights.clear()
         self._per_pass.clear()
         self._capture_queries = None
 
@@ -292,27 +283,21 @@ class PapaController(nn.Module):
         A mask transformers built from the padding mask the model was called with is described from what the host
         knows (padding, `causal`, a sliding window: `windowed`) without reading it (`Allowed.from_padding_mask`); a
         4D mask the caller passed is analysed (`Allowed.from_mask`)."""
-        key = (q, k, causal, windowed)
-        for seen, shape, described in self._allowed_cache:  # compared by identity, not id(): compiles the same
-            if seen is mask and shape == key:
-                return described
-        described = (Allowed.from_padding_mask(mask, q, k, causal=causal, windowed=windowed,
-                                               padded=self._valid is not None)
-                     if self._padding_only else Allowed.from_mask(mask, q, k, causal=causal))
-        self._allowed_cache.append((mask, key, described))
-        return described
+
+        def describe() -> Allowed:
+            if self._padding_only:
+                return Allowed.from_padding_mask(mask, q, k, causal=causal, windowed=windowed,
+                                                 padded=self._valid is not None)
+            return Allowed.from_mask(mask, q, k, causal=causal)
+
+        return self.per_pass(("allowed", q, k, causal, windowed), mask, describe)
 
     def real_keys(self, keys: torch.Tensor | None, batch: int, dtype: torch.dtype) -> RealKeys | None:
         """`keys` ([B or 1, n], True at real tokens; None: no padding) as the constant heads use them for values of
         `dtype`; made once per keys tensor and forward pass, so each layer adds no ops for them."""
         if keys is None:
             return None
-        for seen, seen_dtype, made in self._real_keys_cache:  # by identity, as `allowed`
-            if seen is keys and seen_dtype == dtype:
-                return made
-        made = RealKeys.of(keys, batch, dtype)
-        self._real_keys_cache.append((keys, dtype, made))
-        return made
+        return self.per_pass(("real_keys", dtype), keys, lambda: RealKeys.of(keys, batch, dtype))
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
@@ -360,11 +345,11 @@ class PapaController(nn.Module):
         """Each layer's weight of A per head, [1, 1, H, 1] in `dtype` (the attention output's [B, n, H, d] layout):
         λ = sigmoid(θ) for mixed heads, 1 for kept, 0 for replaced; made for every layer at once, once per forward
         pass."""
-        w = self._mix_weights.get(dtype)
-        if w is None:
+        def make() -> tuple[torch.Tensor, ...]:
             w = torch.where(self.modes == MIX, torch.sigmoid(self.theta), (self.modes == KEEP).to(self.theta.dtype))
-            w = self._mix_weights[dtype] = w.to(dtype).view(self.num_layers, 1, 1, self.num_heads, 1).unbind(0)
-        return w
+            return w.to(dtype).view(self.num_layers, 1, 1, self.num_heads, 1).unbind(0)
+
+        return self.per_pass(("mix_weights", dtype), None, make)
 
     def constant_probs(self, layer: int, heads: torch.Tensor | slice, valid: torch.Tensor | Allowed | None, n: int,
                        dtype: torch.dtype, rows: slice = slice(None)) -> torch.Tensor:
