@@ -1,13 +1,6 @@
-"""Fast paths for constant heads: their output without [B, h, n, n] tensors, and dropping their query/key work.
+"""Dropping the query/key work of replaced heads (paper 3.4): the model attention-free where heads are constant.
 
-A replaced head's attention is its constant matrix C masked to the current input's real keys and renormalised
-row-wise (`PapaController.constant_probs`). Because the mask acts on keys only,
-
-    softmax-free output = diag(1 / (C·m)) · C · (V ⊙ m),         m = the real-key mask of one example,
-
-so `constant_attention` masks V (n·d′ work) instead of C (n² work) and runs one GEMM per head that the whole batch
-shares. The controller uses it for every replaced head, and for the constant half of mixed heads.
-
+Replaced heads never need Q, K or Q·Kᵀ: their output is their constants times V (`papa.method.constant_heads`).
 `drop_query_key(controller)` then makes the model attention-free where heads are replaced (paper 3.4); how depends
 on the attention mechanism, so each adapter (`papa.method.adapters`) does it: AttentionInterface models slice their
 query (and, without grouped keys, key) projections to the kept heads (transformers 5 has no `head_mask` /
@@ -27,8 +20,6 @@ from torch import nn
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import layers_by_module
-from papa.method.constants import ConstantHeads
-from papa.method.masks import RealKeys
 
 QK_HEADS = "_papa_qk_heads"       # module.__dict__ entry: the heads whose Q/K the projections still produce
 RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoes `drop_query_key` on the module
@@ -53,31 +44,6 @@ class QueryKeyHeads:
             found = self._positions[key] = torch.tensor([self.heads.index(h) for h in kept], dtype=torch.long,
                                                         device=device)
         return found
-
-
-def constant_attention(constants: ConstantHeads, value: torch.Tensor, keys: RealKeys | None) -> torch.Tensor:
-    """Output of heads whose attention is their constants masked to real keys and renormalised row-wise.
-
-    `value` is [B, h, n, d′], `keys` the real keys (`RealKeys`) or None (no padding). Returns [B, n, h, d′], the
-    layout attention functions return (a view: the caller's reshape makes it contiguous). Rows with no mass on real
-    keys give 0 (the zeros kind prunes the head).
-    """
-    batch, heads, n, dv = value.shape
-    per_head = value.permute(1, 2, 0, 3)  # [h, n, B, d′]: every example shares C, so one GEMM per head covers the batch
-    if keys is None:
-        out = torch.bmm(constants.values, per_head.reshape(heads, n, batch * dv)).view(heads, n, batch, dv)
-        return (out * constants.scale).permute(2, 1, 0, 3)
-    if (torch.is_grad_enabled() and value.requires_grad) or torch.compiler.is_compiling():
-        # out= records no gradient, and a compiled graph lays its result out as it likes
-        masked = (per_head * keys.values).reshape(heads, n, batch * dv)
-    else:  # the mask and the layout change in one pass over V
-        masked = value.new_empty(heads, n, batch, dv)
-        torch.mul(per_head, keys.values, out=masked)
-        masked = masked.view(heads, n, batch * dv)
-    out = torch.bmm(constants.values, masked).view(heads, n, batch, dv)
-    sums = torch.mm(constants.rows, keys.columns).view(heads, n, batch, 1)
-    # An empty row is already 0 (constants are non-negative and padded V is zeroed), so any positive divisor works.
-    return (out / sums.clamp_min(torch.finfo(value.dtype).tiny).to(out.dtype)).permute(2, 1, 0, 3)
 
 
 class _NoHeads(nn.Module):

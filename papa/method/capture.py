@@ -89,26 +89,40 @@ class AttentionStats:
         # each: one kernel that reads P once, in place (its permuted view merges heads and rows without a copy), with
         # no [B, h, r, n] temporary. The reduced [h, r, n] sum is accumulated in float64 (add_ promotes in place).
         queries = queries if queries is not None else query_weights(valid, probs.dtype)
-        if not launch_bound(probs.device):
+        batched = launch_bound(probs.device)
+        weights = self._query_weights(queries, h, rows, batched)
+        if not batched:
             # There the product runs as h·r tiny GEMVs, 2 to 7x slower than a product and a sum at batches of 2 to 16
             # (measured in issue 42): the probabilities times their query rows' weights, summed over the batch.
-            reduced = (probs * queries[:, None, rows, None]).sum(0)
+            reduced = (probs * weights).sum(0)
         else:
-            lhs = self._row_weights(queries, h, rows)
-            reduced = torch.bmm(lhs, probs.permute(1, 2, 0, 3).reshape(h * r, batch, n)).view(h, r, n)
+            # [h·r, B, n]: the (head, row) pairs as the product's batch, a view (one op, not a permute and a reshape)
+            pairs = (probs.as_strided((h * r, batch, n), (n, h * r * n, 1), probs.storage_offset())
+                     if probs.is_contiguous() else probs.permute(1, 2, 0, 3).reshape(h * r, batch, n))
+            reduced = torch.bmm(weights, pairs)  # [h·r, 1, n]
+            flat = self._flat_layer(layer, n, h, r)
+            if flat is not None:
+                flat.add_(reduced)
+                return
+            reduced = reduced.view(h, r, n)
         self._block(layer, n, heads, rows).add_(reduced)
 
-    def _row_weights(self, queries: torch.Tensor, heads: int, rows: slice) -> torch.Tensor:
-        """`queries` [B, n] of `rows`, repeated per head as [heads·r, 1, B]: made once per forward pass (`queries`
-        is the pass's) and block shape."""
+    def _query_weights(self, queries: torch.Tensor, heads: int, rows: slice, batched: bool) -> torch.Tensor:
+        """`queries` [B, n] of `rows` as the reduction over the batch takes them: [B, 1, r, 1] to multiply the
+        probabilities, or (`batched`) repeated per head as [heads·r, 1, B] for one batched product. Made once per
+        forward pass (`queries` is the pass's) and block shape."""
         compiling = torch.compiler.is_compiling()  # a compiled graph makes it once anyway, and must not guard on it
         if self._weights_of is not queries and not compiling:
             self._weights_of, self._weights = queries, {}
-        key = (heads, rows.start, rows.stop)
+        key = (batched, heads if batched else None, rows.start, rows.stop)
         made = None if compiling else self._weights.get(key)
         if made is None:
-            w = (queries if rows.start in (0, None) and rows.stop in (None, queries.shape[1]) else queries[:, rows]).t()
-            made = w.expand(heads, *w.shape).reshape(-1, 1, w.shape[1])
+            w = queries if rows.start in (0, None) and rows.stop in (None, queries.shape[1]) else queries[:, rows]
+            if batched:
+                w = w.t()
+                made = w.expand(heads, *w.shape).reshape(-1, 1, w.shape[1])
+            else:
+                made = w[:, None, :, None]
             if not compiling:
                 self._weights[key] = made
         return made
@@ -128,6 +142,21 @@ class AttentionStats:
         if whole and (rows == slice(None) or (rows.start in (0, None) and rows.stop in (None, n))):
             return view
         return view[heads, rows]
+
+    def _flat_layer(self, layer: int, n: int, heads: int, rows: int) -> torch.Tensor | None:
+        """`layer`'s sums at length `n` as [H·n, 1, n], the batched product's layout, where a block of `heads` and
+        `rows` is the whole layer and its sums are contiguous (the capture's length is `n`, as where inputs are padded
+        to it); else None."""
+        if torch.compiler.is_compiling() or rows != n:
+            return None
+        view = self._block(layer, n, slice(None), slice(None))
+        if heads != view.shape[0] or not view.is_contiguous():
+            return None
+        key = (layer, n, "flat")
+        flat = self._views.get(key)
+        if flat is None:
+            flat = self._views[key] = view.view(-1, 1, n)
+        return flat
 
     def merge_(self, other: "AttentionStats") -> "AttentionStats":
         """Add another accumulator's statistics into this one (e.g. from another process)."""

@@ -240,25 +240,3 @@ def with_matrices(constants: ConstantMatrices, matrices: torch.Tensor, kind: str
     """A copy with new matrices (e.g. after training) and the kind renamed (e.g. ``trained:average``)."""
     return ConstantMatrices(matrices=matrices.detach().float().cpu().clamp_min(0),
                             metadata=replace(constants.metadata, kind=kind), counts=constants.counts)
-
-
-@dataclass(frozen=True)
-class ConstantHeads:
-    """Some heads' constants of one layer as `constant_attention` uses them, prepared once per head configuration,
-    length and dtype rather than in every forward pass (`PapaController.constant_heads`): `values` [h, n, n] in the
-    values' dtype, `rows` [h·n, n] float32 (each row's mass over the real keys of every example in one product) and
-    `scale` [h, n, 1, 1] (1 / row sum, 1 for an empty row: the renormalisation where nothing is padded)."""
-
-    values: torch.Tensor
-    rows: torch.Tensor
-    scale: torch.Tensor
-
-    @classmethod
-    def of(cls, constants: torch.Tensor, dtype: torch.dtype) -> "ConstantHeads":
-        """From `constants` [h, n, n] (already masked by any pattern the batch shares) for values of `dtype`."""
-        heads, n, _ = constants.shape
-        c32 = constants.float()
-        # Row sums in float32 even under bf16: they decide which rows are empty.
-        sums = c32.sum(-1)
-        scale = torch.where(sums > 0, sums, 1.0).reciprocal()[..., None, None].to(dtype)
-        return cls(values=constants.to(dtype).contiguous(), rows=c32.reshape(heads * n, n), scale=scale)

@@ -30,15 +30,19 @@ from papa.method.adapters.base import ModelInfo
 from papa.method.architectures import describe_model, model_signature
 from papa.method.attention_free import RESTORE
 from papa.method.capture import AttentionStats, query_weights
-from papa.method.constants import DATA_FREE_KINDS, ConstantHeads, ConstantMatrices
+from papa.method.constant_heads import ConstantHeads, ConstantWorkspace
+from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
 from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE, LayerPlan
 from papa.method.layout import SEPARATOR_LAST
-from papa.method.masks import Allowed, RealKeys, padding_mask
+from papa.method.masks import Allowed, padding_mask
 from papa.method.signature import ModelSignature
 
 __all__ = ["KEEP", "MIX", "MODE_NAMES", "REPLACE", "PapaController", "attach", "controller_of", "detach"]
 
 _CONTROLLER = "_papa_controller"
+
+#: workspaces (one per batch size, length, dtype and device) a controller keeps for the constant heads
+_WORKSPACES = 4
 
 HeadSpec = Iterable[tuple[int, int]] | torch.Tensor | None
 
@@ -72,6 +76,7 @@ class PapaController(nn.Module):
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
         self._shared_modules = len({id(m) for m in info.attention_modules}) < len(info.attention_modules)
         self._per_pass: list = []            # (name, tensor, value) made once in the forward pass in flight
+        self._workspaces: dict = {}          # (B, n, d′, dtype, device) -> `ConstantWorkspace`, kept across passes
         self._padding_only = True            # the forward pass in flight got a 2D padding mask (or none)
         # the capture's real tokens and query weights for the pass in flight (`_captured_tokens`)
         self._capture_queries: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -205,6 +210,7 @@ class PapaController(nn.Module):
         out = super()._apply(fn, recurse)  # .to(device), .cuda(), ...: the index tensors follow the modes
         if "modes" in self._buffers:
             self._replan()  # also drops constants prepared on the old device
+            self._workspaces.clear()
         return out
 
     def replace(self, heads: HeadSpec = None) -> None:
@@ -249,6 +255,8 @@ class PapaController(nn.Module):
         if self._shared_modules:  # only they read it: a compiled forward pass does not guard on a changing count
             self.forward_id += 1
         self._per_pass.clear()
+        for workspace in self._workspaces.values():
+            workspace.forget()
         # transformers builds masks from the padding alone, except that without one it may read packed sequences
         # off the position ids: those masks are analysed, not assumed.
         self._padding_only = (mask is not None and mask.dim() == 2) or (mask is None
@@ -292,12 +300,20 @@ class PapaController(nn.Module):
 
         return self.per_pass(("allowed", q, k, causal, windowed), mask, describe)
 
-    def real_keys(self, keys: torch.Tensor | None, batch: int, dtype: torch.dtype) -> RealKeys | None:
-        """`keys` ([B or 1, n], True at real tokens; None: no padding) as the constant heads use them for values of
-        `dtype`; made once per keys tensor and forward pass, so each layer adds no ops for them."""
-        if keys is None:
+    def workspace(self, value: torch.Tensor) -> ConstantWorkspace | None:
+        """The buffers `papa.method.attention_free.constant_attention` reuses for values shaped as `value`
+        [B, h, n, d′] (any h up to the heads of a layer), kept across layers and passes for the last few shapes; None
+        while compiling (a graph allocates as it likes)."""
+        if torch.compiler.is_compiling():
             return None
-        return self.per_pass(("real_keys", dtype), keys, lambda: RealKeys.of(keys, batch, dtype))
+        batch, _, n, dv = value.shape
+        key = (batch, n, dv, value.dtype, value.device)
+        made = self._workspaces.get(key)
+        if made is None:
+            if len(self._workspaces) >= _WORKSPACES:  # e.g. a corpus's last, smaller batch, then the next corpus's
+                del self._workspaces[next(iter(self._workspaces))]
+            made = self._workspaces[key] = ConstantWorkspace(self.num_heads, n, batch, dv, value.dtype, value.device)
+        return made
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
@@ -452,6 +468,7 @@ class PapaController(nn.Module):
         for h in self._handles:
             h.remove()
         self._handles.clear()
+        self._workspaces.clear()
         info.adapter.remove(self)
         for name, p in model.named_parameters():
             if name in self._requires_grad:

@@ -87,7 +87,9 @@ class Allowed:
             return cls.from_mask(mask, q, k, causal=causal)  # decided from shapes and flags alone
         if mask.dim() != 4:
             raise InputError(f"attention masks are 2D [batch, n] or 4D [batch, 1, q, k]; got shape {tuple(mask.shape)}")
-        allowed = (mask if mask.dtype == torch.bool else mask > -1.0)[..., :k]
+        allowed = mask if mask.dtype == torch.bool else mask > -1.0
+        if allowed.shape[-1] != k:
+            allowed = allowed[..., :k]
         if allowed.shape[1] != 1:
             return cls(dense=allowed)
         a = allowed[:, 0]                                                      # [B, q, k]
@@ -103,23 +105,6 @@ class Allowed:
                             "papa: an attention mask built from the padding mask does not factor into the padding and "
                             "a pattern shared by the batch (e.g. packed sequences): call the model with a 4D mask")
         return described
-
-
-@dataclass(frozen=True)
-class RealKeys:
-    """A forward pass's real keys in the forms the constant heads use, made once per pass rather than per layer
-    (on an accelerator each small op is a kernel launch): `values` [1, n, B, 1] in the values' dtype zeroes padded
-    keys' V as it is laid out for the constant heads' product (`papa.method.attention_free.constant_attention`),
-    `columns` [n, B] float32 sums each row's constants over the real keys."""
-
-    values: torch.Tensor
-    columns: torch.Tensor
-
-    @classmethod
-    def of(cls, keys: torch.Tensor, batch: int, dtype: torch.dtype) -> "RealKeys":
-        """From `keys` [B or 1, n] (True at real tokens) for values of `dtype`."""
-        columns = (keys if keys.shape[0] == batch else keys.expand(batch, -1)).t()
-        return cls(values=columns.to(dtype).view(1, *columns.shape, 1), columns=columns.to(torch.float32))
 
 
 def _causal(q: int, k: int, device) -> torch.Tensor:

@@ -13,12 +13,13 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import ops  # noqa: E402
 
 #: Added ops per layer as this version counts them (issue 42's targets, `ops.TARGETS`, are 8, 12, 15 and 15): a change
-#: that adds an op to a layer fails here. Before issue 42: 10.7, 28.7, 33.7 and 36.3. Capture differs by regime
+#: that adds an op to a layer fails here. Before issue 42: 10.7, 28.7, 33.7 and 36.3 (a layer with every head constant
+#: now costs fewer ops than the model's own attention). Capture differs by regime
 #: (`papa.method.capture.launch_bound`): on a CPU the probabilities also give the output; on an accelerator the
 #: original fused function does, counted here by running that regime on the CPU.
-BOUNDS = {"attention-free (all constant, Q/K dropped)": 4.0, "1/2 input-dependent, Q/K dropped": 15.0,
-          "λ mix (every head)": 16.2, "capture": 20.7}
-ACCELERATOR_CAPTURE_BOUND = 17.4
+BOUNDS = {"attention-free (all constant, Q/K dropped)": -2.6, "1/2 input-dependent, Q/K dropped": 8.4,
+          "λ mix (every head)": 9.5, "capture": 14.5}
+ACCELERATOR_CAPTURE_BOUND = 14.9
 
 
 def _count():
@@ -49,10 +50,9 @@ def test_capture_in_the_accelerator_regime_adds_at_most_its_bound(monkeypatch):
     assert per_layer["capture"][0] <= ACCELERATOR_CAPTURE_BOUND
 
 
-def test_the_attention_free_target_is_met_and_the_count_sees_the_work(added):
+def test_every_target_is_met_and_the_count_sees_the_work(added):
     counts, per_layer = added
-    assert per_layer["attention-free (all constant, Q/K dropped)"][0] <= ops.TARGETS[
-        "attention-free (all constant, Q/K dropped)"]
+    assert all(per_layer[name][0] <= target for name, target in ops.TARGETS.items())
     half = counts["1/2 input-dependent, Q/K dropped"][0]
     assert half["bmm"] >= 6 and half["cat"] == 6  # one product and one join of the head groups per layer
     assert half["index"] == counts["plain"][0]["index"] and half["index_put_"] == 0  # no gather, no scatter

@@ -20,10 +20,10 @@ from torch import nn
 from papa.core.errors import UnsupportedModelError
 
 if TYPE_CHECKING:  # annotations only
-    from papa.method.constants import ConstantHeads
+    from papa.method.constant_heads import ConstantHeads, ConstantWorkspace
     from papa.method.capture import AttentionStats
     from papa.method.head_modes import LayerPlan
-    from papa.method.masks import Allowed, RealKeys
+    from papa.method.masks import Allowed
 
 Positions = Literal["ids", "from_padding"]
 SITE = "_papa_site"  # per-attention-module entry in __dict__ (bypasses nn.Module attribute registration)
@@ -86,8 +86,9 @@ class AdapterContext(Protocol):
         """The real tokens `[B, n]` of the forward pass in flight on `device`; None where nothing is padded."""
         ...
 
-    def real_keys(self, keys: torch.Tensor | None, batch: int, dtype: torch.dtype) -> RealKeys | None:
-        """`keys` as `papa.method.attention_free.constant_attention` takes them, made once per forward pass."""
+    def workspace(self, value: torch.Tensor) -> ConstantWorkspace | None:
+        """The buffers `papa.method.attention_free.constant_attention` reuses for values shaped as `value`, kept
+        across layers and passes (None while compiling)."""
         ...
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:

@@ -12,7 +12,8 @@ from torch import nn
 
 from papa.core.errors import PapaError
 from papa.method.adapters.base import Adapter, AdapterContext, AttentionSites, unsupported
-from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, constant_attention
+from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads
+from papa.method.constant_heads import constant_attention
 from papa.method.masks import Allowed
 
 
@@ -71,7 +72,7 @@ class DebertaAdapter(Adapter):
             batch, _, n, _ = value.shape
             valid = controller.valid_mask(batch, n, value.device)
             constants = controller.constant_heads(layer, n, value.dtype, Allowed(), replaced=False)
-            out = constant_attention(constants, value, controller.real_keys(valid, batch, value.dtype))
+            out = constant_attention(constants, value, valid, controller.workspace(value))
             return out.reshape(batch, n, -1), None
 
         module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it

@@ -34,8 +34,8 @@ from papa.core.errors import PapaError
 from papa.method import capture as capture_module
 from papa.method.adapters.base import (SITE, Adapter, AdapterContext, AttentionSites, ModelInfo, layers_by_module,
                                        unsupported)
-from papa.method.attention_free import (QK_HEADS, RESTORE, QueryKeyHeads, constant_attention, permuted_columns,
-                                        sliced_linear)
+from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, permuted_columns, sliced_linear
+from papa.method.constant_heads import constant_attention
 from papa.method.head_modes import KEEP, MIX
 from papa.method.masks import Allowed, attention_probs
 
@@ -198,8 +198,10 @@ def _attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Te
     if not padding_only:  # once per layer, not per block: the mask as additive terms (one add per block)
         additive = _additive(mask[..., :n] if mask is not None and mask.dim() == 4 else allowed.as_bool(),
                              query.dtype)
-    out = None if value is None else value.new_empty(batch, n, heads, value.shape[-1])
-    for hs, rs in _blocks((batch, heads, n), query.element_size(), query.device):
+    blocks = list(_blocks((batch, heads, n), query.element_size(), query.device))
+    single = len(blocks) == 1  # the output is then the product's own, no copy into a preallocated one
+    out = None if value is None or single else value.new_empty(batch, n, heads, value.shape[-1])
+    for hs, rs in blocks:
         h, r = hs.stop - hs.start, rs.stop - rs.start
         whole = h == heads  # no slicing op where a block holds every head (or every row)
         q = query if whole and r == n else query[:, hs, rs]
@@ -209,12 +211,21 @@ def _attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Te
             q3, k3 = q.reshape(batch * h, r, d), k.reshape(batch * h, n, d).transpose(1, 2)
             scores = (torch.bmm(q3, k3).mul_(scale) if bias is None else
                       torch.baddbmm(bias, q3, k3, alpha=scale))
-            probs = torch.softmax(scores, dim=-1, dtype=scores.dtype).view(batch, h, r, n)
+            flat = torch.softmax(scores, dim=-1, dtype=scores.dtype)
+            probs = flat.view(batch, h, r, n)
         else:
             probs = attention_probs(q, k, _block_mask(additive, hs, rs), scaling)
-        probs = controller.transform_probs(layer, probs, valid, hs, rs, allowed=allowed)
-        if out is not None:
-            out[:, rs, hs] = torch.matmul(probs, value if whole else value[:, hs]).transpose(1, 2)
+        changed = controller.transform_probs(layer, probs, valid, hs, rs, allowed=allowed)
+        if value is None:
+            continue
+        v = value if whole else value[:, hs]
+        if padding_only and changed is probs:  # one batched product, no broadcast: [B·h, r, n] @ [B·h, n, d]
+            block = torch.bmm(flat, v.reshape(batch * h, n, v.shape[-1])).view(batch, h, r, -1).transpose(1, 2)
+        else:
+            block = torch.matmul(changed, v).transpose(1, 2)
+        if single:
+            return block  # [B, n, H, d] as a view: the caller's reshape makes it contiguous
+        out[:, rs, hs] = block
     return out
 
 
@@ -225,9 +236,9 @@ def _key_bias(controller: AdapterContext, keys: torch.Tensor | None, batch: int,
     if keys is None:
         return None
 
-    def make() -> torch.Tensor:
-        bias = torch.where(keys, 0.0, torch.finfo(dtype).min).to(dtype).expand(batch, n)
-        return bias[:, None].expand(batch, heads, n).reshape(batch * heads, 1, n)
+    def make() -> torch.Tensor:  # `where` lays out the expanded keys afresh, so the result is a view of it
+        bias = torch.where(keys.view(-1, 1, n).expand(batch, heads, n), 0.0, torch.finfo(dtype).min)
+        return bias.to(dtype).view(batch * heads, 1, n)
 
     return controller.per_pass(("key_bias", heads, dtype), keys, make)
 
@@ -266,12 +277,12 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     fast = ctrl.fast_paths and (dropout == 0.0 or not module.training)
     factored = fast and allowed.factored
     value_h = _per_query_head(value, groups)
-    keys = ctrl.real_keys(allowed.keys, batch, value_h.dtype) if factored and not capture else None
+    workspace = ctrl.workspace(value_h) if factored and not capture else None
     if any_mixed and factored and not capture:
         out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
                                  **kwargs)
         constants = ctrl.constant_heads(layer, n, value_h.dtype, allowed, replaced=False, pattern=(causal, windowed))
-        out_c = constant_attention(constants, value_h, keys).to(out_a.dtype)
+        out_c = constant_attention(constants, value_h, allowed.keys, workspace).to(out_a.dtype)
         # λ·A + (1 − λ)·C in one op; lerp gives A exactly where λ = 1 (kept) and C where λ = 0 (replaced)
         return torch.lerp(out_c, out_a, ctrl.mix_weights(out_a.dtype)[layer]), None
     if capture and fast:
@@ -302,7 +313,7 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
         v_repl = value_h if every else value_h[:, repl]
     if factored:
         constants = ctrl.constant_heads(layer, n, value.dtype, allowed, replaced=True, pattern=(causal, windowed))
-        out_repl = constant_attention(constants, v_repl, keys)
+        out_repl = constant_attention(constants, v_repl, allowed.keys, workspace)
     else:
         c = ctrl.constant_probs(layer, repl, allowed, n, value.dtype)
         c = nn.functional.dropout(c, p=dropout, training=module.training)

@@ -13,10 +13,10 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 import papa
 from papa.method.adapters.interface import _output_owner
-from papa.method.attention_free import (QK_HEADS, constant_attention, drop_query_key, query_key_dropped,
-                                        query_key_dropped_while, restore_query_key)
-from papa.method.constants import ConstantHeads, data_free_constants
-from papa.method.masks import RealKeys
+from papa.method.attention_free import (QK_HEADS, drop_query_key, query_key_dropped, query_key_dropped_while,
+                                        restore_query_key)
+from papa.method.constant_heads import ConstantHeads, ConstantWorkspace, constant_attention
+from papa.method.constants import data_free_constants
 from papa.method.layout import encode
 
 SENTS = ["the cat sat on the mat", "a dog", "john ran to london and paris", "it was not good"]
@@ -79,16 +79,34 @@ def test_constant_attention_equals_masked_renormalised_product():
     value = torch.randn(2, 3, 6, 5, generator=g, device="cpu")
     valid = torch.tensor([[1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 1]], dtype=torch.bool)
     c, value = c.to(valid.device), value.to(valid.device)  # the test device (PAPA_TEST_DEVICE)
-    for v in (valid, None):
-        m = c.unsqueeze(0) * (v[:, None, None, :].float() if v is not None else 1.0)
+    # one workspace for every call, as a controller keeps it: other keys, fewer heads, keys again
+    workspace = ConstantWorkspace(3, 6, 2, 5, value.dtype, value.device)
+    for v, heads in ((valid, 3), (None, 3), (valid, 2), (valid[1:], 3)):
+        m = c[:heads].unsqueeze(0) * (v[:, None, None, :].float() if v is not None else 1.0)
         s = m.sum(-1, keepdim=True)
         probs = torch.where(s > 0, m / s.clamp_min(1e-30), torch.zeros_like(m))
-        expected = (probs @ value).transpose(1, 2)
-        got = constant_attention(ConstantHeads.of(c, value.dtype), value,
-                                 None if v is None else RealKeys.of(v, 2, value.dtype))
-        assert got.shape == (2, 6, 3, 5)
-        assert torch.allclose(got, expected, atol=1e-6)
-        assert torch.isfinite(got).all()
+        expected = (probs @ value[:, :heads]).transpose(1, 2)
+        for space in (None, workspace):
+            workspace.forget()  # a new pass
+            got = constant_attention(ConstantHeads.of(c[:heads], value.dtype), value[:, :heads], v, space)
+            assert got.shape == (2, 6, heads, 5)
+            assert torch.allclose(got, expected, atol=1e-6)
+            assert torch.isfinite(got).all()
+
+
+def test_constant_attention_in_bfloat16_is_the_float32_result_rounded():
+    """bf16 values and constants: the one product accumulates in float32 and rounds its numerators and row sums to
+    bf16, as the float32 path's row sums were rounded before dividing."""
+    g = torch.Generator().manual_seed(1)
+    c, value = torch.rand(4, 16, 16, generator=g), torch.randn(3, 4, 16, 8, generator=g)
+    valid = torch.ones(3, 16, dtype=torch.bool)
+    valid[0, 9:] = False
+    expected = constant_attention(ConstantHeads.of(c, torch.float32), value, valid,
+                                  ConstantWorkspace(4, 16, 3, 8, torch.float32, value.device))
+    got = constant_attention(ConstantHeads.of(c, torch.bfloat16), value.bfloat16(), valid,
+                             ConstantWorkspace(4, 16, 3, 8, torch.bfloat16, value.device))
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), expected, rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("kept", [0.0, 1 / 4, 1 / 2])
@@ -326,3 +344,26 @@ def test_kept_heads_first_layout(arch):
         assert [ops.names[g] for g in gathers] == [plain_ops.names[g] for g in gathers]  # the model's own only
     torch.testing.assert_close(_real(got, inputs), _real(expected, inputs), rtol=1e-5, atol=1e-5)
     assert (getattr(module, value_name), getattr(owner, output_name)) == originals  # the same objects again
+
+
+@pytest.mark.parametrize("kept", [0.0, 1 / 2])
+def test_the_kept_workspace_follows_each_pass_padding(tiny, kept):
+    """The controller keeps the constant heads' buffers across passes (`PapaController.workspace`): a pass with other
+    padding, one with none, and one whose mask tensor was changed in place all give the plain path's result."""
+    model, tok = tiny
+    ctrl = _setup(model, tok)
+    ctrl.replace(_heads(ctrl, kept))
+    first = _inputs(model, tok)
+    others = [_inputs(model, tok, SENTS[::-1]), _inputs(model, tok, [SENTS[2]] * 4)]
+    in_place = _inputs(model, tok)
+    for inputs in [first, *others, first]:
+        assert torch.allclose(_real(_hidden(model, inputs), inputs), _real(_reference(ctrl, model, inputs), inputs),
+                              atol=1e-5)
+    _hidden(model, in_place)
+    in_place["attention_mask"][0, 3:] = 0  # the same tensor, other padding
+    assert torch.allclose(_real(_hidden(model, in_place), in_place),
+                          _real(_reference(ctrl, model, in_place), in_place), atol=1e-5)
+    # DeBERTa's replaced heads take the fast path only in layers without Q/K (drop_query_key)
+    assert len(ctrl._workspaces) >= 1 or ctrl.info.hook != "attention_function"
+    ctrl.detach()
+    assert ctrl._workspaces == {}

@@ -149,8 +149,10 @@ def test_encoder_counts_match_the_products_torch_runs():
 @pytest.mark.parametrize("name", ["llama-mha", "llama-gqa"])
 def test_attention_free_counts_match_papa(name):
     """papa with every head constant and Q/K dropped runs exactly the constant side's products: no Q, no QKᵀ, a dense
-    C·V (full pairs). With one key/value head per query head K is sliced away too; with grouped keys papa keeps the
-    K projection whole (`papa.method.adapters.interface`), i.e. ``kv_replaced_share=0``."""
+    C·V (full pairs), with the row sums riding along in the same product (one more key, the floor, and one more
+    column of V, the real-key mask: `papa.method.constant_heads`). With one key/value head per query head K is sliced
+    away too; with grouped keys papa keeps the K projection whole (`papa.method.adapters.interface`), i.e.
+    ``kv_replaced_share=0``."""
     config = CAUSAL_CONFIGS[name]()
     model = _causal_lm(config)
     n = 5
@@ -166,4 +168,7 @@ def test_attention_free_counts_match_papa(name):
     grouped = config.num_key_value_heads < config.num_attention_heads
     expected = cost.model_cost(model.config, n, replaced_share=1.0, kv_replaced_share=0.0 if grouped else 1.0,
                                lm_head=True).total
-    assert flops == 2 * expected
+    heads = config.num_attention_heads
+    d = config.hidden_size // heads
+    ride_along = config.num_hidden_layers * heads * n * ((n + 1) * (d + 1) - n * d)
+    assert flops == 2 * (expected + ride_along)
