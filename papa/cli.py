@@ -216,13 +216,15 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 def _table(agg) -> str:
     cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "batch_order", "constants",
-            "selection", "fraction_label", "n", "mean", "ci95", "reference", "other", "difference", "low", "high",
+            "constants_corpus", "selection", "fraction_label", "n", "mean", "ci95", "reference", "other", "difference", "low", "high",
             "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION),
                             ("batch_order", DEFAULT_BATCH_ORDER)):
         if column in view and view[column].eq(default).all():  # shown only where some run used the option
             view = view.drop(columns=column)
+    if "constants_corpus" in view and view["constants_corpus"].nunique() <= 1:  # shown where it tells rows apart
+        view = view.drop(columns="constants_corpus")
     view["model"] = view["model"].str.split("/").str[-1]
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
@@ -457,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             _say(args, "interrupted", _INTERRUPTED.get(args.command, "run the same command again"))
             return 130
+        except BrokenPipeError:  # `papa report ... | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+            return 0
         except OSError as exc:  # a disk that fills up, a file that vanishes: not the input, so exit code 1
             _say(args, "error", f"{exc.strerror or exc}{f': {exc.filename}' if exc.filename else ''}")
             return 1

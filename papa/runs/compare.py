@@ -46,9 +46,12 @@ class RunScores:
                label: str = "1", **more: str) -> Scores | None:
         """The `Scores` of one setting (None when it did not run): constants kind and corpus, selection method,
         fraction label, and any further columns in `more` (e.g. layout="official")."""
-        rows = self.rows(model, task, constants=constants, constants_corpus=corpus, selection=selection,
-                         fraction_label=label, **more)
-        rows = rows.drop_duplicates("seed", keep="last")
+        return self.setting_scores(model, task, constants=constants, constants_corpus=corpus, selection=selection,
+                                   fraction_label=label, **more)
+
+    def setting_scores(self, model: str, task: str, **setting: str) -> Scores | None:
+        """The `Scores` of the rows of `model` on `task` whose columns equal `setting` (None when none ran)."""
+        rows = self.rows(model, task, **setting).drop_duplicates("seed", keep="last")
         if rows.empty:
             return None
         seeds = rows.seed.astype(int).tolist()
@@ -71,35 +74,54 @@ class RunScores:
         return self._weights[key]
 
 
+#: Columns whose value "none" means the setting has nothing there (no head replaced: no constants; all or none
+#: input-dependent: no selection), so such a row pairs with a row of any value in them (`compare`).
+NOT_APPLICABLE_WHEN_NONE = ("constants", "constants_corpus", "selection")
+
+
+def _pairs_with(a: dict, b: dict, columns: Sequence[str]) -> bool:
+    """Whether settings `a` and `b` agree on `columns`, a "none" where nothing applies pairing with anything."""
+    return all(a[c] == b[c] or (c in NOT_APPLICABLE_WHEN_NONE and NONE in (a[c], b[c])) for c in columns)
+
+
 def compare(results: pd.DataFrame, column: str, reference: str, other: str, *, out_dir: str | Path | None = None,
             fixed: Mapping[str, str] | None = None) -> pd.DataFrame:
     """`other` − `reference` of `column` (e.g. layout "sep_last" − "official"), paired by seed, for every model, task
     and setting of the other columns that ran with both: difference, 95% interval, its standard errors, whether the
-    evaluation examples were resampled, and the smallest difference the comparison could detect (`detectable`)."""
+    evaluation examples were resampled, and the smallest difference the comparison could detect (`detectable`).
+
+    The other columns are held fixed, except that a "none" in constants, constants_corpus or selection (nothing
+    replaced, or nothing selected) pairs with every value there: ``fraction_label 1 0`` compares the unchanged model
+    with each kind of constants, ``constants average identity`` each corpus of average constants with the data-free
+    identity. A row of the table says which setting it compared by the more specific value of each column."""
     if column not in SETTING_COLUMNS:
         raise ValueError(f"compare settings by one of {', '.join(SETTING_COLUMNS)}, not {column!r}")
+    if column not in results:
+        raise ValueError(f"this results table has no {column} column (it was written before papa recorded it): "
+                         f"compare by one of {', '.join(c for c in SETTING_COLUMNS if c in results)}")
     rows = results
     for c, v in (fixed or {}).items():
         rows = rows[rows[c] == v]
     others = [c for c in SETTING_COLUMNS if c != column and c in rows]
     run = RunScores(rows, out_dir)
+    keys = ["model", "task", *others]
+    side = {v: [g._asdict() for g in rows.loc[rows[column].astype(str) == str(v), keys].drop_duplicates()
+                .itertuples(index=False)] for v in (reference, other)}
     out = []
-    groups = rows[["model", "task", *others]].drop_duplicates().itertuples(index=False)
-    for g in groups:
-        g = g._asdict()
-        setting = {c: g[c] for c in others if c not in ("constants", "constants_corpus", "selection",
-                                                         "fraction_label")}
-        kw = dict(constants=g["constants"], corpus=g["constants_corpus"], selection=g["selection"],
-                  label=g["fraction_label"])
-        a = run.scores(g["model"], g["task"], **kw, **setting, **{column: reference})
-        b = run.scores(g["model"], g["task"], **kw, **setting, **{column: other})
-        if a is None or b is None:
-            continue
-        e = difference(a, b)
-        low, high = e.interval()
-        out.append({**g, "reference": a.values.mean(), "other": b.values.mean(), "difference": e.value,
-                    "low": low, "high": high, "se_seeds": e.se_seeds, "se_examples": e.se_examples,
-                    "seeds": e.seeds, "examples": e.examples, "detectable": detectable(e)})
+    for a in side[reference]:
+        for b in side[other]:
+            if (a["model"], a["task"]) != (b["model"], b["task"]) or not _pairs_with(a, b, others):
+                continue
+            sa = run.setting_scores(a["model"], a["task"], **{c: a[c] for c in others}, **{column: reference})
+            sb = run.setting_scores(b["model"], b["task"], **{c: b[c] for c in others}, **{column: other})
+            if sa is None or sb is None:
+                continue
+            e = difference(sa, sb)
+            low, high = e.interval()
+            setting = {c: b[c] if a[c] == NONE else a[c] for c in keys}
+            out.append({**setting, "reference": sa.values.mean(), "other": sb.values.mean(), "difference": e.value,
+                        "low": low, "high": high, "se_seeds": e.se_seeds, "se_examples": e.se_examples,
+                        "seeds": e.seeds, "examples": e.examples, "detectable": detectable(e)})
     return pd.DataFrame(out)
 
 

@@ -442,6 +442,59 @@ def test_report_compare(tmp_path, capsys):
     assert "compare settings by one of" in err
 
 
+#: (column, reference, other) for every column docs/cli.md names for --compare
+COMPARED = [("constants", "average", "identity"), ("selection", "lambda", "random"), ("fraction_label", "1", "0"),
+            ("constants_corpus", "task", "mlm"), ("layout", "official", "sep_last"),
+            ("probe_inputs", "raw", "standardized"), ("dtype", "float32", "bfloat16")]
+
+
+def _settings_table(path: Path) -> Path:
+    """A results table whose rows vary every compared column: the unchanged model, constants of two kinds and two
+    corpora at fraction 0, two selections at 1/2, in two layouts, probe inputs and dtypes, 3 seeds each."""
+    table = ResultsTable(path)
+    settings = [("none", "none", "none", 1.0), ("average", "task", "none", 0.0), ("average", "mlm", "none", 0.0),
+                ("identity", "none", "none", 0.0), ("average", "task", "lambda", 0.5),
+                ("average", "task", "random", 0.5)]
+    rows = []
+    for i, (constants, corpus, selection, fraction) in enumerate(settings):
+        for layout in ("official", "sep_last"):
+            for inputs in ("raw", "standardized"):
+                for dtype in ("float32", "bfloat16"):
+                    for seed in range(3):
+                        rows.append(ResultRow(model="org/m", task="sst2", constants=constants,
+                                              constants_corpus=corpus, selection=selection, fraction=fraction,
+                                              n_input_dependent=int(8 * fraction), seed=seed, profile="quick",
+                                              layout=layout, dtype=dtype, probe_inputs=inputs, metric="accuracy",
+                                              value=0.7 + i / 100 + seed / 1000, run_id=f"r{len(rows)}"))
+    table.append(rows)
+    return path
+
+
+@pytest.mark.parametrize("column, reference, other", COMPARED)
+def test_report_compares_every_column_it_names(tmp_path, capsys, column, reference, other):
+    results = str(_settings_table(tmp_path / "results.csv"))
+    assert cli.main(["report", "--results", results, "--compare", column, reference, other]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "difference" in out[0] and len(out) >= 2
+    header = out[0].split()
+    assert column not in header  # the compared column is what differs, not a row's setting
+    # every other column held fixed (8 combinations of layout, probe inputs and dtype; 4 where one of them is
+    # compared), a "none" where nothing applies pairing with any value: the unchanged model with each of the 3
+    # constants at fraction 0, average constants of both corpora with identity, the two corpora, the two selections
+    expected = {"constants": 8 * 2, "selection": 8, "fraction_label": 8 * 3, "constants_corpus": 8,
+                "layout": 4 * 6, "probe_inputs": 4 * 6, "dtype": 4 * 6}[column]
+    assert len(out) - 1 == expected
+
+
+def test_report_compare_on_a_table_without_the_column(tmp_path, capsys):
+    import pandas as pd
+
+    path = _settings_table(tmp_path / "results.csv")
+    pd.read_csv(path).drop(columns=["dtype"]).to_csv(path, index=False)  # a table from before dtype was recorded
+    assert cli.main(["report", "--results", str(path), "--compare", "layout", "official", "sep_last"]) == 0
+    capsys.readouterr()
+
+
 # ---- reproduce ---------------------------------------------------------------------------------------------------
 
 def test_reproduce_checks_before_any_kernel(tmp_path, capsys, monkeypatch):
