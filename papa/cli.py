@@ -310,6 +310,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="PAPA: replace a frozen encoder's attention with constant matrices and probe what is left "
                     "(Hassid et al., Findings of EMNLP 2022).",
     )
+    from papa import __version__
+
+    parser.add_argument("--version", action="version", version=f"papa {__version__}")
     shared = _parents()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     p = sub.add_parser("extract", help="average every head's attention over an unlabeled corpus (paper 3.1)",

@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import tomllib
 
+import pytest
 import yaml
 
 from conftest import REPO
@@ -39,3 +40,24 @@ def test_constraints_agree_with_pyproject():
     assert {k: locked.get(k) for k in declared} == declared
     assert declared["torch"] == "2.13.0" and declared["transformers"].startswith("5.23.")
     assert declared["datasets"].startswith("5.2.")
+
+
+def test_one_version_and_the_citation_carries_it():
+    import papa
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert "version" not in project and "version" in project["dynamic"]  # papa.__version__ owns it
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert str(citation["version"]) == papa.__version__
+    assert citation["license"] == project["license"]["text"] and (REPO / "LICENSE").read_text().startswith(
+        f"{citation['license']} License")
+    assert citation["preferred-citation"]["year"] == 2022
+
+
+def test_papa_version(capsys):
+    import papa
+    from papa import cli
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"papa {papa.__version__}"
