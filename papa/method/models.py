@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from papa.core.errors import Arg, InputError
+from papa.core.model_names import model_file_name
 from papa.core.vocabulary import DEFAULT_DTYPE, MODEL_DTYPES
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --help` starts fast
@@ -93,9 +94,10 @@ def _load_kwargs(name: str) -> dict:
 
 
 def canonical_model_name(name: str) -> str:
-    """The name recorded in artifacts (aliases of packaged models map to their canonical name)."""
+    """The name recorded in artifacts, result rows and tables: a packaged model's alias maps to its canonical name, a
+    local folder to its own name, never its path (`papa.core.model_names.model_file_name`)."""
     packaged = _PACKAGED_MODELS.get(name)
-    return packaged.canonical if packaged else name
+    return packaged.canonical if packaged else model_file_name(name)
 
 
 def model_note(name: str) -> str | None:

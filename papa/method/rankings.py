@@ -19,6 +19,7 @@ from safetensors.torch import save_file
 
 from papa.core.artifacts import atomic_path, read_safetensors
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
+from papa.core.model_names import model_file_name
 from papa.method.selection import RANK_COMMAND, Head, check_order, replacement_order
 
 RANKING_FORMAT_VERSION = 1
@@ -112,7 +113,9 @@ class HeadRanking:
                 f"{where} covers {self.num_layers} layers x {self.num_heads} heads but the model"
                 f"{f' {model_name!r}' if model_name else ''} has {num_layers} x {num_heads}: {fix}."
             )
-        if model_name is not None and self.model_name is not None and model_name != self.model_name:
+        # an older ranking may record a local model by its path: the same model as its folder's name
+        if (model_name is not None and self.model_name is not None
+                and model_file_name(model_name) != model_file_name(self.model_name)):
             raise IncompatibleArtifactError(
                 f"{where} belongs to model {self.model_name!r}, not {model_name!r} (both {num_layers} x {num_heads}): "
                 f"{fix}."

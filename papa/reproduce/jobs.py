@@ -48,10 +48,13 @@ class Job:
     profile: str
     layout: str             # input layout (papa.method.layout); rows written before layouts were recorded: sep_last
     probe_inputs: str = PAPER_PROBE_INPUTS   # raw or standardized (papa.probing.standardize)
+    #: where the model loads from when that is not its recorded name (a local folder; `model` is the folder's name)
+    source: str = field(default="", compare=False)
 
     @property
     def key(self) -> str:
         values = asdict(self)
+        del values["source"]  # what ran, not where the model lay
         if values["probe_inputs"] == PAPER_PROBE_INPUTS:  # named only when not the paper's: older ids stay
             del values["probe_inputs"]
         return "|".join(str(v) for v in values.values())
@@ -83,7 +86,8 @@ def grid_jobs(cfg) -> list[Job]:
                                 rounding=cfg.rounding)
                 for seed in cfg.seeds:
                     job = Job(model, cfg.task, key.constants, key.constants_corpus, key.selection, label, seed,
-                              cfg.profile, cfg.layout, cfg.probe_inputs)
+                              cfg.profile, cfg.layout, cfg.probe_inputs,
+                              source="" if model == cfg.model else cfg.model)
                     jobs.setdefault(job.key, job)
     return list(jobs.values())
 
@@ -189,8 +193,8 @@ class Unit:
         from papa.runs.experiment import GridConfig
 
         j = self.jobs[0]
-        return GridConfig(task=j.task, model=j.model, profile=j.profile, out_dir=self.out_dir, data_dir=self.data_dir,
-                          device=self.device, constants=("average" if j.constants == NONE else j.constants,),
+        return GridConfig(task=j.task, model=j.source or j.model, profile=j.profile, out_dir=self.out_dir,
+                          data_dir=self.data_dir, device=self.device, constants=("average" if j.constants == NONE else j.constants,),
                           selections=(j.selection if j.selection != NONE else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
                           probe_inputs=j.probe_inputs,

@@ -58,19 +58,21 @@ def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
 
 
 def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *, out_dir: str | Path,
-                             data_dir: Path | None = None, force: bool = False,
-                             progress: bool = True) -> ConstantMatrices:
+                             data_dir: Path | None = None, force: bool = False, progress: bool = True,
+                             given: str | None = None) -> ConstantMatrices:
     """Average constants of `source`: loaded from ``<out_dir>/constants/`` if there (and made for this model, length
     and layout), else extracted and saved there.
 
     The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
     the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
     (`papa.tasks.data.resolve_data_dir`: None = the hub). The model's dtype is recorded with the constants, and
-    named in the file unless it is float32 (constants averaged in another precision are other constants)."""
+    named in the file unless it is float32 (constants averaged in another precision are other constants). `given`:
+    the model argument as given (a folder's path), to find a file an older version named by it."""
     from papa.runs.names import constants_filenames, existing_file
 
     dtype = dtype_name(next(model.parameters()).dtype)
-    names = constants_filenames(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
+    names = constants_filenames(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype,
+                                given=given)
     path = existing_file(Path(out_dir) / "constants", names)  # a file named by an older version is read too
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)

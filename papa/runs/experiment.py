@@ -262,7 +262,7 @@ def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
     """The session's average constants: cached under ``<out>/constants/``."""
     return cached_average_constants(s.model, s.tokenizer, s.controller.signature,
                                     constants_source(s.cfg, s.profile, s.spec), out_dir=s.out, data_dir=s.data_dir,
-                                    force=s.cfg.force, progress=progress)
+                                    force=s.cfg.force, progress=progress, given=s.cfg.model)
 
 
 def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
@@ -278,7 +278,7 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
     with phase("extraction"):
         constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
                                              out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
-                                             force=cfg.force, progress=progress)
+                                             force=cfg.force, progress=progress, given=cfg.model)
     write_phase_times(cfg.out_dir)
     return constants, loaded, tokenizer
 
@@ -377,7 +377,7 @@ def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED, part: int =
     cfg = s.cfg
     return ranking_filenames(s.controller.signature.model_name, cfg.task, kind, cfg.constants_corpus, s.max_length,
                              profile or cfg.profile, cfg.layout, cfg.dtype, seed=seed, probe_inputs=cfg.probe_inputs,
-                             part=part)
+                             part=part, given=cfg.model)
 
 
 def _other_profile_ranking(s: _Session, kind: str, seed: int, profile: str) -> HeadRanking:

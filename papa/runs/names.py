@@ -1,20 +1,20 @@
 """Names shared by the CLI and the library without heavy imports: the file names of constants and rankings.
 
-A file is named after the model's *name*, never where it lies: a model loaded from a folder is named by that folder
-(``microsoft--deberta-base``, a mirror's spelling of a hub id, reads as the hub id), so that names neither leak
-where a user keeps models nor change when the folder moves. Files that older versions named by the whole path are
-still found: `existing_file` tries each name `constants_filenames` / `ranking_filenames` give, the current one first.
+A file is named after the model's *name*, never where it lies (`papa.core.model_names.model_file_name`). Files that
+older versions named by the whole path are still found: `existing_file` tries each name `constants_filenames` /
+`ranking_filenames` give, the current one first.
 """
 from __future__ import annotations
 
 import os
 import re
-from pathlib import Path, PurePath
+from pathlib import Path
 
+from papa.core.model_names import model_file_name
 from papa.core.vocabulary import DEFAULT_DTYPE, PAPER_PROBE_INPUTS
 
-# The Hugging Face cache's layout: <cache>/models--<org>--<name>/snapshots/<revision>
-_HF_CACHE_DIR = re.compile(r"^models--(?P<id>.+)$")
+__all__ = ["constants_filename", "constants_filenames", "existing_file", "model_file_name", "ranking_filename",
+           "ranking_filenames"]
 
 
 def _slug(s: str) -> str:
@@ -24,26 +24,6 @@ def _slug(s: str) -> str:
 def _dtype_suffix(dtype: str) -> str:
     # Only a non-default dtype is named, so that the files made before dtypes were recorded keep their names.
     return "" if dtype == DEFAULT_DTYPE else f"-{_slug(dtype)}"
-
-
-def _is_local_path(name: str) -> bool:
-    """`name` names a place on this machine (absolute, ``./``, ``../``, ``~`` or an existing folder), not a hub id."""
-    text = str(name)
-    return os.path.isabs(text) or text.startswith((".", "~")) or os.path.isdir(text)
-
-
-def model_file_name(model_name: str) -> str:
-    """The model's part of an artifact's file name: a hub id or alias as it is; a local folder by its name, a
-    mirror's ``org--name`` folder or a Hugging Face cache snapshot by the hub id they record (``org/name``)."""
-    if not _is_local_path(model_name):
-        return str(model_name)
-    path = PurePath(os.path.expanduser(str(model_name)))
-    if not path.name or path.name in (".", ".."):
-        path = Path(os.path.expanduser(str(model_name))).resolve()
-    parts = path.parts
-    if len(parts) >= 3 and parts[-2] == "snapshots" and _HF_CACHE_DIR.match(parts[-3]):
-        return _HF_CACHE_DIR.match(parts[-3])["id"].replace("--", "/")
-    return path.name.replace("--", "/")
 
 
 def constants_filename(model_name: str, corpus: str, max_length: int, layout: str, kind: str = "average",
@@ -62,14 +42,16 @@ def ranking_filename(model_name: str, task: str, constants: str, corpus: str, ma
                          seed, part=part)
 
 
-def constants_filenames(model_name: str, *args, **kwargs) -> list[str]:
-    """`constants_filename`, then the name older papa versions gave the same file (the model's whole path)."""
-    return _with_legacy(model_name, _constants_name, *args, **kwargs)
+def constants_filenames(model_name: str, *args, given: str | None = None, **kwargs) -> list[str]:
+    """`constants_filename`, then the name older papa versions gave the same file (the model's whole path, as
+    `given`: the model argument as the user gave it, where `model_name` is the recorded name)."""
+    return _with_legacy(model_name, given, _constants_name, *args, **kwargs)
 
 
-def ranking_filenames(model_name: str, *args, **kwargs) -> list[str]:
-    """`ranking_filename`, then the name older papa versions gave the same file (the model's whole path)."""
-    return _with_legacy(model_name, _ranking_name, *args, **kwargs)
+def ranking_filenames(model_name: str, *args, given: str | None = None, **kwargs) -> list[str]:
+    """`ranking_filename`, then the name older papa versions gave the same file (the model's whole path, as
+    `given`)."""
+    return _with_legacy(model_name, given, _ranking_name, *args, **kwargs)
 
 
 def existing_file(directory: str | os.PathLike, names: list[str]) -> Path:
@@ -80,8 +62,9 @@ def existing_file(directory: str | os.PathLike, names: list[str]) -> Path:
     return Path(directory) / names[0]
 
 
-def _with_legacy(model_name: str, build, *args, **kwargs) -> list[str]:
-    names = [build(model_file_name(model_name), *args, **kwargs), build(str(model_name), *args, **kwargs)]
+def _with_legacy(model_name: str, given: str | None, build, *args, **kwargs) -> list[str]:
+    names = [build(model_file_name(model_name), *args, **kwargs),
+             build(str(given if given is not None else model_name), *args, **kwargs)]
     return list(dict.fromkeys(names))
 
 

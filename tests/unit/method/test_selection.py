@@ -237,6 +237,8 @@ def test_check_compatible():
         r.check_compatible(12, 12, model_name="bert-base")
     with pytest.raises(IncompatibleArtifactError, match="belongs to model 'tiny-bert', not 'tiny-roberta'"):
         r.check_compatible(2, 3, model_name="tiny-roberta")
+    # a model in a folder is named by the folder's name; an older ranking recorded its path: the same model
+    r.check_compatible(2, 3, model_name="/models/tiny-bert")
 
 
 def test_a_selection_names_its_method_and_which_draw_of_its_order():

@@ -1,0 +1,35 @@
+"""How a model is named in what papa records: its name, never where it lies.
+
+A hub id or a packaged model's alias is its own name; a model loaded from a folder is named by that folder
+(``microsoft--deberta-base``, a mirror's spelling of a hub id, reads as the hub id; a Hugging Face cache snapshot by
+the hub id it records), so that names neither leak where a user keeps models nor change when the folder moves.
+Artifact files, result rows, tables and metadata all use it (`papa.method.models.canonical_model_name`).
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path, PurePath
+
+# The Hugging Face cache's layout: <cache>/models--<org>--<name>/snapshots/<revision>
+_HF_CACHE_DIR = re.compile(r"^models--(?P<id>.+)$")
+
+
+def is_local_path(name: str) -> bool:
+    """`name` names a place on this machine (absolute, ``./``, ``../``, ``~`` or an existing folder), not a hub id."""
+    text = str(name)
+    return os.path.isabs(text) or text.startswith((".", "~")) or os.path.isdir(text)
+
+
+def model_file_name(model_name: str) -> str:
+    """The model's name (in artifact files, result rows, metadata): a hub id or alias as it is; a local folder by its
+    name, a mirror's ``org--name`` folder or a Hugging Face cache snapshot by the hub id they record (``org/name``)."""
+    if not is_local_path(model_name):
+        return str(model_name)
+    path = PurePath(os.path.expanduser(str(model_name)))
+    if not path.name or path.name in (".", ".."):
+        path = Path(os.path.expanduser(str(model_name))).resolve()
+    parts = path.parts
+    if len(parts) >= 3 and parts[-2] == "snapshots" and _HF_CACHE_DIR.match(parts[-3]):
+        return _HF_CACHE_DIR.match(parts[-3])["id"].replace("--", "/")
+    return path.name.replace("--", "/")
