@@ -153,7 +153,14 @@ def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
 
 
 def _out_dir(args: argparse.Namespace) -> Path:
-    return Path(args.out or f"artifacts/{args.profile}")
+    from papa.reproduce.notebooks import run_folder
+
+    return Path(args.out) if args.out else run_folder(args.profile, args.models, args.tasks)
+
+
+def _subjects(args: argparse.Namespace) -> dict:
+    """The models and tasks the notebooks run on, where the command names them."""
+    return dict(with_models=args.models, with_tasks=args.tasks)
 
 
 def _notebook_names(args: argparse.Namespace) -> tuple[str, ...]:
@@ -164,7 +171,8 @@ def _jobs(args: argparse.Namespace) -> int:
     from papa.reproduce.jobs import finished, notebook_jobs, select
 
     out = _out_dir(args)
-    jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=out, data_dir=args.data_dir, device=args.device)
+    jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=out, data_dir=args.data_dir, device=args.device,
+                         **_subjects(args))
     if args.action == "list":
         done = finished(jobs, out)
         for j in jobs:
@@ -184,24 +192,26 @@ def _reproduce(args: argparse.Namespace) -> int:
     start, began = time.perf_counter(), time.time()
     # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.
     prof = check_batch(args.profile, names=_notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
-                       device=args.device)
+                       device=args.device, **_subjects(args))
     names = _notebook_names(args)
     expected = reference(prof.name)
     if not args.quiet:
-        done = done_runs(args.profile, names, _out_dir(args), data_dir=args.data_dir, device=args.device)
+        done = done_runs(args.profile, names, _out_dir(args), data_dir=args.data_dir, device=args.device,
+                         **_subjects(args))
         print(plan_text(prof.name, names, _out_dir(args), expected, done), flush=True)
     if args.workers > 1 or args.submitit:
         # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
         from papa.reproduce.jobs import notebook_jobs
 
         jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
-                             device=args.device)
+                             device=args.device, **_subjects(args))
         if _run_job_list(jobs, args, _out_dir(args)):
             print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
                   file=sys.stderr)
             return 1
-    times = run_notebooks(args.profile, names=names, out_dir=args.out, data_dir=args.data_dir, device=args.device,
-                          force=args.force, progress=not args.quiet, command=args.command_line, since=began)
+    times = run_notebooks(args.profile, names=names, out_dir=_out_dir(args), data_dir=args.data_dir,
+                          device=args.device, force=args.force, progress=not args.quiet, command=args.command_line,
+                          since=began, **_subjects(args))
     print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
     print(phases_text(read_run(_out_dir(args) / RUN_FILE)))
     out = _out_dir(args)
@@ -287,7 +297,14 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     reproduction = group()  # the section notebooks' grids (reproduce, jobs)
     reproduction.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
                               help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
-    reproduction.add_argument("--out", default=None, help="default: artifacts/<profile>")
+    reproduction.add_argument("--out", default=None,
+                              help="default: artifacts/<profile>, or with --models/--tasks a folder named for them "
+                                   "(artifacts/<profile>--<models>[--<tasks>])")
+    reproduction.add_argument("--models", nargs="+", default=None, metavar="MODEL",
+                              help="run the notebooks on these models instead of their own: hub ids, aliases or "
+                                   "local folders, encoders or causal LMs (a notebook that takes one model takes one)")
+    reproduction.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
+                              help=f"run the notebooks on these tasks instead of their own ({', '.join(task_names())})")
 
     scale_out = group()
     scale_out.add_argument("--workers", type=_positive, default=1,

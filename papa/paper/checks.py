@@ -20,6 +20,10 @@ import pandas as pd
 Range = tuple[float, float]
 
 
+#: The columns of an interval, NaN where one seed ran (`check_table`).
+INTERVAL_COLUMNS = ("ci95", "low", "high")
+
+
 class TableCheckError(AssertionError):
     """A notebook table broke a rule its check states (a bug, or a run that went wrong): not a rounding difference."""
 
@@ -31,7 +35,8 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
 
     `between`: (low, high) for every numeric value, or per column; `allowed`: the values a column may take (a
     verdict, a flag, a rank); `nan_ok`: columns that may hold NaN (True: any), e.g. a relative drop from a zero
-    score. Every other numeric value must be finite. `labels` False leaves the row labels out of the line, for a
+    score. Every other numeric value must be finite, except an interval's (ci95, low, high) where its row's `n` says
+    one seed ran: one value has no interval. `labels` False leaves the row labels out of the line, for a
     table whose rows are chosen by learned values (e.g. the heads with the strongest pattern). `ordered`: columns
     whose values do not decrease from each to the next within a row (an interval and its estimate: low, value,
     high); a row with NaN in one of them is not compared."""
@@ -40,9 +45,12 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
         print(f"{name}: empty")
         return
     numeric = frame.select_dtypes("number")
+    one_seed = frame["n"] < 2 if "n" in frame else pd.Series(False, index=frame.index)
     rules = []
     for column in numeric:
         values = numeric[column]
+        if str(column) in INTERVAL_COLUMNS:
+            values = values[~one_seed]
         if not (nan_ok is True or str(column) in {str(c) for c in (nan_ok or ())}):
             _require(values.notna().all(), name, f"column {column!r} holds NaN: {values[values.isna()].index.tolist()}")
         finite = values.dropna()

@@ -132,10 +132,15 @@ def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None,
 
 
 def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
-    """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model."""
-    if summary.empty:
-        raise ValueError("no model has results at fractions 1 and 0: run the main grid first")
+    """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model. With
+    no point to place (no task whose probe beats its majority baseline, as a model with random weights has), the
+    figure says so."""
     fig, ax = plt.subplots(figsize=(4.5, 3.6))
+    if summary.empty:
+        ax.text(0.5, 0.5, "no model has a task whose probe beats its\nmajority baseline at fractions 1 and 0",
+                ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return fig
     ax.scatter(summary["relative_drop"] * 100, summary["original"])
     for row in summary.itertuples():
         ax.annotate(short_model(row.model), (row.relative_drop * 100, row.original), fontsize=8,

@@ -49,6 +49,12 @@ def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: i
     return table.set_index("slot")
 
 
+def shown_head(num_layers: int, num_heads: int, layer: int = 2, head: int = 5) -> tuple[int, int]:
+    """The head a notebook shows: (`layer`, `head`) where the model has them, else its last layer or head (a
+    notebook run on a smaller model than its own)."""
+    return min(layer, num_layers - 1), min(head, num_heads - 1)
+
+
 def live_attention(model, tokenizer, text: str, pair: str | None = None, *, max_length: int,
                    layout: str = "sep_last") -> torch.Tensor:
     """Every head's attention on one input, [L, H, n, n] (0 at pad rows and columns), in `layout`.

@@ -56,6 +56,24 @@ CHANCE_TABLES = (DECODER_CHANCE_TABLE,)
 STABILITY_SEEDS = (0, 1)
 
 
+def listed(name: str, value: object) -> list[str]:
+    """A notebook parameter that takes names (models, tasks) as papermill may pass it: a list as it is; a string
+    (``papermill -p tasks ...``) holding a list literal (``'["sst2", "cola"]'``) or names separated by commas
+    (``sst2,cola``) parsed into one. Anything else is refused in one line that says how to pass it."""
+    import ast
+
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            value = ast.literal_eval(text) if text.startswith(("[", "(")) else [v.strip() for v in text.split(",")]
+        except (ValueError, SyntaxError):
+            value = None
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, str) and v for v in value):
+        return list(value)
+    raise ValueError(f"parameter {name} takes a list of names, e.g. papermill -p {name} sst2,cola (or "
+                     f"-y '{{{name}: [sst2, cola]}}'); got {value!r}")
+
+
 def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
     """Write `table` as ``<out_dir>/tables/<name>.csv`` (atomically); returns the path."""
     path = Path(out_dir) / "tables" / f"{name}.csv"

@@ -26,11 +26,12 @@ from __future__ import annotations
 import hashlib
 import os
 import traceback
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from papa.core.errors import InputError
+from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, PAPER_PROBE_INPUTS, RANKED
 
 
@@ -111,21 +112,41 @@ def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: s
 
 
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
-                  data_dir: str | None = None, device: str = "cpu") -> list[Job]:
-    """Every job the section notebooks `names` run for `profile`, without duplicates, in a stable order."""
-    from papa.reproduce.notebooks import NOTEBOOK_DIR, injected_parameters
+                  data_dir: str | None = None, device: str = "cpu", with_models: Sequence[str] | None = None,
+                  with_tasks: Sequence[str] | None = None) -> list[Job]:
+    """Every job the section notebooks `names` run for `profile` (on `with_models` and `with_tasks` where given,
+    as `papa.reproduce.notebooks.run_notebooks` runs them), without duplicates, in a stable order."""
+    from papa.reproduce.notebooks import NOTEBOOK_DIR, injected_parameters, run_folder
     from papa.runs.profiles import get_profile
 
-    out = Path(out_dir or f"artifacts/{profile}")
+    out = Path(out_dir or run_folder(profile, with_models, with_tasks))
     # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here).
     prof = get_profile(profile)
     jobs: dict[str, Job] = {}
     for name in names:
         params = injected_parameters(name, prof.name, prof, out_dir=out, data_dir=data_dir, device=device,
-                                     force=False, notebook_dir=NOTEBOOK_DIR)
-        for cfg in notebook_grids(name, params):
-            jobs.update((j.key, j) for j in grid_jobs(cfg))
+                                     force=False, notebook_dir=NOTEBOOK_DIR, with_models=with_models,
+                                     with_tasks=with_tasks)
+        with named_notebook(name, names, with_models or with_tasks):
+            for cfg in notebook_grids(name, params):
+                jobs.update((j.key, j) for j in grid_jobs(cfg))
     return list(jobs.values())
+
+
+@contextmanager
+def named_notebook(name: str, names: Sequence[str], other_subjects: object) -> Iterator[None]:
+    """Where the notebooks run on other models or tasks (`other_subjects`), a refusal of one of its grids (a task
+    the model cannot do) names the notebook and how to leave it out."""
+    try:
+        yield
+    except InputError as exc:
+        if not other_subjects:
+            raise
+        rest = [n for n in names if n != name]
+        advice = [Arg("names", rest, flag="--notebooks")] if rest else []
+        leave = f"leave it out ({advice[0]})" if rest else "run other notebooks"
+        raise InputError(f"notebook {name} cannot run on these: {exc.args[0] if exc.args else exc} -- {leave}",
+                         advice=[*getattr(exc, "advice", ()), *advice]) from exc
 
 
 # ---- status ------------------------------------------------------------------------------------------------------
@@ -145,12 +166,14 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
 
 
 def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_dir: str | None = None,
-              device: str = "cpu") -> dict[str, tuple[int, int]]:
+              device: str = "cpu", with_models: Sequence[str] | None = None,
+              with_tasks: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
     """Per notebook: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks that run no
     grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
     if not (Path(out_dir) / "results.csv").is_file():
         return {}
-    jobs = {name: notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device) for name in names}
+    jobs = {name: notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device,
+                                with_models=with_models, with_tasks=with_tasks) for name in names}
     done = finished([job for listed in jobs.values() for job in listed], out_dir)  # results.csv read once
     return {name: (sum(job.key in done for job in listed), len(listed)) for name, listed in jobs.items() if listed}
 

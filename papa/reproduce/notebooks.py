@@ -20,13 +20,17 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.artifacts import atomic_path, check_output_dir
-from papa.core.errors import InputError
+from papa.core.errors import Arg, InputError, PapaError
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.core.phases import read_phase_times
 from papa.reproduce.timings import TIME_COLUMNS, record_notebook_time, record_run, result_rows
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+
+
+class NotebookFailed(PapaError):
+    """A cell of a notebook of the batch raised (papermill's error is the cause); the batch stops there."""
 # What the kernels are started with: ipykernel's own log at ERROR leaves out its warning that a local kernel talks
 # over TCP without encryption (papermill's kernels are local, and their cells' output is kept in the notebook).
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
@@ -53,13 +57,67 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
 }
 
 
+#: Each notebook's parameters that name what it runs on: (the models, a list; one model), (the tasks; one task).
+SUBJECT_PARAMETERS = {"models": ("models", "model"), "tasks": ("tasks", "task", "downstream_task")}
+
+
+def run_folder(profile: str, models: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> Path:
+    """Where a batch run writes by default: ``artifacts/<profile>`` for the notebooks' own models and tasks; a run on
+    other models or tasks gets a folder named for it (``artifacts/<profile>--<model>[+<model>…][--<task>+…]``, a
+    local model by its folder's name), never the reproduction's own."""
+    from papa.core.model_names import model_file_name
+
+    name = Path(str(profile)).stem if str(profile).endswith(".json") else str(profile)
+    parts = [name]
+    if models:
+        parts.append("+".join(model_file_name(m).replace("/", "--") for m in models))
+    if tasks:
+        parts.append("+".join(tasks))
+    return Path("artifacts") / "--".join(parts)
+
+
+def with_subjects(name: str, params: dict, defaults: dict, models: Sequence[str] | None,
+                  tasks: Sequence[str] | None) -> dict:
+    """`params` of notebook `name` set to run on `models` and `tasks` (None: the notebook's own), as its parameters
+    (`defaults`) take them: a list where it takes several, the one given where it takes one. A notebook that takes
+    one is refused several, naming both (run it on its own); one that names no models or tasks runs as it is."""
+    out = dict(params)
+    for given, what in ((models, "models"), (tasks, "tasks")):
+        if not given:
+            continue
+        keys = SUBJECT_PARAMETERS[what]
+        key = next((k for k in keys if k in defaults), None)
+        if key is None:
+            continue
+        if key == keys[0]:
+            out[key] = list(given)
+        elif len(given) == 1:
+            out[key] = given[0]
+        else:
+            several, alone = _subject_arg(what, given), [Arg("names", [name], flag="--notebooks"),
+                                                         _subject_arg(what, given[:1])]
+            raise InputError(f"notebook {name} takes one {key.replace('_', ' ')}, and {several} gives {len(given)}: "
+                             f"run it on its own, e.g. {alone[0]} {alone[1]}", advice=[several, *alone])
+    return out
+
+
+def _subject_arg(what: str, values: Sequence[str]) -> Arg:
+    """The argument (flag) that gives the notebooks other models or tasks, with `values`."""
+    if what == "models":
+        return Arg("with_models", list(values), flag="--models")
+    return Arg("with_tasks", list(values), flag="--tasks")
+
+
 def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
                         device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR,
-                        model_dir: str | Path | None = None, models: Collection[str] | None = None) -> dict:
+                        model_dir: str | Path | None = None, models: Collection[str] | None = None,
+                        with_models: Sequence[str] | None = None, with_tasks: Sequence[str] | None = None) -> dict:
     """The parameters papermill injects into notebook `name` for `profile`.
 
     `models` keeps only these of the models the profile gives the notebook (hub ids), e.g. to run the base and the
     large models of the full profile apart; a notebook left with none of them is an error (leave it out of `names`).
+    `with_models` / `with_tasks` run the notebook on other models (hub ids, aliases, local folders) and tasks
+    instead (`with_subjects`).
 
     A profile file gets the overrides of the built-in profile it derives from (`papa.runs.profiles.builtin_base`),
     and is passed by a path that works where the notebooks run. `out_dir` (and a profile file) are given relative to
@@ -68,12 +126,14 @@ def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_di
     """
     prof = get_profile(profile)  # an unknown profile fails here
     return injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir, device=device, force=force,
-                               notebook_dir=notebook_dir, model_dir=model_dir, models=models)
+                               notebook_dir=notebook_dir, model_dir=model_dir, models=models,
+                               with_models=with_models, with_tasks=with_tasks)
 
 
 def injected_parameters(name: str, profile: str | Path, prof: Profile, *, out_dir: str | Path, data_dir: str | None,
                         device: str, force: bool, notebook_dir: str | Path, model_dir: str | Path | None = None,
-                        models: Collection[str] | None = None) -> dict:
+                        models: Collection[str] | None = None, with_models: Sequence[str] | None = None,
+                        with_tasks: Sequence[str] | None = None) -> dict:
     """`notebook_parameters` for a `profile` its caller has already resolved to `prof` (a file is not read again)."""
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
@@ -87,7 +147,23 @@ def injected_parameters(name: str, profile: str | Path, prof: Profile, *, out_di
     params.update(PROFILE_PARAMETERS.get(builtin_base(prof) or "", {}).get(name, {}))
     if models is not None:
         params = _only_models(name, params, models)
+    if with_models or with_tasks:
+        params = with_subjects(name, params, default_parameters(name, notebook_dir), with_models, with_tasks)
+        if with_models:  # a local folder is loaded from where the kernel runs (the notebooks' folder)
+            for key in ("model", "models"):
+                if isinstance(params.get(key), str):
+                    params[key] = _loadable_from(params[key], here)
+                elif isinstance(params.get(key), list):
+                    params[key] = [_loadable_from(m, here) for m in params[key]]
     return local_models(params, model_dir) if model_dir is not None else params
+
+
+def _loadable_from(model: str, notebook_dir: Path) -> str:
+    """`model` as a kernel running in `notebook_dir` loads it: a local folder by its absolute path (`portable_paths`
+    takes this machine's paths back out of the executed notebook), anything else as it is."""
+    from papa.core.model_names import is_local_path
+
+    return str(Path(model).expanduser().resolve()) if is_local_path(model) else model
 
 
 def default_parameters(name: str, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
@@ -161,14 +237,16 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
                   notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
-                  models: Collection[str] | None = None, progress: bool = True,
+                  models: Collection[str] | None = None, with_models: Sequence[str] | None = None,
+                  with_tasks: Sequence[str] | None = None, progress: bool = True,
                   command: str | None = None, since: float | None = None) -> pd.DataFrame:
     """Execute `names` in order with papermill; returns each notebook's wall time and the probe runs it computed
     (saved as each finishes by `papa.reproduce.timings.record_notebook_time`). A batch that finishes records itself
     (`papa.reproduce.timings.record_run`, with `command`: what ran it).
 
     `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
-    only these of the profile's models (`notebook_parameters`). `progress`: a line per notebook and a bar of its
+    only these of the profile's models (`notebook_parameters`); `with_models` / `with_tasks`: run the notebooks on
+    these instead, by default into a folder named for them (`run_folder`). `progress`: a line per notebook and a bar of its
     cells. `since`: the `time.time()` the batch's compute began (default: when this call starts), from which its
     phase times are added up (`papa.core.phases`; jobs run before the notebooks, by `papa reproduce --workers`,
     count too).
@@ -179,9 +257,10 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
     """
     import papermill
 
-    out = Path(out_dir or f"artifacts/{profile}")
+    out = Path(out_dir or run_folder(profile, with_models, with_tasks))
     _, jobs = _checked_batch(profile, names, out_dir=out, data_dir=data_dir, device=device, force=force,
-                             notebook_dir=Path(notebook_dir), model_dir=model_dir, models=models)
+                             notebook_dir=Path(notebook_dir), model_dir=model_dir, models=models,
+                             with_models=with_models, with_tasks=with_tasks)
     started_empty = not out.exists() or not any(out.iterdir())
     notebook_dir = Path(notebook_dir)
     batch_start, since = time.perf_counter(), time.time() if since is None else since
@@ -197,9 +276,14 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
                                        kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
                                        progress_bar={"desc": step, "leave": False} if progress else False)
-        except Exception:
+        except Exception as exc:
+            failed = target.with_name(f"{name}.failed.ipynb")
             if running.exists():
-                running.replace(target.with_name(f"{name}.failed.ipynb"))
+                running.replace(failed)
+            if isinstance(exc, papermill.PapermillExecutionError):
+                raise NotebookFailed(f"notebook {name} failed in cell [{exc.exec_count}] with {exc.ename}: "
+                                     f"{exc.evalue}; the executed copy, with the cell's traceback, is {failed}") \
+                    from exc
             raise
         portable_paths(running, _path_names(notebook_dir, data_dir))
         running.replace(target)
@@ -223,20 +307,23 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
 
 def check_batch(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                 data_dir: str | None = None, device: str = "cpu", notebook_dir: str | Path = NOTEBOOK_DIR,
-                model_dir: str | Path | None = None, models: Collection[str] | None = None) -> Profile:
+                model_dir: str | Path | None = None, models: Collection[str] | None = None,
+                with_models: Sequence[str] | None = None, with_tasks: Sequence[str] | None = None) -> Profile:
     """Check everything a batch run of `names` is given, as `run_notebooks` does before its first kernel starts:
     the profile, the notebooks, the device, the data and model directories, the output folder. Returns the profile.
 
     A notebook that failed on one of these would leave a kernel's traceback and a ``.failed.ipynb`` behind.
     """
-    return _checked_batch(profile, names, out_dir=Path(out_dir or f"artifacts/{profile}"), data_dir=data_dir,
-                          device=device, force=False, notebook_dir=Path(notebook_dir), model_dir=model_dir,
-                          models=models)[0]
+    return _checked_batch(profile, names, out_dir=Path(out_dir or run_folder(profile, with_models, with_tasks)),
+                          data_dir=data_dir, device=device, force=False, notebook_dir=Path(notebook_dir),
+                          model_dir=model_dir, models=models, with_models=with_models, with_tasks=with_tasks)[0]
 
 
 def _checked_batch(profile, names: Sequence[str], *, out_dir: Path, data_dir: str | None, device: str, force: bool,
-                   notebook_dir: Path, model_dir, models) -> tuple[Profile, list[tuple[str, Path, dict]]]:
-    """The profile and, per notebook, (name, source, parameters): everything checked before any notebook runs."""
+                   notebook_dir: Path, model_dir, models, with_models: Sequence[str] | None = None,
+                   with_tasks: Sequence[str] | None = None) -> tuple[Profile, list[tuple[str, Path, dict]]]:
+    """The profile and, per notebook, (name, source, parameters): everything checked before any notebook runs, the
+    grids of other models and tasks too (a task a model cannot do is refused here, naming both)."""
     from papa.method.models import resolve_device
     from papa.tasks.data import check_data_dir
 
@@ -247,16 +334,39 @@ def _checked_batch(profile, names: Sequence[str], *, out_dir: Path, data_dir: st
     resolve_device(device)
     check_data_dir(data_dir)
     check_output_dir(out_dir)
+    _check_subjects(with_models, with_tasks)
     jobs = []
     for name in names:
         source = notebook_dir / f"{name}.ipynb"
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
         # The kernels are other processes: they get the profile as given (a file's path), and read it there.
-        jobs.append((name, source, injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir,
-                                                       device=device, force=force, notebook_dir=notebook_dir,
-                                                       model_dir=model_dir, models=models)))
+        params = injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir, device=device,
+                                     force=force, notebook_dir=notebook_dir, model_dir=model_dir, models=models,
+                                     with_models=with_models, with_tasks=with_tasks)
+        if with_models or with_tasks:
+            from papa.reproduce.jobs import named_notebook, notebook_grids
+
+            with named_notebook(name, names, True):
+                for cfg in notebook_grids(name, params, notebook_dir=notebook_dir):
+                    cfg.resolved()  # the profile, the task and the model (from its config): no data, no weights
+        jobs.append((name, source, params))
     return prof, jobs
+
+
+def _check_subjects(models: Sequence[str] | None, tasks: Sequence[str] | None) -> None:
+    """Tasks that exist and local model folders that hold a model, before any kernel starts (a notebook that runs
+    no grid would otherwise meet them first)."""
+    from papa.core.model_names import is_local_path
+    from papa.tasks.registry import get_task
+
+    for task in tasks or ():
+        get_task(task)
+    for model in models or ():
+        if is_local_path(model) and not (Path(model).expanduser() / "config.json").is_file():
+            given = Arg("with_models", [model], flag="--models")
+            raise InputError(f"{given}: no model there (a model's folder holds its config.json, as save_pretrained "
+                             "writes it); give a hub id, an alias or a model's folder", advice=[given])
 
 
 def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS,

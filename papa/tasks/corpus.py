@@ -39,6 +39,9 @@ class CorpusSource:
 
     def check(self) -> None:
         """Refuse, before anything is read, a corpus file that is not there (a task name is checked on loading)."""
+        if Path(self.name).is_dir():
+            raise FileNotFoundError(f"{self.name} is a directory, not a corpus: give a .txt file (one text per line), "
+                                    "a .tsv file (with its text column), or a task name")
         if Path(self.name).suffix.lower() in (".txt", ".tsv") and not self.is_file:
             raise FileNotFoundError(f"no corpus file at {self.name}: give an existing .txt/.tsv file or a task name")
 

@@ -88,11 +88,12 @@ def check_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | Non
     work: a batch run would otherwise fail in its first notebook)."""
     root = resolve_data_dir(data_dir)
     if root is not None and not root.is_dir():
-        origin = "data_dir argument" if data_dir is not None else f"${DATA_DIR_ENV}"
+        given = Arg("data_dir", str(data_dir)) if data_dir is not None else None
+        origin = f"given as {given}" if given is not None else f"from ${DATA_DIR_ENV}"
         raise DataNotFoundError(
-            f"data directory {root} (from the {origin}) does not exist: point it at the folder that holds "
-            f"glue_data/, conll2003/ and wikitext/, or unset it to download from the Hugging Face hub."
-        )
+            f"data directory {root} ({origin}) does not exist: point it at the folder that holds "
+            f"glue_data/, conll2003/ and wikitext/, or unset it to download from the Hugging Face hub.",
+            advice=[given] if given is not None else [])
     return root
 
 

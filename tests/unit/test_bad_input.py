@@ -225,6 +225,11 @@ def test_cli_unknown_names(tmp_path, capsys):
     assert "unknown task 'squad'" in cli_error(capsys, ["rank", "--task", "squad", *out])
     assert "no corpus file at" in cli_error(capsys, ["extract", "--task", str(tmp_path / "missing.txt"),
                                                      "--max-length", "16", *out])
+    assert f"{tmp_path} is a directory, not a corpus" in cli_error(capsys, ["extract", "--task", str(tmp_path),
+                                                                            "--max-length", "16", *out])
+    # the CLI names its flag, the library its argument
+    assert "(given as --data-dir /no/such/dir) does not exist" in cli_error(
+        capsys, ["probe", "--task", "sst2", "--data-dir", "/no/such/dir", *out])
     assert _nothing_written(tmp_path / "out")
 
 
@@ -511,6 +516,35 @@ def test_reproduce_checks_before_any_kernel(tmp_path, capsys, monkeypatch):
     if not torch.cuda.is_available():
         assert "--device cpu" in cli_error(capsys, ["reproduce", "--device", "cuda", "--out", str(out), "--quiet"])
     assert _nothing_written(out) and not list(tmp_path.rglob("*.failed.ipynb"))
+
+
+def test_reproduce_on_other_models_and_tasks_refuses_before_any_kernel(tmp_path, capsys, monkeypatch):
+    def kernel(*args, **kwargs):
+        raise AssertionError("a notebook was started before the input was checked")
+
+    monkeypatch.setattr("papermill.execute_notebook", kernel)
+    model = tmp_path / "my-encoder"
+    tiny_model("bert", layers=2, heads=4).save_pretrained(model)
+    tiny_tokenizer("bert").save_pretrained(model)
+    capsys.readouterr()  # the progress bar of the save
+    out = ["--out", str(tmp_path / "out"), "--quiet"]
+    err = cli_error(capsys, ["reproduce", "--models", str(model), "--tasks", "sst2", "cola", "--notebooks",
+                             "01_method", *out])
+    assert "notebook 01_method takes one task, and --tasks sst2 cola gives 2" in err
+    assert "--notebooks 01_method --tasks sst2" in err
+    err = cli_error(capsys, ["reproduce", "--models", str(model), "bert-base-uncased", "--notebooks", "03_constant_patterns",
+                             *out])
+    assert "takes one model" in err
+    err = cli_error(capsys, ["reproduce", "--models", str(model), "--notebooks", "07_mlm_electra", "08_decoders",
+                             *out])
+    assert "notebook 08_decoders cannot run on these" in err and "'lm'" in err and "--notebooks 07_mlm_electra" in err
+    err = cli_error(capsys, ["reproduce", "--tasks", "sst3", "--notebooks", "01_method", *out])
+    assert "unknown task 'sst3'" in err
+    err = cli_error(capsys, ["reproduce", "--models", str(tmp_path / "nothing-here"), *out])
+    assert "no model there" in err
+    assert cli_error(capsys, ["jobs", "list", "--models", str(model), "--tasks", "sst2", "cola", "--notebooks",
+                              "01_method", *out[:2]]).count("takes one task") == 1
+    assert _nothing_written(tmp_path / "out") and not list(tmp_path.rglob("*.failed.ipynb"))
 
 
 # ---- artifacts and files ------------------------------------------------------------------------------------------

@@ -22,6 +22,8 @@ from papa.method.capture import AttentionStats
 from papa.method.layout import layout_for
 from papa.method.models import resolve_device
 from papa.method.selection import num_input_dependent, replacement_order
+from papa.reproduce.jobs import notebook_jobs
+from papa.reproduce.notebooks import check_batch, with_subjects
 from papa.runs.constants_cache import extract_to_file
 from papa.runs.experiment import GridConfig
 from papa.runs.stability import ranking_stability
@@ -204,6 +206,25 @@ CASES: dict[str, dict] = {
         library=lambda tmp, mp: check_output_dir(_afile(tmp)),
         cli=lambda tmp: ["extract", "--task", "sst2", "--max-length", "16", "--out", str(_afile(tmp)), "--quiet"],
         sites={("core/artifacts.py", "argument")}, library_says=["out_dir='"], cli_says=["--out /"]),
+    "one-model notebook given several": dict(
+        library=lambda tmp, mp: with_subjects("01_method", {}, {"model": "m"}, ["org/a", "org/b"], None),
+        cli=lambda tmp: ["reproduce", "--models", "org/a", "org/b", "--notebooks", "01_method", "--out",
+                         str(tmp / "out"), "--quiet"],
+        sites={("reproduce/notebooks.py", "names"), ("reproduce/notebooks.py", "with_models"),
+               ("reproduce/notebooks.py", "with_tasks")},
+        library_says=["with_models=['org/a', 'org/b']", "names=['01_method'] with_models=['org/a']"],
+        cli_says=["--models org/a org/b", "--notebooks 01_method --models org/a"]),
+    "no model in the folder": dict(
+        library=lambda tmp, mp: check_batch(names=["01_method"], out_dir=tmp / "out", with_models=[str(tmp / "no")]),
+        cli=lambda tmp: ["reproduce", "--models", str(tmp / "no"), "--out", str(tmp / "out"), "--quiet"],
+        sites=set(), library_says=["with_models=['/"], cli_says=["--models /"]),
+    "a notebook the models cannot run": dict(
+        library=lambda tmp, mp: notebook_jobs("quick", ["07_mlm_electra", "08_decoders"], out_dir=tmp / "out",
+                                              with_models=[str(_tiny_dir(tmp))]),
+        cli=lambda tmp: ["jobs", "list", "--models", str(_tiny_dir(tmp)), "--notebooks", "07_mlm_electra",
+                         "08_decoders", "--out", str(tmp / "out")],
+        sites={("reproduce/jobs.py", "names")}, library_says=["names=['07_mlm_electra']", "model='smollm2'"],
+        cli_says=["--notebooks 07_mlm_electra", "--model smollm2"]),
     "report out is a folder": dict(
         library=lambda tmp, mp: check_output_file(tmp),
         cli=None,  # `papa report` checks it after reading its table: test_bad_input.py::test_report_results_paths

@@ -238,3 +238,30 @@ def test_default_parameters_are_read_without_running_the_cell(tmp_path):
     nbformat.write(nb, tmp_path / "x.ipynb")
     with pytest.raises(InputError, match="may only assign literals"):
         default_parameters("x", tmp_path)
+
+
+def test_other_models_and_tasks_are_set_as_each_notebook_takes_them(tmp_path):
+    from papa.reproduce.notebooks import with_subjects
+
+    mine = ["org/my-encoder"]
+    main = notebook_parameters("02_main_results", "quick", out_dir=tmp_path, with_models=mine, with_tasks=["sst2"])
+    assert main["models"] == mine and main["tasks"] == ["sst2"] and main["profile"] == "quick"
+    method = notebook_parameters("01_method", "quick", out_dir=tmp_path, with_models=mine, with_tasks=["cola"])
+    assert method["model"] == "org/my-encoder" and method["task"] == "cola"
+    assert notebook_parameters("07_mlm_electra", "quick", out_dir=tmp_path, with_tasks=["cola"])[
+        "downstream_task"] == "cola"
+    with pytest.raises(InputError, match=r"03_constant_patterns takes one model, and with_models=\['a', 'b'\] gives 2"):
+        with_subjects("03_constant_patterns", {}, {"model": "m", "task": "t"}, ["a", "b"], None)
+    assert with_subjects("x", {"p": 1}, {"p": 1}, ["a", "b"], ["t"]) == {"p": 1}  # names neither: as it is
+
+
+def test_list_parameters_given_as_papermill_strings():
+    from papa.paper.sections import listed
+
+    assert listed("tasks", ["sst2"]) == ["sst2"]
+    assert listed("tasks", '["sst2", "cola"]') == ["sst2", "cola"]  # papermill -p tasks '["sst2", "cola"]'
+    assert listed("tasks", "sst2,cola") == listed("tasks", "sst2, cola") == ["sst2", "cola"]
+    assert listed("models", "roberta-base") == ["roberta-base"]
+    for bad in ("", "[sst2", "[1, 2]", 3, None, []):
+        with pytest.raises(ValueError, match="parameter tasks takes a list of names, e.g. papermill -p tasks"):
+            listed("tasks", bad)
