@@ -45,7 +45,8 @@ def _grid_config(args: argparse.Namespace, **overrides):
                   force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
                   probe_inputs=args.probe_inputs, precision=getattr(args, "precision", DEFAULT_PRECISION),
                   compile=getattr(args, "compile", False),
-                  batch_order=getattr(args, "batch_order", DEFAULT_BATCH_ORDER))
+                  batch_order=getattr(args, "batch_order", DEFAULT_BATCH_ORDER),
+                  constants_file=getattr(args, "constants_file", None))
     values.update(overrides)
     return GridConfig(**values)
 
@@ -67,7 +68,7 @@ def _rank(args: argparse.Namespace) -> int:
 def _probe(args: argparse.Namespace) -> int:
     from papa.core import distributed
     from papa.runs.experiment import run_grid
-    from papa.runs.results import aggregate, report_order
+    from papa.runs.results import aggregate, report_order, with_heads_kept
 
     cfg = _grid_config(args, constants=tuple(args.constants), selections=tuple(args.selection),
                        fractions=None if args.fractions is None else tuple(args.fractions),
@@ -75,9 +76,26 @@ def _probe(args: argparse.Namespace) -> int:
     rows = run_grid(cfg, progress=not args.quiet)
     if not distributed.is_main():
         return 0
-    print(_table(report_order(aggregate(rows))))
+    print(_table(with_heads_kept(report_order(aggregate(rows)), rows)))
+    baseline = _majority_line(cfg)
+    if baseline:
+        print(baseline)
     print(f"results: {cfg.out_dir}/results.csv")
     return 0
+
+
+def _majority_line(cfg) -> str | None:
+    """The score of always predicting the training subset's majority class, on the examples the probe is scored on
+    (None for a task without classes)."""
+    from papa.paper.sections import majority_baselines
+    from papa.tasks.registry import get_task
+
+    resolved = cfg.resolved()
+    table = majority_baselines([resolved.task], profile=resolved.profile, data_dir=resolved.data_dir)
+    if table.empty:
+        return None
+    return (f"majority-class baseline: {float(table['majority'].iloc[0]):.4f} ({get_task(resolved.task).metric} of "
+            "always predicting the training subset's most frequent label, on the same evaluation examples)")
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -126,7 +144,31 @@ def _report(args: argparse.Namespace) -> int:
             agg.to_csv(tmp, index=False)
         print(f"wrote {args.out}")
     print(_table(agg))
+    stability = _stability_lines(results.parent, set(df.model), set(df.task))
+    if stability:
+        print(stability)
     return 0
+
+
+def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
+    """The seed-to-seed stability of the λ rankings of `models` on `tasks` in the run's folder `out`, where a ranking
+    of a second seed is beside its grid's (the claims read a ranking's λ-dependent parts only at Spearman's
+    ρ ≥ `papa.paper.claims.STABLE_RHO`)."""
+    from papa.paper.claims import STABLE_RHO
+    from papa.runs.stability import seed_pairs
+
+    if not (out / "rankings").is_dir():
+        return ""
+    pairs = [p for p in seed_pairs(out / "rankings") if p["model"] in models and p["task"] in tasks]
+    if not pairs:
+        return ("λ rankings: no second seed's ranking beside them, so their stability is not measured and the claims "
+                "do not read their λ-dependent parts (`papa rank --seed 1` learns one)")
+    lines = [f"λ rankings, seed to seed (the claims read a ranking at Spearman's ρ ≥ {STABLE_RHO}):"]
+    for p in pairs:
+        verdict = "stable" if p["spearman"] >= STABLE_RHO else "unstable: its λ-dependent parts are not read"
+        lines.append(f"  {str(p['model']).split('/')[-1]} {p['task']}: ρ = {p['spearman']:.2f} between seeds "
+                     f"{p['seeds'][0]} and {p['seeds'][1]}, {verdict} ({p['other']})")
+    return "\n".join(lines)
 
 
 def _executor(args: argparse.Namespace, out: Path):
@@ -226,7 +268,7 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 def _table(agg) -> str:
     cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "batch_order", "constants",
-            "constants_corpus", "selection", "fraction_label", "n", "mean", "ci95", "reference", "other", "difference", "low", "high",
+            "constants_corpus", "selection", "fraction_label", "heads_kept", "n", "mean", "ci95", "reference", "other", "difference", "low", "high",
             "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION),
@@ -272,6 +314,9 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     grid.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
     grid.add_argument("--constants-corpus", default="task",
                       help="corpus for average constants: 'task' (its own training inputs, paper 4.1) or a task name")
+    grid.add_argument("--constants-file", default=None, metavar="PATH",
+                      help="average constants that `papa extract` wrote for this model, length and layout, instead of "
+                           "the grid's own; runs over another corpus record it as their constants corpus")
     grid.add_argument("--rounding", default=None, choices=ROUNDINGS,
                       help="when a fraction is not a whole number of heads (default: the profile's)")
     grid.add_argument("--layout", default=None, choices=LAYOUTS,
@@ -339,7 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--task", required=True, help=f"a task name ({', '.join(task_names())}) or a .txt/.tsv file")
     p.add_argument("--split", default="train", choices=SPLITS, help="the task's split (default: train)")
     p.add_argument("--max-length", type=_positive, required=True, help="fixed sequence length N of the constants")
-    p.add_argument("--out", required=True, help="output directory")
+    p.add_argument("--out", default="artifacts/runs/constants",
+                   help="output directory (default: artifacts/runs/constants, where `papa probe` and `papa rank` "
+                        "with their default --out look for the same model, corpus, length and layout)")
     p.add_argument("--limit", type=_positive, default=None, help="use only the first LIMIT examples")
     p.add_argument("--batch-size", type=_positive, default=32)
     p.add_argument("--layout", default=None, choices=LAYOUTS,
@@ -355,7 +402,7 @@ def build_parser() -> argparse.ArgumentParser:
                        parents=grid_parents)
     # No choices= for kinds and methods: the library's error names the known ones in the CLI's one-line format.
     p.add_argument("--constants", default="average", help="constants to mix with (default: average)")
-    p.add_argument("--rank-seed", type=int, default=0, metavar="S",
+    p.add_argument("--seed", "--rank-seed", dest="rank_seed", type=int, default=0, metavar="S",
                    help="the seed λ learns with (default 0, the grid's ranking; another seed's is saved apart and read "
                         "by the selection lambda@seed<S>)")
     p.add_argument("--part", type=int, default=0, metavar="K",

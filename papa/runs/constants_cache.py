@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import InputError, PapaError
@@ -77,13 +79,30 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=source.max_length, layout=source.layout)
+        if progress:
+            tqdm.write(f"constants: read {path} ({constants.metadata.num_examples} examples of {source.corpus})")
         return constants
+    if progress:
+        for other in _other_corpora(path.parent, names[0], source.corpus):
+            tqdm.write(f"constants: {other} averages another corpus than {source.corpus}, the one this grid's "
+                       "protocol uses: give it as the constants file to use it instead")
     constants = record_dtype(_extract(model, tokenizer, source.load(data_dir), max_length=source.max_length,
                                       layout=source.layout, token_task=source.token_task,
                                       model_name=signature.model_name, progress=progress), dtype)
     if distributed.is_main():
         constants.save(path.with_name(names[0]))
+        if progress:
+            tqdm.write(f"constants: extracted {constants.metadata.num_examples} examples of {source.corpus} -> "
+                       f"{path.with_name(names[0])}")
     return constants
+
+
+def _other_corpora(folder: Path, name: str, corpus: str) -> list[Path]:
+    """Files in `folder` named as `name` (the same model, kind, layout, length and dtype) but over another corpus."""
+    from papa.runs.names import corpus_slug
+
+    pattern = name.replace(f"__{corpus_slug(corpus)}__", "__*__", 1)
+    return sorted(p for p in folder.glob(pattern) if p.name != name) if pattern != name else []
 
 
 def extract_to_file(model: str, source: CorpusSource, *, max_length: int, out_dir: str | Path,

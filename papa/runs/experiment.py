@@ -40,7 +40,7 @@ from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_O
                                   DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE, PAPER_PROBE_INPUTS, RANKED)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.attention_free import query_key_dropped_while
-from papa.method.constants import ConstantMatrices, data_free_constants
+from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
 from papa.method.layout import UNRECORDED_LAYOUT, layout_for
 from papa.method.precision import backbone_autocast, check_precision, compiled_backbone, matmul_precision
@@ -79,7 +79,9 @@ class GridConfig:
     None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
     papa.probing.standardize); `precision` and `compile` say how the backbone runs (papa.method.precision: float32
     and eager, the protocol's, by default); `batch_order` the order of the probes' training batches (`BATCH_ORDERS`:
-    "blocks" for features that fit no store, papa.probing.training.train_probes_in_blocks)."""
+    "blocks" for features that fit no store, papa.probing.training.train_probes_in_blocks); `constants_file` the
+    average constants to use (a file `papa extract` wrote for this model, length and layout) instead of those the grid
+    extracts (`constants_source`); runs on a file over another corpus record that corpus."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -100,6 +102,7 @@ class GridConfig:
     precision: str = DEFAULT_PRECISION
     compile: bool = False
     batch_order: str = DEFAULT_BATCH_ORDER
+    constants_file: str | None = None
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -154,6 +157,10 @@ def _resolve(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, P
         raise InputError(f"unknown batch order {cfg.batch_order!r}: choose one of {', '.join(BATCH_ORDERS)} (give "
                          f"{fix} for the protocol's)", advice=[fix])
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
+    if cfg.constants_file is not None and not Path(cfg.constants_file).is_file():
+        given = Arg("constants_file", str(cfg.constants_file))
+        raise InputError(f"no constants file at {given}: give a file `papa extract` wrote (.safetensors), or leave "
+                         "it out for the grid's own average constants", advice=[given])
     # A profile file is recorded by the name it defines, never by its path.
     return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
                    layout=layout, dtype=dtype, probe_inputs=probe_inputs), prof, spec
@@ -244,6 +251,8 @@ def _open_grid(cfg: GridConfig, progress: bool) -> _Session:
     controller = attach(model, model_name=canonical_model_name(resolved.model))
     s = _Session(resolved, prof, model, tokenizer, controller, spec, None, None, spec.hparams.max_length,
                  ResultsTable(out / "results.csv"), out, data_dir)
+    if resolved.constants_file is not None:  # read and checked before any data is encoded
+        s.constants["average"] = given_constants(s, progress)
     s.train, s.eval = s.encode(train_ex), s.encode(eval_ex)
     return s
 
@@ -256,6 +265,27 @@ def constants_source(cfg: GridConfig, prof: Profile, spec: TaskSpec) -> Constant
     corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
     return ConstantsSource(corpus_task, limit=prof.corpus_limit, max_length=spec.hparams.max_length,
                            layout=cfg.layout, sample=prof.sample)
+
+
+def given_constants(s: _Session, progress: bool) -> ConstantMatrices:
+    """The constants file the grid was given (`GridConfig.constants_file`), checked against the model, the task's
+    length and the grid's layout; says which file it read."""
+    path = Path(s.cfg.constants_file)
+    constants = load_constants(path)
+    constants.check_compatible(s.controller.signature, max_length=s.max_length, layout=s.cfg.layout)
+    meta = constants.metadata
+    if progress:
+        tqdm.write(f"constants: read {path} ({meta.num_examples} examples of {meta.corpus}, {meta.kind})")
+    return constants
+
+
+def recorded_corpus(s: _Session, corpus: str) -> str:
+    """The constants corpus a run records: the grid's (`corpus`: "task", a task, "none"), or the corpus of a given
+    constants file where that is not the grid's own, so that such runs never pass for the protocol's."""
+    given = s.constants.get("average") if s.cfg.constants_file is not None else None
+    if given is None or corpus == NONE or given.metadata.corpus == constants_source(s.cfg, s.profile, s.spec).corpus:
+        return corpus
+    return given.metadata.corpus
 
 
 def average_constants(s: _Session, progress: bool) -> ConstantMatrices:
@@ -375,7 +405,9 @@ def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED, part: int =
     by `profile` (None: the grid's): the current one, then an older version's (only a seed other than the grid's is
     named)."""
     cfg = s.cfg
-    return ranking_filenames(s.controller.signature.model_name, cfg.task, kind, cfg.constants_corpus, s.max_length,
+    # a ranking learned with a given constants file over another corpus is that corpus's, not the grid's
+    return ranking_filenames(s.controller.signature.model_name, cfg.task, kind,
+                             recorded_corpus(s, cfg.constants_corpus), s.max_length,
                              profile or cfg.profile, cfg.layout, cfg.dtype, seed=seed, probe_inputs=cfg.probe_inputs,
                              part=part, given=cfg.model)
 
@@ -476,7 +508,7 @@ def _point(s: _Session, kind: str, method: str, label: str) -> _Point:
     else:
         prof_rank = prof.ranking_key()
     config = dict(model=ctrl.signature.model_name, task=cfg.task, constants=key.constants,
-                  constants_corpus=key.constants_corpus, selection=key.selection, fraction=label,
+                  constants_corpus=recorded_corpus(s, key.constants_corpus), selection=key.selection, fraction=label,
                   rounding=cfg.rounding, profile=cfg.profile, train_limit=prof.train_limit,
                   eval_limit=prof.eval_limit, corpus_limit=None if key.constants_corpus == NONE else prof.corpus_limit,
                   epochs=prof.epochs, rank=prof_rank if ranked else None)
@@ -641,8 +673,8 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
     """One run's predictions file, then its row: a row in the table always has its predictions."""
     cfg, key = s.cfg, point.key
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
-                    constants_corpus=key.constants_corpus, selection=key.selection, fraction=point.label, seed=seed,
-                    profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
+                    constants_corpus=point.config["constants_corpus"], selection=key.selection, fraction=point.label,
+                    seed=seed, profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
                     precision=cfg.precision, execution=point.config.get("execution", DEFAULT_EXECUTION),
                     batch_order=point.config.get("batch_order", DEFAULT_BATCH_ORDER))
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)

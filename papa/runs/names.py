@@ -13,8 +13,8 @@ from pathlib import Path
 from papa.core.model_names import model_file_name
 from papa.core.vocabulary import DEFAULT_DTYPE, PAPER_PROBE_INPUTS
 
-__all__ = ["constants_filename", "constants_filenames", "existing_file", "model_file_name", "ranking_filename",
-           "ranking_filenames"]
+__all__ = ["constants_filename", "constants_filenames", "corpus_slug", "existing_file", "model_file_name",
+           "ranking_filename", "ranking_filenames"]
 
 
 def _slug(s: str) -> str:
@@ -66,6 +66,11 @@ def _with_legacy(model_name: str, given: str | None, build, *args, **kwargs) -> 
     names = [build(model_file_name(model_name), *args, **kwargs),
              build(str(given if given is not None else model_name), *args, **kwargs)]
     return list(dict.fromkeys(names))
+
+
+def corpus_slug(corpus: str) -> str:
+    """A corpus as constants file names spell it."""
+    return _slug(corpus)
 
 
 def _constants_name(model: str, corpus: str, max_length: int, layout: str, kind: str = "average",

@@ -298,6 +298,25 @@ def report_order(agg: pd.DataFrame) -> pd.DataFrame:
     return ordered.drop(columns="_fraction").reset_index(drop=True)
 
 
+def with_heads_kept(agg: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """`agg` with a `heads_kept` column: how many heads each model's fraction keeps input-dependent, out of all its
+    heads where fraction 1 ran (``2/36``: with 36 heads, 1/16 rounds to 2), from the rows' `n_input_dependent`."""
+    if agg.empty or "n_input_dependent" not in rows or "fraction_label" not in agg:
+        return agg
+    kept = rows.groupby(["model", "fraction_label"])["n_input_dependent"].first()
+    total = rows[rows["fraction_label"].astype(str) == "1"].groupby("model")["n_input_dependent"].first()
+
+    def label(model: str, fraction: str) -> str:
+        k = kept.get((model, fraction))
+        if k is None or pd.isna(k):
+            return ""
+        return f"{int(k)}/{int(total[model])}" if model in total else str(int(k))
+
+    heads = [label(m, f) for m, f in zip(agg["model"], agg["fraction_label"].astype(str))]
+    at = list(agg.columns).index("fraction_label") + 1
+    return agg.assign(heads_kept=heads)[[*agg.columns[:at], "heads_kept", *agg.columns[at:]]]
+
+
 def relative_drop(agg: pd.DataFrame, baseline_fraction: float | Fraction | str = 1.0,
                   target_fraction: float | Fraction | str = 0.0, *, match: Sequence[str] | None = None
                   ) -> pd.DataFrame:

@@ -8,7 +8,9 @@ much the first two agree (`papa.probing.convergence`).
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from pathlib import Path
 
 from papa.core.errors import Arg, InputError
 from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
@@ -38,3 +40,24 @@ def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str 
     row.update(ranking_agreement(rankings[0].lambdas, rankings[1].lambdas, fractions=fractions,
                                  rounding=resolved.rounding))
     return row
+
+
+def seed_pairs(rankings_dir: str | Path) -> list[dict]:
+    """What `papa report` says of a run's rankings: each ranking in `rankings_dir` learned with another seed
+    (``…-seed<S>.safetensors``, `papa rank --seed S`) beside the one it repeats (seed 0's, the grid's), as a row of
+    the model, the task (from the file's name), the seeds, Spearman's ρ of their λ and the file names. Read only:
+    nothing is learned."""
+    from papa.method.rankings import load_ranking
+    from papa.probing.convergence import spearman
+
+    rows = []
+    for other in sorted(Path(rankings_dir).glob("*-seed*.safetensors")):
+        match = re.fullmatch(r"(?P<stem>.+)-seed(?P<seed>\d+)\.safetensors", other.name)
+        grid = other.with_name(f"{match['stem']}.safetensors") if match else None
+        if grid is None or not grid.is_file():
+            continue
+        first, second = load_ranking(grid), load_ranking(other)
+        rows.append({"model": first.model_name, "task": other.name.split("__")[1], "seeds": (0, int(match["seed"])),
+                     "spearman": spearman(first.lambdas, second.lambdas), "ranking": grid.name,
+                     "other": other.name})
+    return rows
