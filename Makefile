@@ -34,9 +34,10 @@ test-fast: install
 reproduce: install
 	$(VENV)/bin/papa reproduce --profile $(PROFILE)
 
-# Re-run the notebooks in place with their own (quick) parameters: the outputs stored in git, which nbval checks.
+# Re-run the notebooks in place with their own (quick) parameters: the outputs stored in git, which nbval checks
+# (no progress bars: a stored bar shows the state it was saved in).
 notebooks: install
-	cd notebooks && ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
+	cd notebooks && PAPA_PROGRESS=0 HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=3600 0*.ipynb explorer.ipynb
 
 # The documentation site, into site/ (mkdocs.yml): strict, so a broken link or a missing reference fails. The two

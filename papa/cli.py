@@ -504,7 +504,11 @@ def _say(args: argparse.Namespace, kind: str, message: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and getattr(args, "command", None) == "jobs" and not any(e.startswith("-") for e in extra):
+        args.ids = [*args.ids, *extra]  # `papa jobs run --profile cpu ID ...`: ids after the options
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.command_line = " ".join(["papa", *(sys.argv[1:] if argv is None else argv)])  # as typed, for run records
     if not getattr(args, "func", None):
         parser.print_help()

@@ -234,3 +234,13 @@ def pytest_collection_modifyitems(items):
     for item in items:
         if hasattr(item, "output_timeout"):  # an nbval cell
             item.output_timeout = max(item.output_timeout, NBVAL_OUTPUT_TIMEOUT_S)
+
+
+@pytest.fixture
+def tiny_dir(tmp_path):
+    """A 2-layer x 4-head BERT saved in a folder as a downloaded model is (`tiny-bert`): 8 heads, so 1/16 of them
+    rounds down to 0."""
+    path = tmp_path / "tiny-bert"
+    tiny_model("bert", layers=2, heads=4).save_pretrained(path)
+    tiny_tokenizer("bert").save_pretrained(path)
+    return path

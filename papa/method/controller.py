@@ -19,7 +19,6 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import torch
 from torch import nn

@@ -5,11 +5,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.artifacts import fingerprint_texts
 from papa.core.errors import Arg, InputError
+from papa.core.progress import tqdm
 from papa.core.vocabulary import REPRODUCTION_LAYOUT
 from papa.method.architectures import architecture, backbone, is_causal
 from papa.method.constants import ConstantMatrices

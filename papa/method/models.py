@@ -224,10 +224,14 @@ def _gguf_parsed_once():
     every tensor; in Python that is most of a GGUF load (for SmolLM2 about 3.5 s a parse and 4.5 s of maps, of 15 s).
     Both are pure functions of their arguments, and transformers imports them from `gguf` when it runs, so they are
     memoised there for the duration of a read (the last file's parse is kept for the next: reading the config,
-    then loading the model, parse once) and restored after."""
+    then loading the model, parse once) and restored after. transformers' bar of the conversion follows papa's
+    switch meanwhile (`papa.core.progress`: off in batch runs, where a stored bar would show 0%)."""
     import gguf
+    from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
-    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    from papa.core.progress import tqdm
+
+    reader, name_map, bar = gguf.GGUFReader, gguf.get_tensor_name_map, gguf_utils.tqdm
 
     def read_once(path, *args, **kwargs):
         stat = Path(path).stat()  # a file replaced on disk is parsed again
@@ -239,10 +243,11 @@ def _gguf_parsed_once():
 
     gguf.GGUFReader = read_once
     gguf.get_tensor_name_map = functools.lru_cache(maxsize=None)(name_map)
+    gguf_utils.tqdm = tqdm
     try:
         yield
     finally:
-        gguf.GGUFReader, gguf.get_tensor_name_map = reader, name_map
+        gguf.GGUFReader, gguf.get_tensor_name_map, gguf_utils.tqdm = reader, name_map, bar
 
 
 def _unused_by_papa(key: str) -> bool:

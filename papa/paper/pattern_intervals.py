@@ -33,9 +33,9 @@ from numbers import Real
 import numpy as np
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from papa.core.errors import InputError
+from papa.core.progress import tqdm
 from papa.method.capture import entry_averages
 from papa.method.controller import attach, controller_of
 from papa.method.extract import extract_constants

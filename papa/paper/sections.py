@@ -56,6 +56,24 @@ CHANCE_TABLES = (DECODER_CHANCE_TABLE,)
 STABILITY_SEEDS = (0, 1)
 
 
+def outputs_note(profile: str) -> str:
+    """The line a notebook prints first: which profile made the outputs below, and where the CPU-scale run's are."""
+    from papa.runs.profiles import builtin_base, get_profile
+
+    prof = get_profile(profile)
+    base = builtin_base(prof)
+    cpu_run = ("The CPU-scale run's executed notebooks are in artifacts/cpu/notebooks/ and its numbers, claim by "
+               "claim, on the Results page (docs/results.md).")
+    if base == "quick":
+        return (f"Outputs below: profile {prof.name}, a smoke run on small subsets whose numbers show that everything "
+                f"runs, not the paper's results. {cpu_run}")
+    sizes = prof.sizes_text()
+    sizes = sizes[:1].lower() + sizes[1:]
+    if base == "cpu":
+        return f"Outputs below: profile {prof.name}, {sizes}. {cpu_run}"
+    return f"Outputs below: profile {prof.name}, {sizes}."
+
+
 def listed(name: str, value: object) -> list[str]:
     """A notebook parameter that takes names (models, tasks) as papermill may pass it: a list as it is; a string
     (``papermill -p tasks ...``) holding a list literal (``'["sst2", "cola"]'``) or names separated by commas

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.errors import InputError
+from papa.core.progress import tqdm
 from papa.method.architectures import backbone, is_causal
 from papa.method.layout import encode
 from papa.probing.feature_store import FeatureStore, StorePlan, plan_store, read_positions

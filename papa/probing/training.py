@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
+from papa.core.progress import tqdm
 from papa.probing.checkpoint import TrainingCheckpoint
 from papa.probing.features import FeatureSource, padded_features
 from papa.probing.predictions import EvalPredictions

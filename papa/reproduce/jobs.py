@@ -333,7 +333,7 @@ def _init_worker(slots, threads: int, gpus: list[str]) -> None:
 def run_units(units: Sequence[Unit], *, workers: int = 1, executor=None,
               progress: bool = True, on_done: Callable[[Unit, bool], None] | None = None) -> Report:
     """Run `units` here (workers=1), on `workers` local processes, or through a submitit `executor`."""
-    from tqdm.auto import tqdm
+    from papa.core.progress import tqdm
 
     report = Report()
     bar = tqdm(total=len(units), desc="jobs", unit="unit", disable=not progress or not units)

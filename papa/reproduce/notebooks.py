@@ -14,7 +14,8 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import pandas as pd
@@ -234,6 +235,24 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
     return out
 
 
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Kernels started inside draw no progress bars, papa's (`papa.core.progress`) nor those of transformers and
+    the hub (loading a GGUF file draws one), while this process's own bars are drawn."""
+    from papa.core.progress import BATCH_ENVIRONMENT
+
+    before = {name: os.environ.get(name) for name in BATCH_ENVIRONMENT}
+    os.environ.update(BATCH_ENVIRONMENT)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                del os.environ[name]
+            else:
+                os.environ[name] = value
+
+
 def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", force: bool = False,
                   notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
@@ -273,9 +292,10 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
         running = target.with_name(f".{name}.running.ipynb")
         running.parent.mkdir(parents=True, exist_ok=True)
         try:
-            papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
-                                       kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
-                                       progress_bar={"desc": step, "leave": False} if progress else False)
+            with _no_progress_bars():  # a stored bar would show the state it was saved in (0%), not where it ended
+                papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
+                                           kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
+                                           progress_bar={"desc": step, "leave": False} if progress else False)
         except Exception as exc:
             failed = target.with_name(f"{name}.failed.ipynb")
             if running.exists():

@@ -10,11 +10,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from tqdm.auto import tqdm
-
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import InputError, PapaError
+from papa.core.progress import tqdm
 from papa.core.vocabulary import DEFAULT_DTYPE
 from papa.method.constants import ConstantMatrices, load_constants
 from papa.method.extract import check_length, extract_constants

@@ -30,12 +30,12 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from tqdm.auto import tqdm
 
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
 from papa.core.phases import phase, write_phase_times
+from papa.core.progress import tqdm
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE,
                                   DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE, PAPER_PROBE_INPUTS, RANKED)
 from papa.method.architectures import is_causal, model_signature

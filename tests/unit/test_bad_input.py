@@ -544,6 +544,9 @@ def test_reproduce_on_other_models_and_tasks_refuses_before_any_kernel(tmp_path,
     assert "no model there" in err
     assert cli_error(capsys, ["jobs", "list", "--models", str(model), "--tasks", "sst2", "cola", "--notebooks",
                               "01_method", *out[:2]]).count("takes one task") == 1
+    # the ids of `papa jobs run` may follow the options
+    assert "no job abc, def in this reproduction" in cli_error(capsys, ["jobs", "run", "--profile", "quick", "abc",
+                                                                        "def", *out[:2]])
     assert _nothing_written(tmp_path / "out") and not list(tmp_path.rglob("*.failed.ipynb"))
 
 

@@ -36,7 +36,6 @@ from papa.method.adapters.base import (SITE, Adapter, AdapterContext, AttentionS
                                        unsupported)
 from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, permuted_columns, sliced_linear
 from papa.method.constant_heads import constant_attention
-from papa.method.head_modes import KEEP, MIX
 from papa.method.masks import Allowed, attention_probs
 
 PREFIX = "papa_"   # registered attention implementations are named papa_<original>

@@ -20,14 +20,6 @@ TINY = Profile("constants-file-test", train_limit=12, eval_limit=8, corpus_limit
 
 
 @pytest.fixture
-def tiny_dir(tmp_path):
-    path = tmp_path / "tiny-bert"
-    tiny_model("bert", layers=2, heads=4).save_pretrained(path)
-    tiny_tokenizer("bert").save_pretrained(path)
-    return path
-
-
-@pytest.fixture
 def extracted(tmp_path, tiny_dir, data_dir, monkeypatch):
     """`papa extract` of 10 SST-2 sentences (the profile averages 8) at SST-2's length, in the grid's layout."""
     monkeypatch.setitem(PROFILES, TINY.name, TINY)

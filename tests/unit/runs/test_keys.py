@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import tiny_model, tiny_tokenizer
 from papa.reproduce.jobs import finished, grid_jobs, plan_units
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.keys import point_key
@@ -26,15 +25,6 @@ def test_point_key_follows_the_resolved_head_count():
     assert point_key("zeros", "lambda", "task", "1/2", total_heads=None, rounding="down").constants_corpus == "none"
     with pytest.raises(ValueError, match="not a whole number of heads"):
         point_key("average", "lambda", "task", "1/16", total_heads=8, rounding="exact")
-
-
-@pytest.fixture
-def tiny_dir(tmp_path):
-    """A 2-layer x 4-head BERT saved like a downloaded model: 1/16 of its 8 heads rounds down to 0."""
-    path = tmp_path / "tiny-bert"
-    tiny_model("bert", layers=2, heads=4).save_pretrained(path)
-    tiny_tokenizer("bert").save_pretrained(path)
-    return path
 
 
 def test_fraction_rounding_to_no_head_shows_as_done(tmp_path, tiny_dir, data_dir, monkeypatch):

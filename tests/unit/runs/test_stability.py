@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.method.rankings import load_ranking
 from papa.runs.experiment import GridConfig, learn_ranking
@@ -18,14 +17,6 @@ from papa.runs.stability import ranking_stability
 
 RANK_TEST = Profile("rank-test", train_limit=12, eval_limit=8, corpus_limit=8, rank_limit=10, rank_epochs=2,
                     epochs=1, seeds=(0,), fractions=("1/2",))
-
-
-@pytest.fixture
-def tiny_dir(tmp_path):
-    path = tmp_path / "tiny-bert"
-    tiny_model("bert", layers=2, heads=4).save_pretrained(path)
-    tiny_tokenizer("bert").save_pretrained(path)
-    return path
 
 
 @pytest.fixture
