@@ -268,8 +268,8 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 def _table(agg) -> str:
     cols = ["model", "task", "layout", "dtype", "probe_inputs", "precision", "execution", "batch_order", "constants",
-            "constants_corpus", "selection", "fraction_label", "heads_kept", "n", "mean", "ci95", "reference", "other", "difference", "low", "high",
-            "seeds", "examples", "detectable"]
+            "constants_corpus", "selection", "fraction_label", "heads_kept", "n", "mean", "ci95", "reference", "other",
+            "difference", "low", "high", "seeds", "examples", "detectable"]
     view = agg[[c for c in cols if c in agg.columns]].copy()
     for column, default in (("precision", DEFAULT_PRECISION), ("execution", DEFAULT_EXECUTION),
                             ("batch_order", DEFAULT_BATCH_ORDER)):

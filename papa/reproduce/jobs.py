@@ -26,12 +26,11 @@ from __future__ import annotations
 import hashlib
 import os
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from papa.core.errors import Arg, InputError
+from papa.core.errors import InputError
 from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, PAPER_PROBE_INPUTS, RANKED
 
 
@@ -95,28 +94,13 @@ def grid_jobs(cfg) -> list[Job]:
 
 # ---- what the notebooks run --------------------------------------------------------------------------------------
 
-def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: str | Path | None = None) -> list:
-    """The `GridConfig`s notebook `name` runs with `parameters` (e.g. `papa.reproduce.notebooks.notebook_parameters`),
-    read off its section's declaration (`papa.paper.grids.section_grids`) with the notebook's own parameter values
-    where `parameters` gives none: no cell is executed."""
-    from papa.paper.grids import section_grids
-    from papa.reproduce.notebooks import NOTEBOOK_DIR, default_parameters
-
-    here = Path(notebook_dir or NOTEBOOK_DIR)
-    values = {**default_parameters(name, here), **(parameters or {})}
-    options = {k: values[k] for k in ("profile", "out_dir", "data_dir", "device", "force")}
-    # A declaration that looks at saved files (another profile's rankings) reads them where the notebook would: its
-    # out_dir is given relative to the notebooks' folder.
-    declared = section_grids(name, {**values, "out_dir": str(here / values["out_dir"])})
-    return [cfg for grids in declared.values() for cfg in grids.configs(**options)]
-
-
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", with_models: Sequence[str] | None = None,
                   with_tasks: Sequence[str] | None = None) -> list[Job]:
     """Every job the section notebooks `names` run for `profile` (on `with_models` and `with_tasks` where given,
     as `papa.reproduce.notebooks.run_notebooks` runs them), without duplicates, in a stable order."""
-    from papa.reproduce.notebooks import NOTEBOOK_DIR, injected_parameters, run_folder
+    from papa.reproduce.notebooks import (NOTEBOOK_DIR, injected_parameters, named_notebook, notebook_grids,
+                                          run_folder)
     from papa.runs.profiles import get_profile
 
     out = Path(out_dir or run_folder(profile, with_models, with_tasks))
@@ -131,22 +115,6 @@ def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: st
             for cfg in notebook_grids(name, params):
                 jobs.update((j.key, j) for j in grid_jobs(cfg))
     return list(jobs.values())
-
-
-@contextmanager
-def named_notebook(name: str, names: Sequence[str], other_subjects: object) -> Iterator[None]:
-    """Where the notebooks run on other models or tasks (`other_subjects`), a refusal of one of its grids (a task
-    the model cannot do) names the notebook and how to leave it out."""
-    try:
-        yield
-    except InputError as exc:
-        if not other_subjects:
-            raise
-        rest = [n for n in names if n != name]
-        advice = [Arg("names", rest, flag="--notebooks")] if rest else []
-        leave = f"leave it out ({advice[0]})" if rest else "run other notebooks"
-        raise InputError(f"notebook {name} cannot run on these: {exc.args[0] if exc.args else exc} -- {leave}",
-                         advice=[*getattr(exc, "advice", ()), *advice]) from exc
 
 
 # ---- status ------------------------------------------------------------------------------------------------------

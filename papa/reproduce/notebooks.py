@@ -28,13 +28,14 @@ from papa.reproduce.timings import TIME_COLUMNS, record_notebook_time, record_ru
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
+# What the kernels are started with: ipykernel's own log at ERROR leaves out its warning that a local kernel talks
+# over TCP without encryption (papermill's kernels are local, and their cells' output is kept in the notebook).
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 
 class NotebookFailed(PapaError):
     """A cell of a notebook of the batch raised (papermill's error is the cause); the batch stops there."""
-# What the kernels are started with: ipykernel's own log at ERROR leaves out its warning that a local kernel talks
-# over TCP without encryption (papermill's kernels are local, and their cells' output is kept in the notebook).
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+
 
 # Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
@@ -153,18 +154,49 @@ def injected_parameters(name: str, profile: str | Path, prof: Profile, *, out_di
         if with_models:  # a local folder is loaded from where the kernel runs (the notebooks' folder)
             for key in ("model", "models"):
                 if isinstance(params.get(key), str):
-                    params[key] = _loadable_from(params[key], here)
+                    params[key] = _loadable(params[key])
                 elif isinstance(params.get(key), list):
-                    params[key] = [_loadable_from(m, here) for m in params[key]]
+                    params[key] = [_loadable(m) for m in params[key]]
     return local_models(params, model_dir) if model_dir is not None else params
 
 
-def _loadable_from(model: str, notebook_dir: Path) -> str:
-    """`model` as a kernel running in `notebook_dir` loads it: a local folder by its absolute path (`portable_paths`
-    takes this machine's paths back out of the executed notebook), anything else as it is."""
+def _loadable(model: str) -> str:
+    """`model` as a kernel running in the notebooks' folder loads it: a local folder (given from here) by its absolute
+    path (`portable_paths` takes the clone's root back out of the executed notebook), anything else as it is."""
     from papa.core.model_names import is_local_path
 
     return str(Path(model).expanduser().resolve()) if is_local_path(model) else model
+
+
+def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: str | Path | None = None) -> list:
+    """The `GridConfig`s notebook `name` runs with `parameters` (e.g. `papa.reproduce.notebooks.notebook_parameters`),
+    read off its section's declaration (`papa.paper.grids.section_grids`) with the notebook's own parameter values
+    where `parameters` gives none: no cell is executed."""
+    from papa.paper.grids import section_grids
+
+    here = Path(notebook_dir or NOTEBOOK_DIR)
+    values = {**default_parameters(name, here), **(parameters or {})}
+    options = {k: values[k] for k in ("profile", "out_dir", "data_dir", "device", "force")}
+    # A declaration that looks at saved files (another profile's rankings) reads them where the notebook would: its
+    # out_dir is given relative to the notebooks' folder.
+    declared = section_grids(name, {**values, "out_dir": str(here / values["out_dir"])})
+    return [cfg for grids in declared.values() for cfg in grids.configs(**options)]
+
+
+@contextmanager
+def named_notebook(name: str, names: Sequence[str], other_subjects: object) -> Iterator[None]:
+    """Where the notebooks run on other models or tasks (`other_subjects`), a refusal of one of its grids (a task
+    the model cannot do) names the notebook and how to leave it out."""
+    try:
+        yield
+    except InputError as exc:
+        if not other_subjects:
+            raise
+        rest = [n for n in names if n != name]
+        advice = [Arg("names", rest, flag="--notebooks")] if rest else []
+        leave = f"leave it out ({advice[0]})" if rest else "run other notebooks"
+        raise InputError(f"notebook {name} cannot run on these: {exc.args[0] if exc.args else exc} -- {leave}",
+                         advice=[*getattr(exc, "advice", ()), *advice]) from exc
 
 
 def default_parameters(name: str, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
@@ -365,8 +397,6 @@ def _checked_batch(profile, names: Sequence[str], *, out_dir: Path, data_dir: st
                                      force=force, notebook_dir=notebook_dir, model_dir=model_dir, models=models,
                                      with_models=with_models, with_tasks=with_tasks)
         if with_models or with_tasks:
-            from papa.reproduce.jobs import named_notebook, notebook_grids
-
             with named_notebook(name, names, True):
                 for cfg in notebook_grids(name, params, notebook_dir=notebook_dir):
                     cfg.resolved()  # the profile, the task and the model (from its config): no data, no weights

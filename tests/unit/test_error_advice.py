@@ -211,7 +211,7 @@ CASES: dict[str, dict] = {
         cli=lambda tmp: ["reproduce", "--models", "org/a", "org/b", "--notebooks", "01_method", "--out",
                          str(tmp / "out"), "--quiet"],
         sites={("reproduce/notebooks.py", "names"), ("reproduce/notebooks.py", "with_models"),
-               ("reproduce/notebooks.py", "with_tasks")},
+               ("reproduce/notebooks.py", "with_tasks")},  # and the names of a notebook the models cannot run
         library_says=["with_models=['org/a', 'org/b']", "names=['01_method'] with_models=['org/a']"],
         cli_says=["--models org/a org/b", "--notebooks 01_method --models org/a"]),
     "no model in the folder": dict(
@@ -223,8 +223,14 @@ CASES: dict[str, dict] = {
                                               with_models=[str(_tiny_dir(tmp))]),
         cli=lambda tmp: ["jobs", "list", "--models", str(_tiny_dir(tmp)), "--notebooks", "07_mlm_electra",
                          "08_decoders", "--out", str(tmp / "out")],
-        sites={("reproduce/jobs.py", "names")}, library_says=["names=['07_mlm_electra']", "model='smollm2'"],
+        sites=set(), library_says=["names=['07_mlm_electra']", "model='smollm2'"],
         cli_says=["--notebooks 07_mlm_electra", "--model smollm2"]),
+    "no constants file": dict(
+        library=lambda tmp, mp: GridConfig(task="sst2", constants_file=str(tmp / "no.safetensors")).resolved(),
+        cli=lambda tmp: ["probe", "--task", "sst2", "--constants-file", str(tmp / "no.safetensors"), "--out",
+                         str(tmp / "out"), "--quiet"],
+        sites={("runs/experiment.py", "constants_file")}, library_says=["constants_file='/"],
+        cli_says=["--constants-file /"]),
     "report out is a folder": dict(
         library=lambda tmp, mp: check_output_file(tmp),
         cli=None,  # `papa report` checks it after reading its table: test_bad_input.py::test_report_results_paths

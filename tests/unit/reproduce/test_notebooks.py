@@ -205,7 +205,7 @@ def test_a_notebook_runs_what_its_section_declares(name):
     running the notebook, so the notebook must run exactly that: its declaration called once, each grid it declares
     run through `grids.run`, and no grid runner called any other way."""
     from papa.paper.grids import SECTION_GRIDS, section_grids
-    from papa.reproduce.jobs import notebook_grids
+    from papa.reproduce.notebooks import notebook_grids
     from papa.reproduce.notebooks import default_parameters
 
     source = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
