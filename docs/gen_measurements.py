@@ -203,6 +203,33 @@ def notebook_time_block() -> str:
     return _relative(notebook_time(CPU_RUN))
 
 
+def own_model_block(folder: Path = REPO / "artifacts" / "own_model") -> str:
+    """docs/own-model.md's times: each committed run of `papa reproduce --models` on a model in a folder, from its
+    record (`reproduction.json`) and its notebooks' times."""
+    import pandas as pd
+
+    from papa.reproduce.timings import read_run
+
+    rows = ["| run | notebooks (seconds each) | probe runs | in all |", "|---|---|---|---|"]
+    machine = None
+    for run in sorted(p for p in folder.iterdir() if (p / "notebook_times.csv").is_file()):
+        times = pd.read_csv(run / "notebook_times.csv")
+        each = ", ".join(f"{name[:2]} {seconds:.0f}" for name, seconds in zip(times.notebook, times.seconds))
+        results = pd.read_csv(run / "results.csv") if (run / "results.csv").is_file() else pd.DataFrame()
+        if (run / "reproduction.json").is_file():  # the batch finished and recorded itself
+            record = read_run(run / "reproduction.json")
+            machine = record["machine"]
+            what, total = f"`{record['command']}`", f"{record['seconds'] / 60:.1f} min"
+        else:
+            what = (f"`artifacts/own_model/{run.name}`: stopped after {times.notebook.iloc[-1]} (its command run "
+                    "again resumes it)")
+            total = f"{times.seconds.sum() / 60:.1f} min of notebooks so far"
+        rows.append(f"| {what} | {each} | {len(results)} | {total} |")
+    where = "" if machine is None else f"On {machine['cpu']} with {machine['cores']} cores, torch {machine['torch']}; "
+    return "\n".join(rows) + (f"\n\n{where}records in `artifacts/own_model/<run>/` (`notebook_times.csv`, "
+                               "`results.csv`, and `reproduction.json` once a batch finishes).")
+
+
 BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "quick-run": (PAGE, quick_block),
     "feature-store": (DOCS / "performance.md", feature_store_block),
@@ -216,6 +243,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "decoder-claims": (DOCS / "decoders.md", decoder_claims_block),
     "decoder-table": (DOCS / "decoders.md", decoder_table_block),
     "probe-inputs": (DOCS / "decoders.md", probe_inputs_block),
+    "own-model": (DOCS / "own-model.md", own_model_block),
 }
 
 
