@@ -45,7 +45,7 @@ def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str 
 def seed_pairs(rankings_dir: str | Path) -> list[dict]:
     """What `papa report` says of a run's rankings: each ranking in `rankings_dir` learned with another seed
     (``…-seed<S>.safetensors``, `papa rank --seed S`) beside the one it repeats (seed 0's, the grid's), as a row of
-    the model, the task (from the file's name), the seeds, Spearman's ρ of their λ and the file names. Read only:
+    the model, the task and the seeds (as the rankings record them), Spearman's ρ of their λ and the file names. Read only:
     nothing is learned."""
     from papa.method.rankings import load_ranking
     from papa.probing.convergence import spearman
@@ -57,7 +57,10 @@ def seed_pairs(rankings_dir: str | Path) -> list[dict]:
         if grid is None or not grid.is_file():
             continue
         first, second = load_ranking(grid), load_ranking(other)
-        rows.append({"model": first.model_name, "task": other.name.split("__")[1], "seeds": (0, int(match["seed"])),
+        # what each ranking records of itself; a file name only where an older ranking recorded less
+        task = second.metadata.get("task", other.name.split("__")[1])
+        seeds = (int(first.metadata.get("seed", 0)), int(second.metadata.get("seed", match["seed"])))
+        rows.append({"model": first.model_name, "task": task, "seeds": seeds,
                      "spearman": spearman(first.lambdas, second.lambdas), "ranking": grid.name,
                      "other": other.name})
     return rows
