@@ -151,23 +151,26 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
-    """The seed-to-seed stability of the λ rankings of `models` on `tasks` in the run's folder `out`, where a ranking
-    of a second seed is beside its grid's (the claims read a ranking's λ-dependent parts only at Spearman's
-    ρ ≥ `papa.paper.claims.STABLE_RHO`)."""
+    """The agreement of the λ rankings of `models` on `tasks` in the run's folder `out`: per task, Spearman's ρ of
+    every pair of its draws (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`); the claims
+    read a ranking's λ-dependent parts only where every pair is at least `papa.paper.claims.STABLE_RHO`."""
     from papa.paper.claims import STABLE_RHO
-    from papa.runs.stability import seed_pairs
+    from papa.runs.stability import draw_agreement
 
     if not (out / "rankings").is_dir():
         return ""
-    pairs = [p for p in seed_pairs(out / "rankings") if p["model"] in models and p["task"] in tasks]
-    if not pairs:
-        return ("λ rankings: no second seed's ranking beside them, so their stability is not measured and the claims "
+    table = draw_agreement(out / "rankings")
+    table = table[table.model.isin(models) & table.task.isin(tasks)]
+    if table.empty:
+        return ("λ rankings: no second draw of a ranking beside it, so their stability is not measured and the claims "
                 "do not read their λ-dependent parts (`papa rank --seed 1` learns one)")
-    lines = [f"λ rankings, seed to seed (the claims read a ranking at Spearman's ρ ≥ {STABLE_RHO}):"]
-    for p in pairs:
-        verdict = "stable" if p["spearman"] >= STABLE_RHO else "unstable: its λ-dependent parts are not read"
-        lines.append(f"  {str(p['model']).split('/')[-1]} {p['task']}: ρ = {p['spearman']:.2f} between seeds "
-                     f"{p['seeds'][0]} and {p['seeds'][1]}, {verdict} ({p['other']})")
+    lines = [f"λ rankings, every pair of draws (the claims read a ranking where every pair is at Spearman's "
+             f"ρ ≥ {STABLE_RHO}):"]
+    for (model, task, profile, ranking), pairs in table.groupby(["model", "task", "profile", "ranking"], sort=False):
+        low = pairs.spearman.min()
+        verdict = "stable" if low >= STABLE_RHO else "unstable: its λ-dependent parts are not read"
+        lines.append(f"  {str(model).split('/')[-1]} {task} ({profile}): {verdict} ({ranking})")
+        lines += [f"    {a:>12} {b:>12}  ρ = {rho:+.2f}" for a, b, rho in zip(pairs.a, pairs.b, pairs.spearman)]
     return "\n".join(lines)
 
 

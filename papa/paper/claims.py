@@ -7,7 +7,8 @@ read on the rows of ``<out>/results.csv`` with the paired statistics of `papa.ru
 seed compared seed by seed; the evaluation examples resampled where the run stored its predictions) and gets one of
 three verdicts: **holds** (the 95% interval lies on the claim's side of its bound), **does not hold** (it lies on the
 other side), **inconclusive** (it straddles the bound). A part the run cannot read (too few models, trained constants
-sized apart from the rest, a λ ranking whose stability was not measured or is low) is **not read** and named.
+sized apart from the rest, a λ ranking with one draw, or with a pair of draws that disagree) is **not read** and
+named.
 
 Where the run drew a head order more than once (λ rankings of other seeds or disjoint training parts, random
 permutations of other seeds: selections ``lambda@part1``, ``random@2``, ...), Fig. 2's and Fig. 5's parts average
@@ -15,7 +16,7 @@ over the draws and their intervals hold the order's own spread (`papa.runs.stati
 learned by another profile (``lambda@full``: the paper's step count) is read in parts of its own.
 
 A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
-comparison of the claim (any one of them decides it); it is **partly read (k of m parts)** when the parts read all
+comparison of the claim read, whatever its own verdict (any one of them decides it); it is **partly read (k of m parts)** when the parts read all
 hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2) holds when one task improves,
 Holm-corrected across the tasks. Fig. 4's shares are **descriptive**: a share of heads with a bootstrap interval over
 the corpus sentences, beside the paper's, with no verdict. `RULES` states each claim's rule in one line, and the
@@ -51,6 +52,7 @@ from papa.paper.patterns import pattern_summary
 from papa.paper.sections import (CHANCE_TABLES, DOWNSTREAM_TASKS, LEARNS_TABLES, OBJECTIVE_TASKS,
                                   RANKING_STABILITY_TABLES, short_model, split_learning)
 from papa.runs.compare import RunScores
+from papa.runs.stability import AGREEMENT_COLUMNS, draw_name
 from papa.runs.statistics import (ALPHA, DESCRIPTIVE, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ,
                                   VERDICTS, Estimate, Outcome, Scores, above, all_of, any_of, at_most, corrected,
                                   difference, estimate, mean_of, over_orders, spearman_test, within)
@@ -71,8 +73,11 @@ ALIKE_MARGIN = 0.02
 CLOSE_MARGIN = 0.03
 # "Spread over several tokens rather than one" (Fig. 4): median normalised row entropy at least this.
 SPREAD_THRESHOLD = 0.5
-# A λ ranking is read only where rankings learned with two seeds agree at least this much (Spearman's ρ).
+# A λ ranking is read only where every pair of its draws (seeds and disjoint training parts) agrees at least this much
+# (Spearman's ρ).
 STABLE_RHO = 0.8
+#: The fewest models whose exact Spearman test can reach `ALPHA`: its smallest one-sided p is 1/n! (1/4! = 0.042).
+FIG3_MODELS = next(n for n in range(3, 10) if 1 / math.factorial(n) < ALPHA)
 # The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
 LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
 # How a part names the draws of a λ ranking it averages over (`_numbers`).
@@ -81,13 +86,16 @@ RANKINGS = "λ rankings"
 #: Each claim's rule, in one line.
 RULES = {
     "fig2_half": f"per task whose probe learns: original − (λ, 1/2) below {HALF_MARGIN} (upper end of its 95% "
-                 "interval; over every λ ranking the run drew, their spread in the interval); 'sometimes improves': "
-                 "on some task (λ, 1/2) − original above 0 (Holm across tasks)",
+                 "interval; over every λ ranking the run drew, their spread in the interval; read only where every "
+                 f"pair of the ranking's draws agrees at Spearman's ρ ≥ {STABLE_RHO}); 'sometimes improves': on some "
+                 "task (λ, 1/2) − original above 0 (Holm over every task read); another profile's ranking in parts of "
+                 "its own",
     "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
                 f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {AVERAGE_MARGIN * 100:.0f} points and every model's below "
                 f"{PAPER_MAX_RELATIVE_DROP:.0%}",
     "fig3": "over models: Spearman's ρ of original score and relative drop above 0, one-sided p < "
-            f"{ALPHA:.3g} (exact over every permutation below 10 models)",
+            f"{ALPHA:.3g} (exact over every permutation below 10 models; read from {FIG3_MODELS} models, the fewest "
+            "whose exact test can reach it)",
     "fig4_diagonal": "descriptive: the share of diagonal heads with a 95% bootstrap interval over the corpus "
                      f"sentences, beside the paper's about {PAPER_DIAGONAL_SHARE:.0%}",
     "fig4_special": "descriptive: the share of heads mostly on special tokens with a 95% bootstrap interval over the "
@@ -98,8 +106,9 @@ RULES = {
               f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size)",
     "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN}",
     "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
-            "above 0 (read only where two seeds' λ rankings agree; over every λ ranking and random permutation the "
-            "run drew, their spread in the interval)",
+            f"above 0 (read only where every pair of the λ ranking's draws agrees at Spearman's ρ ≥ {STABLE_RHO}; over "
+            "every λ ranking and random permutation the run drew, their spread in the interval; '(1 order)' where "
+            "an order was drawn once); another profile's ranking in parts of its own",
     "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
             "and as shares of the margin over chance (MLM probe for MLM-pretrained encoders; for decoders the LM with "
             "its own head, also at 1/2, 1/8 and 1/16 in λ order, and an LM probe trained from scratch); the paper's "
@@ -190,22 +199,25 @@ def _corrected(parts: Sequence[Part]) -> list[Part]:
         elif p.members and not p.anywhere:
             members = tuple(replace(m, verdict=fixed[i, j].verdict, test=fixed[i, j]) if (i, j) in fixed else m
                             for j, m in enumerate(p.members))
-            p = replace(p, verdict=all_of(m.verdict for m in members), numbers=_tally_text(members), members=members)
+            verdict = all_of(m.verdict for m in members)
+            p = replace(p, verdict=verdict, numbers=_tally_text(members, verdict), members=members)
         out.append(p)
     return out
 
 
 def _settle_anywhere(part: Part) -> Part:
-    """A "somewhere" tally: Holm across its members for "holds"; it does not hold only where every member does
+    """A "somewhere" tally: Holm across every member read for "holds"; it does not hold only where every member does
     not, so as one comparison of its claim it carries the largest of their p-values."""
     members = [replace(m, verdict=t.verdict, test=t)
                for m, t in zip(part.members, corrected([m.test or Outcome(m.verdict) for m in part.members], "holds"))]
     verdict = any_of(m.verdict for m in members)
     p_fails = max((m.test.p_fails for m in members if m.verdict != NOT_READ), default=math.nan)
+    read = [m for m in members if m.verdict != NOT_READ]
     held = sum(m.verdict == HOLDS for m in members)
-    read = sum(m.verdict != NOT_READ for m in members)
+    smallest = min((m.test.p_adjusted for m in read), default=math.nan)
+    holm = f"Holm over {len(read)}" + (f", smallest adjusted p {smallest:.3f}" if math.isfinite(smallest) else "")
     return replace(part, verdict=verdict, test=Outcome(verdict, math.nan, p_fails), members=tuple(members),
-                   numbers=f"holds on {held} of {read} (Holm-corrected)" + _worst(members, (INCONCLUSIVE,)))
+                   numbers=f"holds on {held} of {len(read)} ({holm})" + _example(members, verdict))
 
 
 def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequence[Part], ours: str = ""
@@ -235,7 +247,7 @@ class _Run(RunScores):
     def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None,
                  chance: pd.DataFrame | None = None, *, decoders: bool = False):
         super().__init__(results, out_dir)
-        self.stability = stability
+        self.stability = _agreement(stability)
         self.chance_levels = chance
         self.decoders = decoders
 
@@ -244,13 +256,42 @@ class _Run(RunScores):
         r = self.results[self.results.task.isin(tasks)]
         return sorted(set(zip(r.model, r.task)), key=lambda mt: (mt[0], list(tasks).index(mt[1])))
 
-    def unstable(self, model: str, task: str) -> str | None:
-        """Why `task`'s λ ranking on `model` cannot be read: its two seeds' rankings disagree, or their agreement was
-        not measured (None: it can be read)."""
-        rho = _value(self.stability, model, task, "spearman")
-        if rho is None:
-            return f"{task}'s λ ranking: stability not measured (no second seed's ranking)"
-        return None if rho >= STABLE_RHO else f"{task}'s λ rankings of two seeds agree at ρ = {rho:.2f} < {STABLE_RHO}"
+    def unstable(self, model: str, task: str, selections: Sequence[str] = ("lambda",), profile: str | None = None
+                 ) -> str | None:
+        """Why the λ rankings behind `selections` (draws of `task`'s λ order on `model`, learned by `profile`; None:
+        the grid's) cannot be read, or None where they can: every pair of the draws they average over and of the other
+        draws learned alike (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) must agree at
+        Spearman's ρ ≥ `STABLE_RHO`; one draw alone has nothing to be measured against."""
+        pairs = self._pairs(model, task, profile)
+        drawn = {draw_name(s.seed, s.part) for s in map(parse_selection, selections)}
+        names = sorted(drawn | set(pairs.a) | set(pairs.b), key=_draw_order)
+        whose = f"{task}'s λ ranking" + ("" if profile is None else f" of the {profile} profile")
+        if len(names) < 2:
+            return f"{whose}: stability not measured (one draw: no second seed's or training part's ranking)"
+        rhos = {}
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                found = pairs[((pairs.a == a) & (pairs.b == b)) | ((pairs.a == b) & (pairs.b == a))].spearman
+                if found.empty:
+                    return f"{whose}: stability not measured (draws {a} and {b} not compared)"
+                rhos[a, b] = float(found.min())
+        low = min(rhos.values())
+        if low >= STABLE_RHO:
+            return None
+        if len(rhos) == 1:
+            return f"{whose}s of two draws ({', '.join(names)}) agree at ρ = {low:.2f} < {STABLE_RHO}"
+        return (f"{whose}s of {len(names)} draws ({', '.join(names)}) agree at ρ {low:.2f} to "
+                f"{max(rhos.values()):.2f}: some pair below {STABLE_RHO}")
+
+    def _pairs(self, model: str, task: str, profile: str | None) -> pd.DataFrame:
+        """The agreement rows of (`model`, `task`)'s rankings learned by `profile` (None: the grid's profile, and
+        the rows of a table that records none)."""
+        table = self.stability
+        if table is None or table.empty:
+            return pd.DataFrame(columns=list(AGREEMENT_COLUMNS))
+        wanted = {profile} if profile is not None else set(self.rows(model, task).profile)
+        named = table.profile.isin(wanted) | (table.profile.isna() & (profile is None))
+        return table[(table.model == model) & (table.task == task) & named]
 
     def chance(self, model: str, task: str) -> float | None:
         """`task`'s chance level on `model` (majority class, or uniform over the vocabulary), if the run wrote it."""
@@ -262,15 +303,36 @@ class _Run(RunScores):
         return sorted({p for p in (parse_selection(n).profile for n in names) if p is not None})
 
     def draws(self, model: str, task: str, method: str, label: str, *, profile: str | None = None
-              ) -> list[Scores]:
+              ) -> dict[str, Scores]:
         """The `Scores` of every draw of `method`'s head order run at (`model`, `task`, `label`) with the task's
-        average constants: the plain method's and its variants' (λ rankings of other seeds and training parts,
-        random permutations of other seeds), in name order; with `profile`, the draws of that profile's ranking
-        (e.g. "full": λ learned at the paper's step count) instead."""
+        average constants, by selection name: the plain method's and its variants' (λ rankings of other seeds and
+        training parts, random permutations of other seeds), in name order; with `profile`, the draws of that
+        profile's ranking (e.g. "full": λ learned at the paper's step count) instead."""
         rows = self.rows(model, task, constants="average", constants_corpus="task", fraction_label=label)
         names = sorted(n for n in set(rows.selection) if n != NONE and _draw_of(n, method, profile))
-        found = [self.scores(model, task, "average", "task", n, label) for n in names]
-        return [f for f in found if f is not None]
+        found = {n: self.scores(model, task, "average", "task", n, label) for n in names}
+        return {n: f for n, f in found.items() if f is not None}
+
+
+def _agreement(table: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A table of the λ rankings' agreement as `papa.runs.stability.draw_agreement` writes it (one row per pair of
+    draws); a table of two seeds' agreement per (model, task) (notebooks 02 and 08, ``spearman``) stands for the
+    pair seed0, seed1 of the profile it records (None: the grid's)."""
+    if table is None:
+        return None
+    table = table.reset_index()
+    if not {"a", "b"} <= set(table.columns):
+        table = table.assign(a=draw_name(0), b=draw_name(1))
+    if "profile" not in table:
+        table = table.assign(profile=None)
+    return table[["model", "task", "profile", "a", "b", "spearman"]]
+
+
+def _draw_order(name: str) -> tuple[int, int]:
+    """`papa.runs.stability.draw_name`s in the order (part, seed): seed0, seed1, part1, part2, ..."""
+    part = int(name.split("part")[1].split("-")[0]) if name.startswith("part") else 0
+    seed = int(name.split("seed")[1]) if "seed" in name else 0
+    return part, seed
 
 
 def _draw_of(name: str, method: str, profile: str | None) -> bool:
@@ -288,11 +350,24 @@ def _contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
     return over_orders(joint, [s.values.mean() for s in plus], [s.values.mean() for s in minus])
 
 
+#: The head orders that are drawn (a λ ranking learned from data and a seed, a random permutation); the layer
+#: orders are fixed and never drawn.
+DRAWN_ORDERS = ("lambda", "reversed_lambda", "random")
+
+
 def _numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
-    """The estimate's text, and over how many draws of each order it is taken where some order was drawn more than
-    once (e.g. "over 4 λ rankings, 5 random orders")."""
-    drawn = [f"{len(draws)} {what}" for what, draws in arms if len(draws) > 1]
-    return e.text() + (f" over {', '.join(drawn)}" if drawn else "")
+    """The estimate's text, and over how many draws of each drawn order it is taken (e.g. "over 4 λ rankings,
+    5 random orders"); "(1 order)" where every order behind it was drawn once, so its interval holds no spread of
+    the order."""
+    counts = [(what, len(draws)) for what, draws in arms]
+    if counts and all(n == 1 for _, n in counts):
+        return e.text() + " (1 order)"
+    return e.text() + " over " + ", ".join(f"{n} {what if n > 1 else _singular(what)}" for what, n in counts)
+
+
+def _singular(what: str) -> str:
+    """"λ rankings" -> "λ ranking", "random orders" -> "random order"."""
+    return " ".join(w[:-1] if w in ("rankings", "orders") else w for w in what.split(" "))
 
 
 def _value(table: pd.DataFrame | None, model: str, task: str, column: str) -> float | None:
@@ -315,8 +390,12 @@ def _count(models_tasks) -> int:
 # ---- Fig. 2 and 3 -----------------------------------------------------------------------------------------------
 
 def _fig2_half(run: _Run) -> ClaimReading:
+    """Per task: no major drop at 1/2 in λ order, over the grid's λ rankings; "sometimes improves" across the tasks.
+    A ranking learned by another profile (``lambda@full``) is another quantity, not another task: its parts are its
+    own, gated by its own draws."""
     where = ("fig2_half", "Fig. 2", "02_main_results", "figures/fig2_main_results.png")
-    drops, improves = [], []
+    drops: dict[str | None, list[Part]] = {}
+    improves: dict[str | None, list[Part]] = {}
     pairs = run.models_tasks()
     k = _count(pairs)
     for model, task in pairs:
@@ -326,19 +405,25 @@ def _fig2_half(run: _Run) -> ClaimReading:
             if original is None or not half:
                 continue
             label = _label(model, task, k) + ("" if profile is None else f", λ of the {profile} profile")
-            why = run.unstable(model, task)
+            why = run.unstable(model, task, list(half), profile)
             if why:
-                drops.append(_unread(f"drop at 1/2 ({label})", why))
+                drops.setdefault(profile, []).append(_unread(f"drop at 1/2 ({label})", why))
                 continue
-            arms = [(RANKINGS, half)]
-            drop = _contrast([original], half)  # original − half
-            drops.append(_compare(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), _numbers(drop, arms)))
-            gain = _contrast(half, [original])
-            improves.append(_compare(f"improves ({label})", above(gain), _numbers(gain, arms)))
+            arms = [(RANKINGS, list(half.values()))]
+            drop = _contrast([original], list(half.values()))  # original − half
+            drops.setdefault(profile, []).append(
+                _compare(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), _numbers(drop, arms)))
+            gain = _contrast(list(half.values()), [original])
+            improves.setdefault(profile, []).append(_compare(f"improves ({label})", above(gain), _numbers(gain, arms)))
     if not drops:
         return _not_read(*where, "no task was run at fractions 1 and 1/2")
-    return _reading(*where, [*drops, _tally("sometimes improves", improves, anywhere=True,
-                                            none="no task's λ ranking could be read")])
+    parts = []
+    for profile in sorted(drops, key=lambda p: (p is not None, p or "")):
+        whose = "" if profile is None else f", λ of the {profile} profile"
+        unread = next((p.numbers for p in drops[profile] if p.verdict == NOT_READ), "")
+        parts += [*drops[profile], _tally(f"sometimes improves{whose}", improves.get(profile, []), anywhere=True,
+                                          none=f"no task's λ ranking could be read ({unread})" if unread else "")]
+    return _reading(*where, parts)
 
 
 def _drop(original, replaced, chance: float | None):
@@ -403,9 +488,10 @@ def _fig3(run: _Run) -> ClaimReading:
         if e is not None:
             original = np.mean([run.scores(m, t).values.mean() for t in tasks])
             points.append((original, e.value))
-    if len(points) < 3:
-        return _not_read(*where, f"{len(points)} model(s): a rank correlation over models needs at least 3 (the "
-                                 "full profile runs six)")
+    if len(points) < FIG3_MODELS:
+        return _not_read(*where, f"{len(points)} model(s): the exact test of a rank correlation cannot reach one-sided "
+                                 f"p < {ALPHA:.3g} with fewer than {FIG3_MODELS} models (its smallest p is 1/n!) "
+                                 "(the full profile runs six)")
     rho, p_more, p_less = spearman_test([o for o, _ in points], [d for _, d in points])
     test = Outcome(HOLDS if p_more < ALPHA else DOES_NOT_HOLD if p_less < ALPHA else INCONCLUSIVE, p_more, p_less)
     how = "exact" if len(points) < 10 else "t approximation"
@@ -508,18 +594,29 @@ def _examples(sizes: set) -> str:
     return "/".join(str(s) for s in sorted(sizes, key=str)) or "?"
 
 
-def _worst(parts: Sequence[Part], verdicts: Sequence[str] = (DOES_NOT_HOLD, INCONCLUSIVE)) -> str:
-    worst = next((p for v in verdicts for p in parts if p.verdict == v), None)
-    return f" (e.g. {worst.name} {worst.numbers})" if worst else ""
+def _example(parts: Sequence[Part], verdict: str) -> str:
+    """One member that illustrates a tally's `verdict` (a partly read tally's: one that holds): where it holds, the
+    member nearest to failing it (largest p of holding); otherwise the first member with that verdict. "" where none
+    has it."""
+    verdict = HOLDS if verdict == PARTLY_READ else verdict
+    alike = [p for p in parts if p.verdict == verdict]
+    if not alike:
+        return ""
+    if verdict == HOLDS:
+        shown = max(alike, key=lambda p: p.test.p_holds if p.test is not None and math.isfinite(p.test.p_holds)
+                    else -1.0)
+    else:
+        shown = alike[0]
+    return f" (e.g. {shown.name} {shown.numbers})"
 
 
-def _tally_text(parts: Sequence[Part]) -> str:
+def _tally_text(parts: Sequence[Part], verdict: str) -> str:
     """e.g. "holds on 10 of 12, inconclusive on 2 (e.g. beats zeros (ner) -0.004 [-0.020, +0.012])": the count per
-    verdict, and one comparison of the worst verdict."""
+    verdict, and one comparison that illustrates the tally's `verdict`."""
     counts = [(v, sum(p.verdict == v for p in parts)) for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, NOT_READ)]
     text = ", ".join(f"{v} on {n}" + (f" of {len(parts)}" if i == 0 else "") for i, (v, n) in enumerate(counts)
                      if n or i == 0)
-    return text + _worst(parts)
+    return text + _example(parts, verdict)
 
 
 def _table2(run: _Run) -> ClaimReading:
@@ -547,46 +644,60 @@ def _table2(run: _Run) -> ClaimReading:
 # ---- Fig. 5 -----------------------------------------------------------------------------------------------------
 
 def _fig5(run: _Run) -> ClaimReading:
+    """Per task and fraction strictly between 0 and 1: λ beats every other order, and reversed λ is the worst, over
+    every draw of the drawn orders; a ranking learned by another profile in parts of its own, gated by its own
+    draws."""
     where = ("fig5", "Fig. 5", "06_head_selection", "figures/fig5_head_selection.png")
     methods = [m for m in SELECTION_METHODS if m in set(run.results.selection)]
     mid = run.results[run.results.selection.isin(methods) & (run.results.fraction > 0) & (run.results.fraction < 1)
                       & (run.results.constants == "average") & (run.results.constants_corpus == "task")]
     points = sorted(set(zip(mid.model, mid.task, mid.fraction_label)))
     k = len({m for m, _, _ in points})
-    best, worst, unstable = [], [], []
+    best: dict[str | None, list[Part]] = {}
+    worst: dict[str | None, list[Part]] = {}
+    unstable: dict[str | None, list[Part]] = {}
     for model, task, label in points:
         free = {m: run.draws(model, task, m, label) for m in methods if m not in RANKED}  # drawn the grid's way
         for profile in (None, *run.ranking_profiles(model, task)):
             # λ-ranked methods of `profile`'s ranking against the data-free orders
             ran = {m: run.draws(model, task, m, label, profile=profile) if m in RANKED else free[m] for m in methods}
-            ran = {m: draws for m, draws in ran.items() if draws}
+            ran = {m: list(draws.values()) for m, draws in ran.items() if draws}
             if "lambda" not in ran or len(ran) < 2:
                 continue  # Fig. 2's tasks run λ alone
-            why = run.unstable(model, task)
+            rankings = [*run.draws(model, task, "lambda", label, profile=profile),
+                        *run.draws(model, task, "reversed_lambda", label, profile=profile)]
+            why = run.unstable(model, task, rankings, profile)
             name = f"{_label(model, task, k)} at {label}" + ("" if profile is None else f", λ of the {profile} "
                                                                                           "profile")
             if why:
-                unstable.append(_unread(name, why))
+                unstable.setdefault(profile, []).append(_unread(name, why))
                 continue
             for m, draws in ran.items():
                 if m not in RANKED:  # λ against the data-free orders
                     d = _contrast(ran["lambda"], draws)
-                    arms = [(RANKINGS, ran["lambda"]), (f"{m} orders", draws)]
-                    best.append(_compare(f"λ beats {m} ({name})", above(d), _numbers(d, arms)))
+                    arms = [(RANKINGS, ran["lambda"])] + [(f"{m} orders", draws)] * (m in DRAWN_ORDERS)
+                    best.setdefault(profile, []).append(_compare(f"λ beats {m} ({name})", above(d),
+                                                                 _numbers(d, arms)))
             if "reversed_lambda" in ran:
                 for m, draws in ran.items():
                     if m != "reversed_lambda":
                         d = _contrast(draws, ran["reversed_lambda"])
-                        arms = [(RANKINGS if m in RANKED else f"{m} orders", draws),
-                                (f"reversed {RANKINGS}", ran["reversed_lambda"])]
-                        worst.append(_compare(f"{m} beats reversed λ ({name})", above(d), _numbers(d, arms)))
-    if not best and not unstable:
+                        arms = [(RANKINGS if m in RANKED else f"{m} orders", draws)] * (m in DRAWN_ORDERS) + [
+                            (f"reversed {RANKINGS}", ran["reversed_lambda"])]
+                        worst.setdefault(profile, []).append(_compare(f"{m} beats reversed λ ({name})", above(d),
+                                                                      _numbers(d, arms)))
+    profiles = sorted({*best, *unstable}, key=lambda p: (p is not None, p or ""))
+    if not profiles:
         return _not_read(*where, "λ and another selection method were not run at a fraction between 0 and 1")
-    parts = [_tally("λ beats every other method", best, none="no λ ranking could be read"),
-             _tally("reversed λ is the worst", worst, none="reversed λ not run" if best else
-                    "no λ ranking could be read")]
-    if unstable:
-        parts.append(_unread(f"{len(unstable)} points", unstable[0].numbers))
+    parts = []
+    for profile in profiles:
+        whose = "" if profile is None else f", λ of the {profile} profile"
+        none = "no λ ranking could be read" + (f" ({unstable[profile][0].numbers})" if unstable.get(profile) else "")
+        parts += [_tally(f"λ beats every other method{whose}", best.get(profile, []), none=none),
+                  _tally(f"reversed λ is the worst{whose}", worst.get(profile, []),
+                         none="reversed λ not run" if best.get(profile) else none)]
+        if unstable.get(profile) and best.get(profile):
+            parts.append(_unread(f"{len(unstable[profile])} points{whose}", unstable[profile][0].numbers))
     return _reading(*where, parts)
 
 
@@ -611,6 +722,17 @@ def _own_objective(task: str, model: str, decoders: bool) -> bool:
     return task in ("lm", "lm_probe") if decoders else task == "mlm" and short_model(model) in MLM_PRETRAINED
 
 
+def _random_too(run: _Run, model: str, task: str, label: str) -> str:
+    """Where the run scored `task` at `label` in random order too (notebook 08's LM): its score, so that a size read
+    in λ order is seen beside another order's ("" where it did not)."""
+    random = run.draws(model, task, "random", label)
+    if not random:
+        return ""
+    means = [s.values.mean() for s in random.values()]
+    return (f"; in random order {np.mean(means):.2f} nats, "
+            + (f"{len(means)} random orders" if len(means) > 1 else "1 order"))
+
+
 def _fig6(run: _Run) -> ClaimReading:
     where = ("fig6", "Fig. 6", "07_mlm_electra", "figures/fig6_mlm_electra.png")
     objectives = run.models_tasks(OBJECTIVE_TASKS)
@@ -626,7 +748,7 @@ def _fig6(run: _Run) -> ClaimReading:
                 continue
             name = OBJECTIVE_NAMES[task] + (f" at {label}" if run.decoders else "") + (
                 f" ({short_model(model)})" if len(models) > 1 else "")
-            unstable = [why for t in [task, *{t for m, t in run.models_tasks() if m == model}]
+            unstable = [why for t in [task, *sorted({t for m, t in run.models_tasks() if m == model})]
                         if selection == "lambda" and (why := run.unstable(model, t))]
             if unstable:
                 parts.append(_unread(f"{name} drops more", unstable[0]))
@@ -645,10 +767,12 @@ def _fig6(run: _Run) -> ClaimReading:
                 gap = estimate(lambda o, z, *rest: _drop(o, z, chance) - average(*rest),  # noqa: B023
                                original, replaced, *settings)
                 scale = "share of the margin over chance lost" if normalise else "relative drop"
+                ordered = ("" if selection == NONE else
+                           f" (λ order: 1 order{_random_too(run, model, task, label)})")
                 parts.append(_compare(f"{name} drops more than {', '.join(tasks)}"
                                       + (", normalised to chance" if normalise else ""), above(gap),
-                                      f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats; {scale} "
-                                      f"minus the tasks' {gap.text(percent=True)}"))
+                                      f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats{ordered}; "
+                                      f"{scale} minus the tasks' {gap.text(percent=True)}"))
         if task == "mlm" and original is not None:
             replaced = run.scores(model, task, "average", "task", NONE, "0")
             if replaced is not None:
@@ -661,7 +785,10 @@ def _fig6(run: _Run) -> ClaimReading:
         if others:
             why += f" (MLM probes of {', '.join(others)} are not read: not pretrained with MLM)"
         return _not_read(*where, why)
-    if not run.decoders:
+    if run.decoders:  # the sentence's other parts are of MLM-pretrained encoders and ELECTRA: say so, never drop them
+        parts += [_unread("MLM-pretrained encoders lose 1-1.5 nats", "a decoder is not pretrained with MLM"),
+                  _unread("ELECTRA", "a decoder is not ELECTRA")]
+    else:
         parts.append(_tally("MLM-pretrained encoders lose 1-1.5 nats", nats, none="no MLM-pretrained encoder"))
         electra = [m for m, t in objectives if "electra" in m.lower() and t == "mlm"]
         parts.append(_unread("ELECTRA", "ELECTRA's MLM was run: read it in notebook 07's figure" if electra
@@ -743,8 +870,21 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
     intervals = {path.stem.removeprefix("fig4_pattern_intervals_"): pd.read_csv(path, index_col=0)
                  for path in sorted((out / "tables").glob("fig4_pattern_intervals_*.csv"))}
     return read_claims(results, patterns, read_learns(out), out_dir=out,
-                       stability=read_tables(out, RANKING_STABILITY_TABLES), chance=read_tables(out, CHANCE_TABLES),
+                       stability=run_agreement(out), chance=read_tables(out, CHANCE_TABLES),
                        intervals=intervals)
+
+
+def run_agreement(out_dir: str | Path) -> pd.DataFrame | None:
+    """Every pair of draws of the run's λ rankings that the claims gate on: the rankings under ``<out_dir>/rankings``
+    compared pair by pair (`papa.runs.stability.draw_agreement`), and the seed-to-seed tables notebooks 02 and 08
+    wrote (a run whose rankings are elsewhere); None where there is neither."""
+    from papa.runs.stability import draw_agreement
+
+    out = Path(out_dir)
+    tables = [t for t in (draw_agreement(out / "rankings") if (out / "rankings").is_dir() else None,
+                          _agreement(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
+    return pd.concat([t[["model", "task", "profile", "a", "b", "spearman"]] for t in tables], ignore_index=True) \
+        if tables else None
 
 
 def profile_claims(out_dir: str | Path, profile: str | Path,
@@ -830,21 +970,28 @@ def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
 
 
 def stability_note(out_dir: str | Path) -> str:
-    """One sentence on the run's λ rankings: each task's seed-to-seed Spearman's ρ from notebooks 02's and 08's tables
-    and which fall below `STABLE_RHO` (their λ-dependent parts are not read), or that no table was written."""
-    table = read_tables(out_dir, RANKING_STABILITY_TABLES)
+    """One sentence on the run's λ rankings: per task (and profile, where another's ranking ran) the range of
+    Spearman's ρ over every pair of its draws (`run_agreement`), and which fall below `STABLE_RHO` on some pair
+    (their λ-dependent parts are not read), or that no pair was measured."""
+    table = run_agreement(out_dir)
     if table is None:
-        return ("The λ rankings' stability was not measured (no tables/ranking_stability.csv): the parts that rest on "
-                "them are not read.")
+        return ("The λ rankings' stability was not measured (no second draw of a ranking beside it, no "
+                "tables/ranking_stability.csv): the parts that rest on them are not read.")
+    table = table.assign(profile=table.profile.fillna(""))
+    groups = table.groupby(["model", "task", "profile"], sort=False).spearman
     many = table.model.nunique() > 1
-    each = ", ".join(f"{_label(m, t, 2 if many else 1)} {rho:.2f}" for m, t, rho in
-                     zip(table.model, table.task, table.spearman))
-    below = [_label(m, t, 2 if many else 1) for m, t, rho in zip(table.model, table.task, table.spearman)
-             if not rho >= STABLE_RHO]
-    tail = (f"; below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below
+    each, below = [], []
+    for (model, task, profile), rhos in groups:
+        name = _label(model, task, 2 if many else 1) + (f" ({profile})" if profile else "")
+        draws = len(set(table.a[rhos.index]) | set(table.b[rhos.index]))
+        span = f"{rhos.min():.2f}" if len(rhos) == 1 else f"{rhos.min():.2f} to {rhos.max():.2f}"
+        each.append(f"{name} {span} ({draws} draws)")
+        if not rhos.min() >= STABLE_RHO:
+            below.append(name)
+    tail = (f"; some pair below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below
             else f", all at least {STABLE_RHO}.")
-    return (f"λ rankings of two seeds agree at Spearman's ρ {each}{tail} A ranking without a second seed's is not "
-            "read.")
+    return (f"λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: {', '.join(each)}"
+            f"{tail} A ranking with one draw is not read.")
 
 
 def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:

@@ -12,6 +12,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+import pandas as pd
+
 from papa.core.errors import Arg, InputError
 from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
 from papa.runs.experiment import GridConfig, learn_ranking
@@ -42,25 +44,40 @@ def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str 
     return row
 
 
-def seed_pairs(rankings_dir: str | Path) -> list[dict]:
-    """What `papa report` says of a run's rankings: each ranking in `rankings_dir` learned with another seed
-    (``…-seed<S>.safetensors``, `papa rank --seed S`) beside the one it repeats (seed 0's, the grid's), as a row of
-    the model, the task and the seeds (as the rankings record them), Spearman's ρ of their λ and the file names. Read only:
-    nothing is learned."""
+#: A ranking file's draw: another part of the training data and another seed than the grid's, as
+#: `papa.runs.names` appends them to the grid's name.
+_DRAW = re.compile(r"^(?P<group>.+?)(?:-part(?P<part>\d+))?(?:-seed(?P<seed>\d+))?\.safetensors$")
+#: The columns of `draw_agreement`'s table.
+AGREEMENT_COLUMNS = ("model", "task", "profile", "a", "b", "spearman", "ranking")
+
+
+def draw_name(seed: int = 0, part: int = 0) -> str:
+    """A draw of a λ ranking as the agreement table names it: ``seed0`` (the grid's), ``seed1``, ``part1``, or
+    ``part1-seed1``."""
+    return "-".join([f"part{part}"] * bool(part) + [f"seed{seed}"] * bool(seed or not part))
+
+
+def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
+    """Every pair of λ rankings in `rankings_dir` that repeat one another (same model, task, profile, constants,
+    length, layout and probe inputs: the same file name but for its ``-part<k>`` and ``-seed<s>``), one row per pair:
+    the model, task and profile the rankings record, the two draws (`draw_name`), their Spearman's ρ and the grid
+    ranking's file name (`ranking`). A claim's λ part is read only where every pair of the draws it rests on agrees
+    (`papa.paper.claims`). Read only: nothing is learned. Empty (with `AGREEMENT_COLUMNS`) where no ranking repeats
+    another."""
     from papa.method.rankings import load_ranking
     from papa.probing.convergence import spearman
 
+    groups: dict[str, list[tuple[str, object]]] = {}
+    for path in sorted(Path(rankings_dir).glob("*.safetensors")):
+        match = _DRAW.match(path.name)
+        groups.setdefault(match["group"], []).append((int(match["part"] or 0), int(match["seed"] or 0), path))
     rows = []
-    for other in sorted(Path(rankings_dir).glob("*-seed*.safetensors")):
-        match = re.fullmatch(r"(?P<stem>.+)-seed(?P<seed>\d+)\.safetensors", other.name)
-        grid = other.with_name(f"{match['stem']}.safetensors") if match else None
-        if grid is None or not grid.is_file():
-            continue
-        first, second = load_ranking(grid), load_ranking(other)
-        # what each ranking records of itself; a file name only where an older ranking recorded less
-        task = second.metadata.get("task", other.name.split("__")[1])
-        seeds = (int(first.metadata.get("seed", 0)), int(second.metadata.get("seed", match["seed"])))
-        rows.append({"model": first.model_name, "task": task, "seeds": seeds,
-                     "spearman": spearman(first.lambdas, second.lambdas), "ranking": grid.name,
-                     "other": other.name})
-    return rows
+    for group, draws in sorted(groups.items()):
+        loaded = [(draw_name(seed, part), load_ranking(path)) for part, seed, path in sorted(draws)]
+        for i, (a, first) in enumerate(loaded):
+            for b, second in loaded[i + 1:]:
+                meta = first.metadata
+                rows.append({"model": first.model_name, "task": meta.get("task", group.split("__")[1]),
+                             "profile": meta.get("profile"), "a": a, "b": b,
+                             "spearman": spearman(first.lambdas, second.lambdas), "ranking": f"{group}.safetensors"})
+    return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))

@@ -26,7 +26,8 @@ A claim's part is then read with one rule (`above`, `at_most`, `at_least`, `with
 lies on the other side, and is **inconclusive** when the interval straddles the bound; for "within a margin" this
 is two one-sided tests (TOST). Each side is a one-sided test at `ALPHA` = (1 − LEVEL) / 2, and the `Outcome` keeps the
 p-value of each (`p_holds`, `p_fails`), so that claims made of many comparisons can be corrected for multiplicity
-(`all_of`, `any_of`: Holm's step-down procedure on the side where any one comparison decides).
+(`all_of`, `any_of`: Holm's step-down procedure on the side where any one comparison decides, over every
+comparison read, whatever its own verdict).
 """
 from __future__ import annotations
 
@@ -296,6 +297,9 @@ class Outcome:
     verdict: str
     p_holds: float = math.nan   # of "the claim's side": small when the part holds
     p_fails: float = math.nan   # of "the other side": small when it does not hold
+    #: Holm-adjusted p of the side its family was corrected on (`corrected`), and the family's size (0: none)
+    p_adjusted: float = math.nan
+    family: int = 0
 
 
 def _test(p_holds: float, p_fails: float, alpha: float) -> Outcome:
@@ -334,27 +338,43 @@ def within(e: Estimate, low_bound: float, high_bound: float, level: float = LEVE
 
 def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
     """Holm's step-down procedure: which of the hypotheses with these p-values are rejected, the family-wise error
-    kept at `alpha` (NaN: never rejected)."""
-    order = sorted((p, i) for i, p in enumerate(p_values) if math.isfinite(p))
-    rejected = [False] * len(p_values)
-    m = len(order)
-    for rank, (p, i) in enumerate(order):
-        if p > alpha / (m - rank):
-            break
-        rejected[i] = True
-    return rejected
+    kept at `alpha`. Every entry is a member of the family (counted in m); a NaN (a comparison without an interval)
+    is never rejected and is tested last, as p = 1."""
+    return [p < alpha for p in holm_adjusted(p_values)]
+
+
+def holm_adjusted(p_values: Sequence[float]) -> list[float]:
+    """Holm's adjusted p-values, min(1, max over the first i of (m − rank) · p) in increasing order of p, with m the
+    number of entries (a NaN counts as p = 1): a comparison is rejected at level α where its adjusted p < α, as a
+    single test is (`_test`)."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: (p_values[i] if math.isfinite(p_values[i]) else math.inf, i))
+    adjusted, running = [1.0] * m, 0.0
+    for rank, i in enumerate(order):
+        p = p_values[i] if math.isfinite(p_values[i]) else 1.0
+        running = max(running, min(1.0, (m - rank) * p))
+        adjusted[i] = running
+    return adjusted
 
 
 def corrected(tests: Sequence[Outcome], side: str, alpha: float = ALPHA) -> list[Outcome]:
     """`tests` as one family where any one comparison decides the `side` ("fails": "does not hold" on any;
-    "holds": "holds" on any): a comparison keeps that verdict only where Holm's procedure across the family rejects
-    it, else it reads inconclusive. The other verdicts are unchanged."""
-    key, verdict = ("p_fails", DOES_NOT_HOLD) if side == "fails" else ("p_holds", HOLDS)
+    "holds": "holds" on any). Every comparison read enters Holm's m, whatever its own verdict (a part not read does
+    not); a comparison keeps that side's verdict only where its Holm-adjusted p is below `alpha`, else it reads
+    inconclusive. Each read comparison carries its adjusted p (`Outcome.p_adjusted`) and the family's size."""
     if side not in ("fails", "holds"):
         raise ValueError(f"side must be 'fails' or 'holds', got {side!r}")
-    rejected = holm([getattr(t, key) if t.verdict == verdict else math.nan for t in tests], alpha)
-    return [Outcome(INCONCLUSIVE, t.p_holds, t.p_fails) if t.verdict == verdict and not r else t
-            for t, r in zip(tests, rejected)]
+    key, verdict = ("p_fails", DOES_NOT_HOLD) if side == "fails" else ("p_holds", HOLDS)
+    read = [i for i, t in enumerate(tests) if t.verdict not in (NOT_READ, DESCRIPTIVE)]
+    adjusted = dict(zip(read, holm_adjusted([getattr(tests[i], key) for i in read])))
+    out = []
+    for i, t in enumerate(tests):
+        if i not in adjusted:
+            out.append(t)
+            continue
+        kept = t.verdict if t.verdict != verdict or adjusted[i] < alpha else INCONCLUSIVE
+        out.append(Outcome(kept, t.p_holds, t.p_fails, adjusted[i], len(read)))
+    return out
 
 
 def _verdicts(tests: Iterable[Outcome | str]) -> list[str]:

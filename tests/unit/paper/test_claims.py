@@ -167,8 +167,8 @@ def test_the_summary_says_how_stable_the_rankings_are(run_dir):
     pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "spearman": [0.3, 0.95]}) \
         .set_index(["model", "task"]).to_csv(tables / "ranking_stability.csv")  # as notebook 02 saves it
     words = " ".join(reproduction_summary("quick", out_dir=run_dir).split())
-    assert ("λ rankings of two seeds agree at Spearman's ρ sst2 0.30, ner 0.95; below 0.8, not read where a part "
-            "rests on them: sst2.") in words
+    assert ("λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: sst2 0.30 (2 draws), "
+            "ner 0.95 (2 draws); some pair below 0.8, not read where a part rests on them: sst2.") in words
     assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # the table is read from the folder
 
 
@@ -176,7 +176,7 @@ def test_a_notebook_prints_the_claims_of_its_section(run_dir):
     text = section_claims(run_dir, "quick", "02_main_results")
     words = " ".join(text.split())
     assert "Fig. 2" in words and "Fig. 5" not in words and "Table 1" not in words
-    assert "runs were made before runs stored their predictions" in words and "agree at Spearman's ρ" in words
+    assert "runs were made before runs stored their predictions" in words and "every pair of draws" in words
     assert text.split("\n  Fig. 2", 1)[1] in reproduction_summary("quick", out_dir=run_dir)  # the same reading
     patterns = " ".join(section_claims(run_dir, "quick", "03_constant_patterns").split())
     assert "Fig. 4" in patterns and "stability" not in patterns  # no λ ranking behind Fig. 4
@@ -303,7 +303,7 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     parts = {p.name: p for p in theirs.parts}
     # at 1/2 the probe loses 12.5%, the LM 25%: a gap of 12.5 points, paired by seed
     assert parts["LM (own head) at 1/2 drops more than sst2"].numbers.startswith(
-        "-4.00 -> -5.00 nats; relative drop minus the tasks' 12.5% [")
+        "-4.00 -> -5.00 nats (λ order: 1 order); relative drop minus the tasks' 12.5% [")
     # normalised to chance: the LM loses 5 of its 6 nats over a uniform guess (83.3%), SST-2 0.04 of 0.30 (13.3%)
     assert parts["LM (own head) at 0 drops more than sst2, normalised to chance"].numbers.startswith(
         "-4.00 -> -9.00 nats; share of the margin over chance lost minus the tasks' 70.0% [")
@@ -328,14 +328,26 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     assert "Left out of every claim: sst2 (decoder)" in " ".join(reproduction_summary("cpu", out_dir=run_dir).split())
 
 
-def test_three_perfectly_ranked_models_do_not_make_fig3_hold(tmp_path):
-    """The old rule's asymptotic p for three models ranked alike was 0.0; the exact one-sided p is 1/6."""
+def _ranked_models(n):
     rows = []
-    for i, (original, replaced) in enumerate(((0.70, 0.68), (0.80, 0.76), (0.90, 0.81))):  # better: loses more
-        rows += _rows({("sst2", "none", "none", "none", "1"): original, ("sst2", "average", "task", "none", "0"):
-                       replaced}, model=f"org/model-{i}")
-    reading = _read(rows, tmp_path)["fig3"]
-    assert reading.verdict == "inconclusive" and "ρ +1.00, one-sided p = 0.167 (exact)" in reading.ours
+    for i in range(n):  # better models lose more
+        original = 0.70 + 0.05 * i
+        rows += _rows({("sst2", "none", "none", "none", "1"): original,
+                       ("sst2", "average", "task", "none", "0"): original - 0.02 - 0.02 * i}, model=f"org/model-{i}")
+    return rows
+
+
+def test_fig3_is_not_read_on_fewer_models_than_can_reach_alpha(tmp_path):
+    """The exact test's smallest one-sided p is 1/n!: 1/6 for three models, 1/24 = 0.042 for four, both above
+    α = 0.025, so at 4befcb8 three or four models could only ever read inconclusive; five reach 1/120."""
+    from papa.paper.claims import FIG3_MODELS
+
+    assert FIG3_MODELS == 5
+    for n in (3, 4):
+        reading = _read(_ranked_models(n), tmp_path / str(n))["fig3"]
+        assert reading.verdict == "not read" and "fewer than 5 models" in reading.ours
+    reading = _read(_ranked_models(5), tmp_path / "5")["fig3"]
+    assert reading.verdict == "holds" and "ρ +1.00, one-sided p = 0.008 (exact)" in reading.ours
 
 
 def test_a_ranking_whose_stability_was_not_measured_is_not_read(tmp_path):
@@ -371,16 +383,35 @@ def test_the_papers_own_numbers_say_what_8_and_20_percent_measure():
         assert abs(drops["average"] - PAPER_AVERAGE_RELATIVE_DROP) <= AVERAGE_MARGIN
 
 
+def _pairs(task: str, rhos: dict, profile=None, model: str = "org/roberta-base") -> pd.DataFrame:
+    """An agreement table (`papa.runs.stability.draw_agreement`): ρ per pair of draws, e.g. {("seed0", "seed1"): 0.9}."""
+    return pd.DataFrame([{"model": model, "task": task, "profile": profile, "a": a, "b": b, "spearman": rho}
+                         for (a, b), rho in rhos.items()])
+
+
+_FOUR = ("seed0", "seed1", "part1", "part2")
+
+
+def _every_pair(draws, rho):
+    return {(a, b): rho for i, a in enumerate(draws) for b in draws[i + 1:]}
+
+
+_DRAWS = {"lambda": 0.89, "lambda@part1": 0.86, "lambda@part2": 0.92, "lambda@seed1": 0.89,
+          "random": 0.80, "random@1": 0.84, "random@2": 0.78, "lambda@full": 0.90}
+
+
+def _drawn_means(draws=_DRAWS):
+    means = {k: v for k, v in MEANS.items() if k[0] == "sst2"}
+    means.update({("sst2", "average", "task", method, "1/2"): mean for method, mean in draws.items()})
+    return means
+
+
 def test_the_orders_own_variance_is_in_the_intervals_of_b_and_d(tmp_path):
     """SST-2 ran four λ rankings (two disjoint training parts and a second seed besides the grid's) and three random
     permutations: the drop at 1/2 that held on one ranking (1 point, within 2) is inconclusive once the rankings'
-    spread (0.86 to 0.92) is in its interval; λ learned by another profile (lambda@full) is read as parts of its
-    own."""
-    draws = {"lambda": 0.89, "lambda@part1": 0.86, "lambda@part2": 0.92, "lambda@seed1": 0.89,
-             "random": 0.80, "random@1": 0.84, "random@2": 0.78, "lambda@full": 0.90}
-    means = {k: v for k, v in MEANS.items() if k[0] == "sst2"}
-    means.update({("sst2", "average", "task", method, "1/2"): mean for method, mean in draws.items()})
-    readings = _read(_rows(means), tmp_path, stability=_stability({"sst2": 0.95}))
+    spread (0.86 to 0.92) is in its interval."""
+    means = _drawn_means()
+    readings = _read(_rows(means), tmp_path, stability=_pairs("sst2", _every_pair(_FOUR, 0.95)))
     half = {p.name: p for p in readings["fig2_half"].parts}
     one = _read(_rows({k: v for k, v in means.items() if "@" not in k[3]}), tmp_path / "one",
                 stability=_stability({"sst2": 0.95}))
@@ -388,8 +419,56 @@ def test_the_orders_own_variance_is_in_the_intervals_of_b_and_d(tmp_path):
     assert half["drop at 1/2 (sst2)"].verdict == "inconclusive"
     assert half["drop at 1/2 (sst2)"].numbers.startswith("+0.010 [") and \
         half["drop at 1/2 (sst2)"].numbers.endswith(" over 4 λ rankings")
-    assert half["drop at 1/2 (sst2, λ of the full profile)"].verdict == "holds"
     best = {p.name: p for p in readings["fig5"].parts[0].members}
     assert best["λ beats random (sst2 at 1/2)"].numbers.endswith(" over 4 λ rankings, 3 random orders")
     assert best["λ beats random (sst2 at 1/2)"].numbers.startswith("+0.083 [")  # 0.89 − 0.8067
-    assert "λ beats random (sst2 at 1/2, λ of the full profile)" in best
+
+
+def test_the_gate_covers_every_draw_a_reading_averages_over(tmp_path):
+    """Two seeds on the same data agree (ρ 0.95) but the disjoint training parts do not (0.2): at 4befcb8 the gate
+    read the seed pair only and read λ's parts; now every pair of the draws must agree."""
+    rhos = _every_pair(_FOUR, 0.2) | {("seed0", "seed1"): 0.95}
+    readings = _read(_rows(_drawn_means()), tmp_path, stability=_pairs("sst2", rhos))
+    half = {p.name: p for p in readings["fig2_half"].parts}
+    assert half["drop at 1/2 (sst2)"].verdict == "not read"
+    assert "4 draws (seed0, seed1, part1, part2) agree at ρ 0.20 to 0.95" in half["drop at 1/2 (sst2)"].numbers
+    assert readings["fig5"].parts[0].verdict == "not read"
+    # a draw the reading does not average over still gates it: the grid's ranking alone, its parts unstable
+    alone = {k: v for k, v in _drawn_means().items() if k[3] in ("none", "lambda", "random")}
+    plain = _read(_rows(alone), tmp_path / "plain", stability=_pairs("sst2", rhos))
+    assert {p.name: p.verdict for p in plain["fig2_half"].parts}["drop at 1/2 (sst2)"] == "not read"
+
+
+def test_another_profiles_ranking_is_its_own_part_gated_by_its_own_draws(tmp_path):
+    """At 4befcb8 the full profile's one ranking was a fifth member of Fig. 2's per-task "sometimes improves" family,
+    read through the cpu ranking's seed pair. Now it is a part of its own, not read without a second draw of its
+    own, and read where its own draws agree."""
+    stable = _pairs("sst2", _every_pair(_FOUR, 0.95))
+    readings = _read(_rows(_drawn_means()), tmp_path, stability=stable)
+    parts = {p.name: p for p in readings["fig2_half"].parts}
+    assert parts["drop at 1/2 (sst2, λ of the full profile)"].verdict == "not read"
+    assert "one draw" in parts["drop at 1/2 (sst2, λ of the full profile)"].numbers
+    assert all("full" not in m.name for m in parts["sometimes improves"].members)
+    assert parts["sometimes improves, λ of the full profile"].verdict == "not read"
+    assert "λ beats every other method, λ of the full profile" in {p.name for p in readings["fig5"].parts}
+    both = pd.concat([stable, _pairs("sst2", {("seed0", "seed1"): 0.9}, profile="full")])
+    draws = dict(_DRAWS, **{"lambda@full": 0.90})
+    readings = _read(_rows(_drawn_means(draws)), tmp_path / "both", stability=both)
+    parts = {p.name: p for p in readings["fig2_half"].parts}
+    assert parts["drop at 1/2 (sst2, λ of the full profile)"].verdict == "holds"
+    assert parts["drop at 1/2 (sst2, λ of the full profile)"].numbers.endswith("(1 order)")
+    best = {p.name: p for p in readings["fig5"].parts if "full" in p.name}
+    assert best["λ beats every other method, λ of the full profile"].verdict != "not read"
+
+
+def test_an_example_illustrates_its_verdict(tmp_path):
+    """At 4befcb8 "holds on 1 of 5" was illustrated with an inconclusive member."""
+    from papa.paper.claims import Part, _settle_anywhere, _tally
+    from papa.runs.statistics import Outcome
+
+    members = [Part("improves (cola)", "inconclusive", "-0.012 [-0.042, +0.018]", Outcome("inconclusive", 0.78, 0.22)),
+               Part("improves (sst2)", "holds", "+0.030 [+0.020, +0.040]", Outcome("holds", 1e-6, 1 - 1e-6))]
+    settled = _settle_anywhere(_tally("sometimes improves", members, anywhere=True))
+    assert settled.verdict == "holds"
+    assert settled.numbers == ("holds on 1 of 2 (Holm over 2, smallest adjusted p 0.000) (e.g. improves (sst2) "
+                               "+0.030 [+0.020, +0.040])")
