@@ -294,8 +294,27 @@ class _Run(RunScores):
         return table[(table.model == model) & (table.task == task) & named]
 
     def chance(self, model: str, task: str) -> float | None:
-        """`task`'s chance level on `model` (majority class, or uniform over the vocabulary), if the run wrote it."""
+        """`task`'s chance level on `model`, if the run wrote it: the strongest predictor that needs no model
+        (``context_free``: the majority class, or a unigram model of the training tokens), else the table's
+        ``chance`` (majority class, or uniform over the vocabulary)."""
+        strongest = _value(self.chance_levels, model, task, "context_free") \
+            if self.chance_levels is not None and "context_free" in self.chance_levels else None
+        if strongest is not None and math.isfinite(strongest):
+            return strongest
         return _value(self.chance_levels, model, task, "chance")
+
+    def beats_chance(self, model: str, task: str, original: Scores) -> str | None:
+        """Why a probe of a task over the vocabulary is not read (None: it is): the lower end of its original score's
+        95% interval must lie above `chance`, the rule a task's probe must pass against its majority class."""
+        level = self.chance(model, task)
+        if level is None:
+            return None
+        low = estimate(lambda o: o, original).interval()[0]
+        if math.isfinite(low) and low > level:
+            return None
+        return (f"the probe ({estimate(lambda o: o, original).text(2)} nats) does not beat a context-free predictor "
+                f"({level:.2f} nats, a unigram model of its training tokens) by its interval: what it scores is "
+                "mostly token frequency")
 
     def ranking_profiles(self, model: str, task: str) -> list[str]:
         """The other profiles whose λ rankings ran on (`model`, `task`) (selections such as ``lambda@full``)."""
@@ -750,6 +769,9 @@ def _fig6(run: _Run) -> ClaimReading:
                 f" ({short_model(model)})" if len(models) > 1 else "")
             unstable = [why for t in [task, *sorted({t for m, t in run.models_tasks() if m == model})]
                         if selection == "lambda" and (why := run.unstable(model, t))]
+            if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
+                parts.append(_unread(f"{name} drops more", why))
+                continue
             if unstable:
                 parts.append(_unread(f"{name} drops more", unstable[0]))
                 continue

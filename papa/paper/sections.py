@@ -257,11 +257,13 @@ def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | No
 
 
 def chance_levels(model: str, vocab_size: int, tasks: Sequence[str], *, profile: str,
-                  data_dir: str | None = None) -> pd.DataFrame:
+                  data_dir: str | None = None, tokenizer=None, model_type: str | None = None) -> pd.DataFrame:
     """Per task: the score of a predictor that knows nothing of the input, in the task's metric: the majority class
     of the training subset (`majority_baselines`) for a classification task, and for a task over the vocabulary
-    (LM, MLM) −log of the vocabulary's size (a uniform guess, in nats). One row per task, `model` named as result
-    rows name it."""
+    (LM, MLM) −log of the vocabulary's size (a uniform guess, in nats). With the model's `tokenizer` (and its
+    `model_type`), ``context_free`` is the strongest such predictor: the majority class, or for a task over the
+    vocabulary a unigram model fit on the training subset's target tokens (`papa.tasks.baselines.unigram_baseline`),
+    scored on the evaluation subset's. One row per task, `model` named as result rows name it."""
     from papa.method.models import canonical_model_name
     from papa.tasks.registry import get_task
 
@@ -271,12 +273,43 @@ def chance_levels(model: str, vocab_size: int, tasks: Sequence[str], *, profile:
     for task in tasks:
         spec = get_task(task)
         if spec.num_labels:
-            rows.append(dict(model=model, task=task, metric=spec.metric, chance=float(baselines.loc[task, "majority"]),
-                             how="majority class of the training subset"))
-        else:
-            rows.append(dict(model=model, task=task, metric=spec.metric, chance=-math.log(vocab_size),
-                             how=f"uniform over the {vocab_size:,}-token vocabulary"))
-    return pd.DataFrame(rows, columns=["model", "task", "metric", "chance", "how"]).set_index(["model", "task"])
+            chance = float(baselines.loc[task, "majority"])
+            rows.append(dict(model=model, task=task, metric=spec.metric, chance=chance,
+                             how="majority class of the training subset", context_free=chance,
+                             context_free_how="majority class of the training subset"))
+            continue
+        row = dict(model=model, task=task, metric=spec.metric, chance=-math.log(vocab_size),
+                   how=f"uniform over the {vocab_size:,}-token vocabulary", context_free=math.nan, context_free_how="")
+        if tokenizer is not None:
+            score, k, tokens = _unigram(task, tokenizer, model_type, vocab_size, profile=profile, data_dir=data_dir)
+            row.update(context_free=score, context_free_how=f"unigram of the training subset's {tokens:,} target "
+                                                            f"tokens (add-{k:.3g} smoothing)")
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["model", "task", "metric", "chance", "how", "context_free",
+                                       "context_free_how"]).set_index(["model", "task"])
+
+
+def _unigram(task: str, tokenizer, model_type: str | None, vocab_size: int, *, profile: str,
+             data_dir: str | None) -> tuple[float, float, int]:
+    """`papa.tasks.baselines.unigram_baseline` on the target tokens of `task`'s training and evaluation subsets as
+    the profile's probe is given them (`papa.probing.features.encode_task`): score, smoothing, training tokens."""
+    from papa.probing.features import encode_task
+    from papa.probing.probes import IGNORE_INDEX
+    from papa.runs.profiles import get_profile
+    from papa.tasks.baselines import unigram_baseline
+    from papa.tasks.data import load_examples, resolve_data_dir
+    from papa.tasks.registry import get_task
+
+    spec, prof = get_task(task), get_profile(profile).for_task(task)
+    root = resolve_data_dir(data_dir)
+    targets = []
+    for split, limit in (("train", prof.train_limit), ("eval", prof.eval_limit)):
+        examples = load_examples(spec, split, root, limit=limit, sample=prof.sample)
+        labels = encode_task(tokenizer, spec, examples, max_length=spec.hparams.max_length,
+                             model_type=model_type).labels
+        targets.append(labels[labels != IGNORE_INDEX].tolist())
+    score, k = unigram_baseline(targets[0], targets[1], vocab_size)
+    return score, k, len(targets[0])
 
 
 def probes_learn(curves: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:

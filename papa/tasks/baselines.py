@@ -1,10 +1,12 @@
 """Majority-class baselines: the score of predicting the training set's most frequent label for every example (or
 every word, for token tasks), in the task's own metric. A probe that does not beat it has learnt nothing from its
-features (CoLA's MCC is 0 there, MRPC's F1 that of calling every pair a paraphrase)."""
+features (CoLA's MCC is 0 there, MRPC's F1 that of calling every pair a paraphrase). For a task that predicts the
+vocabulary, the unigram baseline: every token predicted by its training frequency (`unigram_baseline`)."""
 from __future__ import annotations
 
+import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from papa.tasks.data import Example
 from papa.tasks.metrics import compute_metric
@@ -31,3 +33,30 @@ def majority_baseline(spec: TaskSpec, train: Sequence[Example], evaluation: Sequ
         refs = [e.label for e in evaluation]
         preds = [label] * len(refs)
     return compute_metric(spec.metric, preds, refs, label_names=spec.label_names)
+
+
+#: The add-k smoothing constants `unigram_baseline` chooses among (by the training tokens' leave-one-out likelihood).
+UNIGRAM_SMOOTHING = tuple(10.0 ** (e / 4) for e in range(-16, 5))
+
+
+def unigram_baseline(train_targets: Iterable[int], eval_targets: Iterable[int], vocab_size: int) -> tuple[float, float]:
+    """The mean log-probability (nats per token, ≤ 0: a negative log perplexity) a context-free predictor gives
+    `eval_targets`: every token predicted by its add-k smoothed frequency among `train_targets` over a vocabulary of
+    `vocab_size`, with k chosen from `UNIGRAM_SMOOTHING` by the training tokens' own leave-one-out likelihood (the
+    evaluation tokens are never looked at to choose it). Returns (score, k). It is the strongest baseline of an
+    LM probe that needs no model: a probe that does not beat it reads token frequency, not its features."""
+    train, evaluation = Counter(train_targets), Counter(eval_targets)
+    n = sum(train.values())
+    if n < 2 or not evaluation:
+        raise ValueError(f"a unigram baseline needs at least 2 training and 1 evaluation token, got {n} and "
+                         f"{sum(evaluation.values())}")
+    if any(not 0 <= t < vocab_size for t in (*train, *evaluation)):
+        raise ValueError(f"a target token lies outside the vocabulary of {vocab_size} tokens")
+
+    def leave_one_out(k: float) -> float:
+        return sum(c * math.log((c - 1 + k) / (n - 1 + k * vocab_size)) for c in train.values())
+
+    k = max(UNIGRAM_SMOOTHING, key=leave_one_out)
+    total = sum(evaluation.values())
+    score = sum(c * math.log((train.get(t, 0) + k) / (n + k * vocab_size)) for t, c in evaluation.items()) / total
+    return score, k

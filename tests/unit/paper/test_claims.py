@@ -318,6 +318,24 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     # a profile's layout is the encoders'; a decoder's rows are always in the decoder layout, and are read beside them
     assert {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}["fig6"].decoder is not None
     assert "Fig. 6" in section_claims(run_dir, "quick", "08_decoders")  # notebook 08 prints the claim it reads
+    # the parts of the sentence a decoder cannot read are named: partly read, never dropped
+    assert {"MLM-pretrained encoders lose 1-1.5 nats", "ELECTRA"} <= set(theirs.unread)
+
+    # a unigram model of the probe's training tokens scores -6.5 nats: the LM probe (-6.0 at full attention) beats it
+    # by its interval and is read on that scale; at -5.9 it does not, and at 4befcb8 it was read against uniform chance
+    for unigram, read in ((-6.5, True), (-5.9, False)):
+        sections.save_table(chance.assign(context_free=[-5.0, unigram, 0.5]).set_index(["model", "task"]), run_dir,
+                            sections.DECODER_CHANCE_TABLE)
+        probe = {p.name: p for p in {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"].decoder.parts}
+        if read:
+            # 1 of its 0.5 nats over the unigram lost (200%), SST-2 0.04 of 0.30 (13.3%)
+            assert probe["LM probe (from scratch) at 0 drops more than sst2, normalised to chance"].numbers.startswith(
+                "-6.00 -> -7.00 nats; share of the margin over chance lost minus the tasks' 186.7% [")
+        else:
+            assert probe["LM probe (from scratch) at 0 drops more"].verdict == "not read"
+            assert "does not beat a context-free predictor (-5.90 nats" in probe[
+                "LM probe (from scratch) at 0 drops more"].numbers
+    sections.save_table(chance.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
 
     # notebook 08's own probes-vs-majority table: a decoder probe at its majority baseline leaves the task out
     learns = pd.DataFrame({"model": ["org/decoder"], "task": ["sst2"], "mean": [0.8], "ci95": [0.0], "n": [3],

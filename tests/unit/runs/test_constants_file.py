@@ -4,7 +4,6 @@ majority-class baseline under the table; `papa rank --seed` and the seed-to-seed
 from __future__ import annotations
 
 import re
-
 from dataclasses import replace
 
 import pytest

@@ -45,3 +45,23 @@ def test_real_validation_baselines(data_dir):
     ner = get_task("ner")
     assert majority_baseline(ner, load_examples(ner, "train", data_dir, limit=500),
                              load_examples(ner, "eval", data_dir, limit=500)) == 0.0  # all "O": no entity
+
+
+def test_the_unigram_baseline_by_hand():
+    """Train tokens 1, 1, 2 over a vocabulary of 4: k maximises the training tokens' leave-one-out likelihood
+    2·log((1 + k)/(2 + 4k)) + log(k/(2 + 4k)); the evaluation tokens are scored with it and never choose it."""
+    import math
+
+    from papa.tasks.baselines import UNIGRAM_SMOOTHING, unigram_baseline
+
+    def loo(k):
+        return 2 * math.log((1 + k) / (2 + 4 * k)) + math.log(k / (2 + 4 * k))
+
+    best = max(UNIGRAM_SMOOTHING, key=loo)
+    score, k = unigram_baseline([1, 1, 2], [1, 3], 4)
+    assert k == best
+    assert score == pytest.approx((math.log((2 + k) / (3 + 4 * k)) + math.log(k / (3 + 4 * k))) / 2)
+    assert unigram_baseline([1, 1, 2], [3, 3, 3], 4)[1] == k  # other evaluation tokens: the same smoothing
+    assert unigram_baseline([1, 1, 2], [1, 1], 4)[0] > math.log(1 / 4)  # the frequent token: better than uniform
+    with pytest.raises(ValueError, match="outside the vocabulary"):
+        unigram_baseline([1, 1, 9], [1], 4)
