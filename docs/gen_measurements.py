@@ -171,6 +171,14 @@ def lambda_full_block() -> str:
     return paper_steps_ranking(CPU_RUN, "sentence-transformers/all-MiniLM-L6-v2", "sst2")
 
 
+def ranking_agreement_block() -> str:
+    """Every pair of draws of the committed run's λ rankings, per task, and which the claims read."""
+    from papa.paper.claim_pages import ranking_agreement
+    from papa.paper.claims import STABLE_RHO
+
+    return ranking_agreement(CPU_RUN / "rankings", STABLE_RHO)
+
+
 def draws_time_block() -> str:
     """What drawing the head orders again cost in the committed run: the runs of the draws (their rows' run time) and
     the λ rankings learned for them (their learning curves' seconds)."""
@@ -237,6 +245,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "run-options": (DOCS / "performance.md", run_options_block),
     "lambda-full": (DOCS / "results.md", lambda_full_block),
     "draws-time": (DOCS / "results.md", draws_time_block),
+    "ranking-agreement": (DOCS / "results.md", ranking_agreement_block),
     "claims": (DOCS / "results.md", claims_block),
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "claims-brief": (REPO / "README.md", brief_block),

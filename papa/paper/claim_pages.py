@@ -211,3 +211,34 @@ def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: s
                      f"{row['spearman']:.3f} | "
                      + " | ".join(f"{row[f'kept_in_common_{f}']:.2f}" for f in AGREEMENT_FRACTIONS) + " |")
     return "\n".join(lines)
+
+
+def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
+    """Per model, a table of every task's λ rankings (per profile): Spearman's ρ of each pair of its draws (seeds and
+    disjoint training parts, `papa.runs.stability.draw_agreement`) and whether the claims read it (every pair at
+    least `gate`); then the rankings learned once, which the claims do not read."""
+    from papa.method.rankings import load_ranking
+    from papa.runs.stability import draw_agreement, ranking_draws
+
+    table = draw_agreement(rankings_dir)
+    pairs = list(dict.fromkeys(f"{a}–{b}" for a, b in zip(table.a, table.b)))
+    lines = []
+    for model, rows in table.groupby("model", sort=False):
+        lines += [f"`{model}`:", "", "| task (profile) | draws | " + " | ".join(pairs) + f" | gate (every pair ≥ {gate}) |",
+                  "|---" * (len(pairs) + 3) + "|"]
+        for (task, profile), got in rows.groupby(["task", "profile"], sort=False):
+            rho = {f"{a}–{b}": r for a, b, r in zip(got.a, got.b, got.spearman)}
+            draws = len(set(got.a) | set(got.b))
+            low = got.spearman.min()
+            read = "passes" if low >= gate else f"fails: ρ {low:.2f}"
+            lines.append(f"| {task} ({profile}) | {draws} | "
+                         + " | ".join(f"{rho[p]:.2f}" if p in rho else "–" for p in pairs) + f" | {read} |")
+        lines.append("")
+    once = []
+    for group, draws in ranking_draws(rankings_dir).items():
+        if len(draws) == 1:
+            meta = load_ranking(draws[0][1]).metadata
+            once.append(f"{meta.get('task')} ({meta.get('profile')}, {str(meta.get('model_name')).split('/')[-1]})")
+    if once:
+        lines.append("Learned once (no pair to gate on, so not read): " + ", ".join(once) + ".")
+    return "\n".join(lines).rstrip().replace("-0.00", "0.00")

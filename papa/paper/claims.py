@@ -905,8 +905,11 @@ def run_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     out = Path(out_dir)
     tables = [t for t in (draw_agreement(out / "rankings") if (out / "rankings").is_dir() else None,
                           _agreement(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
-    return pd.concat([t[["model", "task", "profile", "a", "b", "spearman"]] for t in tables], ignore_index=True) \
-        if tables else None
+    if not tables:
+        return None
+    # a pair the folder's files and a notebook's table both hold counts once (at the lower ρ, were they to differ)
+    both = pd.concat([t[["model", "task", "profile", "a", "b", "spearman"]] for t in tables], ignore_index=True)
+    return both.groupby(["model", "task", "profile", "a", "b"], dropna=False, sort=False).spearman.min().reset_index()
 
 
 def profile_claims(out_dir: str | Path, profile: str | Path,
@@ -999,7 +1002,7 @@ def stability_note(out_dir: str | Path) -> str:
     if table is None:
         return ("The λ rankings' stability was not measured (no second draw of a ranking beside it, no "
                 "tables/ranking_stability.csv): the parts that rest on them are not read.")
-    table = table.assign(profile=table.profile.fillna(""))
+    table = table.assign(profile=table.profile.astype(object).where(table.profile.notna(), ""))
     groups = table.groupby(["model", "task", "profile"], sort=False).spearman
     many = table.model.nunique() > 1
     each, below = [], []

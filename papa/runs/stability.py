@@ -57,27 +57,35 @@ def draw_name(seed: int = 0, part: int = 0) -> str:
     return "-".join([f"part{part}"] * bool(part) + [f"seed{seed}"] * bool(seed or not part))
 
 
+def ranking_draws(rankings_dir: str | Path) -> dict[str, list[tuple[str, Path]]]:
+    """The λ ranking files in `rankings_dir` grouped by what they repeat (the file name but for its ``-part<k>`` and
+    ``-seed<s>``, as ``<group>.safetensors``): each group's draws as (`draw_name`, path), seed0 first."""
+    groups: dict[str, list[tuple[int, int, Path]]] = {}
+    for path in sorted(Path(rankings_dir).glob("*.safetensors")):
+        match = _DRAW.match(path.name)
+        groups.setdefault(f"{match['group']}.safetensors", []).append(
+            (int(match["part"] or 0), int(match["seed"] or 0), path))
+    return {group: [(draw_name(seed, part), path) for part, seed, path in sorted(draws)]
+            for group, draws in sorted(groups.items())}
+
+
 def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
     """Every pair of λ rankings in `rankings_dir` that repeat one another (same model, task, profile, constants,
-    length, layout and probe inputs: the same file name but for its ``-part<k>`` and ``-seed<s>``), one row per pair:
-    the model, task and profile the rankings record, the two draws (`draw_name`), their Spearman's ρ and the grid
-    ranking's file name (`ranking`). A claim's λ part is read only where every pair of the draws it rests on agrees
-    (`papa.paper.claims`). Read only: nothing is learned. Empty (with `AGREEMENT_COLUMNS`) where no ranking repeats
-    another."""
+    length, layout and probe inputs: the same file name but for its ``-part<k>`` and ``-seed<s>``, `ranking_draws`),
+    one row per pair: the model, task and profile the rankings record, the two draws (`draw_name`), their
+    Spearman's ρ and the grid ranking's file name (`ranking`). A claim's λ part is read only where every pair of the
+    draws it rests on agrees (`papa.paper.claims`). Read only: nothing is learned. Empty (with
+    `AGREEMENT_COLUMNS`) where no ranking repeats another."""
     from papa.method.rankings import load_ranking
     from papa.probing.convergence import spearman
 
-    groups: dict[str, list[tuple[str, object]]] = {}
-    for path in sorted(Path(rankings_dir).glob("*.safetensors")):
-        match = _DRAW.match(path.name)
-        groups.setdefault(match["group"], []).append((int(match["part"] or 0), int(match["seed"] or 0), path))
     rows = []
-    for group, draws in sorted(groups.items()):
-        loaded = [(draw_name(seed, part), load_ranking(path)) for part, seed, path in sorted(draws)]
+    for group, draws in ranking_draws(rankings_dir).items():
+        loaded = [(name, load_ranking(path)) for name, path in draws]
         for i, (a, first) in enumerate(loaded):
             for b, second in loaded[i + 1:]:
                 meta = first.metadata
                 rows.append({"model": first.model_name, "task": meta.get("task", group.split("__")[1]),
                              "profile": meta.get("profile"), "a": a, "b": b,
-                             "spearman": spearman(first.lambdas, second.lambdas), "ranking": f"{group}.safetensors"})
+                             "spearman": spearman(first.lambdas, second.lambdas), "ranking": group})
     return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))
