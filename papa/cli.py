@@ -155,15 +155,18 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
     every pair of its draws (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`); the claims
     read a ranking's λ-dependent parts only where every pair is at least `papa.paper.claims.STABLE_RHO`."""
     from papa.paper.claims import STABLE_RHO
-    from papa.runs.stability import draw_agreement
+    from papa.runs.stability import draw_agreement, ranking_draws
 
     if not (out / "rankings").is_dir():
         return ""
     table = draw_agreement(out / "rankings")
     table = table[table.model.isin(models) & table.task.isin(tasks)]
+    once = [group for group, draws in ranking_draws(out / "rankings").items() if len(draws) == 1
+            and group.split("__")[1] in tasks]
+    alone = ("λ rankings learned once (no second draw: their stability is not measured and the claims do not read "
+             "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): " + ", ".join(once)) if once else ""
     if table.empty:
-        return ("λ rankings: no second draw of a ranking beside it, so their stability is not measured and the claims "
-                "do not read their λ-dependent parts (`papa rank --seed 1` learns one)")
+        return alone
     lines = [f"λ rankings, every pair of draws (the claims read a ranking where every pair is at Spearman's "
              f"ρ ≥ {STABLE_RHO}):"]
     for (model, task, profile, ranking), pairs in table.groupby(["model", "task", "profile", "ranking"], sort=False):
@@ -171,7 +174,7 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
         verdict = "stable" if low >= STABLE_RHO else "unstable: its λ-dependent parts are not read"
         lines.append(f"  {str(model).split('/')[-1]} {task} ({profile}): {verdict} ({ranking})")
         lines += [f"    {a:>12} {b:>12}  ρ = {rho:+.2f}" for a, b, rho in zip(pairs.a, pairs.b, pairs.spearman)]
-    return "\n".join(lines)
+    return "\n".join(lines + [alone] * bool(alone))
 
 
 def _executor(args: argparse.Namespace, out: Path):

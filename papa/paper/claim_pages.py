@@ -224,7 +224,8 @@ def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
     pairs = list(dict.fromkeys(f"{a}–{b}" for a, b in zip(table.a, table.b)))
     lines = []
     for model, rows in table.groupby("model", sort=False):
-        lines += [f"`{model}`:", "", "| task (profile) | draws | " + " | ".join(pairs) + f" | gate (every pair ≥ {gate}) |",
+        head = "| task (profile) | draws | " + " | ".join(pairs) + f" | gate (every pair ≥ {gate}) |"
+        lines += [f"`{model}`:", "", head,
                   "|---" * (len(pairs) + 3) + "|"]
         for (task, profile), got in rows.groupby(["task", "profile"], sort=False):
             rho = {f"{a}–{b}": r for a, b, r in zip(got.a, got.b, got.spearman)}

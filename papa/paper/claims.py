@@ -16,9 +16,9 @@ over the draws and their intervals hold the order's own spread (`papa.runs.stati
 learned by another profile (``lambda@full``: the paper's step count) is read in parts of its own.
 
 A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
-comparison of the claim read, whatever its own verdict (any one of them decides it); it is **partly read (k of m parts)** when the parts read all
-hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2) holds when one task improves,
-Holm-corrected across the tasks. Fig. 4's shares are **descriptive**: a share of heads with a bootstrap interval over
+comparison of the claim read, whatever its own verdict (any one of them decides it); it is **partly read (k of m
+parts)** when the parts read all hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2)
+holds when one task improves, Holm-corrected across the tasks. Fig. 4's shares are **descriptive**: a share of heads with a bootstrap interval over
 the corpus sentences, beside the paper's, with no verdict. `RULES` states each claim's rule in one line, and the
 margins below say where "no major drop", "alike" and "close" end.
 
@@ -110,9 +110,11 @@ RULES = {
             "every λ ranking and random permutation the run drew, their spread in the interval; '(1 order)' where "
             "an order was drawn once); another profile's ranking in parts of its own",
     "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
-            "and as shares of the margin over chance (MLM probe for MLM-pretrained encoders; for decoders the LM with "
-            "its own head, also at 1/2, 1/8 and 1/16 in λ order, and an LM probe trained from scratch); the paper's "
-            "nats and ELECTRA read only where such models ran",
+            "and as shares of the margin over chance, the strongest predictor that needs no model (the majority class; "
+            "for the LM a unigram model of the training tokens) (MLM probe for MLM-pretrained encoders; for decoders "
+            "the LM with its own head, also at 1/2, 1/8 and 1/16 in λ order with the random order beside it, and an "
+            "LM probe trained from scratch, read only where it beats the unigram model by its interval); the paper's "
+            "nats and ELECTRA read only where such models ran, 'partly read' where they cannot be",
 }
 
 

@@ -402,7 +402,8 @@ def test_the_papers_own_numbers_say_what_8_and_20_percent_measure():
 
 
 def _pairs(task: str, rhos: dict, profile=None, model: str = "org/roberta-base") -> pd.DataFrame:
-    """An agreement table (`papa.runs.stability.draw_agreement`): ρ per pair of draws, e.g. {("seed0", "seed1"): 0.9}."""
+    """An agreement table (`papa.runs.stability.draw_agreement`): ρ per pair of draws, e.g.
+    {("seed0", "seed1"): 0.9}."""
     return pd.DataFrame([{"model": model, "task": task, "profile": profile, "a": a, "b": b, "spearman": rho}
                          for (a, b), rho in rhos.items()])
 

@@ -151,3 +151,39 @@ def test_an_edited_claim_number_makes_its_page_stale(tmp_path):
         copy = tmp_path / page.name
         copy.write_text(text.replace(body, edited), encoding="utf-8")
         assert gen["stale_blocks"]({name: (copy, block)}) == [f"{page.name}: {name}"]
+
+
+def _stored_verdicts(notebook: Path) -> list[str]:
+    """Each claim's verdict, and its decoders' line's, as a stored notebook's claims cell printed them
+    (`papa.paper.claims.format_claims`), e.g. "Fig. 5 inconclusive", "decoders does not hold"."""
+    import json
+    import re
+
+    from papa.paper.claims import VERDICTS
+
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    text = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code"
+                   and "section_claims(" in "".join(c["source"]) for o in c.get("outputs", []))
+    verdict = "|".join(map(re.escape, VERDICTS))
+    pattern = re.compile(rf"^  (Fig\. \d|Table \d)\s+({verdict})|^\s+(decoders): ({verdict})", re.M)
+    return [" ".join(filter(None, m)) for m in pattern.findall(text)]
+
+
+def test_the_stored_cpu_notebooks_print_the_verdicts_the_docs_read():
+    """The executed notebooks committed under artifacts/cpu/notebooks print, in their claims cell, the verdicts that
+    `papa.paper.claims` reads off the stored run today (what the docs and `papa reproduce`'s summary print): a rule
+    changed without the notebooks re-executed is caught."""
+    from papa.paper.claims import profile_claims
+
+    run = REPO / "artifacts" / "cpu"
+    readings = profile_claims(run, "cpu")
+    for notebook in sorted((run / "notebooks").glob("0*.ipynb")):
+        expected = []
+        for r in readings:
+            if notebook.stem not in (r.notebook, r.decoder.notebook if r.decoder is not None else None):
+                continue  # as `profile_claims` keeps a notebook's claims
+            expected.append(f"{r.where} {r.verdict}")
+            if r.decoder is not None:
+                expected.append(f"decoders {r.decoder.verdict}")
+        assert _stored_verdicts(notebook) == expected, f"re-execute {notebook.name}: papa reproduce --profile cpu " \
+                                                       f"--out artifacts/cpu --notebooks {notebook.stem}"

@@ -82,6 +82,8 @@ def test_probe_prints_heads_kept_and_the_majority_baseline(tmp_path, tiny_dir, d
     assert kept == {"1": "8/8", "1/2": "4/8", "0": "0/8"}
     assert printed[4].startswith("majority-class baseline: ") and "accuracy" in printed[4]
 
+    assert cli.main(["report", "--results", f"{out}/results.csv"]) == 0
+    assert "λ rankings learned once" in capsys.readouterr().out  # the grid's ranking alone: nothing to gate it on
     assert cli.main(["rank", *common, "--constants-file", str(extracted), "--seed", "1"]) == 0
     capsys.readouterr()
     assert cli.main(["report", "--results", f"{out}/results.csv"]) == 0
