@@ -413,7 +413,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "by the selection lambda@seed<S>)")
     p.add_argument("--part", type=int, default=0, metavar="K",
                    help="learn λ on the K-th training subset disjoint from the profile's (default 0: the profile's "
-                        "own); read by the selection lambda@part<K>")
+                        "own; a profile that trains on the whole split, such as full, draws its two halves, K = 1 "
+                        "or 2); read by the selection lambda@part<K>")
     p.set_defaults(func=_rank)
 
     p = sub.add_parser("probe", help="probe one task over fractions x seeds x constants x selection methods",

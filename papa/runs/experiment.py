@@ -62,7 +62,7 @@ from papa.runs.predictions_store import save_run_predictions
 from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable, run_id
 from papa.tasks.corpus import Corpus
-from papa.tasks.data import disjoint_part, load_examples, resolve_data_dir, subset_indices
+from papa.tasks.data import disjoint_part, half_part, load_examples, resolve_data_dir, subset_indices
 from papa.method.rankings import HeadRanking, load_ranking
 from papa.method.selection import (ROUNDINGS, fraction_label, num_input_dependent, parse_selection, replaced_heads,
                                    replacement_order)
@@ -429,9 +429,13 @@ def _other_profile_ranking(s: _Session, kind: str, seed: int, profile: str) -> H
 
 def _disjoint_rank_data(s: _Session, size: int, part: int) -> EncodedTask:
     """`size` training examples of disjoint part `part`: none of them in the grid's training subset (from which
-    part 0, its own ranking's, is drawn) nor in another part."""
+    part 0, its own ranking's, is drawn) nor in another part. Where the grid trains on the whole split and λ learns
+    on all of it (the paper's protocol, the full profile), part 1 or 2 is one of two disjoint halves of the split
+    (`papa.tasks.data.half_part`)."""
     every = load_examples(s.spec, "train", s.data_dir)
     taken = subset_indices(len(every), s.profile.train_limit, s.profile.sample)
+    if len(taken) == len(every) and size == len(every):
+        return s.encode([every[i] for i in half_part(len(every), part)])
     return s.encode([every[i] for i in disjoint_part(len(every), taken, size, part)])
 
 

@@ -456,6 +456,22 @@ def disjoint_part(n: int, taken: Sequence[int], size: int, part: int) -> list[in
     return sorted(block)
 
 
+def half_part(n: int, part: int) -> list[int]:
+    """The `part`-th (1 or 2) of two disjoint halves of `n` examples, in file order: the examples shuffled once
+    (`PART_SEED`) and cut in two (the first half holds the odd one). Where a grid trains on a whole split there is
+    nothing outside it to draw a disjoint part from (`disjoint_part`): its halves measure how much a ranking depends
+    on the data it saw."""
+    if isinstance(part, bool) or not isinstance(part, int) or part not in (1, 2):
+        raise InputError(f"a grid that trains on the whole split draws its disjoint parts as two halves of it: part 1 "
+                         f"or 2, got {part!r}.")
+    if n < 2:
+        raise InputError(f"the split holds {n} example(s): two halves need at least 2.")
+    every = list(range(n))
+    random.Random(PART_SEED).shuffle(every)
+    first = (n + 1) // 2
+    return sorted(every[:first] if part == 1 else every[first:])
+
+
 def _random_subset(examples: list[Example], limit: int | None) -> list[Example]:
     return [examples[i] for i in subset_indices(len(examples), limit, "random")]
 

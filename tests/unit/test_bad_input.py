@@ -25,6 +25,7 @@ model or data are in tests/integration/test_reliability.py.
 |   | test_selection.py::test_a_selection_names_its_method_and_which_draw_of_its_order; grid config here |
 | another profile's ranking not learned yet | test_stability.py::test_rankings_of_disjoint_parts_and_other_draws_of_an_order_run_as_selections |
 | disjoint training part beyond the split | test_profiles.py::test_disjoint_parts_share_no_example_with_the_grid_or_each_other |
+| a part other than the two halves of a whole-split grid | test_stability.py::test_a_grid_on_the_whole_split_draws_its_parts_as_two_halves |
 | λ checkpoint of other training, or not a checkpoint | test_ranking.py::test_a_checkpoint_of_other_training_is_refused |
 | data directory without the task's files | test_data_readers.py::test_missing_file_says_where_and_what_to_set, |
 |   | ::test_missing_data_directory; CLI here: test_cli_data_directory_without_the_files |

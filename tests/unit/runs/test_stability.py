@@ -184,3 +184,31 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
     page = paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert "on all 10 training examples for 6 epochs" in page and "| part 1 (disjoint examples) | 2 (10) |" in page
     assert page.count("\n| 6 | ") == 1  # the last record closes the curve's table
+
+
+def test_a_grid_on_the_whole_split_draws_its_parts_as_two_halves(cfg, tmp_path, monkeypatch):
+    """The paper's protocol learns λ on the whole training set, so there is nothing outside it to draw a disjoint
+    part from: lambda@part1 and @part2 learn on the two disjoint halves of the split (issue 51)."""
+    from papa.tasks.data import half_part
+
+    halves = [half_part(11, k) for k in (1, 2)]
+    assert [len(h) for h in halves] == [6, 5] and sorted(halves[0] + halves[1]) == list(range(11))
+    assert half_part(11, 1) == halves[0]  # fixed
+    with pytest.raises(InputError, match="part 1 or 2"):
+        half_part(11, 3)
+
+    glue = tmp_path / "data" / "glue_data" / "SST-2"
+    glue.mkdir(parents=True)
+    lines = [f"{'a good' if i % 2 else 'a dull'} film number {i}\t{i % 2}" for i in range(11)]
+    for split in ("train", "dev"):
+        (glue / f"{split}.tsv").write_text("sentence\tlabel\n" + "\n".join(lines) + "\n")
+    monkeypatch.setitem(PROFILES, "rank-whole", replace(RANK_TEST, name="rank-whole", train_limit=None,
+                                                        rank_limit=None))
+    whole_cfg = replace(cfg, profile="rank-whole", data_dir=str(tmp_path / "data"))
+    whole, _ = learn_ranking(whole_cfg, progress=False)
+    first, path = learn_ranking(whole_cfg, part=1, progress=False)
+    second, _ = learn_ranking(whole_cfg, part=2, progress=False)
+    assert path.name.endswith("-rank-whole-part1.safetensors")
+    assert (whole.metadata["examples"], first.metadata["examples"], second.metadata["examples"]) == (11, 6, 5)
+    with pytest.raises(InputError, match="part 1 or 2"):
+        learn_ranking(whole_cfg, part=3, progress=False)
