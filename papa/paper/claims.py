@@ -381,7 +381,9 @@ def _numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
     5 random orders"); "(1 order)" where every order behind it was drawn once, so its interval holds no spread of
     the order."""
     counts = [(what, len(draws)) for what, draws in arms]
-    if counts and all(n == 1 for _, n in counts):
+    if not counts:
+        return e.text()
+    if all(n == 1 for _, n in counts):
         return e.text() + " (1 order)"
     return e.text() + " over " + ", ".join(f"{n} {what if n > 1 else _singular(what)}" for what, n in counts)
 

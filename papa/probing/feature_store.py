@@ -161,15 +161,33 @@ class StorePlan:
         return f"{what}: stored {where} (budget {_gib(self.budget_bytes)})"
 
 
+def check_settings(device: str | torch.device | None = None) -> None:
+    """The feature store's settings from the environment (``PAPA_FEATURE_*``) checked as `plan_store` reads them,
+    for a run to refuse them before it loads a model or does any work; `device`, where known, rules out a forced
+    ``device`` placement on the CPU."""
+    for name in (CACHE_BUDGET_ENV, DEVICE_BUDGET_ENV, DISK_BUDGET_ENV):
+        _env_budget(name)
+    forced = _forced_store()
+    if forced == "device" and device is not None and torch.device(device).type == "cpu":
+        raise InputError(f"{STORE_ENV}=device: the model is on the CPU, so host memory is its device: give "
+                         f"{STORE_ENV}=host")
+
+
+def _forced_store(forced: str | None = None) -> str | None:
+    """The placement `forced` or ``PAPA_FEATURE_STORE`` asks for (None: the first that fits), checked."""
+    forced = forced or os.environ.get(STORE_ENV, "").strip() or None
+    if forced is not None and forced not in FEATURE_STORES:
+        raise InputError(f"{STORE_ENV}={forced!r}: choose one of {', '.join(FEATURE_STORES)}, or unset it to pick "
+                         "the first that fits")
+    return forced
+
+
 def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.device, *, folder: Path | None = None,
                forced: str | None = None, desc: str = "features") -> StorePlan:
     """Where the features at `keep`'s positions ([N, n] bool) go: the first of device, host and disk whose budget
     they fit (or `forced`, default ``PAPA_FEATURE_STORE``); an `InputError` when none fits. A disk store goes under
     `folder` (None: the system's temporary folder)."""
-    forced = forced or os.environ.get(STORE_ENV, "").strip() or None
-    if forced is not None and forced not in FEATURE_STORES:
-        raise InputError(f"{STORE_ENV}={forced!r}: choose one of {', '.join(FEATURE_STORES)}, or unset it to pick "
-                         "the first that fits")
+    forced = _forced_store(forced)
     kept = int(keep.sum())
     kept_bytes = kept * layers * hidden * BYTES_PER_VALUE
     padded = keep.numel() * layers * hidden * BYTES_PER_VALUE

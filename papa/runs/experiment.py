@@ -47,7 +47,7 @@ from papa.method.precision import backbone_autocast, check_precision, compiled_b
 from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
                                 resolve_device, resolve_dtype)
 from papa.probing.convergence import lambda_movement
-from papa.probing.feature_store import STORED, block_examples
+from papa.probing.feature_store import STORED, block_examples, check_settings as check_feature_settings
 from papa.probing.features import EncodedTask, FeatureSource, encode_task, feature_layers
 from papa.probing.checkpoint import TrainingCheckpoint
 from papa.probing.ranking import LambdaTrace, learn_lambdas
@@ -235,6 +235,7 @@ def _load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, obje
     known = is_causal_model(cfg.model)
     resolved, prof, spec = _resolve(cfg, causal=bool(known))
     check_output_dir(resolved.out_dir)
+    check_feature_settings(resolve_device(distributed.process_device(resolved.device)))
     model, tokenizer = _load_model(resolved.model, distributed.process_device(resolved.device), resolved.dtype)
     if known is None and is_causal(model):
         resolved, prof, spec = _resolve(cfg, causal=True)

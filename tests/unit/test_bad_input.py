@@ -45,6 +45,7 @@ model or data are in tests/integration/test_reliability.py.
 | NaN, infinite or negative constants counts | here: test_constants_counts_are_validated |
 | corpus or data file that is not UTF-8 | here: test_files_that_are_not_utf8 |
 | unknown --dtype | here: test_cli_numbers_checked_before_any_work |
+| bad PAPA_FEATURE_* setting (budget, placement) | here: test_feature_settings_refused_before_the_model_loads |
 | Ctrl-C: one line, exit 130, the line on its own | here: test_interrupt_says_what_is_kept |
 """
 from __future__ import annotations
@@ -348,6 +349,20 @@ def test_cli_numbers_checked_before_any_work(tmp_path, capsys, monkeypatch):
     # Beyond the offline model's 512 positions: read off its config, before the corpus or the weights.
     assert "longer than the 512 positions" in cli_error(capsys, [*base, "--max-length", "600"])
     assert "invalid choice: 'float64'" in usage_error(capsys, [*base, "--max-length", "16", "--dtype", "float64"])
+    assert _nothing_written(out)
+
+
+@pytest.mark.parametrize("variable, value, said", [
+    ("PAPA_FEATURE_CACHE_GB", "lots", "is not a number of GiB"), ("PAPA_FEATURE_DISK_GB", "-1", "is negative"),
+    ("PAPA_FEATURE_STORE", "ram", "choose one of"), ("PAPA_FEATURE_STORE", "device", "host memory is its device")])
+def test_feature_settings_refused_before_the_model_loads(tmp_path, capsys, monkeypatch, variable, value, said):
+    """At 4befcb8 a bad PAPA_FEATURE_* setting was refused when the first features were stored, after the model had
+    loaded and with phase times left in the run's folder (issue 52)."""
+    _no_work(monkeypatch)
+    monkeypatch.setenv(variable, value)
+    out = tmp_path / "out"
+    err = cli_error(capsys, ["probe", "--task", "sst2", "--profile", "quick", "--out", str(out), "--quiet"])
+    assert variable in err and said in err
     assert _nothing_written(out)
 
 
