@@ -18,6 +18,7 @@ import pandas as pd
 
 from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS, SELECTION_METHODS
+from papa.method.selection import as_fraction
 from papa.paper.grids import Grids
 from papa.runs.results import aggregate, relative_drop
 from papa.tasks.registry import TASKS
@@ -225,7 +226,10 @@ def fraction_claims_summary(claims: pd.DataFrame) -> str:
     parts = []
     if "relative_drop_at_0" in claims:
         rel = claims["relative_drop_at_0"]
-        parts.append(f"mean relative drop at 0 = {rel.mean():.1%}, max = {rel.max():.1%}")
+        tasks = list(dict.fromkeys(claims.index.get_level_values("task"))) if "task" in claims.index.names else []
+        over = f" over {', '.join(tasks)}" if tasks else ""
+        parts.append(f"mean relative drop at 0{over} = {rel.mean():.1%}, max = {rel.max():.1%} (every task this table "
+                     "holds; the claims average the tasks whose probe learns)")
     else:
         parts.append("no fraction 0 in this profile: the relative drop at 0 cannot be read")
     if "drop_at_half" in claims:
@@ -474,4 +478,5 @@ def method_ranks(curves: pd.DataFrame) -> pd.DataFrame:
     table = mid.pivot_table(index=["model", "task", "fraction_label"], columns="selection", values="rank",
                             aggfunc="first").astype(int)
     order = [m for m in SELECTION_METHODS if m in table]
-    return table[order]
+    rows = sorted(table.index, key=lambda i: (i[0], i[1], -float(as_fraction(i[2]))))  # 1/2, 1/8, 1/16: as numbers
+    return table.loc[rows, order]
