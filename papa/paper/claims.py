@@ -247,11 +247,22 @@ class _Run(RunScores):
     beside them: the λ rankings' stability and each task's chance level."""
 
     def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None,
-                 chance: pd.DataFrame | None = None, *, decoders: bool = False):
+                 chance: pd.DataFrame | None = None, *, decoders: bool = False, left_out: pd.DataFrame | None = None):
         super().__init__(results, out_dir)
         self.stability = _agreement(stability)
         self.chance_levels = chance
         self.decoders = decoders
+        self.left_out = left_out if left_out is not None else results.iloc[:0]
+
+    def not_run(self, what: str, ran: Callable[[pd.DataFrame], pd.Series]) -> str:
+        """Why nothing of `what` (e.g. "λ and another selection method at a fraction between 0 and 1") is read:
+        it was not run, or (the rows `ran` selects among the tasks left out) it ran only on tasks whose probe does
+        not beat its majority class."""
+        rows = self.left_out[ran(self.left_out)] if len(self.left_out) else self.left_out
+        if rows.empty:
+            return f"{what}: not run"
+        return (f"{what}: run only on {', '.join(dict.fromkeys(rows.task))}, whose probe does not beat its majority "
+                "class, so no claim reads it")
 
     def models_tasks(self, tasks: Sequence[str] = DOWNSTREAM_TASKS) -> list[tuple[str, str]]:
         """(model, task) pairs that ran one of `tasks`."""
@@ -439,7 +450,7 @@ def _fig2_half(run: _Run) -> ClaimReading:
             gain = _contrast(list(half.values()), [original])
             improves.setdefault(profile, []).append(_compare(f"improves ({label})", above(gain), _numbers(gain, arms)))
     if not drops:
-        return _not_read(*where, "no task was run at fractions 1 and 1/2")
+        return _not_read(*where, run.not_run("fractions 1 and 1/2", lambda r: r.fraction_label == "1/2"))
     parts = []
     for profile in sorted(drops, key=lambda p: (p is not None, p or "")):
         whose = "" if profile is None else f", λ of the {profile} profile"
@@ -711,7 +722,9 @@ def _fig5(run: _Run) -> ClaimReading:
                                                                       _numbers(d, arms)))
     profiles = sorted({*best, *unstable}, key=lambda p: (p is not None, p or ""))
     if not profiles:
-        return _not_read(*where, "λ and another selection method were not run at a fraction between 0 and 1")
+        return _not_read(*where, run.not_run("λ and another selection method at a fraction between 0 and 1",
+                                             lambda r: (r.fraction > 0) & (r.fraction < 1)
+                                             & (r.selection != "lambda") & (r.selection != NONE)))
     parts = []
     for profile in profiles:
         whose = "" if profile is None else f", λ of the {profile} profile"
@@ -848,11 +861,12 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
     runs' stored predictions add the evaluation set's uncertainty. A λ ranking is read only where `stability`
     (model, task, spearman) has its row at ρ ≥ `STABLE_RHO`; `chance` (model, task, chance) puts drops on a scale
     from chance."""
-    results, _ = split_learning(results, learns)
+    results, left_out = split_learning(results, learns)
     decoders = decoder_models(results) if len(results) else set()
-    is_decoder = results["model"].isin(decoders)
-    encoder_run = _Run(results[~is_decoder], out_dir, stability, chance)
-    decoder_run = _Run(results[is_decoder], out_dir, stability, chance, decoders=True)
+    is_decoder, left_decoder = results["model"].isin(decoders), left_out["model"].isin(decoders)
+    encoder_run = _Run(results[~is_decoder], out_dir, stability, chance, left_out=left_out[~left_decoder])
+    decoder_run = _Run(results[is_decoder], out_dir, stability, chance, decoders=True,
+                       left_out=left_out[left_decoder])
     readers = {"fig2_half": _fig2_half, "fig2_all": _fig2_all, "fig3": _fig3, "table1": _table1,
                "table2": _table2, "fig5": _fig5, "fig6": _fig6}
     readings = _pattern_readings(patterns or {}, intervals or {})

@@ -249,6 +249,15 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     assert ("Left out of every claim: ner (roberta-base), whose probe does not beat its majority-class baseline "
             "(tables/probes_vs_majority.csv)." in text)  # only the tables this run wrote are cited
 
+    # SST-2 left out too: Fig. 5 ran only there, and says why it reads nothing (at 4befcb8: "were not run", under a
+    # table that showed them run)
+    learns.loc[("org/roberta-base", "sst2"), "learns"] = False
+    sections.save_table(learns, run_dir, sections.LEARNS_TABLE)
+    fig5 = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}["fig5"]
+    assert fig5.verdict == "not read" and fig5.ours == ("λ and another selection method at a fraction between 0 and "
+                                                         "1: run only on sst2, whose probe does not beat its "
+                                                         "majority class, so no claim reads it")
+
 
 def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     """Claim (f) on a causal LM: its perplexity with its own frozen head (task lm) and with an LM probe trained from
