@@ -1,10 +1,12 @@
-"""How much a task's λ ranking depends on the seed it learned with: rankings of two seeds, compared (issue 27).
+"""How much a task's λ ranking depends on the seed it learned with, and on the data: rankings of two seeds compared
+(issue 27), and every pair of a ranking's draws (seeds, disjoint training parts) that the claims gate on (issue 50).
 
 A ranking that learned something orders the heads alike whatever the probe's initial weights and the batch order;
 one that did not (λ still near its 0.5 start) is a seed's noise. `ranking_stability` learns (or loads) the ranking
 of each seed as a grid of the same configuration would (`papa.runs.experiment.learn_ranking`: seed 0's is the
 grid's own, the others are saved beside it under names with their seed) and reports how far λ moved in each and how
-much the first two agree (`papa.probing.convergence`).
+much the first two agree (`papa.probing.convergence`). `draw_agreement` reads a run's rankings folder and compares
+every pair of draws of each ranking, learning nothing.
 """
 from __future__ import annotations
 
