@@ -155,14 +155,13 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
     every pair of its draws (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`); the claims
     read a ranking's λ-dependent parts only where every pair is at least `papa.paper.claims.STABLE_RHO`."""
     from papa.paper.claims import STABLE_RHO
-    from papa.runs.stability import draw_agreement, ranking_draws
+    from papa.runs.stability import draw_agreement, learned_once
 
     if not (out / "rankings").is_dir():
         return ""
     table = draw_agreement(out / "rankings")
     table = table[table.model.isin(models) & table.task.isin(tasks)]
-    once = [group for group, draws in ranking_draws(out / "rankings").items() if len(draws) == 1
-            and group.split("__")[1] in tasks]
+    once = [path.name for path in learned_once(out / "rankings") if path.name.split("__")[1] in tasks]
     alone = ("λ rankings learned once (no second draw: their stability is not measured and the claims do not read "
              "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): " + ", ".join(once)) if once else ""
     if table.empty:

@@ -218,7 +218,7 @@ def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
     disjoint training parts, `papa.runs.stability.draw_agreement`) and whether the claims read it (every pair at
     least `gate`); then the rankings learned once, which the claims do not read."""
     from papa.method.rankings import load_ranking
-    from papa.runs.stability import draw_agreement, ranking_draws
+    from papa.runs.stability import draw_agreement, learned_once
 
     table = draw_agreement(rankings_dir)
     pairs = list(dict.fromkeys(f"{a}–{b}" for a, b in zip(table.a, table.b)))
@@ -236,10 +236,9 @@ def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
                          + " | ".join(f"{rho[p]:.2f}" if p in rho else "–" for p in pairs) + f" | {read} |")
         lines.append("")
     once = []
-    for group, draws in ranking_draws(rankings_dir).items():
-        if len(draws) == 1:
-            meta = load_ranking(draws[0][1]).metadata
-            once.append(f"{meta.get('task')} ({meta.get('profile')}, {str(meta.get('model_name')).split('/')[-1]})")
+    for path in learned_once(rankings_dir):
+        meta = load_ranking(path).metadata
+        once.append(f"{meta.get('task')} ({meta.get('profile')}, {str(meta.get('model_name')).split('/')[-1]})")
     if once:
         lines.append("Learned once (no pair to gate on, so not read): " + ", ".join(once) + ".")
     return "\n".join(lines).rstrip().replace("-0.00", "0.00")

@@ -235,8 +235,9 @@ def _load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, obje
     known = is_causal_model(cfg.model)
     resolved, prof, spec = _resolve(cfg, causal=bool(known))
     check_output_dir(resolved.out_dir)
-    check_feature_settings(resolve_device(distributed.process_device(resolved.device)))
-    model, tokenizer = _load_model(resolved.model, distributed.process_device(resolved.device), resolved.dtype)
+    device = distributed.process_device(resolved.device)
+    check_feature_settings(resolve_device(device))
+    model, tokenizer = _load_model(resolved.model, device, resolved.dtype)
     if known is None and is_causal(model):
         resolved, prof, spec = _resolve(cfg, causal=True)
     return resolved, prof, spec, model, tokenizer

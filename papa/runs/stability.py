@@ -71,6 +71,11 @@ def ranking_draws(rankings_dir: str | Path) -> dict[str, list[tuple[str, Path]]]
             for group, draws in sorted(groups.items())}
 
 
+def learned_once(rankings_dir: str | Path) -> list[Path]:
+    """The ranking files in `rankings_dir` that no other draw repeats: nothing to measure their stability against."""
+    return [draws[0][1] for draws in ranking_draws(rankings_dir).values() if len(draws) == 1]
+
+
 def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
     """Every pair of λ rankings in `rankings_dir` that repeat one another (same model, task, profile, constants,
     length, layout and probe inputs: the same file name but for its ``-part<k>`` and ``-seed<s>``, `ranking_draws`),
