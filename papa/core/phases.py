@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from papa.core.artifacts import atomic_path
-from papa.core.errors import CorruptArtifactError
+from papa.core.errors import CorruptArtifactError, PapaError
 from papa.core.vocabulary import RUN_PHASES
 
 FOLDER = "phase_times"
@@ -62,6 +62,25 @@ def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
         Path(tmp).write_text(json.dumps({"format": _FORMAT, "seconds": seconds}, sort_keys=True), encoding="utf-8")
     _totals.clear()
     return path
+
+
+def discard() -> None:
+    """Forget what was timed since the last write: a refused run leaves no times behind (`refusal_leaves_nothing`)."""
+    _totals.clear()
+
+
+@contextmanager
+def timed_into(out_dir: str | os.PathLike, ran: Callable[[], bool]) -> Iterator[None]:
+    """Write the block's phase times under `out_dir` when it ends, unless papa refused it (a `PapaError`) before
+    `ran()` says any work was kept: a refused run leaves no file behind."""
+    try:
+        yield
+    except PapaError:
+        if not ran():
+            discard()
+        raise
+    finally:
+        write_phase_times(out_dir)
 
 
 def _read(path: Path) -> dict[str, float]:

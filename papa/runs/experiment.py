@@ -34,7 +34,7 @@ import torch
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
-from papa.core.phases import phase, write_phase_times
+from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE,
                                   DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE, PAPER_PROBE_INPUTS, RANKED)
@@ -183,6 +183,7 @@ class _Session:
     out: Path
     data_dir: Path | None         # resolved once (papa.tasks.data.resolve_data_dir): None = the hub
     constants: dict = field(default_factory=dict)
+    recorded: int = 0             # runs this session has recorded (a refusal after one keeps its phase times)
 
     def encode(self, examples: list) -> EncodedTask:
         """`examples` of the session's task encoded as its grid encodes them (length, layout, decoder or not)."""
@@ -197,21 +198,22 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
     s = _open_grid(cfg, progress)
     cfg = s.cfg
     try:
-        total_heads = s.controller.num_layers * s.controller.num_heads
-        for label in cfg.fractions:  # a fraction that is no whole number of heads fails before the first run
-            num_input_dependent(label, total_heads, cfg.rounding)
-        ids = []
-        total = len(cfg.fractions) * len(cfg.seeds) * len(cfg.constants) * len(cfg.selections)
-        bar = tqdm(total=total, desc=f"{cfg.task} grid", unit="run", disable=not progress)
-        with matmul_precision(cfg.precision), compiled_backbone(s.model, cfg.compile):
-            for kind in cfg.constants:
-                for method in cfg.selections:
-                    for label in cfg.fractions:
-                        ids += _run_point(s, kind, method, label, progress, bar)
-        bar.close()
+        with timed_into(s.out, ran=lambda: s.recorded > 0):
+            total_heads = s.controller.num_layers * s.controller.num_heads
+            for label in cfg.fractions:  # a fraction that is no whole number of heads fails before the first run
+                num_input_dependent(label, total_heads, cfg.rounding)
+            _check_saved_rankings(s)
+            ids = []
+            total = len(cfg.fractions) * len(cfg.seeds) * len(cfg.constants) * len(cfg.selections)
+            bar = tqdm(total=total, desc=f"{cfg.task} grid", unit="run", disable=not progress)
+            with matmul_precision(cfg.precision), compiled_backbone(s.model, cfg.compile):
+                for kind in cfg.constants:
+                    for method in cfg.selections:
+                        for label in cfg.fractions:
+                            ids += _run_point(s, kind, method, label, progress, bar)
+            bar.close()
     finally:
         s.controller.detach()
-        write_phase_times(s.out)
     distributed.barrier()  # the main process has written every row
     df = s.table.read()
     return df[df["run_id"].isin(ids)].reset_index(drop=True)
@@ -307,11 +309,10 @@ def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "qui
         task=task, model=model, profile=profile, out_dir=out_dir, constants_corpus=corpus, data_dir=data_dir,
         device=device, force=force, layout=layout, dtype=dtype))
     signature = model_signature(loaded, canonical_model_name(cfg.model))
-    with phase("extraction"):
+    with timed_into(cfg.out_dir, ran=lambda: False), phase("extraction"):
         constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
                                              out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
                                              force=cfg.force, progress=progress, given=cfg.model)
-    write_phase_times(cfg.out_dir)
     return constants, loaded, tokenizer
 
 
@@ -360,9 +361,7 @@ def head_ranking(s: _Session, kind: str, progress: bool, seed: int = RANKING_SEE
     wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate,
               "lambda_learning_rate": lambda_lr, "probe_inputs": cfg.probe_inputs}
     if distributed.main_decides(path.is_file() and not cfg.force):
-        ranking = load_ranking(path)
-        ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig,
-                                 max_length=s.max_length, layout=cfg.layout)
+        ranking = _checked_ranking(s, path)
         recorded = dict(ranking.metadata)
         if "learning_rate" in recorded:  # rankings saved before λ had a rate of its own learned at the probe's
             recorded.setdefault("lambda_learning_rate", recorded["learning_rate"])
@@ -417,16 +416,38 @@ def _ranking_names(s: _Session, kind: str, seed: int = RANKING_SEED, part: int =
 def _other_profile_ranking(s: _Session, kind: str, seed: int, profile: str) -> HeadRanking:
     """The ranking `profile` learned for the session's model, task and settings: read, checked, never learned."""
     get_profile(profile)  # an unknown profile says so, naming the known ones
-    sig = s.controller.signature
     path = existing_file(s.out / "rankings", _ranking_names(s, kind, seed, profile=profile))
     if not path.is_file():
         command = f"papa rank --task {s.cfg.task} --profile {profile} --out {s.out}"
         raise InputError(f"the selection reads the λ ranking the {profile!r} profile learns, and there is none at "
                          f"{path}: learn it first (`{command}`), with this grid's model and layout.")
+    return _checked_ranking(s, path)
+
+
+def _checked_ranking(s: _Session, path: Path) -> HeadRanking:
+    """The ranking saved at `path`, read and checked against the session's model, length and layout."""
+    sig = s.controller.signature
     ranking = load_ranking(path)
     ranking.check_compatible(sig.num_layers, sig.num_heads, sig.model_name, signature=sig, max_length=s.max_length,
                              layout=s.cfg.layout)
     return ranking
+
+
+def _check_saved_rankings(s: _Session) -> None:
+    """Every saved λ ranking the grid will read, read and checked before its first run, so that a corrupt or
+    mismatched file (or another profile's ranking not learned yet) is refused before any work, not when its point
+    comes. Rankings still to be learned are not checked here; `--force` learns them all again."""
+    for kind in s.cfg.constants:
+        for method in s.cfg.selections:
+            selection = parse_selection(method)
+            if selection.method not in RANKED:
+                continue
+            if selection.profile not in (None, s.cfg.profile):
+                _other_profile_ranking(s, kind, selection.seed, selection.profile)
+                continue
+            path = existing_file(s.out / "rankings", _ranking_names(s, kind, selection.seed, selection.part))
+            if path.is_file() and not s.cfg.force:
+                _checked_ranking(s, path)
 
 
 def _disjoint_rank_data(s: _Session, size: int, part: int) -> EncodedTask:
@@ -684,6 +705,7 @@ def _record(s: _Session, point: _Point, seed: int, run: str, value: float, predi
                     precision=cfg.precision, execution=point.config.get("execution", DEFAULT_EXECUTION),
                     batch_order=point.config.get("batch_order", DEFAULT_BATCH_ORDER))
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
+    s.recorded += 1
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
@@ -721,8 +743,8 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING
     progress = progress and distributed.is_main()
     s = _open_grid(cfg, progress)
     try:
-        ranking = head_ranking(s, kind, progress, seed, part=part)
+        with timed_into(s.out, ran=lambda: False):
+            ranking = head_ranking(s, kind, progress, seed, part=part)
     finally:
         s.controller.detach()
-        write_phase_times(s.out)
     return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind, seed, part))

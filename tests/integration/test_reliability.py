@@ -56,6 +56,11 @@ def _probe_args(profile_file: Path, data_dir: Path, out: Path, *extra: str) -> l
             str(data_dir), "--out", str(out), "--quiet", *extra]
 
 
+def _files(folder: Path) -> list[Path]:
+    """Every file under `folder`, sorted."""
+    return sorted(p for p in folder.rglob("*") if p.is_file())
+
+
 def _rows(path: Path) -> int:
     try:
         return max(len(path.read_text().splitlines()) - 1, 0)
@@ -127,4 +132,20 @@ def test_bad_input_fails_before_any_run(tmp_path, data_dir, profile_file, capsys
     assert cli.main(_probe_args(profile_file, data_dir, out, "--fractions", "0", "--seeds", "0")) == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert err.startswith("papa probe: error: ") and cached.name in err and "truncated" in err and "delete it" in err
-    assert not (out / "results.csv").exists()
+    assert _files(out) == [cached]  # the refused run left nothing of its own (no results, no phase times)
+
+
+def test_a_corrupt_saved_ranking_is_refused_before_the_first_run(tmp_path, data_dir, profile_file, capsys):
+    """A saved λ ranking is read when the grid opens, not when its point comes: a grid whose fraction 0 would run
+    first is refused whole, and leaves no file of its own behind."""
+    out = tmp_path / "out"
+    assert cli.main(["rank", "--task", "sst2", "--profile", str(profile_file), "--data-dir", str(data_dir),
+                     "--out", str(out), "--quiet"]) == 0
+    [ranking] = (out / "rankings").glob("*.safetensors")
+    ranking.write_bytes(ranking.read_bytes()[:100])
+    before = _files(out)
+    assert cli.main(_probe_args(profile_file, data_dir, out, "--selection", "lambda", "--fractions", "0", "1/2",
+                                "--seeds", "0")) == 2
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert err.startswith("papa probe: error: ") and ranking.name in err and "papa rank" in err
+    assert _files(out) == before

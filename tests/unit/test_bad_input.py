@@ -47,6 +47,10 @@ model or data are in tests/integration/test_reliability.py.
 | unknown --dtype | here: test_cli_numbers_checked_before_any_work |
 | bad PAPA_FEATURE_* setting (budget, placement) | here: test_feature_settings_refused_before_the_model_loads |
 | Ctrl-C: one line, exit 130, the line on its own | here: test_interrupt_says_what_is_kept |
+| corrupt saved λ ranking: refused when the grid opens, | test_reliability.py::test_a_corrupt_saved_ranking_is_refused_ |
+|   before a fraction that does not read it runs | before_the_first_run |
+| a refusal leaves no phase times (or any file) behind | test_phases.py::test_a_refusal_leaves_no_times_behind_unless_ |
+|   | work_was_kept; CLI: test_reliability.py::test_bad_input_fails_before_any_run |
 """
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """Phase times (papa.core.phases): nested phases count once, files from several processes add up."""
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
 import pytest
 
 from papa.core import phases
-from papa.core.errors import CorruptArtifactError
+from papa.core.errors import CorruptArtifactError, InputError
 
 
 @pytest.fixture(autouse=True)
@@ -65,3 +66,19 @@ def test_each_folder_is_credited_with_its_own_work(tmp_path):
     phases.write_phase_times(tmp_path / "a")  # added to the same process's file
     a, b = phases.read_phase_times(tmp_path / "a"), phases.read_phase_times(tmp_path / "b")
     assert a["features"] >= 0.03 and a["lambda"] == 0 and b["lambda"] >= 0.01 and b["features"] == 0
+
+
+def test_a_refusal_leaves_no_times_behind_unless_work_was_kept(tmp_path):
+    """`timed_into` writes a block's times when it ends, drops them when papa refused it before any work was kept,
+    and keeps them when work was kept before the refusal, or when the block failed for another reason."""
+    for ran, error, kept in ((False, InputError("bad"), False), (True, InputError("bad"), True),
+                             (False, RuntimeError("bug"), True), (False, None, True)):
+        out = tmp_path / f"{ran}-{type(error).__name__}"
+        with pytest.raises(type(error)) if error else contextlib.nullcontext():
+            with phases.timed_into(out, ran=lambda: ran):
+                with phases.phase("extraction"):
+                    time.sleep(0.01)
+                if error:
+                    raise error
+        assert (out / phases.FOLDER).exists() == kept, (ran, error)
+        assert phases.totals() == {}  # written or dropped, never carried into the next write
