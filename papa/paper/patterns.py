@@ -101,6 +101,10 @@ def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequ
     local = ((strongest - query).abs() <= 1).to(torch.float64)
     diagonal_share = (local * weight).sum(-1)
     previous_share = ((strongest == query - 1).to(torch.float64) * weight).sum(-1)
+    # Each is a weighted mean of values in [0, 1] with weights summing to 1, which float64 can round past 1 by an ulp
+    # (weights 7/150, 17/150, ... sum to 1.0000000000000002): held to the range the quantity has.
+    special_mass, diagonal_share, spread, first_mass, previous_share = (
+        v.clamp(0.0, 1.0) for v in (special_mass, diagonal_share, spread, first_mass, previous_share))
     which, layer, head = torch.meshgrid(torch.arange(S), torch.arange(L), torch.arange(H), indexing="ij")
     columns = {"set": which, "layer": layer, "head": head, "special_mass": special_mass,
                "diagonal_share": diagonal_share, "spread": spread, "first_mass": first_mass,

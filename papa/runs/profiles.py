@@ -204,13 +204,17 @@ def _task_sizes(where: str, tasks) -> tuple:
 
 PROFILES: dict[str, Profile] = {
     # A smoke run of every section: the smallest sizes that still run each code path (two seeds for a paired
-    # interval, every fraction, λ and trained constants on one or two batches, the LM's grid on one batch), so that
-    # `make reproduce` takes minutes on 2 CPU cores (artifacts/timings/quick). Its numbers show that everything
-    # runs, nothing more; the notebooks say so first where they print claims (papa.paper.claims.smoke_run_note).
-    "quick": Profile("quick", train_limit=16, eval_limit=16, corpus_limit=16, rank_limit=16, rank_epochs=1,
-                     epochs=1, seeds=(0, 1), trainable_limit=16, trainable_epochs=1,
-                     tasks={"lm": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8},
-                            "lm_probe": {"eval_limit": 8, "corpus_limit": 16, "rank_limit": 8}},
+    # interval; all heads, half of them and none: a head order matters at one fraction as at three; probes,
+    # constants and trained constants on 8 examples, λ on 4, the LM's grid on 4 paragraphs: notebook 08 runs them
+    # on a decoder of about 8x MiniLM's cost per example), so that `make reproduce` takes about four minutes on 2 CPU
+    # cores (artifacts/timings/quick; `papa reproduce` quotes it before it starts, and
+    # tests/unit/reproduce/test_timings.py fails when the notebooks' runs are no longer the reference's). Its numbers
+    # show that everything runs, nothing more; the notebooks say so first where they print claims
+    # (papa.paper.claims.smoke_run_note).
+    "quick": Profile("quick", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=4, rank_epochs=1,
+                     epochs=1, seeds=(0, 1), fractions=("1", "1/2", "0"), trainable_limit=8, trainable_epochs=1,
+                     tasks={"lm": {"eval_limit": 4, "corpus_limit": 4},
+                            "lm_probe": {"train_limit": 4, "eval_limit": 4, "corpus_limit": 4}},
                      look_limit=500, timing_repeats=1),
     # The paper's protocol cut to about 100 minutes of estimated grid work on 2 CPU cores for notebooks 01-07 on the
     # offline model (about 2.5 h measured, notebooks included; README "Results"; the arithmetic is in

@@ -68,3 +68,16 @@ def test_weights_missing_from_the_checkpoint_are_a_warning(float16_dir, tmp_path
     with pytest.warns(UserWarning, match=r"1 weight\(s\) are not in its checkpoint and start random "
                                          r"\(encoder\.layer\.0\.attention\.self\.query\.weight\)"):
         papa.load_model(str(broken))
+
+
+@pytest.mark.parametrize("name", ["all-MiniLM-L6-v2", "smollm2"])
+def test_a_packaged_model_says_what_its_config_says(name):
+    """`is_causal_model` answers for an installed packaged model without parsing its config; the answer is the
+    config's."""
+    from papa.method.architectures import is_causal
+    from papa.method.models import _PACKAGED_MODELS, is_causal_model, local_config
+
+    config = local_config(name)
+    if config is None:
+        pytest.skip(f"{name} is not installed")
+    assert _PACKAGED_MODELS[name].causal == is_causal(config) == is_causal_model(name)

@@ -209,7 +209,7 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
     text = reproduction_summary("quick", out_dir=run_dir)
     head, claims = text.split("\n  Fig. 2", 1)
     words = " ".join(head.split())
-    assert words.startswith("THIS IS A SMOKE RUN, NOT A RESULT: profile quick trains on 16 examples per task "
+    assert words.startswith("THIS IS A SMOKE RUN, NOT A RESULT: profile quick trains on 8 examples per task "
                             "with 2 seeds")  # first, before the claims' own heading
     assert "artifacts/cpu/" in words and "docs/results.md" in words and "PROFILE=cpu" in words
     assert words.index("SMOKE RUN") < words.index("The paper's claims as this run reads them")

@@ -112,3 +112,15 @@ def test_sets_of_constants_at_once_read_as_each_alone():
 def test_summary_of_a_table_saved_before_sinks():
     p = head_patterns(_constants(_heads()), special=[0, N - 1]).drop(columns=["sink", "previous"])
     assert list(pattern_summary(p).index) == ["heads", "diagonal", "special", "both", "neither", "median_spread"]
+
+
+def test_shares_stay_shares_when_the_weights_round_past_one():
+    """Rows weighed by how often they were kept, in proportions whose float64 sum is 1 + 1 ulp: a head whose every
+    row looks at itself has diagonal share 1, not 1.0000000000000002 (which a range check of [0, 1] refuses)."""
+    kept = torch.tensor([7.0, 17, 5, 10, 5, 4, 20, 9, 18, 20, 5, 10], dtype=torch.float64)
+    assert (kept / kept.sum()).sum() > 1  # the rounding the test is about
+    n = len(kept)
+    counts = torch.ones(1, n, n, dtype=torch.float64) + torch.diag(kept - 1)
+    matrices = (torch.eye(n) * 0.9 + 0.1 / n)[None, None, None]  # [1, 1, 1, n, n]: each row's strongest key is itself
+    table = head_patterns_of(matrices, counts, special=[])
+    assert table["diagonal_share"].item() == 1.0 and table[["special_mass", "spread", "first_mass"]].le(1).all(None)

@@ -103,6 +103,21 @@ def test_the_committed_quick_reference_and_the_page_generated_from_it():
     assert block == measurements_block(expected), "regenerate it: python docs/gen_measurements.py"
 
 
+def test_the_quick_reference_ran_the_grids_the_notebooks_declare_now(tmp_path):
+    """The up-front estimate is the reference's: when a notebook's quick grid grows or shrinks (a profile size, a
+    fraction, a task), the reference's runs per notebook no longer match and this fails until the reference is
+    made again (`make reproduce` from an empty artifacts/quick, its two files copied to artifacts/timings/quick)."""
+    from papa.reproduce.jobs import notebook_jobs
+
+    recorded = read_notebook_times(timings.REFERENCE_DIR / "quick" / timings.TIMES_FILE)
+    listed, declared = set(), {}
+    for name in timings.NOTEBOOKS:  # each notebook computes the runs no earlier notebook did
+        keys = {job.key for job in notebook_jobs("quick", [name], out_dir=tmp_path)}
+        declared[name] = len(keys - listed)
+        listed |= keys
+    assert declared == dict(zip(recorded["notebook"], recorded["new_runs"].astype(int)))
+
+
 def test_the_generator_rewrites_the_block(tmp_path):
     page = tmp_path / "measurements.md"
     page.write_text("# M\n\n<!-- quick-run: begin -->\nold\n<!-- quick-run: end -->\n\nafter\n")
