@@ -55,7 +55,7 @@ def test_every_notebook_is_rendered_with_its_stored_outputs(site):
         cells = json.loads(notebook.read_text())["cells"]
         # The stored text outputs appear verbatim (escaped): the page shows what git holds, not a new run.
         stored = [t for c in cells for o in c.get("outputs", []) if o.get("output_type") == "stream"
-                  for t in ["".join(o["text"]).strip().splitlines()[0]] if t.isalnum()]
+                  for t in "".join(o["text"]).strip().splitlines()[:1] if t.isalnum()]  # a blank stream has none
         for line in stored[:3]:
             assert line in html, f"{notebook.name}: stored output {line!r} missing from its page"
         assert html.count('src="data:image/png;base64,') >= _image_outputs(notebook)
@@ -99,7 +99,7 @@ def test_strict_build_fails_on_a_broken_link_or_reference(tmp_path, page, builds
     (docs / "index.md").write_text(f"# broken\n\n{page}\n")
     config = tmp_path / "mkdocs.yml"
     config.write_text(f"INHERIT: {REPO / 'mkdocs.yml'}\ndocs_dir: {docs}\nnav: [index.md]\nexclude_docs: ''\n"
-                      "plugins: [mkdocstrings]\n")
+                      f"plugins: [mkdocstrings]\nhooks: [{REPO / 'docs' / 'hooks.py'}]\n")  # its path is the repo's
     result = mkdocs_build(config, tmp_path / "site")
     assert (result.returncode == 0) == builds, result.stderr[-2000:]
     if not builds:
