@@ -39,6 +39,8 @@ reproduce: install
 notebooks: install
 	cd notebooks && PAPA_PROGRESS=0 HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=3600 0*.ipynb explorer.ipynb
+	$(PY) -c "import sys; from papa.reproduce.notebooks import as_lab_writes; [as_lab_writes(p) for p in sys.argv[1:]]" \
+		notebooks/*.ipynb
 
 # The documentation site, into site/ (mkdocs.yml): strict, so a broken link or a missing reference fails. The two
 # variables silence the MkDocs 2.0 banners of Material and mkdocs-gen-files, which concern no build here.

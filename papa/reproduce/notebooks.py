@@ -338,6 +338,7 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
                     from exc
             raise
         portable_paths(running, _path_names(notebook_dir, data_dir))
+        as_lab_writes(running)
         running.replace(target)
         seconds = time.perf_counter() - start
         rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target),
@@ -453,6 +454,60 @@ def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:
     if data is not None:
         names[str(Path(data).resolve())] = "$PAPA_DATA_DIR"
     return names
+
+
+_WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def as_lab_writes(notebook: str | Path) -> bool:
+    """Rewrite an executed notebook's metadata as JupyterLab writes it, so that opening the stored notebook does not
+    mark it modified: the kernel's display name is the installed kernelspec's (Lab's, e.g. "Python 3 (ipykernel)",
+    where nbconvert and papermill write "Python 3"), and the widget state keeps only the widgets some output shows
+    and those they hold (a progress bar cleared while the cells ran leaves state that nothing displays). Returns
+    whether the file changed."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    notebook = Path(notebook)
+    text = notebook.read_text(encoding="utf-8")
+    nb = json.loads(text)
+    meta = nb.setdefault("metadata", {})
+    spec = meta.get("kernelspec")
+    if spec and spec.get("name"):
+        try:
+            spec["display_name"] = KernelSpecManager().get_kernel_spec(spec["name"]).display_name
+        except NoSuchKernel:
+            pass  # a kernel not installed here: left as it was written
+    state = meta.get("widgets", {}).get(_WIDGET_STATE, {}).get("state")
+    if state is not None:
+        shown = {out["data"][_WIDGET_VIEW]["model_id"] for cell in nb.get("cells", [])
+                 for out in cell.get("outputs", []) if _WIDGET_VIEW in out.get("data", {})}
+        kept, todo = set(), [m for m in shown if m in state]
+        while todo:  # a shown widget's children, layouts and styles are referenced as "IPY_MODEL_<id>"
+            model = todo.pop()
+            if model not in kept:
+                kept.add(model)
+                todo += [m for m in _referenced_models(state[model]) if m in state]
+        if kept:
+            meta["widgets"][_WIDGET_STATE]["state"] = {m: v for m, v in state.items() if m in kept}
+        else:
+            del meta["widgets"]
+    new = json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n"  # as nbformat writes it
+    if new == text:
+        return False
+    with atomic_path(notebook) as tmp:
+        Path(tmp).write_text(new, encoding="utf-8")
+    return True
+
+
+def _referenced_models(value) -> list[str]:
+    if isinstance(value, str):
+        return [value.removeprefix("IPY_MODEL_")] if value.startswith("IPY_MODEL_") else []
+    if isinstance(value, dict):
+        return [m for v in value.values() for m in _referenced_models(v)]
+    if isinstance(value, list):
+        return [m for v in value for m in _referenced_models(v)]
+    return []
 
 
 def portable_paths(notebook: str | Path, names: dict[str, str]) -> None:

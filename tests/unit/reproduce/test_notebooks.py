@@ -10,7 +10,8 @@ import pytest
 
 from conftest import REPO
 from papa.core.errors import InputError
-from papa.reproduce.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, notebook_parameters, portable_paths
+from papa.reproduce.notebooks import (NOTEBOOKS, PROFILE_PARAMETERS, as_lab_writes, notebook_parameters,
+                                      portable_paths)
 from papa.reproduce.timings import read_run
 
 # Seeds and fractions are the profile's (papa.runs.profiles): no notebook takes them, so a profile file rules.
@@ -265,3 +266,43 @@ def test_list_parameters_given_as_papermill_strings():
     for bad in ("", "[sst2", "[1, 2]", 3, None, []):
         with pytest.raises(ValueError, match="parameter tasks takes a list of names, e.g. papermill -p tasks"):
             listed("tasks", bad)
+
+
+def _widget(model: str, **state) -> dict:
+    return {"model_module": "@jupyter-widgets/controls", "model_name": model, "model_module_version": "2.0.0",
+            "state": state}
+
+
+def test_an_executed_notebook_is_written_as_jupyterlab_writes_it(tmp_path):
+    """The kernel's display name becomes the installed kernelspec's (Lab's), widget state that no output shows
+    (a progress bar cleared while the cells ran) goes, a shown widget keeps what it refers to, and a second pass
+    changes nothing."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    shown = nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "box", "version_major": 2, "version_minor": 0}})
+    nb.cells = [nbformat.v4.new_code_cell("explorer", outputs=[shown]), nbformat.v4.new_code_cell("bar")]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"version_major": 2, "version_minor": 0,
+        "state": {"box": _widget("VBoxModel", children=["IPY_MODEL_slider"], layout="IPY_MODEL_box_layout"),
+                  "slider": _widget("IntSliderModel", value=3), "box_layout": _widget("LayoutModel"),
+                  "bar": _widget("FloatProgressModel", value=0.0), "bar_style": _widget("ProgressStyleModel")}}}
+    path = tmp_path / "n.ipynb"
+    nbformat.write(nb, path)
+    assert as_lab_writes(path) is True
+    written = nbformat.read(path, as_version=4)
+    assert written.metadata.kernelspec.display_name == "Python 3 (ipykernel)"
+    assert set(written.metadata.widgets["application/vnd.jupyter.widget-state+json"]["state"]) == {
+        "box", "slider", "box_layout"}
+    assert as_lab_writes(path) is False
+    nb.cells = nb.cells[1:]  # nothing shown: no widget state at all
+    nbformat.write(nb, path)
+    as_lab_writes(path)
+    assert "widgets" not in nbformat.read(path, as_version=4).metadata
+
+
+@pytest.mark.parametrize("name", [*NOTEBOOKS, "explorer"])
+def test_the_stored_notebooks_are_as_jupyterlab_writes_them(name, tmp_path):
+    """Opening a stored notebook in JupyterLab does not mark it modified (`make notebooks` writes them so)."""
+    copy = tmp_path / f"{name}.ipynb"
+    copy.write_bytes((REPO / "notebooks" / f"{name}.ipynb").read_bytes())
+    assert as_lab_writes(copy) is False, f"notebooks/{name}.ipynb: run `make notebooks` (or as_lab_writes on it)"
