@@ -306,3 +306,17 @@ def test_the_stored_notebooks_are_as_jupyterlab_writes_them(name, tmp_path):
     copy = tmp_path / f"{name}.ipynb"
     copy.write_bytes((REPO / "notebooks" / f"{name}.ipynb").read_bytes())
     assert as_lab_writes(copy) is False, f"notebooks/{name}.ipynb: run `make notebooks` (or as_lab_writes on it)"
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_checks_are_out_of_the_story(name):
+    """Every cell that checks a table for nbval is tagged "check" (the docs site leaves those cells out) and
+    collapsed, source and output, in JupyterLab; no other cell is: the story's cells stay open."""
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        checks = "checks.check_table(" in cell.source
+        tagged = "check" in cell.metadata.get("tags", [])
+        collapsed = cell.metadata.get("jupyter", {}) == {"source_hidden": True, "outputs_hidden": True}
+        assert checks == tagged == collapsed, (name, cell.source[:80])
