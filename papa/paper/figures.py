@@ -40,13 +40,26 @@ def _fraction_axis(ax: plt.Axes, labels: Sequence[str]) -> None:
     ax.grid(alpha=0.3)
 
 
-def _curve(ax: plt.Axes, rows: pd.DataFrame, labels: Sequence[str], label: str, **style) -> None:
+def _curve(ax: plt.Axes, rows: pd.DataFrame, labels: Sequence[str], label: str, *, shift: float = 0.0,
+           **style) -> None:
+    """One line with its 95% interval as error bars, moved `shift` along x so that several lines' bars stay apart
+    (translucent bands of five lines merge into one patch)."""
     rows = rows.set_index("fraction_label").reindex(labels)
-    x = range(len(labels))
-    ax.plot(x, rows["mean"], marker="o", label=label, **style)
-    ci = rows["ci95"].fillna(0)
-    ax.fill_between(x, rows["mean"] - ci, rows["mean"] + ci, alpha=0.2, **{k: v for k, v in style.items()
-                                                                            if k == "color"})
+    x = [i + shift for i in range(len(labels))]
+    ax.errorbar(x, rows["mean"], yerr=rows["ci95"].fillna(0), marker="o", markersize=4, capsize=2.5, label=label,
+                **style)
+
+
+def _shifts(n: int, spread: float = 0.3) -> list[float]:
+    """x offsets of `n` lines drawn at the same fractions, centred on each fraction."""
+    return [0.0] if n == 1 else [spread * (i / (n - 1) - 0.5) for i in range(n)]
+
+
+def _legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes]) -> None:
+    """One legend for every panel, right of them, so that it covers no curve."""
+    handles, labels = axes[0].get_legend_handles_labels()
+    if len(labels) > 1:
+        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9, frameon=False)
 
 
 def _labels(curves: pd.DataFrame) -> list[str]:
@@ -65,18 +78,22 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "")
         raise ValueError("no results to plot: run the section's grid first")
     tasks = list(dict.fromkeys(curves["task"]))
     labels = _labels(curves)
-    fig, axes = _grid(len(tasks))
+    lines = list(dict.fromkeys(curves[by]))
+    fig, axes = _grid(len(tasks), size=4.6)
     for ax, task in zip(axes, tasks):
         rows = curves[curves.task == task]
-        for key, group in rows.groupby(by, sort=False):
-            _curve(ax, group, labels, short_model(key) if by == "model" else str(key))
+        for key, shift in zip(lines, _shifts(len(lines))):
+            group = rows[rows[by] == key]
+            if len(group):
+                _curve(ax, group, labels, short_model(key) if by == "model" else str(key), shift=shift,
+                       color=plt.get_cmap("tab10")(lines.index(key) % 10))
         _fraction_axis(ax, labels)
         ax.set_title(task)
         ax.set_ylabel(_metric_name(rows))
-    axes[0].legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    _legend_outside(fig, axes)
     return fig
 
 
@@ -88,16 +105,18 @@ def relative_drop_curves(drops: pd.DataFrame, *, title: str = "") -> plt.Figure:
     labels = _labels(drops)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
     several = drops["model"].nunique() > 1
-    for (model, task), group in drops.groupby(["model", "task"], sort=False):
+    groups = list(drops.groupby(["model", "task"], sort=False))
+    for ((model, task), group), shift in zip(groups, _shifts(len(groups))):
         rows = group.assign(mean=group["relative_drop"] * 100, ci95=group["relative_ci95"] * 100)
         name = f"{short_model(model)} {task}" if several else task
-        _curve(ax, rows, labels, name, linewidth=2.5 if task in OBJECTIVE_TASKS else 1.2)  # objectives stand out
+        _curve(ax, rows, labels, name, shift=shift,
+               linewidth=2.5 if task in OBJECTIVE_TASKS else 1.2)  # objectives stand out
     _fraction_axis(ax, labels)
     ax.set_ylabel("share of the original score lost (%)")
-    ax.legend(fontsize=8)
     if title:
         ax.set_title(title)
     fig.tight_layout()
+    _legend_outside(fig, [ax])
     return fig
 
 
@@ -148,6 +167,8 @@ def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
     ax.set_xlabel("relative drop with no input-dependent heads (%)")
     ax.set_ylabel("original average performance")
     ax.grid(alpha=0.3)
+    if len(summary) == 1:  # the paper's figure relates models: one point shows one model, no relation
+        ax.set_title(f"one model ({short_model(summary['model'].iloc[0])}): no relation to read", fontsize=9)
     fig.tight_layout()
     return fig
 

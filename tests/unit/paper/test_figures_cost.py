@@ -23,7 +23,11 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
     fig = figures.fraction_curves(_curves())
     axes = [ax for ax in fig.axes if ax.get_visible()]
     assert [ax.get_title() for ax in axes] == ["sst2", "mlm"]
-    assert [len(ax.get_lines()) for ax in axes] == [2, 2]
+    assert [len(ax.containers) for ax in axes] == [2, 2]  # one line with its error bars per model
+    # the models' bars sit apart at each fraction, and one legend sits outside the panels
+    xs = [tuple(c.lines[0].get_xdata()) for c in axes[0].containers]
+    assert xs[0] != xs[1] and all(ax.get_legend() is None for ax in axes)
+    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 2
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1", "1/2", "0"]
     assert axes[1].get_ylabel() == "−log perplexity"
     with pytest.raises(ValueError, match="no results"):
@@ -82,3 +86,11 @@ def test_learning_curves_plot_each_task_against_its_majority_baseline():
     assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == [0.812]
     with pytest.raises(ValueError, match="no learning curve"):
         figures.learning_curves(sizes.iloc[:0])
+
+
+def test_fig3_of_one_model_says_it_shows_no_relation():
+    one = pd.DataFrame({"model": ["sentence-transformers/all-MiniLM-L6-v2"], "relative_drop": [0.05],
+                        "original": [0.6]})
+    assert "one model" in figures.performance_vs_drop(one).axes[0].get_title()
+    two = pd.concat([one, one.assign(model="roberta-base", relative_drop=0.1)], ignore_index=True)
+    assert figures.performance_vs_drop(two).axes[0].get_title() == ""
