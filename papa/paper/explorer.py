@@ -268,7 +268,10 @@ class HeadExplorer:
         if self.ranking is not None:
             self.order = self.ranking.order
             lam = self.ranking.lambdas
-            self.grid.captions = [f"λ {float(lam[layer, head]):.2f}" for layer in range(L) for head in range(H)]
+            # the rank in the order tells heads apart where λ barely moved (λ of 0.50 and 0.51 everywhere)
+            rank = {(int(layer), int(head)): i + 1 for i, (layer, head) in enumerate(self.order)}
+            self.grid.captions = [f"#{rank[layer, head]} λ {float(lam[layer, head]):.3f}"
+                                  for layer in range(L) for head in range(H)]
         else:
             self.order = replacement_order(self.order_method, L, H, seed=0)
             self.grid.captions = [""] * (L * H)

@@ -99,7 +99,8 @@ def test_lambda_of_the_head_when_a_ranking_exists(explorer):
     state = explorer.render()
     assert state["lambda"] == pytest.approx(0.1)
     assert "λ 0.100" in explorer.stats.value and "replaced 1 of 8" in explorer.stats.value  # the smallest λ
-    assert explorer.grid.captions[1 * 4 + 2] == "λ 0.10"
+    assert explorer.grid.captions[1 * 4 + 2] == "#1 λ 0.100"  # replaced first: its rank in the order, and λ
+    assert sorted(int(c.split()[0][1:]) for c in explorer.grid.captions) == list(range(1, 9))  # every rank once
     explorer.ranking_choice.value = ""  # none: no λ, layer order for the slider
     assert explorer.render()["lambda"] is None and "no λ ranking" in explorer.stats.value
     assert explorer.grid.captions == [""] * 8
