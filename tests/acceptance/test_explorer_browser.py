@@ -7,6 +7,7 @@ from its executable, so no browser is downloaded).
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -120,12 +121,12 @@ def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_pa
             labels = page.locator(".widget-dropdown label").all_inner_texts()
             assert labels == ["model", "constants", "λ ranking", "layer", "head"], labels
             head_menu = selects.nth(4)
-            # The grid: one thumbnail per layer x head of MiniLM, each drawn, with its λ under it.
+            # The grid: one thumbnail per layer x head of MiniLM, each drawn, with its λ rank and λ under it.
             cells = page.locator(".papa-head")
             cells.nth(71).wait_for()
             assert cells.count() == 6 * 12
             assert page.locator(".papa-head canvas").first.evaluate("c => c.width") > 0
-            assert page.locator(".papa-caption").first.inner_text().startswith("λ ")
+            assert re.fullmatch(r"#\d+ λ \d\.\d{3}", page.locator(".papa-caption").first.inner_text())
 
             # A menu, as before: head 5 of layer 0.
             head_menu.select_option("5")
