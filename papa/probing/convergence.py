@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
+from scipy import stats
 
 from papa.method.selection import fraction_label, heads_to_replace, replacement_order
 from papa.probing.ranking import LambdaTrace
@@ -49,29 +50,21 @@ def lambda_movement(lambdas) -> dict[str, float]:
 
 
 def average_ranks(values) -> np.ndarray:
-    """Ranks 1..n of `values` (flattened), tied values sharing the average of their ranks."""
-    x = np.asarray(torch.as_tensor(values).detach().cpu().double().flatten())
-    order = np.argsort(x, kind="stable")
-    ordered = x[order]
-    starts_group = np.r_[True, ordered[1:] != ordered[:-1]]
-    group = np.cumsum(starts_group) - 1
-    starts = np.flatnonzero(starts_group)
-    ends = np.r_[starts[1:], len(x)]  # one past each group's last position
-    ranks = np.empty(len(x))
-    ranks[order] = ((starts + ends - 1) / 2 + 1)[group]
-    return ranks
+    """Ranks 1..n of `values` (flattened), tied values sharing the average of their ranks (`scipy.stats.rankdata`)."""
+    return stats.rankdata(np.asarray(torch.as_tensor(values).detach().cpu().double().flatten()), method="average")
 
 
 def spearman(lambdas_a, lambdas_b) -> float:
-    """Spearman's ρ between two λ grids of the same shape (NaN when either has a single value everywhere)."""
+    """Spearman's ρ between two λ grids of the same shape (`scipy.stats.spearmanr`; NaN when either has a single
+    value everywhere, where scipy would also warn)."""
     a, b = _grid(lambdas_a), _grid(lambdas_b)
     if a.shape != b.shape:
         raise ValueError(f"cannot compare λ of shapes {tuple(a.shape)} and {tuple(b.shape)}: rankings of one model "
                          "have the same layers x heads.")
-    ra, rb = average_ranks(a), average_ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denominator = float(np.sqrt((ra * ra).sum() * (rb * rb).sum()))
-    return float("nan") if denominator == 0 else float((ra * rb).sum() / denominator)
+    a, b = (np.asarray(g.detach().cpu().double().flatten()) for g in (a, b))
+    if np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(stats.spearmanr(a, b).statistic)
 
 
 def replaced_heads(lambdas, fraction, rounding: str = "down") -> torch.Tensor:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import psutil
 import torch
 
 from papa.core.errors import InputError
@@ -74,18 +75,10 @@ def _env_budget(name: str) -> int | None:
     return int(value * 2**30)
 
 
-def _available_memory() -> int | None:
-    try:  # Linux: what can be allocated without swapping, page cache included
-        with open("/proc/meminfo", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-    except (AttributeError, ValueError, OSError):  # no sysconf (Windows)
-        return None
+def _available_memory() -> int:
+    """Bytes that can be allocated now without swapping, page cache included (psutil's `available`: on Linux the
+    kernel's MemAvailable)."""
+    return int(psutil.virtual_memory().available)
 
 
 def cache_budget_bytes() -> int:
@@ -94,8 +87,7 @@ def cache_budget_bytes() -> int:
     budget = _env_budget(CACHE_BUDGET_ENV)
     if budget is not None:
         return budget
-    available = _available_memory()
-    return 4 * 2**30 if available is None else int(0.6 * available)
+    return int(0.6 * _available_memory())
 
 
 def device_budget_bytes(device: torch.device) -> int:

@@ -61,3 +61,27 @@ def test_papa_version(capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--version"])
     assert exit_.value.code == 0 and capsys.readouterr().out.strip() == f"papa {papa.__version__}"
+
+
+#: Import names whose distribution is named otherwise.
+_DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "pyyaml"}
+
+
+def test_every_third_party_import_of_papa_is_declared():
+    """papa imports nothing it does not declare (a package that only arrives through another's dependencies can
+    go with that package's next release)."""
+    import ast
+    import sys
+
+    imported = set()
+    for path in (REPO / "papa").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported |= {alias.name.split(".")[0] for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                imported.add(node.module.split(".")[0])
+    third_party = {name for name in imported if name not in sys.stdlib_module_names and name != "papa"}
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    declared = set(_pins(project["dependencies"]))
+    missing = {n for n in third_party if _DISTRIBUTIONS.get(n, n).lower().replace("_", "-") not in declared}
+    assert not missing, f"papa imports {sorted(missing)} without declaring them in pyproject's dependencies"

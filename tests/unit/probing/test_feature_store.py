@@ -2,10 +2,13 @@
 trained together over it (papa.probing.training.train_probes)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
 from papa.core.errors import InputError
+from papa.probing import feature_store
 from papa.probing.feature_store import plan_store
 from papa.probing.features import FeatureSource, encode_task, hidden_features
 from papa.probing.probes import IGNORE_INDEX
@@ -129,3 +132,14 @@ def test_blocks_run_the_backbone_once_per_example_and_epoch(task):
     assert [len(x) for x in losses] == [2 * 4] * 3 and losses[0] != losses[1]  # blocks of 8, 7: 2 + 2 batches
     with pytest.raises(ValueError, match="less than one batch"):
         train_probes_in_blocks(probes, spec.kind, model, data, settings, seeds=[0, 1, 2], block_examples=3)
+
+
+@pytest.mark.skipif(not Path("/proc/meminfo").is_file(), reason="the kernel's own count is read on Linux")
+def test_the_host_budget_is_a_share_of_what_the_kernel_says_is_available(monkeypatch):
+    """Without PAPA_FEATURE_CACHE_GB the budget is 60% of the available memory psutil reports, which on Linux is
+    the kernel's MemAvailable (read here from /proc/meminfo; the two reads are moments apart)."""
+    monkeypatch.delenv(feature_store.CACHE_BUDGET_ENV, raising=False)
+    budget = feature_store.cache_budget_bytes()
+    meminfo = Path("/proc/meminfo").read_text(encoding="ascii")
+    available = int(next(line for line in meminfo.splitlines() if line.startswith("MemAvailable:")).split()[1]) * 1024
+    assert abs(budget - 0.6 * available) <= 0.6 * 256 * 2**20  # within 256 MiB of allocation in between
