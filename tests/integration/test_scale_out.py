@@ -155,18 +155,21 @@ def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):
     keys = [j.key for j in jobs]
     assert len(keys) == len(set(keys))
     by = pd.Series([(j.task, j.constants, j.constants_corpus, j.selection) for j in jobs]).value_counts()
-    # 02: 5 tasks x (fraction 1, three λ fractions, fraction 0) x the seeds; 04: five more kinds at fraction 0;
-    # 05: constants from WikiText ("mlm", MNLI not being here); 06: four more selection methods on SST-2;
-    # 07: the MLM task's own curve; 08: the decoder's LM curve for three methods (fraction 1, three fractions x three
-    # methods, fraction 0), its SST-2 and POS probe curves and its LM probe at fractions 1 and 0.
-    seeds = len(get_profile("quick").seeds)
-    assert len(jobs) == seeds * (25 + 25 + 5 + 12 + 5 + 11 + 5 + 5 + 2)
+    # 02: 5 tasks x the profile's fractions (1, those between, 0) x the seeds; 04: five more kinds at fraction 0;
+    # 05: constants from WikiText ("mlm", MNLI not being here); 06: four more selection methods on SST-2 at the
+    # fractions between; 07: the MLM task's own curve; 08: the decoder's LM curve for three methods (fraction 1, the
+    # fractions between x three methods, fraction 0), its SST-2 and POS probe curves and its LM probe at 1 and 0.
+    quick = get_profile("quick")
+    seeds, fractions = len(quick.seeds), len(quick.fractions)
+    mid = fractions - 2
+    assert len(jobs) == seeds * (5 * fractions + 25 + 5 + 4 * mid + fractions + (2 + 3 * mid) + 2 * fractions + 2)
     assert by[("lm_probe", "none", "none", "none")] == seeds == by[("lm_probe", "average", "task", "none")]
-    assert by[("pos", "average", "task", "lambda")] == 2 * 3 * seeds  # the encoder's (02) and the decoder's (08)
-    assert by[("lm", "average", "task", "lambda")] == 3 * seeds == by[("lm", "average", "task", "first_to_last")]
-    assert by[("sst2", "average", "task", "lambda")] == 6 * seeds and by[("cola", "zeros", "none", "none")] == seeds
-    assert by[("ner", "average", "mlm", "none")] == seeds and by[("sst2", "average", "task", "random")] == 3 * seeds
-    assert by[("mlm", "average", "task", "lambda")] == 3 * seeds
+    assert by[("pos", "average", "task", "lambda")] == 2 * mid * seeds  # the encoder's (02) and the decoder's (08)
+    assert by[("lm", "average", "task", "lambda")] == mid * seeds == by[("lm", "average", "task", "first_to_last")]
+    assert by[("sst2", "average", "task", "lambda")] == 2 * mid * seeds
+    assert by[("cola", "zeros", "none", "none")] == seeds
+    assert by[("ner", "average", "mlm", "none")] == seeds and by[("sst2", "average", "task", "random")] == mid * seeds
+    assert by[("mlm", "average", "task", "lambda")] == mid * seeds
     assert {j.profile for j in jobs} == {"quick"}
 
 
@@ -175,7 +178,8 @@ def test_jobs_cli(tmp_path, data_dir, capsys):
            str(data_dir)]
     assert cli.main(["jobs", "list", *out]) == 0
     listed = capsys.readouterr().out.splitlines()
-    jobs = 2 * 5 * len(get_profile("quick").seeds)  # MLM and SST-2, five fractions each
+    quick = get_profile("quick")
+    jobs = 2 * len(quick.fractions) * len(quick.seeds)  # MLM and SST-2, the profile's fractions each
     assert listed[-1] == f"0 of {jobs} jobs done ({tmp_path}/results.csv)"
     assert cli.main(["jobs", "run", "nosuchjob", *out]) == 2
     assert "no job nosuchjob in this reproduction" in capsys.readouterr().err
