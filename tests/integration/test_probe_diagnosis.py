@@ -24,7 +24,7 @@ def test_the_diagnosis_on_minilm(data_dir):
                                    train_limit=48, eval_limit=32, epochs=1, progress=False)
     assert tuple(table.index) == PROBE_INPUTS
     assert (table.attrs["train"], table.attrs["eval"], table.attrs["epochs"]) == (48, 32, 1)
-    # a profile smaller than the sizes asked for caps them: the quick smoke run diagnoses its own 16 examples
+    # a profile smaller than the sizes asked for caps them: the quick smoke run diagnoses its own few examples
     smoke, _ = probe_diagnosis(model, tokenizer, "sst2", profile="quick", data_dir=str(data_dir), train_limit=48,
                                eval_limit=32, progress=False)
     quick = get_profile("quick")
