@@ -320,3 +320,16 @@ def test_the_checks_are_out_of_the_story(name):
         tagged = "check" in cell.metadata.get("tags", [])
         collapsed = cell.metadata.get("jupyter", {}) == {"source_hidden": True, "outputs_hidden": True}
         assert checks == tagged == collapsed, (name, cell.source[:80])
+
+
+@pytest.mark.parametrize("name", [*NOTEBOOKS, "explorer"])
+def test_papermill_reads_every_parameter(name):
+    """papermill parses each line of the parameters cell (a comment holding " = " made it warn "Unable to parse
+    line" at every batch run and leave that parameter out of its record)."""
+    from papermill.translators import PythonTranslator
+
+    nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    assigned = [line.split("=", 1)[0].strip() for line in cell.source.splitlines()
+                if "=" in line.split("#", 1)[0] and not line.startswith((" ", "#"))]
+    assert [p.name for p in PythonTranslator.inspect(cell)] == assigned
