@@ -65,7 +65,7 @@ def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
 
 
 def discard() -> None:
-    """Forget what was timed since the last write: a refused run leaves no times behind (`refusal_leaves_nothing`)."""
+    """Forget what was timed since the last write: a refused run leaves no times behind (`timed_into`)."""
     _totals.clear()
 
 
