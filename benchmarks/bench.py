@@ -50,10 +50,12 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -207,12 +209,32 @@ def encoded_batches(tokenizer, texts: list[str], n: int, batch_size: int, n_batc
     return batches
 
 
-def bert_base(vocab_size: int, seed: int = 0):
-    """A random BERT-base-sized encoder (12 layers, 768 hidden, 12 heads, 3072 feed-forward)."""
+#: A smoke run's model size (`random_model_dir(tiny=True)`): the code paths of the real size, in milliseconds.
+TINY = {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 128}
+
+
+def random_model_dir(config_dir: Path, out: Path, seed: int = 0, tiny: bool = False) -> Path:
+    """Save a model built from `config_dir`'s config with seeded random weights, beside its tokenizer files (where a
+    model's weights cannot travel: time does not depend on their values). `tiny` shrinks it to `TINY`."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    config = AutoConfig.from_pretrained(config_dir)
+    if tiny:
+        for key, value in TINY.items():
+            setattr(config, key, value)
+    torch.manual_seed(seed)
+    model = AutoModel.from_config(config)
+    model.save_pretrained(out)
+    AutoTokenizer.from_pretrained(config_dir).save_pretrained(out)
+    return out
+
+
+def bert_base(vocab_size: int, seed: int = 0, tiny: bool = False):
+    """A random BERT-base-sized encoder (12 layers, 768 hidden, 12 heads, 3072 feed-forward; `tiny`: `TINY`)."""
     from transformers import AutoModel, BertConfig
 
-    config = BertConfig(vocab_size=vocab_size, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                        intermediate_size=3072, max_position_embeddings=512)
+    size = TINY if tiny else dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
+    config = BertConfig(vocab_size=vocab_size, max_position_embeddings=512, **size)
     torch.manual_seed(seed)
     model = AutoModel.from_config(config, attn_implementation="sdpa").eval()
     model.config._name_or_path = "random-bert-base"
@@ -267,6 +289,10 @@ def bench_compiled(name: str, plain, ctrl, order, run, n: int, seqs: int, repeat
     fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward, and the eager plain
     forward timed in the same call (the "of eager plain" ratio and the notes). Each variant is its own copy of the
     model, configured once, so each compiles once, in the untimed warm-up round."""
+    # Dynamo keeps the graphs of every earlier call under the same code objects (the layers' forward): four variants
+    # per model and length passed its recompile limit of 8 at the second length of the second model.
+    torch._dynamo.reset()
+
     def variant(heads: torch.Tensor | None | str):
         model = copy.deepcopy(plain)
         c = papa.attach(model, model_name=name)
@@ -280,8 +306,10 @@ def bench_compiled(name: str, plain, ctrl, order, run, n: int, seqs: int, repeat
     capture_ctrl, capture_model = variant("keep")
     variants = {"eager": run(plain), "plain": run(torch.compile(plain, backend=backend)), "capture": run(capture_model),
                 "attention-free": run(variant(None)[1]), "1/2": run(variant(half)[1])}
+    # Two untimed rounds: a variant's second call compiled again in the smoke run (a guard on state its first call
+    # set), which one warm-up round left inside the timed one (ratios of 0.00× at --repeats 1).
     with capture_ctrl.capturing(n):  # statistics allocated once, as for a corpus
-        t = interleaved(variants, repeats, device)
+        t = interleaved(variants, repeats, device, warmup=2)
     label = f"compiled ({backend})"
 
     def eager_note(key: str) -> str:
@@ -692,6 +720,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grid-size", type=int, default=None,
                         help="CoLA train and eval examples for part 4 (default 32, --quick 8; 0 skips part 4; "
                              "default 0 when no encoder is in --models)")
+    parser.add_argument("--minilm", default=None, metavar="DIR",
+                        help="build MiniLM from the config and tokenizer in DIR with seeded random weights (where its "
+                             "weights are not installed, e.g. on a GPU machine; default: the installed model)")
+    parser.add_argument("--tiny", action="store_true",
+                        help="smoke run only: the encoders shrunk to 2 layers of width 64 (TINY), random weights")
     parser.add_argument("--data-dir", default=None, help="local data directory (default: $PAPA_DATA_DIR)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
     parser.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
@@ -704,7 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     global clock
     clock = CLOCKS[args.clock]
     _mmap_threshold(32 << 20)  # fixed (glibc's dynamic maximum), so every variant sees the same allocator
-    from papa.method.models import load_model, resolve_device
+    from papa.method.models import DEFAULT_MODEL, load_model, resolve_device, resolve_model_path
 
     device = resolve_device(args.device)
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
@@ -715,7 +748,15 @@ def main(argv: list[str] | None = None) -> int:
     encoders = [m for m in args.models if m != "smollm2"]
     grid_size = args.grid_size if args.grid_size is not None else (0 if not encoders else 8 if args.quick else 32)
 
-    minilm, tok = load_model(device=device) if encoders or grid_size else (None, None)
+    minilm_source = "the installed all-MiniLM-L6-v2 (pretrained weights)"
+    if (args.minilm or args.tiny) and (encoders or grid_size):
+        config_dir = Path(args.minilm or resolve_model_path(DEFAULT_MODEL))
+        with tempfile.TemporaryDirectory(prefix="papa-minilm-") as tmp:
+            minilm, tok = load_model(str(random_model_dir(config_dir, Path(tmp), tiny=args.tiny)), device=device)
+        minilm_source = (f"all-MiniLM-L6-v2's config and tokenizer ({config_dir}) with seeded random weights"
+                         f"{', shrunk to ' + str(TINY) if args.tiny else ''}")
+    else:
+        minilm, tok = load_model(device=device) if encoders or grid_size else (None, None)
     texts, source = texts_for(texts_needed(batch_for, n_batches), args.data_dir)
     if "smollm2" in args.models:  # consecutive paragraphs joined into full windows of n tokens (decoder_texts)
         paragraphs, decoder_source = texts_for(1000, args.data_dir)
@@ -736,7 +777,7 @@ def main(argv: list[str] | None = None) -> int:
             del decoder
             gc.collect()
             continue
-        model = minilm if which == "minilm" else bert_base(len(tok)).to(device)
+        model = minilm if which == "minilm" else bert_base(len(tok), tiny=args.tiny).to(device)
         label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
         for n in args.lengths:
             bs = batch_for[n]
@@ -754,7 +795,8 @@ def main(argv: list[str] | None = None) -> int:
         meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
                 "torch": torch.__version__, "dtype": args.dtype, "repeats": repeats, "inputs": source,
                 "threads": torch.get_num_threads(), "clock": args.clock, "batches": n_batches,
-                "batch": {str(n): bs for n, bs in batch_for.items()},
+                "batch": {str(n): bs for n, bs in batch_for.items()}, "minilm": minilm_source, "tiny": args.tiny,
+                "compile": args.compile,
                 "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
         with open(args.json, "w") as fh:
             json.dump({**meta, "rows": [r.__dict__ for r in report.rows]}, fh, indent=1)

@@ -32,7 +32,6 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import nbformat
 import torch
 
 import papa
@@ -47,7 +46,7 @@ from papa.probing.features import FeatureSource, encode_task
 from papa.probing.training import TrainSettings, make_probe, train_probe
 from papa.paper.sections import STABILITY_SEEDS
 from papa.reproduce.jobs import notebook_jobs
-from papa.reproduce.notebooks import NOTEBOOK_DIR
+from papa.reproduce.notebooks import NOTEBOOK_DIR, code_cells
 from papa.runs.profiles import get_profile
 from papa.tasks.corpus import task_corpus
 from papa.tasks.data import load_examples, resolve_data_dir
@@ -115,8 +114,7 @@ def split_size(task: str, split: str, limit, data_dir) -> int:
 
 def measures_stability(notebook: str) -> bool:
     """Whether `notebook` compares its λ rankings across seeds (calls `sections.ranking_stability`)."""
-    cells = nbformat.read(NOTEBOOK_DIR / f"{notebook}.ipynb", as_version=4).cells
-    return any("sections.ranking_stability(" in c.source for c in cells if c.cell_type == "code")
+    return any("sections.ranking_stability(" in source for _, source in code_cells(NOTEBOOK_DIR / f"{notebook}.ipynb"))
 
 
 def estimate(profile: str, notebooks, model: str, rates: dict, data_dir) -> dict:

@@ -56,7 +56,9 @@ import torch
 import papa
 from papa.method.architectures import backbone
 from papa.method.attention_free import drop_query_key, restore_query_key
+from papa.core.vocabulary import DEFAULT_PRECISION, PRECISIONS
 from papa.method.constants import data_free_constants
+from papa.method.precision import backbone_autocast
 from papa.method.selection import heads_to_replace, replacement_order
 from papa.probing.feature_store import (STORE_ENV, STORED, cache_budget_bytes, device_budget_bytes,
                                         disk_budget_bytes, read_positions)
@@ -68,7 +70,7 @@ from papa.tasks.registry import get_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the suite's timing call (round-robin medians, warm-up discarded) and machine name
-from bench import _cpu_name, interleaved  # noqa: E402
+from bench import _cpu_name, interleaved, random_model_dir  # noqa: E402
 
 #: Version of the JSON this script writes; `grid_estimate.py` refuses files without this format's fields.
 FORMAT = 2
@@ -86,18 +88,6 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize()
 
 
-def random_model_dir(config_dir: Path, out: Path, seed: int = 0) -> Path:
-    """Save a model built from `config_dir`'s config with seeded random weights, beside its tokenizer files."""
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
-
-    config = AutoConfig.from_pretrained(config_dir)
-    torch.manual_seed(seed)
-    model = AutoModel.from_config(config)
-    model.save_pretrained(out)
-    AutoTokenizer.from_pretrained(config_dir).save_pretrained(out)
-    return out
-
-
 def timed(fn, device: torch.device) -> tuple[float, object]:
     _sync(device)
     start = time.perf_counter()
@@ -109,14 +99,15 @@ def timed(fn, device: torch.device) -> tuple[float, object]:
 # ---- part A ------------------------------------------------------------------------------------------------------
 
 def real_points(model_dir: Path, label: str, device: torch.device, data_dir: str, out: Path, profile: str,
-                points: bool, train_examples: int, eval_examples: int, store: str | None) -> dict:
+                points: bool, train_examples: int, eval_examples: int, store: str | None,
+                precision: str = DEFAULT_PRECISION) -> dict:
     """Constants, one epoch of the λ ranking and (with `points`) the two probe points of part A, each timed as run
     (wall clock around the runner's call, its set-up included: encoding the data, loading cached constants and the
     ranking), with the examples it saw and where the runner kept the features."""
     common = dict(task="sst2", model=str(model_dir), profile=profile, data_dir=data_dir, out_dir=str(out),
-                  device=str(device))
+                  device=str(device), precision=precision)
     result = {"model": label, "train_examples": train_examples, "eval_examples": eval_examples, "epochs": 1,
-              "seeds": 1}
+              "seeds": 1, "precision": precision}
     t, (constants, _, _) = timed(lambda: task_constants("sst2", model=str(model_dir), profile=profile,
                                                         out_dir=str(out), data_dir=data_dir, device=str(device),
                                                         progress=False), device)
@@ -227,13 +218,21 @@ class ThroughActivations:
 
 
 def step_times(model_dir: Path, label: str, device: torch.device, tasks, steps: int, repeats: int,
-               forward_batch: int, forward_batches: int, data_dir: str | None, sample: int, folder: Path
-               ) -> list[dict]:
-    """Part B: every task's rates and step times (module docstring), each task's variants in one timing call."""
+               forward_batch: int, forward_batches: int, data_dir: str | None, sample: int, folder: Path,
+               precision: str = DEFAULT_PRECISION) -> list[dict]:
+    """Part B: every task's rates and step times (module docstring), each task's variants in one timing call. With
+    `precision` bf16 the backbone's passes run under its autocast as the runner's do (`papa.method.precision`): the
+    forward, capture, fill and training steps; a probe reading stored features runs in float32, as there."""
     model, tokenizer = papa.load_model(str(model_dir), device=device)
     ctrl = papa.attach(model)
     vocab, cfg = len(tokenizer), model.config
     stores = tuple(store for store in STORED if store != "device" or device.type == "cuda")
+
+    def autocast(fn):
+        def run() -> None:
+            with backbone_autocast(precision, device):
+                fn()
+        return run
     rows = []
     for i, task in enumerate(tasks):
         spec = get_task(task)
@@ -313,12 +312,15 @@ def step_times(model_dir: Path, label: str, device: torch.device, tasks, steps: 
                                lambda: train(source(data, "backbone", trainable=True), [ctrl.constants])),
             "plain_step": (lambda: (heads("plain"), fresh_probe()), lambda: train(ThroughActivations(model, data))),
         })
+        variants = {name: (setup, go if name.startswith(("stored_step", "stored_eval")) else autocast(go))
+                    for name, (setup, go) in variants.items()}
         t = interleaved(variants, repeats, device, warmup=repeats + 1 if i == 0 else 1)
         heads("plain")
         for s in [*stored.values(), *opened.values()]:
             s.close()
         probe.clear()
         row = {"model": label, "task": task, "n": n, "batch_size": bs, "steps": steps, "repeats": repeats,
+               "precision": precision,
                "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "rows": origin,
                "read_per_example": float(read.mean()), "real_tokens_per_example":
                    float(pool.inputs["attention_mask"].sum(dim=1).float().mean()),
@@ -359,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
                              "67,349); the constants always see the whole set")
     parser.add_argument("--store", default=None,
                         help="PAPA_FEATURE_STORE for part A's points (default: the runner's choice)")
+    parser.add_argument("--precision", default=DEFAULT_PRECISION, choices=PRECISIONS,
+                        help="how the backbone runs, as `papa probe --precision` (default float32)")
+    parser.add_argument("--tiny", action="store_true",
+                        help="smoke run only: models shrunk to 2 layers of width 64 (bench.TINY), the same code paths")
     parser.add_argument("--json", default=None, help="write the measurements to this JSON file")
     args = parser.parse_args(argv)
     from papa.method.models import resolve_device
@@ -368,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
               "torch": torch.__version__, "threads": torch.get_num_threads(),
               "command": "python benchmarks/full_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
-              "profile": ONE_EPOCH, "points": [], "steps": []}
+              "profile": ONE_EPOCH, "precision": args.precision, "tiny": args.tiny, "points": [], "steps": []}
 
     def write() -> None:
         if args.json:
@@ -388,19 +394,20 @@ def main(argv: list[str] | None = None) -> int:
             seen, evals = min(seen, args.limit), min(evals, args.limit)
         report["profile"] = spec
         profile.write_text(json.dumps(spec))
-        dirs = {size: random_model_dir(Path(args.hub) / f"roberta-{size}", tmp / f"roberta-{size}-random")
+        dirs = {size: random_model_dir(Path(args.hub) / f"roberta-{size}", tmp / f"roberta-{size}-random",
+                                       tiny=args.tiny)
                 for size in args.sizes}
         if "B" in args.parts:
             for size in args.sizes:
                 report["steps"] += step_times(dirs[size], f"roberta-{size}", device, args.tasks, args.steps,
                                               args.repeats, args.forward_batch, args.forward_batches, args.data_dir,
-                                              args.sample, tmp / "features")
+                                              args.sample, tmp / "features", args.precision)
                 write()
         if "A" in args.parts:
             for size in args.sizes:
                 point = real_points(dirs[size], f"roberta-{size}", device, args.data_dir, tmp / f"out-{size}",
                                     str(profile), points=size == "base", train_examples=seen, eval_examples=evals,
-                                    store=args.store)
+                                    store=args.store, precision=args.precision)
                 report["points"].append(point)
                 print(json.dumps(point), flush=True)
                 write()

@@ -238,6 +238,81 @@ def own_model_block(folder: Path = REPO / "artifacts" / "own_model") -> str:
                                "`results.csv`, and `reproduction.json` once a batch finishes).")
 
 
+def _gpu_check():
+    """benchmarks/gpu_check.py as a module (the benchmarks are scripts, not a package)."""
+    import importlib
+    import sys
+
+    if str(REPO / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+    return importlib.import_module("gpu_check")
+
+
+NO_GPU_RUN = ("No run of `make gpu-check` is committed yet. On a CUDA machine, `make gpu-stage` here and "
+              "`make gpu-check` there write `artifacts/gpu/<date>-<device>/`; commit it and run "
+              "`python docs/gen_measurements.py` to fill this block.")
+
+
+def _gpu_folder(folder: Path | None) -> Path | None:
+    return folder if folder is not None else _gpu_check().latest()
+
+
+def _gpu_header(gc, folder: Path) -> str:
+    record = gc.read_check(folder)
+    m, src = record["machine"], record["source"]
+    versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
+    steps = ", ".join(f"{s['name']} {s['seconds']:.0f} s" if s["status"] == "ok" else f"{s['name']} {s['status']}"
+                      for s in record["steps"])
+    commit = f"{src['commit'][:10]}{' with uncommitted changes' if src['dirty'] else ''}" if src["commit"] else "?"
+    return (f"`{folder.relative_to(REPO).as_posix() if folder.is_relative_to(REPO) else folder.name}`: "
+            f"{m['device']}{', driver ' + m['driver'] if m.get('driver') else ''}, CUDA {m['cuda'] or 'none'}; "
+            f"{versions}; "
+            f"code at {commit}. Steps: {steps}.")
+
+
+def _goal_rows(goals: list[dict]) -> list[str]:
+    verdict = {True: "met", False: "**not met**", None: "not read"}
+    return ["| goal | reading | verdict |", "|---|---|---|",
+            *(f"| {g['goal']} | {g['value']} | {verdict[g['met']]} |" for g in goals)]
+
+
+def gpu_table_block(folder: Path | None = None) -> str:
+    """The speed table of the newest GPU check (`folder`), each ratio from its bench file's one timing call; bold
+    where the row's target is not met."""
+    folder = _gpu_folder(folder)
+    if folder is None:
+        return NO_GPU_RUN
+    gc = _gpu_check()
+    cells: dict[tuple, dict[str, str]] = {}
+    for dtype in ("fp32", "bf16"):
+        for compiled in (False, True):
+            path = folder / f"bench_{dtype}{'_compiled' if compiled else ''}.json"
+            for r in json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else []:
+                if r["ratio"] is None or ("compiled" in r["what"]) != compiled or not (r["target"] or compiled):
+                    continue
+                key = (r["model"].removesuffix(" (random)"), r["n"], r["what"], r["target"] or "–")
+                text = f"{r['ratio']:.2f}× {r['ratio_of']}"
+                cells.setdefault(key, {})[dtype] = f"**{text}**" if r["met"] is False else text
+    lines = [_gpu_header(gc, folder), "", "| model | n | what | target | float32 | bf16 |", "|---|---|---|---|---|---|"]
+    lines += [f"| {m} | {n} | {what} | {target} | {c.get('fp32', '–')} | {c.get('bf16', '–')} |"
+              for (m, n, what, target), c in cells.items()]
+    speed = [g for g in gc.goals(folder) if not g["goal"].startswith(tuple(h[0] for h in gc.HOUR_GOALS))]
+    return "\n".join([*lines, "", *_goal_rows(speed)])
+
+
+def gpu_estimate_block(folder: Path | None = None) -> str:
+    """The full grid's estimate from the newest GPU check's cost (grid_estimate.py's tables as it printed them), and
+    the estimate's goals."""
+    folder = _gpu_folder(folder)
+    if folder is None:
+        return NO_GPU_RUN
+    gc = _gpu_check()
+    hours = [g for g in gc.goals(folder) if g["goal"] in {h[0] for h in gc.HOUR_GOALS}]
+    path = folder / "estimate.md"
+    printed = path.read_text(encoding="utf-8").strip() if path.is_file() else "The estimate step did not run."
+    return "\n".join([_gpu_header(gc, folder), "", printed, "", *_goal_rows(hours)])
+
+
 BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "quick-run": (PAGE, quick_block),
     "feature-store": (DOCS / "performance.md", feature_store_block),
@@ -253,6 +328,8 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "decoder-table": (DOCS / "decoders.md", decoder_table_block),
     "probe-inputs": (DOCS / "decoders.md", probe_inputs_block),
     "own-model": (DOCS / "own-model.md", own_model_block),
+    "gpu-check": (DOCS / "performance.md", gpu_table_block),
+    "gpu-estimate": (DOCS / "scaling.md", gpu_estimate_block),
 }
 
 

@@ -199,21 +199,25 @@ def named_notebook(name: str, names: Sequence[str], other_subjects: object) -> I
                          advice=[*getattr(exc, "advice", ()), *advice]) from exc
 
 
+def code_cells(path: Path) -> list[tuple[list[str], str]]:
+    """(tags, source) of each code cell of the notebook at `path`, read as the nbformat-4 JSON it is: listing a grid
+    needs no Jupyter package (benchmarks/gpu_check.py lists the full grid on a machine without them)."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [(c.get("metadata", {}).get("tags", []), "".join(c["source"])) for c in cells if c["cell_type"] == "code"]
+
+
 def default_parameters(name: str, notebook_dir: str | Path = NOTEBOOK_DIR) -> dict:
     """The values notebook `name`'s ``parameters`` cell assigns, read as literals (nothing is executed)."""
     import ast
 
-    import nbformat
-
     path = Path(notebook_dir) / f"{name}.ipynb"
     if not path.is_file():
         raise InputError(f"notebook {path} not found; the notebooks are {', '.join(NOTEBOOKS)}")
-    cells = [c for c in nbformat.read(path, as_version=4).cells
-             if c.cell_type == "code" and "parameters" in c.metadata.get("tags", [])]
+    cells = [source for tags, source in code_cells(path) if "parameters" in tags]
     if len(cells) != 1:
         raise InputError(f"notebook {path} has {len(cells)} cells tagged 'parameters'; papermill needs exactly one")
     values = {}
-    for statement in ast.parse(cells[0].source).body:
+    for statement in ast.parse(cells[0]).body:
         if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
                 and isinstance(statement.targets[0], ast.Name)):
             raise InputError(f"notebook {path}'s parameters cell may only assign literals to names: "

@@ -22,8 +22,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from datasets import DatasetDict, load_dataset
-
 from papa.core.errors import Arg, InputError, PapaError
 from papa.core.vocabulary import SAMPLES, SPLITS
 from papa.tasks.registry import LocalSource, TaskSpec, get_task
@@ -360,6 +358,14 @@ def _parse_label(raw: str, names: tuple[str, ...], is_name: bool, path: Path, li
 # ------------------------------------------------------------------------------------------------- hub
 
 
+def load_dataset(*args, **kwargs):
+    """`datasets.load_dataset`, imported on first use of the hub: a run on local files never imports `datasets`
+    (seconds of start-up, and a package a GPU image may lack: benchmarks/gpu_check.py)."""
+    import datasets
+
+    return datasets.load_dataset(*args, **kwargs)
+
+
 def _hub_examples(spec: TaskSpec, split: str) -> Iterable[Example] | list[tuple[int, str]]:
     """Examples of a hub split, in row order; for MLM ``(article, paragraph)`` pairs as for local files."""
     hub = spec.hub
@@ -372,6 +378,8 @@ def _hub_examples(spec: TaskSpec, split: str) -> Iterable[Example] | list[tuple[
             f"could not load {hub.dataset} ({hub.config or 'default'}) split {hub_split!r} from the Hugging Face "
             f"hub: {err}. To use local files instead, pass {where} or set ${DATA_DIR_ENV}.", advice=[where]
         ) from err
+    from datasets import DatasetDict  # loaded by now
+
     if isinstance(ds, DatasetDict):  # load_dataset returns one when a split is not honoured
         if hub_split not in ds:
             raise DataSourceError(f"hub dataset {hub.dataset} has no split {hub_split!r}; it has {list(ds)}")

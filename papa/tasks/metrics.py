@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from seqeval.metrics import f1_score as seqeval_f1_score
 from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from papa.core.errors import PapaError
@@ -73,6 +72,8 @@ def seqeval_f1(
     tags. On tags without a ``B-``/``I-`` prefix (POS) seqeval still forms "chunks" from its own reading of
     the tag; that is what HF ``run_ner`` reports, so it is kept.
     """
+    import seqeval.metrics  # here, not at import: only tagging tasks need it (and a GPU image may lack it)
+
     if label_names is None:
         raise ValueError("seqeval_f1 needs label_names to turn label ids into tags")
     _check_same_length(predictions, references)
@@ -85,7 +86,7 @@ def seqeval_f1(
     with warnings.catch_warnings():
         # seqeval warns on every tag without an IOB prefix (all POS tags); the result is what we want.
         warnings.filterwarnings("ignore", message=".*seems not to be NE tag.*")
-        return float(seqeval_f1_score(y_true, y_pred))
+        return float(seqeval.metrics.f1_score(y_true, y_pred))
 
 
 def neg_log_perplexity(

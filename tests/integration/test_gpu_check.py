@@ -1,0 +1,117 @@
+"""`make gpu-check SMOKE=1` (issue 54): the GPU check's every step on the CPU at tiny sizes, run as a lent GPU machine
+runs it: from a copy of the checkout and its staged folder alone (no ../shared, no PAPA_DATA_DIR), so the script
+cannot rot between GPU loans; and the docs' GPU blocks render from the folder it writes."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO / "docs"))
+import gpu_check  # noqa: E402
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+def _checkout_copy(dest: Path) -> Path:
+    """The files a call to a lent machine copies: tracked, and untracked that git does not ignore."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    for rel in filter(None, listed):
+        src = REPO / rel
+        if src.is_file() and not rel.startswith("artifacts/"):  # the check reads no artifact; notebooks it does
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dest / rel)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory, data_dir, hub_dir):
+    """Stage from ../shared into a copy of the checkout, then run the smoke from that copy with nothing else."""
+    root = tmp_path_factory.mktemp("gpu") / "machine"  # no ../shared beside it
+    repo = _checkout_copy(root / "repo")
+    stage = repo / ".gpu-stage"
+    manifest = gpu_check.stage(stage, hub_dir, data_dir, rows=64, wheels=False, python="3.12")
+    command = gpu_check.device_command(stage, wheels=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPA_", "HF_"))}
+    env.update(PYTHONPATH=str(repo), OUT=str(root / "out"))
+    (root / "out").mkdir()
+    # The printed command, with the smoke flag and this interpreter (the machine's python3 is its own).
+    run = command.replace("python3 benchmarks/gpu_check.py run", f"{sys.executable} benchmarks/gpu_check.py run --smoke")
+    done = subprocess.run(run, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    return {"root": root, "repo": repo, "manifest": manifest, "done": done, "out": repo / "artifacts" / "gpu_smoke",
+            "archive": root / "out" / "gpu_check.tar.gz"}
+
+
+def test_the_printed_command_runs_every_step_from_the_staged_checkout_alone(smoke):
+    done = smoke["done"]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    record = gpu_check.read_check(smoke["out"])
+    assert [s["name"] for s in record["steps"]] == list(gpu_check.STEP_NAMES)
+    assert {s["status"] for s in record["steps"]} == {"ok"}, [s for s in record["steps"] if s["status"] != "ok"]
+    assert record["smoke"] is True and record["source"] == smoke["manifest"]["source"]
+    # every step read the staged files: no path outside the copy
+    argv = " ".join(a for s in record["steps"] for a in s["argv"])
+    assert str(smoke["repo"] / ".gpu-stage") in argv and "shared" not in argv
+    with tarfile.open(smoke["archive"]) as tar:
+        assert {"gpu_smoke/check.json", "gpu_smoke/estimate.md"} <= set(tar.getnames())
+
+
+def test_the_check_imports_nothing_the_gpu_image_lacks(smoke):
+    imported = set(gpu_check.read_check(smoke["out"])["imports"])
+    assert imported.isdisjoint(gpu_check.NOT_ON_GPU_IMAGE), imported & set(gpu_check.NOT_ON_GPU_IMAGE)
+    assert {"torch", "transformers", "papa"} <= imported  # the record is of this run's imports
+
+
+def test_each_output_holds_what_its_reader_needs(smoke):
+    import grid_estimate
+
+    out = smoke["out"]
+    costs = [json.loads((out / f).read_text()) for f in ("full_cost_b_bf16.json", "full_cost_b_fp32.json")]
+    for cost in costs:
+        assert {(r["model"], r["task"]) for r in cost["steps"]} == {
+            (f"roberta-{size}", task) for size in ("base", "large") for task in grid_estimate.SIZES}
+    point = json.loads((out / "full_cost_a_bf16.json").read_text())["points"][0]
+    assert {"constants_s", "ranking_s", "lambda_point_s", "trainable_point_s"} <= set(point)
+    estimate = json.loads((out / "estimate.json").read_text())
+    assert estimate["jobs"] > 0 and estimate["totals"]["estimate"] > 0 and "bert-base-uncased" in estimate["per_model"]
+    for name in ("bench_fp32", "bench_bf16", "bench_fp32_compiled", "bench_bf16_compiled"):
+        bench = json.loads((out / f"{name}.json").read_text())
+        assert bench["tiny"] and any(r["met"] is not None for r in bench["rows"])
+        assert ("compiled" in name) == any("compiled" in r["what"] for r in bench["rows"])
+
+
+def test_the_docs_blocks_render_from_the_folder(smoke):
+    import gen_measurements
+
+    table = gen_measurements.gpu_table_block(smoke["out"])
+    for row in ("| MiniLM-L6 | 16 | capture", "| BERT-base | 16 | attention-free", "compiled (eager)"):
+        assert row in table, table
+    estimate = gen_measurements.gpu_estimate_block(smoke["out"])
+    assert "| **all** |" in estimate and "bert-base-uncased" in estimate
+    goals = {g["goal"]: g for g in gpu_check.goals(smoke["out"])}
+    for goal, *_ in gpu_check.HOUR_GOALS:  # the smoke's cost ran in float32: a bf16 goal is not read off it
+        assert goals[goal]["met"] is None and goals[goal]["value"] == "the estimate is in float32"
+    speed = [g for name, g in goals.items() if name.startswith(tuple(w for w, _ in gpu_check.SPEED_GOALS))]
+    assert len(speed) == 4 and all(isinstance(g["met"], bool) and "MiniLM-L6 n = 16" in g["value"] for g in speed)
+
+
+def test_a_stage_over_the_transfer_limit_is_refused(tmp_path, data_dir, hub_dir, monkeypatch):
+    monkeypatch.setattr(gpu_check, "TRANSFER_LIMIT", 1024)
+    with pytest.raises(SystemExit, match="over the 0 MiB a call carries"):
+        gpu_check.stage(tmp_path / "stage", hub_dir, data_dir, rows=8, wheels=False, python="3.12")
+
+
+def test_run_without_a_stage_says_what_to_do(tmp_path):
+    with pytest.raises(SystemExit, match="run `make gpu-stage`"):
+        gpu_check.run(list(gpu_check.STEPS), tmp_path / "out", tmp_path / "nothing", smoke=True, budget=10,
+                      archive=None)
