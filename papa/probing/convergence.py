@@ -49,11 +49,6 @@ def lambda_movement(lambdas) -> dict[str, float]:
             "logit_std": theta.std(unbiased=False).item()}
 
 
-def average_ranks(values) -> np.ndarray:
-    """Ranks 1..n of `values` (flattened), tied values sharing the average of their ranks (`scipy.stats.rankdata`)."""
-    return stats.rankdata(np.asarray(torch.as_tensor(values).detach().cpu().double().flatten()), method="average")
-
-
 def spearman(lambdas_a, lambdas_b) -> float:
     """Spearman's ρ between two λ grids of the same shape (`scipy.stats.spearmanr`; NaN when either has a single
     value everywhere, where scipy would also warn)."""

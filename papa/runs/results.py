@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 import numpy as np
 import pandas as pd
+from filelock import FileLock
 from scipy import stats
 
 from papa.core.artifacts import atomic_path, remove_stale_temporaries
@@ -149,29 +150,13 @@ def _empty_frame() -> pd.DataFrame:
 
 
 @contextmanager
-def _directory_lock(directory: Path) -> Iterator[bool]:
-    """Best-effort exclusive lock on the table's directory, so concurrent appends do not drop each other's rows.
-
-    Yields whether the lock is held. The directory (not the CSV) is locked because the CSV is replaced by rename on
-    every append. Where flock is unavailable the append still cannot corrupt the file, it can only lose a concurrent
-    writer's rows.
-    """
-    try:
-        import fcntl
-    except ImportError:
-        yield False
-        return
-    directory.mkdir(parents=True, exist_ok=True)
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            locked = True
-        except OSError:
-            locked = False
-        yield locked
-    finally:
-        os.close(fd)  # closing releases the lock
+def _table_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock on the table at `path`, so concurrent appends do not drop each other's rows: `filelock` on a
+    file beside it (``.results.csv.lock``; flock on POSIX, msvcrt on Windows). The lock file stays: deleting it
+    would race with a writer already waiting on it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(path.parent / f".{path.name}.lock"):
+        yield
 
 
 class ResultsTable:
@@ -236,11 +221,10 @@ class ResultsTable:
         if not new_rows:
             return
         new = pd.DataFrame([r.to_dict() for r in new_rows], columns=list(COLUMNS)).astype(DTYPES)
-        with _directory_lock(self.path.parent) as locked:
-            if locked:
-                # Every writer of this table holds the lock while its temporary folder exists, so one found now
-                # was left by a writer that was killed mid-write.
-                remove_stale_temporaries(self.path)
+        with _table_lock(self.path):
+            # Every writer of this table holds the lock while its temporary folder exists, so one found now was left
+            # by a writer that was killed mid-write.
+            remove_stale_temporaries(self.path)
             old = self.read()
             kept = old[~old["run_id"].isin(set(new["run_id"]))]
             parts = [kept, new] if len(kept) else [new]

@@ -80,7 +80,8 @@ def test_append_is_atomic(tmp_path, monkeypatch):
     path = tmp_path / "results.csv"
     table = ResultsTable(path)
     table.append([row(0), row(1)])
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]  # no temp file left behind
+    left = [".results.csv.lock", "results.csv"]  # no temp file left behind; the lock file stays by design
+    assert sorted(p.name for p in tmp_path.iterdir()) == left
     before = path.read_bytes()
 
     def crash(self, *args, **kwargs):
@@ -91,7 +92,29 @@ def test_append_is_atomic(tmp_path, monkeypatch):
         table.append([row(2)])
     monkeypatch.undo()
     assert path.read_bytes() == before  # the old table is intact
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.csv"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == left
+
+
+def _append_each(path, seeds) -> None:
+    table = ResultsTable(path)
+    for seed in seeds:
+        table.append([row(seed)])
+
+
+def test_concurrent_appends_keep_every_row(tmp_path):
+    """Four processes append six rows each, one at a time, to one table: the lock keeps every row (without it, two
+    writers that read the same table each rewrite it without the other's row)."""
+    import multiprocessing
+
+    path = tmp_path / "results.csv"
+    ctx = multiprocessing.get_context("spawn")
+    workers = [ctx.Process(target=_append_each, args=(path, range(w * 6, w * 6 + 6))) for w in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+    assert sorted(ResultsTable(path).read()["seed"]) == list(range(24))
 
 
 def test_tables_without_a_layout_column_load_as_sep_last(tmp_path):

@@ -195,6 +195,20 @@ def test_spearman_is_exact_below_ten_models():
     assert spearman_test(range(12), range(12))[1] < 1e-6  # ten or more: the t approximation
 
 
+def test_the_exact_spearman_p_is_the_share_of_orders_that_reach_the_observed_rho():
+    """Counted here over every order of y's ranks (ties in both samples, and orders that tie the observed ρ)."""
+    from itertools import permutations
+
+    x, y = [0.2, 0.2, 0.5, 0.7, 0.9, 0.9], [1, 3, 2, 2, 5, 4]
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
+    rho = stats.pearsonr(rx, ry).statistic
+    rhos = [stats.pearsonr(rx, order).statistic for order in permutations(ry)]
+    got = spearman_test(x, y)
+    assert got[0] == pytest.approx(rho)
+    assert got[1] == pytest.approx(sum(r >= rho - 1e-12 for r in rhos) / len(rhos))
+    assert got[2] == pytest.approx(sum(r <= rho + 1e-12 for r in rhos) / len(rhos))
+
+
 def test_the_mean_of_independent_estimates():
     a, b = _e(0.1, 0.02), _e(0.3, 0.04, seeds=3)
     m = mean_of([a, b])
