@@ -73,13 +73,15 @@ def cli_reference(parser: argparse.ArgumentParser) -> str:
 
 def api_reference(layer: str) -> str:
     package = REPO / "papa" / layer
-    modules = sorted(p for p in package.rglob("*.py") if p.name != "__init__.py")
+    modules = sorted(p for p in package.rglob("*.py") if p != package / "__init__.py")
     lines = [f"# papa.{layer}", "", f"::: papa.{layer}", "    options:", "      show_root_heading: false",
              "      members: false", ""]
     for path in modules:
-        dotted = ".".join(path.relative_to(REPO).with_suffix("").parts)
+        dotted = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
         lines += [f"::: {dotted}"]
-        if dotted in HIDDEN:
+        if path.name == "__init__.py":  # a subpackage (papa.paper.claims): its map; its names render under its modules
+            lines += ["    options:", "      members: false"]
+        elif dotted in HIDDEN:
             lines += ["    options:", "      filters:", '        - "!^_"', *(f'        - "!^{name}$"' for name in HIDDEN[dotted])]
         lines.append("")
     return "\n".join(lines)

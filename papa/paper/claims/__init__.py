@@ -1,0 +1,40 @@
+"""The paper's claims read off a run's results: per claim a verdict, the rule behind it, our numbers and the figure
+(or table) that shows it. `papa reproduce` ends with `format_claims` of what it just computed, and the docs' claim
+pages are generated from it (`papa.paper.claim_pages`).
+
+Each claim is the paper's sentence (`papa.paper.paper_numbers.CLAIMS`) cut into the parts it asserts; every part is
+read on the rows of ``<out>/results.csv`` with the paired statistics of `papa.runs.statistics` (runs with the same
+seed compared seed by seed; the evaluation examples resampled where the run stored its predictions).
+
+The modules, one per figure or table (and its section notebook), above the machinery they share:
+
+* `rules`: parts, readings, Holm's correction, verdicts, the margins and `RULES`;
+* `scores`: the run's numbers (`_Run`), the draws of a head order and the contrasts between them;
+* `main_results` (Figs. 2 and 3, notebook 02), `constant_patterns` (Fig. 4, 03), `alternative_matrices` (Table 1,
+  04), `data_dependence` (Table 2, 05), `head_selection` (Fig. 5, 06), `mlm_electra` (Fig. 6, 07), `decoders`
+  (the causal LMs, 08);
+* `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`);
+* `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them.
+
+Every name is importable from `papa.paper.claims` itself.
+"""
+from __future__ import annotations
+
+from papa.paper.claims.constant_patterns import FIG4
+from papa.paper.claims.decoders import DECODER_EVIDENCE, DECODER_NOTEBOOK, decoder_models
+from papa.paper.claims.mlm_electra import DECODER_POINTS, MLM_PRETRAINED, OBJECTIVE_NAMES, PAPER_MLM_NATS
+from papa.paper.claims.notes import (CPU_RUN_RESULTS, format_claims, headed_claims, profile_uncertainty_note,
+                                     section_claims, smoke_run_first, smoke_run_note, stability_note,
+                                     uncertainty_note)
+from papa.paper.claims.reading import (learns_tables, profile_claims, read_claims, read_learns, read_tables,
+                                       run_agreement, run_claims)
+from papa.paper.claims.rules import (ALIKE_MARGIN, AVERAGE_MARGIN, CLOSE_MARGIN, FIG3_MODELS, HALF_MARGIN,
+                                     LAMBDA_CLAIMS, RANKINGS, RULES, SPREAD_THRESHOLD, STABLE_RHO, ClaimReading, Part,
+                                     _settle_anywhere, _tally)
+from papa.paper.claims.scores import DRAWN_ORDERS, _Run
+from papa.runs.statistics import VERDICTS
+
+__all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
+           "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
+           "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
+           "stability_note"]

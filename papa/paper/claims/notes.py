@@ -1,0 +1,135 @@
+"""The claims as text: `format_claims` (what `papa reproduce` prints), `section_claims` (a notebook's closing
+cell), and the notes printed above them: a smoke run's warning, what the intervals hold, how stable the λ rankings
+are."""
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.vocabulary import NONE
+from papa.method.selection import parse_selection
+from papa.paper.claims.reading import profile_claims, run_agreement
+from papa.paper.claims.rules import LAMBDA_CLAIMS, STABLE_RHO, ClaimReading
+from papa.paper.claims.scores import _label
+from papa.runs.statistics import NOT_READ
+
+
+#: Where the results of the CPU-scale run are, for a smoke run's readers.
+CPU_RUN_RESULTS = ("artifacts/cpu/ (results.csv, tables, figures, executed notebooks), read claim by claim in "
+                   "docs/results.md and the README's \"Results\"")
+
+
+def smoke_run_note(profile: str | Path) -> str:
+    """For a run of the quick profile (or a file based on it), the sentence that comes first wherever its claims are
+    printed: its numbers are not results, and where the CPU-scale run's are; "" for any other profile."""
+    from papa.runs.profiles import builtin_base, get_profile
+
+    if builtin_base(profile) != "quick":
+        return ""
+    prof = get_profile(profile)
+    return (f"THIS IS A SMOKE RUN, NOT A RESULT: profile {prof.name} trains on {prof.train_limit} examples per task "
+            f"with {len(prof.seeds)} seeds, to show that every section runs; none of its numbers or verdicts is "
+            f"evidence for or against the paper. The CPU-scale run's results are in {CPU_RUN_RESULTS} "
+            "(`make reproduce PROFILE=cpu` reruns it).")
+
+
+def smoke_run_first(profile: str | Path, text: str) -> str:
+    """`text`, after `smoke_run_note` where `profile` is a smoke run."""
+    return " ".join(filter(None, [smoke_run_note(profile), text]))
+
+
+def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> str:
+    """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
+    their intervals hold and how stable the λ rankings are; for a notebook's last cell. A smoke run says so first
+    (`smoke_run_note`)."""
+    readings = profile_claims(out_dir, profile, [notebook])
+    if not readings:
+        return smoke_run_first(profile, f"No claim of the paper is read by {notebook}.")
+    head = smoke_run_first(profile, profile_uncertainty_note(out_dir, profile))
+    if any(r.claim in LAMBDA_CLAIMS for r in readings):
+        head += " " + stability_note(out_dir)
+    return headed_claims(head, readings, out_dir)
+
+
+def headed_claims(head: str, readings: Sequence[ClaimReading], out_dir: str | Path) -> str:
+    """`head` wrapped as a paragraph above `format_claims(readings, out_dir)`."""
+    return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out_dir)])
+
+
+def profile_uncertainty_note(out_dir: str | Path, profile: str | Path) -> str:
+    """`uncertainty_note` on the rows a run of `profile` wrote to `out_dir`'s results.csv."""
+    from papa.runs.profiles import get_profile
+    from papa.runs.results import ResultsTable
+
+    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    return uncertainty_note(out_dir, rows[rows.profile == get_profile(profile).name])
+
+
+def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
+    """One sentence on what the intervals of a run's claims hold: the seeds' and the evaluation examples' variance,
+    or the seeds' only for runs made before each run stored its predictions."""
+    from papa.runs.predictions_store import PREDICTIONS_DIR
+
+    stored = {p.stem for p in (Path(out_dir) / PREDICTIONS_DIR).glob("*.safetensors")}
+    missing = sum(rid not in stored for rid in results["run_id"])
+    drawn = sorted({n for n in set(results["selection"])
+                    if n != NONE and parse_selection(n).is_variant and parse_selection(n).profile is None})
+    orders = (f" Where a head order was drawn more than once ({', '.join(drawn)}), the intervals of Fig. 2's and "
+              "Fig. 5's parts hold the variance over the draws too." if drawn else "")
+    if not missing:
+        return ("Intervals hold the probe seeds' variance and the evaluation examples' (a bootstrap over them), "
+                f"paired by seed.{orders}")
+    return (f"{missing} of {len(results)} runs were made before runs stored their predictions: their intervals "
+            f"hold the probe seeds' variance only, not the evaluation examples'.{orders}")
+
+
+def stability_note(out_dir: str | Path) -> str:
+    """One sentence on the run's λ rankings: per task (and profile, where another's ranking ran) the range of
+    Spearman's ρ over every pair of its draws (`run_agreement`), and which fall below `STABLE_RHO` on some pair
+    (their λ-dependent parts are not read), or that no pair was measured."""
+    table = run_agreement(out_dir)
+    if table is None:
+        return ("The λ rankings' stability was not measured (no second draw of a ranking beside it, no "
+                "tables/ranking_stability.csv): the parts that rest on them are not read.")
+    table = table.assign(profile=table.profile.astype(object).where(table.profile.notna(), ""))
+    groups = table.groupby(["model", "task", "profile"], sort=False).spearman
+    many = table.model.nunique() > 1
+    each, below = [], []
+    for (model, task, profile), rhos in groups:
+        name = _label(model, task, 2 if many else 1) + (f" ({profile})" if profile else "")
+        draws = len(set(table.a[rhos.index]) | set(table.b[rhos.index]))
+        span = f"{rhos.min():.2f}" if len(rhos) == 1 else f"{rhos.min():.2f} to {rhos.max():.2f}"
+        each.append(f"{name} {span} ({draws} draws)")
+        if not rhos.min() >= STABLE_RHO:
+            below.append(name)
+    tail = (f"; some pair below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below
+            else f", all at least {STABLE_RHO}.")
+    return (f"λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: {', '.join(each)}"
+            f"{tail} A ranking with one draw is not read.")
+
+
+def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:
+    """Per claim: where in the paper, the verdict and the claim; its rule; then our numbers and the file to look at
+    (marked "not written" when the run did not write it), and the decoders' line where causal LMs ran. Lines are
+    wrapped at `width`, never inside a path."""
+    lines = []
+    for r in readings:
+        head = f"  {r.where:<8} {r.verdict_text:<14} "
+        indent = " " * 26
+        lines.append(textwrap.fill(r.text, width=width, initial_indent=head, subsequent_indent=indent))
+        if r.verdict != NOT_READ:
+            lines.append(textwrap.fill(f"rule: {r.rule}", width=width, initial_indent=indent,
+                                       subsequent_indent=indent + "      "))
+        for label, reading in (("ours", r), ("decoders", r.decoder)):
+            if reading is None:
+                continue
+            evidence = Path(out_dir) / reading.evidence
+            missing = "" if evidence.is_file() or reading.verdict == NOT_READ else " (not written)"
+            verdict = f"{reading.verdict_text}: " if label == "decoders" else ""
+            lines.append(textwrap.fill(f"{label}: {verdict}{reading.ours} -> {evidence}{missing}", width=width,
+                                       initial_indent=indent, subsequent_indent=indent + "      ",
+                                       break_long_words=False, break_on_hyphens=False))
+    return "\n".join(lines)

@@ -1,0 +1,234 @@
+"""The machinery every claim is read with: a claim's parts (`Part`) and its reading (`ClaimReading`), Holm's
+correction across a claim's comparisons and the verdict that follows, the margins the rules use, and `RULES`, each
+claim's rule in one line.
+
+Every part gets one of three verdicts: **holds** (the 95% interval lies on the claim's side of its bound), **does not
+hold** (it lies on the other side), **inconclusive** (it straddles the bound). A part the run cannot read (too few
+models, trained constants sized apart from the rest, a λ ranking with one draw, or with a pair of draws that disagree)
+is **not read** and named.
+
+A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
+comparison of the claim read, whatever its own verdict (any one of them decides it); it is **partly read (k of m
+parts)** when the parts read all hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2)
+holds when one task improves, Holm-corrected across the tasks. Fig. 4's shares are **descriptive**: a share of
+heads with a bootstrap interval over the corpus sentences, beside the paper's, with no verdict. `RULES` states each
+claim's rule in one line, and the margins below say where "no major drop", "alike" and "close" end.
+
+The margins are read off the paper's own numbers (`papa.paper.paper_numbers`). Its Table 1 (RoBERTa-base) has the
+all-constant model lose 34% of CoLA's MCC but 0–12% elsewhere, 9.5% on average over the six tasks (RoBERTa-large,
+Table 4: 36% and 12.1%): so "8% on average, never more than 20%" (Sec. 4.2) is about a model's relative drop
+averaged over its tasks (Fig. 3's x-axis), averaged again over the six models, not a bound per task.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
+                                      PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
+from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Outcome, all_of,
+                                  any_of, corrected)
+
+
+# "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
+HALF_MARGIN = 0.02
+# "8% on average": the model-average relative drop within this many percentage points of 8% (Table 1 and 4's own
+# averages, 9.5% and 12.1%, are within 4.1 of it).
+AVERAGE_MARGIN = 0.05
+# Table 2's "as well as": the difference within ± this (the paper's Tables 2 and 5 differ by at most 0.01).
+ALIKE_MARGIN = 0.02
+# Table 1's "close to trained average-initialised": within ± this (Tables 1 and 4 differ by at most 0.03).
+CLOSE_MARGIN = 0.03
+# "Spread over several tokens rather than one" (Fig. 4): median normalised row entropy at least this.
+SPREAD_THRESHOLD = 0.5
+# A λ ranking is read only where every pair of its draws (seeds and disjoint training parts) agrees at least this much
+# (Spearman's ρ).
+STABLE_RHO = 0.8
+#: The fewest models whose exact Spearman test can reach `ALPHA`: its smallest one-sided p is 1/n! (1/4! = 0.042).
+FIG3_MODELS = next(n for n in range(3, 10) if 1 / math.factorial(n) < ALPHA)
+# The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
+LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
+# How a part names the draws of a λ ranking it averages over (`_numbers`).
+RANKINGS = "λ rankings"
+
+#: Each claim's rule, in one line.
+RULES = {
+    "fig2_half": f"per task whose probe learns: original − (λ, 1/2) below {HALF_MARGIN} (upper end of its 95% "
+                 "interval; over every λ ranking the run drew, their spread in the interval; read only where every "
+                 f"pair of the ranking's draws agrees at Spearman's ρ ≥ {STABLE_RHO}); 'sometimes improves': on some "
+                 "task (λ, 1/2) − original above 0 (Holm over every task read); another profile's ranking in parts of "
+                 "its own",
+    "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
+                f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {AVERAGE_MARGIN * 100:.0f} points and every model's below "
+                f"{PAPER_MAX_RELATIVE_DROP:.0%}",
+    "fig3": "over models: Spearman's ρ of original score and relative drop above 0, one-sided p < "
+            f"{ALPHA:.3g} (exact over every permutation below 10 models; read from {FIG3_MODELS} models, the fewest "
+            "whose exact test can reach it)",
+    "fig4_diagonal": "descriptive: the share of diagonal heads with a 95% bootstrap interval over the corpus "
+                     f"sentences, beside the paper's about {PAPER_DIAGONAL_SHARE:.0%}",
+    "fig4_special": "descriptive: the share of heads mostly on special tokens with a 95% bootstrap interval over the "
+                    f"corpus sentences, beside the paper's about {PAPER_SPECIAL_SHARE:.0%}",
+    "fig4_spread": "descriptive: the median normalised row entropy (0 = one token, 1 = uniform) with a 95% bootstrap "
+                   f"interval over the corpus sentences; 'spread' where at least {SPREAD_THRESHOLD}",
+    "table1": f"at 0, per task: average − each data-free kind above 0; average − trained Toeplitz above 0; |average − "
+              f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size)",
+    "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN}",
+    "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
+            f"above 0 (read only where every pair of the λ ranking's draws agrees at Spearman's ρ ≥ {STABLE_RHO}; over "
+            "every λ ranking and random permutation the run drew, their spread in the interval; '(1 order)' where "
+            "an order was drawn once); another profile's ranking in parts of its own",
+    "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
+            "and as shares of the margin over chance, the strongest predictor that needs no model (the majority class; "
+            "for the LM a unigram model of the training tokens) (MLM probe for MLM-pretrained encoders; for decoders "
+            "the LM with its own head, also at 1/2, 1/8 and 1/16 in λ order with the random order beside it, and an "
+            "LM probe trained from scratch, read only where it beats the unigram model by its interval); the paper's "
+            "nats and ELECTRA read only where such models ran, 'partly read' where they cannot be",
+}
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a claim's sentence as this run reads it: one comparison (`test`), or a tally of comparisons
+    (`members`, combined as "everywhere", or as "somewhere" with `anywhere`)."""
+
+    name: str        # e.g. "no major drop at 1/2 (sst2)"
+    verdict: str     # one of VERDICTS
+    numbers: str     # the estimate behind it, e.g. "0.012 [-0.004, 0.028]"
+    test: Outcome | None = None
+    members: tuple["Part", ...] = ()
+    anywhere: bool = False
+
+
+def _compare(name: str, test: Outcome, numbers: str) -> Part:
+    return Part(name, test.verdict, numbers, test)
+
+
+def _unread(name: str, why: str) -> Part:
+    return Part(name, NOT_READ, why, Outcome(NOT_READ))
+
+
+def _tally(name: str, members: Sequence[Part], *, anywhere: bool = False, none: str = "") -> Part:
+    """A part made of comparisons; its verdict and numbers are set when the claim is read (`_reading`), after
+    Holm's correction. With no member, not read (`none` says why)."""
+    if not members:
+        return _unread(name, none or "nothing to compare")
+    return Part(name, NOT_READ, "", None, tuple(members), anywhere)
+
+
+@dataclass(frozen=True)
+class ClaimReading:
+    """One claim of the paper as this run reads it; `decoder` is the same claim read on the run's causal LMs."""
+
+    claim: str       # key of `papa.paper.paper_numbers.CLAIMS`
+    where: str       # the paper's figure or table
+    notebook: str    # the section notebook that computes it
+    verdict: str     # one of VERDICTS
+    ours: str        # our numbers, one line
+    evidence: str    # the figure (or table) behind it, relative to the run's output folder
+    parts: tuple[Part, ...] = field(default=())
+    decoder: "ClaimReading | None" = None
+    ran: bool = True  # False: nothing of the claim ran at all
+
+    @property
+    def text(self) -> str:
+        """The paper's claim."""
+        return CLAIMS[self.claim]
+
+    @property
+    def rule(self) -> str:
+        """How the verdict is read, in one line."""
+        return RULES[self.claim]
+
+    @property
+    def unread(self) -> list[str]:
+        """The parts of the claim this run could not read."""
+        return [p.name for p in self.parts if p.verdict == NOT_READ]
+
+    @property
+    def verdict_text(self) -> str:
+        """The verdict as printed: "partly read (k of m parts)" says how much was read."""
+        if self.verdict != PARTLY_READ:
+            return self.verdict
+        read = sum(p.verdict != NOT_READ for p in self.parts)
+        return f"{PARTLY_READ} ({read} of {len(self.parts)} parts)"
+
+
+def _corrected(parts: Sequence[Part]) -> list[Part]:
+    """The parts with Holm's correction applied: "somewhere" tallies across their members for "holds"; then every
+    comparison of the claim (tallied or not) as one family for "does not hold", since any one of them decides it."""
+    parts = [_settle_anywhere(p) if p.members and p.anywhere else p for p in parts]
+    family = [(i, None) for i, p in enumerate(parts) if p.test is not None]
+    family += [(i, j) for i, p in enumerate(parts) if p.members and not p.anywhere
+               for j, m in enumerate(p.members) if m.test is not None]
+    tests = [parts[i].test if j is None else parts[i].members[j].test for i, j in family]
+    fixed = dict(zip(family, corrected(tests, "fails")))
+    out = []
+    for i, p in enumerate(parts):
+        if (i, None) in fixed:
+            p = replace(p, verdict=fixed[i, None].verdict, test=fixed[i, None])
+        elif p.members and not p.anywhere:
+            members = tuple(replace(m, verdict=fixed[i, j].verdict, test=fixed[i, j]) if (i, j) in fixed else m
+                            for j, m in enumerate(p.members))
+            verdict = all_of(m.verdict for m in members)
+            p = replace(p, verdict=verdict, numbers=_tally_text(members, verdict), members=members)
+        out.append(p)
+    return out
+
+
+def _settle_anywhere(part: Part) -> Part:
+    """A "somewhere" tally: Holm across every member read for "holds"; it does not hold only where every member does
+    not, so as one comparison of its claim it carries the largest of their p-values."""
+    members = [replace(m, verdict=t.verdict, test=t)
+               for m, t in zip(part.members, corrected([m.test or Outcome(m.verdict) for m in part.members], "holds"))]
+    verdict = any_of(m.verdict for m in members)
+    p_fails = max((m.test.p_fails for m in members if m.verdict != NOT_READ), default=math.nan)
+    read = [m for m in members if m.verdict != NOT_READ]
+    held = sum(m.verdict == HOLDS for m in members)
+    smallest = min((m.test.p_adjusted for m in read), default=math.nan)
+    holm = f"Holm over {len(read)}" + (f", smallest adjusted p {smallest:.3f}" if math.isfinite(smallest) else "")
+    return replace(part, verdict=verdict, test=Outcome(verdict, math.nan, p_fails), members=tuple(members),
+                   numbers=f"holds on {held} of {len(read)} ({holm})" + _example(members, verdict))
+
+
+def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequence[Part], ours: str = ""
+             ) -> ClaimReading:
+    parts = _corrected(parts)
+    verdict = all_of(p.verdict for p in parts)
+    shown = [p for p in parts if p.verdict != NOT_READ]
+    line = ours or "; ".join(f"{p.name}: {p.numbers} ({p.verdict})" for p in shown)
+    unread = [p for p in parts if p.verdict == NOT_READ]
+    if unread and shown:
+        line += "; not read: " + "; ".join(f"{p.name} ({p.numbers})" for p in unread)
+    elif unread:
+        line = "; ".join(f"{p.name}: {p.numbers}" for p in unread)
+    return ClaimReading(claim, where, notebook, verdict, line, evidence, tuple(parts))
+
+
+def _not_read(claim: str, where: str, notebook: str, evidence: str, why: str) -> ClaimReading:
+    return ClaimReading(claim, where, notebook, NOT_READ, why, evidence, (_unread(claim, why),), ran=False)
+
+
+def _example(parts: Sequence[Part], verdict: str) -> str:
+    """One member that illustrates a tally's `verdict` (a partly read tally's: one that holds): where it holds, the
+    member nearest to failing it (largest p of holding); otherwise the first member with that verdict. "" where none
+    has it."""
+    verdict = HOLDS if verdict == PARTLY_READ else verdict
+    alike = [p for p in parts if p.verdict == verdict]
+    if not alike:
+        return ""
+    if verdict == HOLDS:
+        shown = max(alike, key=lambda p: p.test.p_holds if p.test is not None and math.isfinite(p.test.p_holds)
+                    else -1.0)
+    else:
+        shown = alike[0]
+    return f" (e.g. {shown.name} {shown.numbers})"
+
+
+def _tally_text(parts: Sequence[Part], verdict: str) -> str:
+    """e.g. "holds on 10 of 12, inconclusive on 2 (e.g. beats zeros (ner) -0.004 [-0.020, +0.012])": the count per
+    verdict, and one comparison that illustrates the tally's `verdict`."""
+    counts = [(v, sum(p.verdict == v for p in parts)) for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, NOT_READ)]
+    text = ", ".join(f"{v} on {n}" + (f" of {len(parts)}" if i == 0 else "") for i, (v, n) in enumerate(counts)
+                     if n or i == 0)
+    return text + _example(parts, verdict)

@@ -1,0 +1,202 @@
+"""The run's numbers as the claims read them: `_Run` (the rows of the encoders, or of the causal LMs, with the λ
+rankings' stability and each task's chance level), the draws of a head order, and the paired contrasts between them.
+
+Where the run drew a head order more than once (λ rankings of other seeds or disjoint training parts, random
+permutations of other seeds: selections ``lambda@part1``, ``random@2``, ...), Fig. 2's and Fig. 5's parts average
+over the draws and their intervals hold the order's own spread (`papa.runs.statistics.over_orders`); a ranking
+learned by another profile (``lambda@full``: the paper's step count) is read in parts of its own.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.vocabulary import NONE
+from papa.method.selection import parse_selection
+from papa.paper.claims.rules import STABLE_RHO
+from papa.paper.sections import DOWNSTREAM_TASKS, short_model
+from papa.runs.compare import RunScores
+from papa.runs.stability import AGREEMENT_COLUMNS, draw_name
+from papa.runs.statistics import Estimate, Scores, estimate, over_orders
+
+
+class _Run(RunScores):
+    """The rows of one kind of model (the encoders, or the causal LMs) as `RunScores`, with what the claims read
+    beside them: the λ rankings' stability and each task's chance level."""
+
+    def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None,
+                 chance: pd.DataFrame | None = None, *, decoders: bool = False, left_out: pd.DataFrame | None = None):
+        super().__init__(results, out_dir)
+        self.stability = _agreement(stability)
+        self.chance_levels = chance
+        self.decoders = decoders
+        self.left_out = left_out if left_out is not None else results.iloc[:0]
+
+    def not_run(self, what: str, ran: Callable[[pd.DataFrame], pd.Series]) -> str:
+        """Why nothing of `what` (e.g. "λ and another selection method at a fraction between 0 and 1") is read:
+        it was not run, or (the rows `ran` selects among the tasks left out) it ran only on tasks whose probe does
+        not beat its majority class."""
+        rows = self.left_out[ran(self.left_out)] if len(self.left_out) else self.left_out
+        if rows.empty:
+            return f"{what}: not run"
+        return (f"{what}: run only on {', '.join(dict.fromkeys(rows.task))}, whose probe does not beat its majority "
+                "class, so no claim reads it")
+
+    def models_tasks(self, tasks: Sequence[str] = DOWNSTREAM_TASKS) -> list[tuple[str, str]]:
+        """(model, task) pairs that ran one of `tasks`."""
+        r = self.results[self.results.task.isin(tasks)]
+        return sorted(set(zip(r.model, r.task)), key=lambda mt: (mt[0], list(tasks).index(mt[1])))
+
+    def unstable(self, model: str, task: str, selections: Sequence[str] = ("lambda",), profile: str | None = None
+                 ) -> str | None:
+        """Why the λ rankings behind `selections` (draws of `task`'s λ order on `model`, learned by `profile`; None:
+        the grid's) cannot be read, or None where they can: every pair of the draws they average over and of the other
+        draws learned alike (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) must agree at
+        Spearman's ρ ≥ `STABLE_RHO`; one draw alone has nothing to be measured against."""
+        pairs = self._pairs(model, task, profile)
+        drawn = {draw_name(s.seed, s.part) for s in map(parse_selection, selections)}
+        names = sorted(drawn | set(pairs.a) | set(pairs.b), key=_draw_order)
+        whose = f"{task}'s λ ranking" + ("" if profile is None else f" of the {profile} profile")
+        if len(names) < 2:
+            return f"{whose}: stability not measured (one draw: no second seed's or training part's ranking)"
+        rhos = {}
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                found = pairs[((pairs.a == a) & (pairs.b == b)) | ((pairs.a == b) & (pairs.b == a))].spearman
+                if found.empty:
+                    return f"{whose}: stability not measured (draws {a} and {b} not compared)"
+                rhos[a, b] = float(found.min())
+        low = min(rhos.values())
+        if low >= STABLE_RHO:
+            return None
+        if len(rhos) == 1:
+            return f"{whose}s of two draws ({', '.join(names)}) agree at ρ = {low:.2f} < {STABLE_RHO}"
+        return (f"{whose}s of {len(names)} draws ({', '.join(names)}) agree at ρ {low:.2f} to "
+                f"{max(rhos.values()):.2f}: some pair below {STABLE_RHO}")
+
+    def _pairs(self, model: str, task: str, profile: str | None) -> pd.DataFrame:
+        """The agreement rows of (`model`, `task`)'s rankings learned by `profile` (None: the grid's profile, and
+        the rows of a table that records none)."""
+        table = self.stability
+        if table is None or table.empty:
+            return pd.DataFrame(columns=list(AGREEMENT_COLUMNS))
+        wanted = {profile} if profile is not None else set(self.rows(model, task).profile)
+        named = table.profile.isin(wanted) | (table.profile.isna() & (profile is None))
+        return table[(table.model == model) & (table.task == task) & named]
+
+    def chance(self, model: str, task: str) -> float | None:
+        """`task`'s chance level on `model`, if the run wrote it: the strongest predictor that needs no model
+        (``context_free``: the majority class, or a unigram model of the training tokens), else the table's
+        ``chance`` (majority class, or uniform over the vocabulary)."""
+        strongest = _value(self.chance_levels, model, task, "context_free") \
+            if self.chance_levels is not None and "context_free" in self.chance_levels else None
+        if strongest is not None and math.isfinite(strongest):
+            return strongest
+        return _value(self.chance_levels, model, task, "chance")
+
+    def beats_chance(self, model: str, task: str, original: Scores) -> str | None:
+        """Why a probe of a task over the vocabulary is not read (None: it is): the lower end of its original score's
+        95% interval must lie above `chance`, the rule a task's probe must pass against its majority class."""
+        level = self.chance(model, task)
+        if level is None:
+            return None
+        low = estimate(lambda o: o, original).interval()[0]
+        if math.isfinite(low) and low > level:
+            return None
+        return (f"the probe ({estimate(lambda o: o, original).text(2)} nats) does not beat a context-free predictor "
+                f"({level:.2f} nats, a unigram model of its training tokens) by its interval: what it scores is "
+                "mostly token frequency")
+
+    def ranking_profiles(self, model: str, task: str) -> list[str]:
+        """The other profiles whose λ rankings ran on (`model`, `task`) (selections such as ``lambda@full``)."""
+        names = set(self.rows(model, task).selection) - {NONE}
+        return sorted({p for p in (parse_selection(n).profile for n in names) if p is not None})
+
+    def draws(self, model: str, task: str, method: str, label: str, *, profile: str | None = None
+              ) -> dict[str, Scores]:
+        """The `Scores` of every draw of `method`'s head order run at (`model`, `task`, `label`) with the task's
+        average constants, by selection name: the plain method's and its variants' (λ rankings of other seeds and
+        training parts, random permutations of other seeds), in name order; with `profile`, the draws of that
+        profile's ranking (e.g. "full": λ learned at the paper's step count) instead."""
+        rows = self.rows(model, task, constants="average", constants_corpus="task", fraction_label=label)
+        names = sorted(n for n in set(rows.selection) if n != NONE and _draw_of(n, method, profile))
+        found = {n: self.scores(model, task, "average", "task", n, label) for n in names}
+        return {n: f for n, f in found.items() if f is not None}
+
+
+def _agreement(table: pd.DataFrame | None) -> pd.DataFrame | None:
+    """A table of the λ rankings' agreement as `papa.runs.stability.draw_agreement` writes it (one row per pair of
+    draws); a table of two seeds' agreement per (model, task) (notebooks 02 and 08, ``spearman``) stands for the
+    pair seed0, seed1 of the profile it records (None: the grid's)."""
+    if table is None:
+        return None
+    table = table.reset_index()
+    if not {"a", "b"} <= set(table.columns):
+        table = table.assign(a=draw_name(0), b=draw_name(1))
+    if "profile" not in table:
+        table = table.assign(profile=None)
+    return table[["model", "task", "profile", "a", "b", "spearman"]]
+
+
+def _draw_order(name: str) -> tuple[int, int]:
+    """`papa.runs.stability.draw_name`s in the order (part, seed): seed0, seed1, part1, part2, ..."""
+    part = int(name.split("part")[1].split("-")[0]) if name.startswith("part") else 0
+    seed = int(name.split("seed")[1]) if "seed" in name else 0
+    return part, seed
+
+
+def _draw_of(name: str, method: str, profile: str | None) -> bool:
+    """Whether selection `name` is a draw of `method`'s order learned by `profile` (None: the grid's own)."""
+    selection = parse_selection(name)
+    return selection.method == method and selection.profile == profile
+
+
+def _contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
+    """The mean over `plus`'s draws of the order minus the mean over `minus`'s, paired over seeds and examples, with
+    the orders' own spread added (`over_orders`): each side is one setting's draws of its order (one, for a fixed
+    order or the original model)."""
+    k = len(plus)
+    joint = estimate(lambda *means: sum(means[:k]) / k - sum(means[k:]) / len(minus), *plus, *minus)
+    return over_orders(joint, [s.values.mean() for s in plus], [s.values.mean() for s in minus])
+
+
+#: The head orders that are drawn (a λ ranking learned from data and a seed, a random permutation); the layer
+#: orders are fixed and never drawn.
+DRAWN_ORDERS = ("lambda", "reversed_lambda", "random")
+
+
+def _numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
+    """The estimate's text, and over how many draws of each drawn order it is taken (e.g. "over 4 λ rankings,
+    5 random orders"); "(1 order)" where every order behind it was drawn once, so its interval holds no spread of
+    the order."""
+    counts = [(what, len(draws)) for what, draws in arms]
+    if not counts:
+        return e.text()
+    if all(n == 1 for _, n in counts):
+        return e.text() + " (1 order)"
+    return e.text() + " over " + ", ".join(f"{n} {what if n > 1 else _singular(what)}" for what, n in counts)
+
+
+def _singular(what: str) -> str:
+    """"λ rankings" -> "λ ranking", "random orders" -> "random order"."""
+    return " ".join(w[:-1] if w in ("rankings", "orders") else w for w in what.split(" "))
+
+
+def _value(table: pd.DataFrame | None, model: str, task: str, column: str) -> float | None:
+    """`column` of the (model, task) row of a run's table (None: no table, or no such row)."""
+    if table is None:
+        return None
+    table = table.reset_index()
+    row = table[(table.model == model) & (table.task == task)]
+    return None if row.empty else float(row[column].iloc[0])
+
+
+def _label(model: str, task: str, models: int) -> str:
+    return task if models < 2 else f"{task}, {short_model(model)}"
+
+
+def _count(models_tasks) -> int:
+    return len({m for m, _ in models_tasks})
