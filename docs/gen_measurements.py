@@ -179,9 +179,20 @@ def ranking_agreement_block() -> str:
     return ranking_agreement(CPU_RUN / "rankings", STABLE_RHO)
 
 
+def paper_protocol_block() -> str:
+    """Issue 51's answer per task of the cpu run's encoder: its λ order at the paper's protocol, by every pair of the
+    full profile's draws at the claims' gate, and the steps each curve took to settle."""
+    from papa.paper.claim_pages import paper_protocol_answer
+    from papa.paper.claims import STABLE_RHO
+
+    return paper_protocol_answer(CPU_RUN / "rankings", STABLE_RHO, "sentence-transformers/all-MiniLM-L6-v2",
+                                 ("cola", "sst2", "mrpc", "ner", "pos"))
+
+
 def draws_time_block() -> str:
     """What drawing the head orders again cost in the committed run: the runs of the draws (their rows' run time) and
     the λ rankings learned for them (their learning curves' seconds)."""
+    from papa.method.rankings import load_ranking
     from papa.method.selection import parse_selection
     from papa.runs.lambda_curves import load_curve
     from papa.runs.results import ResultsTable
@@ -191,8 +202,10 @@ def draws_time_block() -> str:
     variant = parsed.map(lambda p: p is not None and p.is_variant)
     other_profile = parsed.map(lambda p: p is not None and p.profile is not None)
     drawn, read = rows[variant & ~other_profile], rows[other_profile]
-    curves = [load_curve(p)[0] for p in sorted((CPU_RUN / "rankings" / "curves").glob("*.safetensors"))
-              if "-part" in p.name]
+    # the draws the cpu run made; the rankings learned at the paper's protocol (profile full) are issue 51's
+    curves = [curve for curve, meta in map(load_curve, sorted((CPU_RUN / "rankings" / "curves").glob("*.safetensors")))
+              if "-part" in meta["ranking"]
+              and load_ranking(CPU_RUN / "rankings" / meta["ranking"]).metadata.get("profile") == "cpu"]
     if drawn.empty:
         return "No head order was drawn again in this run."
     minutes = drawn.runtime_s.sum() / 60
@@ -321,6 +334,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "lambda-full": (DOCS / "results.md", lambda_full_block),
     "draws-time": (DOCS / "results.md", draws_time_block),
     "ranking-agreement": (DOCS / "results.md", ranking_agreement_block),
+    "paper-protocol": (DOCS / "results.md", paper_protocol_block),
     "claims": (DOCS / "results.md", claims_block),
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "claims-brief": (REPO / "README.md", brief_block),

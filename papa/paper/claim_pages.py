@@ -242,3 +242,48 @@ def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
     if once:
         lines.append("Learned once (no pair to gate on, so not read): " + ", ".join(once) + ".")
     return "\n".join(lines).rstrip().replace("-0.00", "0.00")
+
+
+def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tasks: Sequence[str],
+                          profile: str = "full") -> str:
+    """Issue 51's plain answer, task by task: is `model`'s λ order a property of the model at the paper's protocol
+    (`profile`'s rankings: the whole training set and its draws, `--part 1/2` and `--seed 1`), by every pair of those
+    draws at `gate`, and how many steps its curve took to settle (`papa.probing.convergence.settled_at`)."""
+    from papa.method.rankings import load_ranking
+    from papa.probing.convergence import SETTLED_RHO, settled_at, settling_curve
+    from papa.runs.lambda_curves import load_curve
+    from papa.runs.stability import draw_agreement, draw_of
+
+    table = draw_agreement(rankings_dir)
+    table = table[(table.model == model) & (table.profile == profile)]
+    lines = [f"| task | draws at the paper's protocol | ρ, disjoint halves | ρ, other pairs (seed0: the whole set) | "
+             f"steps to settle "
+             f"(ρ ≥ {SETTLED_RHO} with the final ranking) | answer |", "|---|---|---|---|---|---|"]
+    for task in tasks:
+        got = table[table.task == task]
+        draws = sorted(set(got.a) | set(got.b))
+        halves = got[(got.a == "part1") & (got.b == "part2")].spearman
+        others = got[~((got.a == "part1") & (got.b == "part2"))]
+        settle = []
+        for path in sorted(Path(rankings_dir, "curves").glob(f"*__{task}__*.safetensors")):
+            trace, meta = load_curve(path)
+            ranking = load_ranking(Path(rankings_dir) / meta["ranking"]).metadata
+            if ranking.get("profile") == profile and ranking.get("model_name") == model:
+                at = settled_at(settling_curve(trace))
+                settle.append(f"{draw_of(meta['ranking'])}: " + (f"{at:,} of {trace.steps[-1]:,}" if at is not None
+                                                                      else f"not before its last ({trace.steps[-1]:,})"))
+        if not draws:
+            answer = "not measured" if not settle else "learned once: no pair to measure"
+        elif len(halves) and halves.iloc[0] < gate:
+            answer = f"**not stable across data** (disjoint halves ρ {halves.iloc[0]:.2f} < {gate})"
+        elif got.spearman.min() < gate:
+            answer = f"**not stable** (a pair at ρ {got.spearman.min():.2f} < {gate})"
+        elif len(halves) and "seed1" in draws:
+            answer = f"stable across data and seed (every pair ≥ {gate})"
+        else:
+            answer = "stable so far; " + ("no second seed yet" if len(halves) else "the disjoint halves not learned yet")
+        lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(draws) or '–'} | "
+                     f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | "
+                     f"{', '.join(f'{a}–{b} {r:.2f}' for a, b, r in zip(others.a, others.b, others.spearman)) or '–'}"
+                     f" | {'; '.join(settle) or '–'} | {answer} |")
+    return "\n".join(lines)

@@ -59,6 +59,12 @@ def draw_name(seed: int = 0, part: int = 0) -> str:
     return "-".join([f"part{part}"] * bool(part) + [f"seed{seed}"] * bool(seed or not part))
 
 
+def draw_of(file_name: str) -> str:
+    """The draw (`draw_name`) a ranking file's name says it is."""
+    match = _DRAW.match(file_name)
+    return draw_name(int(match["seed"] or 0), int(match["part"] or 0))
+
+
 def ranking_draws(rankings_dir: str | Path) -> dict[str, list[tuple[str, Path]]]:
     """The λ ranking files in `rankings_dir` grouped by what they repeat (the file name but for its ``-part<k>`` and
     ``-seed<s>``, as ``<group>.safetensors``): each group's draws as (`draw_name`, path), seed0 first."""

@@ -52,3 +52,29 @@ def test_notebook_times_and_curve_tables(tmp_path):
                            "fraction_label": ["1", "1/2", "0"], "mean": [-4.0, -5.0, -9.0], "ci95": [0.0, 0.0, 0.0]})
     table = curve_table(curves, {"lm/lambda": "LM"})
     assert table.splitlines()[2] == "| LM | -4.000 | -5.000 | -9.000 |"
+
+
+def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tmp_path):
+    """Issue 51's table: a task is "not stable across data" when its disjoint halves disagree, "stable so far" while a
+    draw is missing, "not measured" without rankings; the cpu profile's draws do not count."""
+    import torch
+
+    from papa.method.rankings import HeadRanking
+    from papa.paper.claim_pages import paper_protocol_answer
+
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
+    swapped = base.flatten().flip(0).reshape(3, 4)  # ρ = −1 with base
+
+    def save(task: str, suffix: str, lambdas, profile: str = "full") -> None:
+        HeadRanking.from_lambdas(lambdas, task=task, profile=profile, model_name="org/m").save(
+            tmp_path / f"org-m__{task}__lambda-average-task-official-n64-{profile}{suffix}.safetensors")
+
+    save("mrpc", "", base), save("mrpc", "-part1", base), save("mrpc", "-part2", swapped)
+    save("sst2", "", base), save("sst2", "-part1", base ** 2), save("sst2", "-part2", base ** 3)
+    save("cola", "", base, profile="cpu"), save("cola", "-part1", swapped, profile="cpu")
+    rows = {line.split(" | ")[0].strip("| "): line for line in
+            paper_protocol_answer(tmp_path, 0.8, "org/m", ("mrpc", "sst2", "cola")).splitlines()[2:]}
+    assert "**not stable across data** (disjoint halves ρ -1.00 < 0.8)" in rows["MRPC"]
+    assert "seed0–part1 1.00, seed0–part2 -1.00" in rows["MRPC"]
+    assert rows["SST-2"].endswith("| 1.00 | seed0–part1 1.00, seed0–part2 1.00 | – | stable so far; no second seed yet |")
+    assert rows["CoLA"].endswith("| not measured |")
