@@ -211,7 +211,21 @@ def _subjects(args: argparse.Namespace) -> dict:
 
 
 def _notebook_names(args: argparse.Namespace) -> tuple[str, ...]:
-    return tuple(args.notebooks) if args.notebooks else NOTEBOOK_NAMES
+    """The notebooks to run: those named; else, on models or tasks the command names, every notebook that can run
+    on them (each one left out is named, with why, once); else all."""
+    if args.notebooks:
+        return tuple(args.notebooks)
+    if not (args.models or args.tasks):
+        return NOTEBOOK_NAMES
+    if getattr(args, "_applicable", None) is None:
+        from papa.reproduce.notebooks import applicable_notebooks
+
+        kept, left = applicable_notebooks(args.profile, NOTEBOOK_NAMES, out_dir=_out_dir(args),
+                                          data_dir=args.data_dir, device=args.device, **_subjects(args))
+        for name, why in left.items():
+            print(f"papa {args.command}: leaving out {name}: {why}", file=sys.stderr)
+        args._applicable = tuple(kept)
+    return args._applicable
 
 
 def _jobs(args: argparse.Namespace) -> int:

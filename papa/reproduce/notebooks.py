@@ -362,6 +362,25 @@ def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, o
     return times
 
 
+def applicable_notebooks(profile: str, names: Sequence[str], *, with_models: Sequence[str] | None = None,
+                         with_tasks: Sequence[str] | None = None, **batch) -> tuple[list[str], dict[str, str]]:
+    """Of `names`, those that can run on `with_models` / `with_tasks` (`check_batch`, one notebook at a time), and
+    why each other one cannot (its refusal). A refusal of every notebook is raised: it is about the batch (a
+    device, a folder), not about one section."""
+    kept, left, first = [], {}, None
+    for name in names:
+        try:
+            check_batch(profile, names=[name], with_models=with_models, with_tasks=with_tasks, **batch)
+            kept.append(name)
+        except InputError as exc:
+            cause = exc.__cause__ if isinstance(exc.__cause__, InputError) else exc  # without "notebook X cannot"
+            first = first or cause
+            left[name] = str(cause.args[0] if cause.args else cause)
+    if not kept and first is not None:
+        raise first
+    return kept, left
+
+
 def check_batch(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
                 data_dir: str | None = None, device: str = "cpu", notebook_dir: str | Path = NOTEBOOK_DIR,
                 model_dir: str | Path | None = None, models: Collection[str] | None = None,

@@ -570,6 +570,21 @@ def test_reproduce_on_other_models_and_tasks_refuses_before_any_kernel(tmp_path,
     assert _nothing_written(tmp_path / "out") and not list(tmp_path.rglob("*.failed.ipynb"))
 
 
+def test_an_encoder_without_notebooks_named_runs_every_notebook_that_applies(tmp_path, capsys):
+    """`--models <an encoder>` alone: the decoders' notebook is left out, named once with its reason, the rest run."""
+    model = tmp_path / "my-encoder"
+    tiny_model("bert", layers=2, heads=4).save_pretrained(model)
+    tiny_tokenizer("bert").save_pretrained(model)
+    capsys.readouterr()
+    assert cli.main(["jobs", "list", "--models", str(model), "--out", str(tmp_path / "out")]) == 0
+    out, err = capsys.readouterr()
+    assert err.count("leaving out") == 1 and "papa jobs: leaving out 08_decoders: task 'lm' scores a causal LM" in err
+    assert "|lm|" not in out and "|sst2|" in out and "jobs done" in out
+    # a refusal of every notebook is the batch's, said as such
+    err = cli_error(capsys, ["jobs", "list", "--models", str(tmp_path / "nothing-here"), "--out", str(tmp_path / "o")])
+    assert "no model there" in err and "cannot run on these" not in err
+
+
 # ---- artifacts and files ------------------------------------------------------------------------------------------
 
 def test_constants_counts_are_validated(tmp_path):
