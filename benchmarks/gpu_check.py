@@ -391,7 +391,8 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
 # ---- reading a folder (docs/gen_measurements.py) ----------------------------------------------------------------
 
 def latest(root: Path = GPU_ROOT) -> Path | None:
-    """The newest folder a full (not smoke) check wrote under `root`, by its record's date."""
+    """The newest folder a full (not smoke) check wrote under `root`, by the date its name starts with (on one date,
+    the last name in order)."""
     found = [p.parent for p in root.glob("*/check.json")]
     found = [p for p in found if not json.loads((p / "check.json").read_text(encoding="utf-8")).get("smoke")]
     return max(found, key=lambda p: p.name, default=None)
