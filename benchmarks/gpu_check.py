@@ -204,7 +204,8 @@ def _folder_bytes(folder: Path) -> int:
 def _commit(repo: Path) -> dict:
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True).stdout.strip()
-    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    return {"commit": git("rev-parse", "HEAD") or None, "dirty": dirty}
 
 
 def device_command(stage: Path, wheels: bool, limit_s: int = 570) -> str:
@@ -244,7 +245,7 @@ def describe_machine(cuda: bool) -> dict:
     import torch
 
     versions = {}
-    for name in ("torch", "transformers", "tokenizers", "huggingface_hub", "numpy"):
+    for name in ("torch", "transformers", "tokenizers", "huggingface_hub", "numpy", "pandas", "scipy", "accelerate"):
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

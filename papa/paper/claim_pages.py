@@ -269,9 +269,9 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
             trace, meta = load_curve(path)
             ranking = load_ranking(Path(rankings_dir) / meta["ranking"]).metadata
             if ranking.get("profile") == profile and ranking.get("model_name") == model:
-                at = settled_at(settling_curve(trace))
-                settle.append(f"{draw_of(meta['ranking'])}: " + (f"{at:,} of {trace.steps[-1]:,}" if at is not None
-                                                                      else f"not before its last ({trace.steps[-1]:,})"))
+                at, last = settled_at(settling_curve(trace)), trace.steps[-1]
+                settle.append(f"{draw_of(meta['ranking'])}: "
+                              + (f"{at:,} of {last:,}" if at is not None else f"not before its last ({last:,})"))
         if not draws:
             answer = "not measured" if not settle else "learned once: no pair to measure"
         elif len(halves) and halves.iloc[0] < gate:
@@ -281,9 +281,10 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
         elif len(halves) and "seed1" in draws:
             answer = f"stable across data and seed (every pair ≥ {gate})"
         else:
-            answer = "stable so far; " + ("no second seed yet" if len(halves) else "the disjoint halves not learned yet")
+            missing = "no second seed yet" if len(halves) else "the disjoint halves not learned yet"
+            answer = f"stable so far; {missing}"
+        pairs = ", ".join(f"{a}–{b} {r:.2f}" for a, b, r in zip(others.a, others.b, others.spearman))
         lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(draws) or '–'} | "
-                     f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | "
-                     f"{', '.join(f'{a}–{b} {r:.2f}' for a, b, r in zip(others.a, others.b, others.spearman)) or '–'}"
-                     f" | {'; '.join(settle) or '–'} | {answer} |")
+                     f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | {pairs or '–'} | "
+                     f"{'; '.join(settle) or '–'} | {answer} |")
     return "\n".join(lines)

@@ -46,7 +46,8 @@ def smoke(tmp_path_factory, data_dir, hub_dir):
     env.update(PYTHONPATH=str(repo), OUT=str(root / "out"))
     (root / "out").mkdir()
     # The printed command, with the smoke flag and this interpreter (the machine's python3 is its own).
-    run = command.replace("python3 benchmarks/gpu_check.py run", f"{sys.executable} benchmarks/gpu_check.py run --smoke")
+    run = command.replace("python3 benchmarks/gpu_check.py run",
+                          f"{sys.executable} benchmarks/gpu_check.py run --smoke")
     done = subprocess.run(run, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     return {"root": root, "repo": repo, "manifest": manifest, "done": done, "out": repo / "artifacts" / "gpu_smoke",
             "archive": root / "out" / "gpu_check.tar.gz"}
