@@ -251,31 +251,29 @@ def _reproduce(args: argparse.Namespace) -> int:
     from papa.reproduce.timings import RUN_FILE, phases_text, plan_text, read_run, reference
 
     start, began = time.perf_counter(), time.time()
+    names, out = _notebook_names(args), _out_dir(args)
     # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.
-    prof = check_batch(args.profile, names=_notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
-                       device=args.device, **_subjects(args))
-    names = _notebook_names(args)
+    prof = check_batch(args.profile, names=names, out_dir=out, data_dir=args.data_dir, device=args.device,
+                       **_subjects(args))
     expected = reference(prof.name)
     if not args.quiet:
-        done = done_runs(args.profile, names, _out_dir(args), data_dir=args.data_dir, device=args.device,
-                         **_subjects(args))
-        print(plan_text(prof.name, names, _out_dir(args), expected, done), flush=True)
+        done = done_runs(args.profile, names, out, data_dir=args.data_dir, device=args.device, **_subjects(args))
+        print(plan_text(prof.name, names, out, expected, done), flush=True)
     if args.workers > 1 or args.submitit:
         # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
         from papa.reproduce.jobs import notebook_jobs
 
-        jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=_out_dir(args), data_dir=args.data_dir,
-                             device=args.device, **_subjects(args))
-        if _run_job_list(jobs, args, _out_dir(args)):
+        jobs = notebook_jobs(args.profile, names, out_dir=out, data_dir=args.data_dir, device=args.device,
+                             **_subjects(args))
+        if _run_job_list(jobs, args, out):
             print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
                   file=sys.stderr)
             return 1
-    times = run_notebooks(args.profile, names=names, out_dir=_out_dir(args), data_dir=args.data_dir,
+    times = run_notebooks(args.profile, names=names, out_dir=out, data_dir=args.data_dir,
                           device=args.device, force=args.force, progress=not args.quiet, command=args.command_line,
                           since=began, **_subjects(args))
     print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
-    print(phases_text(read_run(_out_dir(args) / RUN_FILE)))
-    out = _out_dir(args)
+    print(phases_text(read_run(out / RUN_FILE)))
     took = time.perf_counter() - start
     versus = "" if expected is None else (f" (these notebooks took {expected.notebooks_seconds(names):.0f} s in the "
                                           f"reference run of profile {prof.name})")
