@@ -370,7 +370,8 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
     record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"steps": []}
     manifest = json.loads((stage_dir / "manifest.json").read_text(encoding="utf-8"))
     record.update(format=FORMAT, machine=machine, source=manifest["source"], staged=manifest, smoke=smoke,
-                  budget_s=budget, command="python benchmarks/gpu_check.py " + " ".join(sys.argv[1:]))
+                  budget_s=budget if budget != float("inf") else None,  # JSON has no infinity
+                  command="python benchmarks/gpu_check.py " + " ".join(sys.argv[1:]))
     start = time.perf_counter()
     for step in steps:
         left = budget - (time.perf_counter() - start)
