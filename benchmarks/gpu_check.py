@@ -190,11 +190,16 @@ def download_wheels(out: Path, python: str) -> list[str]:
     return pins + built
 
 
-def _tree_bytes(repo: Path) -> int:
-    """Bytes of what a call to a lent machine copies: tracked files and untracked ones git does not ignore."""
+def travelling_files(repo: Path) -> list[str]:
+    """What a call to a lent machine copies of `repo` (relative paths): tracked files and untracked ones git does not
+    ignore."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
-                            capture_output=True, check=True).stdout.split(b"\0")
-    return sum((repo / p.decode()).stat().st_size for p in listed if p and (repo / p.decode()).is_file())
+                            capture_output=True, check=True).stdout.decode().split("\0")
+    return [rel for rel in listed if rel and (repo / rel).is_file()]
+
+
+def _tree_bytes(repo: Path) -> int:
+    return sum((repo / rel).stat().st_size for rel in travelling_files(repo))
 
 
 def _folder_bytes(folder: Path) -> int:

@@ -24,13 +24,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def _checkout_copy(dest: Path) -> Path:
     """The files a call to a lent machine copies: tracked, and untracked that git does not ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    for rel in filter(None, listed):
-        src = REPO / rel
-        if src.is_file() and not rel.startswith("artifacts/"):  # the check reads no artifact; notebooks it does
+    for rel in gpu_check.travelling_files(REPO):
+        if not rel.startswith("artifacts/"):  # the check reads no artifact; notebooks it does
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dest / rel)
+            shutil.copyfile(REPO / rel, dest / rel)
     return dest
 
 
