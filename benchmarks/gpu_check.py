@@ -269,8 +269,17 @@ def describe_machine(cuda: bool) -> dict:
     return machine
 
 
+def _shown(path: Path) -> str:
+    """`path` relative to the working folder when inside it: the records written keep no path of the machine."""
+    full = path.resolve()
+    for root, shown in ((Path.cwd(), "{}"), (Path(os.environ.get("OUT") or "/nonexistent"), "$OUT/{}")):
+        if full.is_relative_to(root.resolve()):
+            return shown.format(full.relative_to(root.resolve()))
+    return str(path)
+
+
 def step_argv(step: Step, smoke: bool, hub: Path, data: Path, out: Path) -> list[str]:
-    fill = {"hub": str(hub), "data": str(data), "out": str(out)}
+    fill = {"hub": _shown(hub), "data": _shown(data), "out": _shown(out)}
     return [a.format(**fill) for a in (*step.args, *(step.smoke if smoke else step.gpu))]
 
 
@@ -376,7 +385,8 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
     manifest = json.loads((stage_dir / "manifest.json").read_text(encoding="utf-8"))
     record.update(format=FORMAT, machine=machine, source=manifest["source"], staged=manifest, smoke=smoke,
                   budget_s=budget if budget != float("inf") else None,  # JSON has no infinity
-                  command="python benchmarks/gpu_check.py " + " ".join(sys.argv[1:]))
+                  command="python benchmarks/gpu_check.py " + " ".join(_shown(Path(a)) if os.path.isabs(a) else a
+                                                                       for a in sys.argv[1:]))
     start = time.perf_counter()
     for step in steps:
         left = budget - (time.perf_counter() - start)

@@ -57,9 +57,13 @@ def test_the_printed_command_runs_every_step_from_the_staged_checkout_alone(smok
     assert [s["name"] for s in record["steps"]] == list(gpu_check.STEP_NAMES)
     assert {s["status"] for s in record["steps"]} == {"ok"}, [s for s in record["steps"] if s["status"] != "ok"]
     assert record["smoke"] is True and record["source"] == smoke["manifest"]["source"]
-    # every step read the staged files: no path outside the copy
-    argv = " ".join(a for s in record["steps"] for a in s["argv"])
-    assert str(smoke["repo"] / ".gpu-stage") in argv and "shared" not in argv
+    # every step read the staged files, named from the checkout's root: no path outside the copy, and no path of
+    # the machine in anything the run wrote (the folder is committed)
+    argv = [a for s in record["steps"] for a in s["argv"]]
+    assert "--hub" in argv and argv[argv.index("--hub") + 1] == ".gpu-stage/hub" and "shared" not in " ".join(argv)
+    for written in smoke["out"].rglob("*"):
+        if written.is_file():
+            assert str(smoke["root"]) not in written.read_text(encoding="utf-8"), written
     with tarfile.open(smoke["archive"]) as tar:
         assert {"gpu_smoke/check.json", "gpu_smoke/estimate.md"} <= set(tar.getnames())
 
