@@ -290,20 +290,19 @@ def _estimate(argv: list[str]) -> int:
     files = [p for p in argv if Path(p).is_file()]
     if not files:
         raise RuntimeError("no cost file to estimate from: the cost steps did not run")
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        code = grid_estimate.main(files)
+    cost = grid_estimate.load(files)
+    est = grid_estimate.estimate(cost)
+    printed = grid_estimate.report(cost, est)
     folder = Path(files[0]).parent
-    (folder / "estimate.md").write_text(printed.getvalue(), encoding="utf-8")
-    est = grid_estimate.estimate(grid_estimate.load(files))
-    keep = ("jobs", "points", "preparations", "per_model", "totals", "parts", "chain_s", "unfit", "unfit_jobs",
-            "unfit_backbone_s", "unfit_blocks_s")
+    (folder / "estimate.md").write_text(printed, encoding="utf-8")
+    keep = ("jobs", "points", "preparations", "per_model", "per_task", "totals", "parts", "chain_s", "unfit",
+            "unfit_jobs", "unfit_backbone_s", "unfit_blocks_s")
     precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
     record = {"from": [Path(f).name for f in files], "precision": "/".join(sorted(precisions)),
               **{k: est[k] for k in keep}}
-    (folder / "estimate.json").write_text(json.dumps(record, indent=1), encoding="utf-8")
-    sys.stdout.write(printed.getvalue())
-    return code
+    _write_json(folder / "estimate.json", record)
+    sys.stdout.write(printed)
+    return 0
 
 
 def _main_of(script: str):
@@ -313,12 +312,16 @@ def _main_of(script: str):
 
 
 class _Tee(io.TextIOBase):
+    """Writes to every stream, with the working folder's path left out (a traceback names files by it)."""
+
     def __init__(self, *streams):
         self.streams = streams
+        self.here = f"{Path.cwd().resolve()}/"
 
     def write(self, text: str) -> int:
+        shown = text.replace(self.here, "")
         for s in self.streams:
-            s.write(text)
+            s.write(shown)
             s.flush()
         return len(text)
 
@@ -338,7 +341,7 @@ def run_step(step: Step, argv: list[str], log: Path) -> dict:
         except BaseException as exc:  # noqa: BLE001 -- one step's failure must not lose the others
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            status, why = "failed", f"{type(exc).__name__}: {exc}"
+            status, why = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
             import traceback
 
             traceback.print_exc()
@@ -383,10 +386,13 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
     path = out / "check.json"
     record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"steps": []}
     manifest = json.loads((stage_dir / "manifest.json").read_text(encoding="utf-8"))
+    # a later call (--steps, into the same folder) adds to the record: each call's command stays
+    call = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": "python benchmarks/gpu_check.py " + " ".join(_shown(Path(a)) if os.path.isabs(a) else a
+                                                                   for a in sys.argv[1:]),
+            "budget_s": budget if budget != float("inf") else None}  # JSON has no infinity
     record.update(format=FORMAT, machine=machine, source=manifest["source"], staged=manifest, smoke=smoke,
-                  budget_s=budget if budget != float("inf") else None,  # JSON has no infinity
-                  command="python benchmarks/gpu_check.py " + " ".join(_shown(Path(a)) if os.path.isabs(a) else a
-                                                                       for a in sys.argv[1:]))
+                  calls=[*record.get("calls", []), call])
     start = time.perf_counter()
     for step in steps:
         left = budget - (time.perf_counter() - start)
@@ -443,11 +449,26 @@ def _hour_goal(goal: str, model: str | None, hours: float | None, ratio: float |
     return {"goal": goal, "value": f"{value:.2f}×", "met": value <= ratio}
 
 
+def folder_estimate(folder: Path) -> tuple[dict, dict] | None:
+    """(cost, estimate) of the cost files `folder`'s estimate step read, estimated again by this checkout's
+    grid_estimate.py (the docs are generated from the measurements, not from the printout), or None where the step
+    did not run. The estimate carries the cost files' precision."""
+    import grid_estimate
+
+    step = next((s for s in read_check(folder)["steps"] if s["name"] == "estimate_bf16" and s["status"] == "ok"), None)
+    files = [folder / Path(a).name for a in step["argv"]] if step else []
+    files = [str(f) for f in files if f.is_file()]
+    if not files:
+        return None
+    cost = grid_estimate.load(files)
+    precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
+    return cost, {**grid_estimate.estimate(cost), "precision": "/".join(sorted(precisions))}
+
+
 def goals(folder: Path) -> list[dict]:
     """Issue 54's goals as `folder` reads them: {goal, value, met}; met is None where a step did not run."""
     found = []
-    estimate = folder / "estimate.json"
-    est = json.loads(estimate.read_text(encoding="utf-8")) if estimate.is_file() else None
+    est = (folder_estimate(folder) or (None, None))[1]
     for goal, model, hours, ratio in HOUR_GOALS:
         found.append(_hour_goal(goal, model, hours, ratio, est) if est else
                      {"goal": goal, "value": "not run", "met": None})

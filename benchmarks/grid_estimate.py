@@ -195,6 +195,11 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None) -> dict:
         parts[part][0] += t
         parts[part][1] += prep_floor[key]
 
+    per_task: dict[str, float] = defaultdict(float)  # a preparation counts to its corpus's or its ranking's task
+    for key, t in prep.items():
+        per_task[key[2]] += t
+    for (point, members), (t, _) in zip(points.items(), runs):
+        per_task[members[0].task] += t
     per_model: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     for key in prep:
         for what, value in (("estimate", prep[key]), ("floor", prep_floor[key]), ("backbone", prep[key])):
@@ -209,7 +214,7 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None) -> dict:
     chain = max(t + sum(prep[k] for k in needs) for t, needs in runs)
     return {"jobs": len(jobs), "points": len(points), "preparations": len(prep), "prep": prep, "runs": runs,
             "prep_s": sum(prep.values()), "runs_s": sum(t for t, _ in runs), "per_model": {
-                m: dict(v) for m, v in per_model.items()}, "totals": totals, "parts": dict(parts), "chain_s": chain,
+                m: dict(v) for m, v in per_model.items()}, "per_task": dict(per_task), "totals": totals, "parts": dict(parts), "chain_s": chain,
             "unfit": len(unfit), "unfit_jobs": sum(len(points[p]) for p in unfit), "unfit_backbone_s": unfit_cost[0],
             "unfit_blocks_s": unfit_cost[1]}
 
@@ -274,6 +279,46 @@ def load(paths: list[str]) -> dict:
     return merged
 
 
+def report(cost: dict, est: dict, workers: tuple[int, ...] = (1, 4, 8), budgets: dict[str, float] | None = None
+           ) -> str:
+    """The estimate's tables in Markdown: per model, per task, per part, on k workers, and part A's check."""
+    h = 3600.0
+    out = [f"Full profile on {cost['device']} (torch {cost['torch']}): {est['jobs']} probe runs in {est['points']} "
+           f"head configurations, {est['preparations']} preparations (constants, λ rankings, rankings with other "
+           "seeds)\n"]
+    if est["unfit"]:
+        out.append(f"{est['unfit']} head configurations ({est['unfit_jobs']} runs) have a split whose features fit no "
+                   "store's budget: the runner stops there; they are counted on the backbone path "
+                   f"(PAPA_FEATURE_STORE=backbone), {est['unfit_backbone_s'] / h:.1f} h for the frozen ones, which "
+                   f"`--batch-order blocks` (a stated change of batch order) would run in "
+                   f"{est['unfit_blocks_s'] / h:.1f} h.\n")
+    out.append(f"Hours of one {cost['device']}:\n")
+    out.append("| model | floor (h) | estimate (h) | estimate / floor | backbone path, before issue 39 (h) |\n"
+               "|---|---|---|---|---|")
+    for model, v in sorted(est["per_model"].items()):
+        out.append(f"| {model} | {v['floor'] / h:.1f} | {v['estimate'] / h:.1f} | {v['estimate'] / v['floor']:.2f} "
+                   f"| {v['backbone'] / h:.1f} |")
+    tot = est["totals"]
+    out.append(f"| **all** | **{tot['floor'] / h:.1f}** | **{tot['estimate'] / h:.1f}** | "
+               f"**{tot['estimate'] / tot['floor']:.2f}** | **{tot['backbone'] / h:.1f}** |\n")
+    out.append("| task (every model) | estimate (h) | share |\n|---|---|---|")
+    for task, t in sorted(est["per_task"].items(), key=lambda kv: -kv[1]):
+        out.append(f"| {task} | {t / h:.1f} | {t / tot['estimate']:.0%} |")
+    out.append("\n| part | floor (h) | estimate (h) |\n|---|---|---|")
+    for part, (t, floor) in est["parts"].items():
+        out.append(f"| {part} | {floor / h:.1f} | {t / h:.1f} |")
+    out.append("\n| where | expected wall time |\n|---|---|")
+    for k in workers:
+        out.append(f"| {k} GPU{'s' if k > 1 else ''} (`papa reproduce --workers {k}`) | {on_workers(est, k) / h:.1f} h |")
+    out.append(f"| Slurm array, every job in parallel (`--submitit slurm`) | {est['chain_s'] / h:.1f} h "
+               "(the longest chain: constants, ranking, point) |")
+    checks = part_a_check(cost, budgets)
+    if checks:
+        out.append("\n| part A, the runner on SST-2 | measured (s) | part B predicts (s) | from |\n|---|---|---|---|")
+        out += [f"| {what} | {measured:.1f} | {predicted:.1f} | {how} |" for what, measured, predicted, how in checks]
+    return "\n".join(out) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("cost", nargs="+", help="JSON written by benchmarks/full_cost.py (part B, part A, or both)")
@@ -289,37 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"grid_estimate: {exc}", file=sys.stderr)
         return 2
-    h = 3600.0
-    print(f"# full profile on {cost['device']} (torch {cost['torch']}): {est['jobs']} probe runs in {est['points']} "
-          f"head configurations, {est['preparations']} preparations (constants, λ rankings, rankings with other seeds)\n")
-    if est["unfit"]:
-        print(f"{est['unfit']} head configurations ({est['unfit_jobs']} runs) have a split whose features fit no "
-              "store's budget: the runner stops there; they are counted on the backbone path "
-              f"(PAPA_FEATURE_STORE=backbone), {est['unfit_backbone_s'] / 3600:.1f} h for the frozen ones, which "
-              f"`--batch-order blocks` (a stated change of batch order) would run in "
-              f"{est['unfit_blocks_s'] / 3600:.1f} h.\n")
-    print(f"Hours of one {cost['device']}:\n")
-    print("| model | floor (h) | estimate (h) | estimate / floor | backbone path, before issue 39 (h) |\n"
-          "|---|---|---|---|---|")
-    for model, v in sorted(est["per_model"].items()):
-        print(f"| {model} | {v['floor'] / h:.1f} | {v['estimate'] / h:.1f} | {v['estimate'] / v['floor']:.2f} | "
-              f"{v['backbone'] / h:.1f} |")
-    tot = est["totals"]
-    print(f"| **all** | **{tot['floor'] / h:.1f}** | **{tot['estimate'] / h:.1f}** | "
-          f"**{tot['estimate'] / tot['floor']:.2f}** | **{tot['backbone'] / h:.1f}** |\n")
-    print("| part | floor (h) | estimate (h) |\n|---|---|---|")
-    for part, (t, floor) in est["parts"].items():
-        print(f"| {part} | {floor / h:.1f} | {t / h:.1f} |")
-    print("\n| where | expected wall time |\n|---|---|")
-    for k in args.workers:
-        print(f"| {k} GPU{'s' if k > 1 else ''} (`papa reproduce --workers {k}`) | {on_workers(est, k) / h:.1f} h |")
-    print(f"| Slurm array, every job in parallel (`--submitit slurm`) | {est['chain_s'] / h:.1f} h "
-          "(the longest chain: constants, ranking, point) |")
-    checks = part_a_check(cost, budgets)
-    if checks:
-        print("\n| part A, the runner on SST-2 | measured (s) | part B predicts (s) | from |\n|---|---|---|---|")
-        for what, measured, predicted, how in checks:
-            print(f"| {what} | {measured:.1f} | {predicted:.1f} | {how} |")
+    print(report(cost, est, tuple(args.workers), budgets), end="")
     return 0
 
 

@@ -274,8 +274,8 @@ def _gpu_header(gc, folder: Path) -> str:
     record = gc.read_check(folder)
     m, src = record["machine"], record["source"]
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items() if v)
-    steps = ", ".join(f"{s['name']} {s['seconds']:.0f} s" if s["status"] == "ok" else f"{s['name']} {s['status']}"
-                      for s in record["steps"])
+    shown = {"ok": "{name} {seconds:.0f} s", "skipped": "{name} skipped", "failed": "{name} failed ({why})"}
+    steps = ", ".join(shown[s["status"]].format(**s) for s in record["steps"])
     commit = f"{src['commit'][:10]}{' with uncommitted changes' if src['dirty'] else ''}" if src["commit"] else "?"
     return (f"`{folder.relative_to(REPO).as_posix() if folder.is_relative_to(REPO) else folder.name}`: "
             f"{m['device']}{', driver ' + m['driver'] if m.get('driver') else ''}, CUDA {m['cuda'] or 'none'}; "
@@ -321,8 +321,11 @@ def gpu_estimate_block(folder: Path | None = None) -> str:
         return NO_GPU_RUN
     gc = _gpu_check()
     hours = [g for g in gc.goals(folder) if g["goal"] in {h[0] for h in gc.HOUR_GOALS}]
-    path = folder / "estimate.md"
-    printed = path.read_text(encoding="utf-8").strip() if path.is_file() else "The estimate step did not run."
+    made = gc.folder_estimate(folder)
+    import grid_estimate  # beside gpu_check, on the path _gpu_check set
+
+    printed = ("`python benchmarks/grid_estimate.py` over the folder's cost files:\n\n"
+               f"{grid_estimate.report(*made).strip()}" if made else "The estimate step did not run.")
     return "\n".join([_gpu_header(gc, folder), "", printed, "", *_goal_rows(hours)])
 
 

@@ -96,9 +96,11 @@ class AttentionStats:
             # (measured in issue 42): the probabilities times their query rows' weights, summed over the batch.
             reduced = (probs * weights).sum(0)
         else:
-            # [h·r, B, n]: the (head, row) pairs as the product's batch, a view (one op, not a permute and a reshape)
+            # [h·r, B, n]: the (head, row) pairs as the product's batch, a view (eagerly one op, not a permute and a
+            # reshape; a compiled graph cannot read a storage offset, and fuses the two anyway)
             pairs = (probs.as_strided((h * r, batch, n), (n, h * r * n, 1), probs.storage_offset())
-                     if probs.is_contiguous() else probs.permute(1, 2, 0, 3).reshape(h * r, batch, n))
+                     if probs.is_contiguous() and not torch.compiler.is_compiling()
+                     else probs.permute(1, 2, 0, 3).reshape(h * r, batch, n))
             reduced = torch.bmm(weights, pairs)  # [h·r, 1, n]
             flat = self._flat_layer(layer, n, h, r)
             if flat is not None:

@@ -65,6 +65,7 @@ def test_every_job_is_costed_once(jobs):
     total = est["prep_s"] + est["runs_s"]
     assert est["totals"]["estimate"] == pytest.approx(total)
     assert sum(m["estimate"] for m in est["per_model"].values()) == pytest.approx(total)
+    assert sum(est["per_task"].values()) == pytest.approx(total) and set(est["per_task"]) == set(grid_estimate.SIZES)
     assert sum(e for e, _ in est["parts"].values()) == pytest.approx(total)
     assert sum(f for _, f in est["parts"].values()) == pytest.approx(est["totals"]["floor"])
 
