@@ -37,8 +37,8 @@ from papa.method.selection import replacement_order
 from papa.paper.figures import attention_vs_constant, png_bytes
 from papa.paper.inspection import live_attention, mean_pooled
 from papa.paper.patterns import head_patterns, special_slots
-from papa.runs.experiment import task_constants
 from papa.runs.predictions_store import PREDICTIONS_DIR
+from papa.runs.session import task_constants
 
 DEFAULT_TEXT = "the movie was not good , but the actors were wonderful ."
 # What the grid's thumbnails show: the constants cropped to the sentence's slots (as the head view, and as they

@@ -3,7 +3,7 @@
 
 A ranking that learned something orders the heads alike whatever the probe's initial weights and the batch order;
 one that did not (λ still near its 0.5 start) is a seed's noise. `ranking_stability` learns (or loads) the ranking
-of each seed as a grid of the same configuration would (`papa.runs.experiment.learn_ranking`: seed 0's is the
+of each seed as a grid of the same configuration would (`papa.runs.lambda_ranking.learn_ranking`: seed 0's is the
 grid's own, the others are saved beside it under names with their seed) and reports how far λ moved in each and how
 much the first two agree (`papa.probing.convergence`). `draw_agreement` reads a run's rankings folder and compares
 every pair of draws of each ranking, learning nothing.
@@ -18,7 +18,8 @@ import pandas as pd
 
 from papa.core.errors import Arg, InputError
 from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
-from papa.runs.experiment import GridConfig, learn_ranking
+from papa.runs.lambda_ranking import learn_ranking
+from papa.runs.session import GridConfig
 
 
 def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str = "average", *,

@@ -55,7 +55,7 @@ def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):
     monkeypatch.setattr(experiment, "train_probe", fail)
     monkeypatch.setattr(experiment, "train_probes", fail)
     monkeypatch.setattr("papa.runs.constants_cache.extract_constants", fail)
-    monkeypatch.setattr(experiment, "learn_lambdas", fail)
+    monkeypatch.setattr("papa.runs.lambda_ranking.learn_lambdas", fail)
     again = run_grid(cfg, progress=False)
     pd.testing.assert_frame_equal(again, rows)
 
@@ -183,11 +183,11 @@ def test_learning_curve_trains_the_original_probe_on_growing_subsets(tmp_path, d
 
 def _counting_backbone(monkeypatch) -> list[int]:
     """The batch sizes the grid's backbone is run on from now on (a hook on the model the grid loads)."""
-    import papa.runs.experiment as experiment
+    import papa.runs.session as session
     from papa.method.architectures import backbone
 
     passed = []
-    load = experiment._load_model
+    load = session._load_model
 
     def counted(*args, **kwargs):
         model, tokenizer = load(*args, **kwargs)
@@ -196,7 +196,7 @@ def _counting_backbone(monkeypatch) -> list[int]:
         _HOOKS.append(handle)  # removed by the five_seeds fixture when the test ends
         return model, tokenizer
 
-    monkeypatch.setattr(experiment, "_load_model", counted)
+    monkeypatch.setattr(session, "_load_model", counted)
     return passed
 
 

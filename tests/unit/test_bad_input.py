@@ -108,7 +108,7 @@ def _no_work(monkeypatch) -> None:
     def work(*args, **kwargs):
         raise AssertionError("work started before the input was checked")
 
-    for target in ("papa.method.models.load_model", "papa.runs.experiment._load_model",
+    for target in ("papa.method.models.load_model", "papa.runs.session._load_model",
                    "papa.tasks.data.load_examples", "papa.tasks.corpus.task_corpus"):
         monkeypatch.setattr(target, work)
 

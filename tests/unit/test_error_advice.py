@@ -124,14 +124,14 @@ CASES: dict[str, dict] = {
         cli=None, sites={("method/selection.py", "seed")}, library_says=["seed=0"], cli_says=["--seeds 0"]),
     "empty fractions": dict(
         library=lambda tmp, mp: GridConfig(task="sst2", fractions=[]).resolved(),
-        cli=None, sites={("runs/experiment.py", "fractions")}, library_says=["fractions=['1', '1/2', '0']"],
+        cli=None, sites={("runs/session.py", "fractions")}, library_says=["fractions=['1', '1/2', '0']"],
         cli_says=["--fractions 1 1/2 0"]),
     "one seed to compare rankings": dict(
         library=lambda tmp, mp: ranking_stability(GridConfig(task="sst2"), seeds=(0, 0)),
         cli=None, sites={("runs/stability.py", "seeds")}, library_says=["seeds=[0, 1]"], cli_says=["--seeds 0 1"]),
     "empty seeds": dict(
         library=lambda tmp, mp: GridConfig(task="sst2", seeds=[]).resolved(),
-        cli=None, sites={("runs/experiment.py", "seeds")}, library_says=["seeds=[0, 1, 2]"],
+        cli=None, sites={("runs/session.py", "seeds")}, library_says=["seeds=[0, 1, 2]"],
         cli_says=["--seeds 0 1 2"]),
     "lm task on an encoder": dict(
         library=lambda tmp, mp: GridConfig(task="lm").resolved(),
@@ -186,7 +186,7 @@ CASES: dict[str, dict] = {
     "unknown batch order": dict(
         library=lambda tmp, mp: GridConfig(task="sst2", batch_order="shuffled").resolved(),
         cli=None,  # argparse's choices refuse it first
-        sites={("runs/experiment.py", "batch_order")}, library_says=["batch_order='per_seed'"],
+        sites={("runs/session.py", "batch_order")}, library_says=["batch_order='per_seed'"],
         cli_says=["--batch-order per_seed"]),
     "text column": dict(
         library=lambda tmp, mp: file_corpus(_no_header_tsv(tmp)),
@@ -229,7 +229,7 @@ CASES: dict[str, dict] = {
         library=lambda tmp, mp: GridConfig(task="sst2", constants_file=str(tmp / "no.safetensors")).resolved(),
         cli=lambda tmp: ["probe", "--task", "sst2", "--constants-file", str(tmp / "no.safetensors"), "--out",
                          str(tmp / "out"), "--quiet"],
-        sites={("runs/experiment.py", "constants_file")}, library_says=["constants_file='/"],
+        sites={("runs/session.py", "constants_file")}, library_says=["constants_file='/"],
         cli_says=["--constants-file /"]),
     "report out is a folder": dict(
         library=lambda tmp, mp: check_output_file(tmp),

@@ -87,7 +87,7 @@ def test_a_separator_layout_on_a_decoder_names_the_argument():
 def test_a_decoder_whose_config_was_not_here_gets_a_decoders_defaults_once_loaded(tmp_path, data_dir, monkeypatch):
     """A hub id not yet cached resolves as an encoder before loading (nothing says otherwise without the network);
     once the model is loaded it says it is causal, and the grid runs with the decoder layout and probe inputs, as
-    one whose config was here (papa.runs.experiment._load_resolved)."""
+    one whose config was here (papa.runs.session.load_resolved)."""
     from papa.runs.experiment import GridConfig, run_grid
     from papa.runs.profiles import PROFILES, Profile
 
@@ -101,7 +101,7 @@ def test_a_decoder_whose_config_was_not_here_gets_a_decoders_defaults_once_loade
                      data_dir=str(data_dir))
     here = cfg.resolved()
     assert (here.layout, here.probe_inputs) == (DECODER_LAYOUT, "standardized")
-    monkeypatch.setattr("papa.runs.experiment.is_causal_model", lambda name: None)  # as for a hub id not cached
+    monkeypatch.setattr("papa.runs.session.is_causal_model", lambda name: None)  # as for a hub id not cached
     before = cfg.resolved()
     assert (before.layout, before.probe_inputs) == (REPRODUCTION_LAYOUT, "raw")
     with warnings.catch_warnings():

@@ -118,10 +118,10 @@ def test_disjoint_parts_share_no_example_with_the_grid_or_each_other():
 
 
 def test_a_grid_runs_with_its_task_sizes():
-    from papa.runs.experiment import GridConfig, _resolve
+    from papa.runs.session import GridConfig, resolve_grid
 
-    assert _resolve(GridConfig("cola", profile="cpu"))[1].train_limit == 3000
-    assert _resolve(GridConfig("ner", profile="cpu"))[1].eval_limit == 500
+    assert resolve_grid(GridConfig("cola", profile="cpu"))[1].train_limit == 3000
+    assert resolve_grid(GridConfig("ner", profile="cpu"))[1].eval_limit == 500
 
 
 def test_learning_curve_points_are_profiles_of_their_own(tmp_path):

@@ -11,7 +11,8 @@ import torch
 
 from papa.core.errors import InputError
 from papa.method.rankings import load_ranking
-from papa.runs.experiment import GridConfig, learn_ranking
+from papa.runs.lambda_ranking import learn_ranking
+from papa.runs.session import GridConfig
 from papa.runs.profiles import PROFILES, Profile
 from papa.runs.stability import ranking_stability
 
@@ -104,18 +105,18 @@ def test_an_interrupted_ranking_resumes_to_the_uninterrupted_one(cfg, monkeypatc
     import os
     import signal
 
-    from papa.runs import experiment
+    from papa.runs import lambda_ranking
     from papa.runs.lambda_curves import checkpoint_path, curve_path, load_curve
 
     reference, _ = learn_ranking(replace(cfg, out_dir=cfg.out_dir + "-reference"), progress=False)
 
-    class Interrupted(experiment.TrainingCheckpoint):
+    class Interrupted(lambda_ranking.TrainingCheckpoint):
         def due(self, steps: int, last: bool) -> bool:
             if steps == 1:
                 os.kill(os.getpid(), signal.SIGINT)
             return super().due(steps, last)
 
-    monkeypatch.setattr(experiment, "TrainingCheckpoint", Interrupted)
+    monkeypatch.setattr(lambda_ranking, "TrainingCheckpoint", Interrupted)
     with pytest.raises(KeyboardInterrupt):
         learn_ranking(cfg, progress=False)
     monkeypatch.undo()
@@ -163,7 +164,7 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
     assert sections.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long") is None
     assert "papa rank --task sst2 --profile rank-test-long" in sections.settling_note(cfg.out_dir, cfg.model, "sst2",
                                                                                        "rank-test-long")
-    monkeypatch.setattr("papa.runs.experiment.CURVE_EVERY", 2)
+    monkeypatch.setattr("papa.runs.lambda_ranking.CURVE_EVERY", 2)
     learn_ranking(replace(cfg, profile="rank-test-long"), progress=False)
     learn_ranking(cfg, progress=False)
     learn_ranking(cfg, part=1, progress=False)

@@ -1,0 +1,285 @@
+"""What one grid shares, resolved once: its configuration (`GridConfig`, every input checked before any work:
+`resolve_grid`), the model loaded and attached, the task encoded, and its constants (`Session`). `papa.runs.
+experiment` runs a grid over it and `papa.runs.lambda_ranking` learns λ rankings with it; `task_constants` gives the
+average constants a grid on a task uses, outside a grid.
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from papa.core import distributed
+from papa.core.artifacts import check_output_dir
+from papa.core.errors import Arg, InputError
+from papa.core.phases import phase, timed_into
+from papa.core.progress import tqdm
+from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_PRECISION,
+                                  NONE)
+from papa.method.architectures import is_causal, model_signature
+from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
+from papa.method.controller import PapaController, attach
+from papa.method.layout import layout_for
+from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
+                                resolve_device, resolve_dtype)
+from papa.method.precision import check_precision
+from papa.method.selection import ROUNDINGS, fraction_label, parse_selection
+from papa.probing.feature_store import check_settings as check_feature_settings
+from papa.probing.features import EncodedTask, encode_task
+from papa.probing.standardize import probe_inputs_for
+from papa.runs.constants_cache import ConstantsSource, cached_average_constants
+from papa.runs.profiles import PROFILES, Profile, get_profile
+from papa.runs.results import ResultsTable
+from papa.tasks.corpus import Corpus
+from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
+from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
+
+
+@dataclass(frozen=True)
+class GridConfig:
+    """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
+    "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.runs.profiles); `layout` None
+    takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16); `probe_inputs`
+    None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
+    papa.probing.standardize); `precision` and `compile` say how the backbone runs (papa.method.precision: float32
+    and eager, the protocol's, by default); `batch_order` the order of the probes' training batches (`BATCH_ORDERS`:
+    "blocks" for features that fit no store, papa.probing.training.train_probes_in_blocks); `constants_file` the
+    average constants to use (a file `papa extract` wrote for this model, length and layout) instead of those the grid
+    extracts (`constants_source`); runs on a file over another corpus record that corpus."""
+
+    task: str
+    model: str = DEFAULT_MODEL
+    constants: tuple[str, ...] = ("average",)
+    selections: tuple[str, ...] = ("lambda",)
+    fractions: tuple[str, ...] | None = None
+    seeds: tuple[int, ...] | None = None
+    profile: str = "quick"
+    constants_corpus: str = "task"
+    rounding: str | None = None
+    data_dir: str | None = None
+    out_dir: str = "artifacts/runs"
+    device: str = "cpu"
+    force: bool = False
+    layout: str | None = None
+    dtype: str = DEFAULT_DTYPE
+    probe_inputs: str | None = None
+    precision: str = DEFAULT_PRECISION
+    compile: bool = False
+    batch_order: str = DEFAULT_BATCH_ORDER
+    constants_file: str | None = None
+
+    def resolved(self) -> "GridConfig":
+        """Fill profile defaults and check every value, so errors come before any work."""
+        return resolve_grid(self)[0]
+
+
+def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, Profile, TaskSpec]:
+    """`cfg` with the profile's defaults filled in and every value checked, with the profile and task spec it was
+    resolved with: a grid resolves its inputs once and passes them down (a profile file is read once). `causal`
+    None: from the model's local config (a model whose config is not on this machine counts as an encoder until it
+    is loaded: `open_session`)."""
+    prof = get_profile(cfg.profile).for_task(cfg.task)  # the task's own sizes, where the profile gives it some
+    spec = get_task(cfg.task)
+    if cfg.constants_corpus != "task":
+        get_task(cfg.constants_corpus)
+    for kind in cfg.constants:
+        if kind not in CONSTANTS_KINDS:
+            raise ValueError(f"unknown constants kind {kind!r}; choose from {', '.join(CONSTANTS_KINDS)}")
+    for method in cfg.selections:
+        selection = parse_selection(method)
+        if selection.profile is not None and selection.profile not in PROFILES:
+            raise InputError(f"selection {method!r} reads the λ ranking a profile named {selection.profile!r} learned, "
+                             f"and there is no such profile: name one of {', '.join(PROFILES)} (e.g. "
+                             f"{selection.method}@full), or another draw (seed<k>, part<k>).")
+    fractions = tuple(fraction_label(f) for f in (prof.fractions if cfg.fractions is None else cfg.fractions))
+    if not fractions:
+        example = Arg("fractions", ["1", "1/2", "0"])
+        raise InputError(f"the fraction list is empty: give at least one fraction (e.g. {example}), or leave it out "
+                         "for the profile's", advice=[example])
+    seeds = tuple(prof.seeds if cfg.seeds is None else cfg.seeds)
+    if not seeds:
+        example = Arg("seeds", [0, 1, 2])
+        raise InputError(f"the seed list is empty: give at least one seed (e.g. {example}), or leave it out for the "
+                         "profile's", advice=[example])
+    if any(isinstance(v, bool) or not isinstance(v, int) for v in seeds):
+        raise ValueError(f"seeds must be integers, got {list(seeds)}")
+    if not cfg.constants or not cfg.selections:
+        raise ValueError("give at least one constants kind and one selection method")
+    rounding = cfg.rounding or prof.rounding
+    if rounding not in ROUNDINGS:
+        raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+    causal = bool(is_causal_model(cfg.model)) if causal is None else causal
+    layout = layout_for(causal, cfg.layout, prof.layout)
+    check_task_fits_model(spec, causal, cfg.model)
+    probe_inputs = probe_inputs_for(causal, cfg.probe_inputs, trains_probe=spec.trains_probe)
+    device = resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
+    check_precision(cfg.precision, device)
+    if not isinstance(cfg.compile, bool):
+        raise InputError(f"compile must be True or False, got {cfg.compile!r}")
+    if cfg.batch_order not in BATCH_ORDERS:
+        fix = Arg("batch_order", DEFAULT_BATCH_ORDER)
+        raise InputError(f"unknown batch order {cfg.batch_order!r}: choose one of {', '.join(BATCH_ORDERS)} (give "
+                         f"{fix} for the protocol's)", advice=[fix])
+    dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
+    if cfg.constants_file is not None and not Path(cfg.constants_file).is_file():
+        given = Arg("constants_file", str(cfg.constants_file))
+        raise InputError(f"no constants file at {given}: give a file `papa extract` wrote (.safetensors), or leave "
+                         "it out for the grid's own average constants", advice=[given])
+    # A profile file is recorded by the name it defines, never by its path.
+    return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
+                   layout=layout, dtype=dtype, probe_inputs=probe_inputs), prof, spec
+
+
+@dataclass
+class Session:
+    """What one grid shares: model, controller, encoded data, cached artifacts."""
+
+    cfg: GridConfig
+    profile: Profile
+    model: object
+    tokenizer: object
+    controller: PapaController
+    spec: object
+    train: object
+    eval: object
+    max_length: int
+    table: ResultsTable
+    out: Path
+    data_dir: Path | None         # resolved once (papa.tasks.data.resolve_data_dir): None = the hub
+    constants: dict = field(default_factory=dict)
+    recorded: int = 0             # runs this session has recorded (a refusal after one keeps its phase times)
+
+    def encode(self, examples: list) -> EncodedTask:
+        """`examples` of the session's task encoded as its grid encodes them (length, layout, decoder or not)."""
+        return encode_task(self.tokenizer, self.spec, examples, max_length=self.max_length,
+                           model_type=self.model.config.model_type, layout=self.cfg.layout,
+                           causal=is_causal(self.model))
+
+
+@functools.lru_cache(maxsize=1)
+def _load_model(name: str, device: str, dtype: str = DEFAULT_DTYPE):
+    """`load_model`, keeping the last model: grids of one model over many tasks load it once. Safe to share because
+    every grid detaches its controller, which restores the model exactly."""
+    return load_model(name, device=device, dtype=dtype)
+
+
+def load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, object, object]:
+    """`cfg` resolved (every input checked before the model and data are loaded, where results go included), with
+    its profile, task spec, and the model and tokenizer loaded.
+
+    A model whose config was not on this machine before loading (a hub id not yet cached) was resolved as an
+    encoder; once loaded, the model itself says whether it is causal (`papa.method.architectures.is_causal`), and
+    a causal LM is resolved again: it gets a decoder's defaults (layout, probe inputs) as one whose config is here.
+    """
+    known = is_causal_model(cfg.model)
+    resolved, prof, spec = resolve_grid(cfg, causal=bool(known))
+    check_output_dir(resolved.out_dir)
+    device = distributed.process_device(resolved.device)
+    check_feature_settings(resolve_device(device))
+    model, tokenizer = _load_model(resolved.model, device, resolved.dtype)
+    if known is None and is_causal(model):
+        resolved, prof, spec = resolve_grid(cfg, causal=True)
+    return resolved, prof, spec, model, tokenizer
+
+
+def open_session(cfg: GridConfig, progress: bool) -> Session:
+    """Everything a grid shares: `cfg` resolved, the model loaded and attached, the data encoded."""
+    resolved, prof, spec, model, tokenizer = load_resolved(cfg)
+    data_dir = resolve_data_dir(resolved.data_dir)
+    train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
+    eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
+    out = Path(resolved.out_dir)
+    controller = attach(model, model_name=canonical_model_name(resolved.model))
+    s = Session(resolved, prof, model, tokenizer, controller, spec, None, None, spec.hparams.max_length,
+                 ResultsTable(out / "results.csv"), out, data_dir)
+    if resolved.constants_file is not None:  # read and checked before any data is encoded
+        s.constants["average"] = given_constants(s, progress)
+    s.train, s.eval = s.encode(train_ex), s.encode(eval_ex)
+    return s
+
+
+def constants_source(cfg: GridConfig, prof: Profile, spec: TaskSpec) -> ConstantsSource:
+    """Which average constants a resolved grid uses: its constants corpus's training subset (the task's own, or
+    `constants_corpus`'s: paper 5.3), at the task's length (Table 3) in the grid's layout."""
+    corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
+    return ConstantsSource(corpus_task, limit=prof.corpus_limit, max_length=spec.hparams.max_length,
+                           layout=cfg.layout, sample=prof.sample)
+
+
+def given_constants(s: Session, progress: bool) -> ConstantMatrices:
+    """The constants file the grid was given (`GridConfig.constants_file`), checked against the model, the task's
+    length and the grid's layout; says which file it read."""
+    path = Path(s.cfg.constants_file)
+    constants = load_constants(path)
+    constants.check_compatible(s.controller.signature, max_length=s.max_length, layout=s.cfg.layout)
+    meta = constants.metadata
+    if progress:
+        tqdm.write(f"constants: read {path} ({meta.num_examples} examples of {meta.corpus}, {meta.kind})")
+    return constants
+
+
+def recorded_corpus(s: Session, corpus: str) -> str:
+    """The constants corpus a run records: the grid's (`corpus`: "task", a task, "none"), or the corpus of a given
+    constants file where that is not the grid's own, so that such runs never pass for the protocol's."""
+    given = s.constants.get("average") if s.cfg.constants_file is not None else None
+    if given is None or corpus == NONE or given.metadata.corpus == constants_source(s.cfg, s.profile, s.spec).corpus:
+        return corpus
+    return given.metadata.corpus
+
+
+def average_constants(s: Session, progress: bool) -> ConstantMatrices:
+    """The session's average constants: cached under ``<out>/constants/``."""
+    return cached_average_constants(s.model, s.tokenizer, s.controller.signature,
+                                    constants_source(s.cfg, s.profile, s.spec), out_dir=s.out, data_dir=s.data_dir,
+                                    force=s.cfg.force, progress=progress, given=s.cfg.model)
+
+
+def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
+                   corpus: str = "task", data_dir: str | None = None, device: str = "cpu", force: bool = False,
+                   layout: str | None = None, dtype: str = DEFAULT_DTYPE, progress: bool = True
+                   ) -> tuple[ConstantMatrices, object, object]:
+    """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
+    `layout` None takes the profile's (the grid's resolution: `GridConfig.resolved`)."""
+    cfg, prof, spec, loaded, tokenizer = load_resolved(GridConfig(
+        task=task, model=model, profile=profile, out_dir=out_dir, constants_corpus=corpus, data_dir=data_dir,
+        device=device, force=force, layout=layout, dtype=dtype))
+    signature = model_signature(loaded, canonical_model_name(cfg.model))
+    with timed_into(cfg.out_dir, ran=lambda: False), phase("extraction"):
+        constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
+                                             out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
+                                             force=cfg.force, progress=progress, given=cfg.model)
+    return constants, loaded, tokenizer
+
+
+def task_constants_corpus(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", corpus: str = "task",
+                          data_dir: str | None = None, layout: str | None = None) -> tuple[ConstantsSource, Corpus]:
+    """What the average constants of `task_constants` (same arguments) are averaged over: their source (length,
+    layout, corpus task, its token rule) and the corpus's texts in order, for work that reads that corpus again
+    (`papa.paper.pattern_intervals`). A decoder is known by its config on this machine (there once
+    `task_constants` has loaded it)."""
+    cfg, prof, spec = resolve_grid(GridConfig(task=task, model=model, profile=profile, constants_corpus=corpus,
+                                          data_dir=data_dir, layout=layout))
+    source = constants_source(cfg, prof, spec)
+    return source, source.load(resolve_data_dir(cfg.data_dir))
+
+
+def session_constants(s: Session, kind: str, progress: bool) -> ConstantMatrices:
+    if kind not in s.constants:
+        base = kind.removeprefix("trainable_")
+        if base == "average":
+            with phase("extraction"):
+                s.constants[kind] = average_constants(s, progress)
+        else:
+            s.constants[kind] = data_free_constants(base, s.controller.signature, s.max_length, s.cfg.layout)
+    return s.constants[kind]
+
+
+def subset(data: EncodedTask, limit: int | None, sample: str) -> EncodedTask:
+    """`limit` examples of an encoded split, picked as the profile picks them (the first, or a fixed random subset:
+    a split kept in file order may be sorted by source, as CoLA's is)."""
+    if limit is None or limit >= len(data):
+        return data
+    inputs, labels = data.batch(torch.tensor(subset_indices(len(data), limit, sample)))
+    return replace(data, inputs=inputs, labels=labels)
