@@ -28,6 +28,7 @@ a topic), so when that order is not random the interval is, if anything, wider t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
@@ -40,6 +41,7 @@ from papa.method.capture import entry_averages
 from papa.method.controller import attach, controller_of
 from papa.method.extract import extract_constants
 from papa.paper.patterns import head_patterns_of, pattern_summary
+from papa.tasks.corpus import Corpus
 
 #: The summary's entries that are not shares of heads.
 _NOT_SHARES = ("heads",)
@@ -100,25 +102,36 @@ def block_statistics(model, tokenizer, texts: Sequence, text_pairs: Sequence | N
     return torch.stack(sums), torch.stack(counts)
 
 
-def pattern_share_intervals(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
-                            text_pairs: Sequence[str] | None = None, *, max_length: int, special: Sequence[int],
-                            layout: str | None = None, token_task: bool = False, blocks: int = 50,
-                            resamples: int = 1000, level: float = 0.95, seed: int = 0, corpus: str = "",
+@dataclass(frozen=True)
+class Bootstrap:
+    """How the corpus is resampled (module doc): `blocks` contiguous blocks of sentences, `resamples` draws from a
+    numpy Generator seeded by `seed`, a percentile interval at `level`."""
+
+    blocks: int = 50
+    resamples: int = 1000
+    level: float = 0.95
+    seed: int = 0
+
+
+def pattern_share_intervals(model, tokenizer, corpus: Corpus, *, max_length: int, special: Sequence[int],
+                            layout: str | None = None, token_task: bool = False, bootstrap: Bootstrap = Bootstrap(),
                             progress: bool = True) -> pd.DataFrame:
-    """Fig. 4's pattern shares of the average constants of `texts` (extracted as `extract_constants` does with the
-    same `max_length`, `layout`, `token_task`), each with a block-bootstrap percentile interval at `level` (module
-    doc): `blocks` contiguous blocks of sentences, `resamples` draws from a numpy Generator seeded by `seed`.
+    """Fig. 4's pattern shares of the average constants of `corpus` (its texts and pairs, extracted as
+    `extract_constants` does with the same `max_length`, `layout`, `token_task`; its name recorded), each with a
+    block-bootstrap percentile interval (`bootstrap`).
 
     One row per share of `pattern_summary` (diagonal, special, both, neither, sink, previous, median_spread), indexed
     by ``share``; columns ``value`` (the shares of the whole corpus's constants: every block once), ``low``,
     ``high``, and the run's ``heads``, ``blocks``, ``sentences``, ``resamples``, ``level`` (also in ``attrs``, with
     ``seed`` and ``corpus``). `special`: the special slots, as `head_patterns` takes them."""
+    texts, text_pairs, blocks, resamples, level = (corpus.texts, corpus.pairs, bootstrap.blocks, bootstrap.resamples,
+                                                   bootstrap.level)
     _check(texts, text_pairs, blocks, resamples, level, special, max_length)
     spans = block_spans(len(texts), blocks)
     sums, counts = block_statistics(model, tokenizer, texts, text_pairs, spans, max_length=max_length,
-                                    layout=layout, token_task=token_task, corpus=corpus, progress=progress)
+                                    layout=layout, token_task=token_task, corpus=corpus.name, progress=progress)
     B, L, H, n, _ = sums.shape
-    draws = np.random.default_rng(seed).multinomial(B, np.full(B, 1.0 / B), size=resamples)
+    draws = np.random.default_rng(bootstrap.seed).multinomial(B, np.full(B, 1.0 / B), size=resamples)
     # the whole corpus first (every block once), then the draws: one path for both
     weights = torch.from_numpy(np.vstack([np.ones((1, B)), draws])).to(torch.float64)
     step = max(1, _CHUNK_ENTRIES // sums[0].numel())
@@ -133,7 +146,7 @@ def pattern_share_intervals(model, tokenizer, texts: Sequence[str] | Sequence[Se
     out.index.name = "share"
     about = {"heads": L * H, "blocks": B, "sentences": len(texts), "resamples": resamples, "level": level}
     out = out.assign(**about)
-    out.attrs.update(about, seed=seed, corpus=corpus)
+    out.attrs.update(about, seed=bootstrap.seed, corpus=corpus.name)
     return out
 
 

@@ -10,8 +10,9 @@ from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.method.controller import controller_of
 from papa.method.extract import extract_constants
-from papa.paper.pattern_intervals import block_spans, pattern_share_intervals
+from papa.paper.pattern_intervals import Bootstrap, block_spans, pattern_share_intervals
 from papa.paper.patterns import head_patterns, pattern_summary, special_slots
+from papa.tasks.corpus import Corpus
 
 N = 16
 TEXTS = ["the cat sat on the mat", "a dog ran", "it was a very good movie", "the plot is bad", "john runs in paris",
@@ -36,8 +37,8 @@ def _setup(arch: str):
 @pytest.mark.parametrize("arch", sorted(SETTINGS))
 def test_whole_corpus_value_is_the_extractions_summary(arch):
     model, tok, pairs, layout, special = _setup(arch)
-    table = pattern_share_intervals(model, tok, TEXTS, pairs, max_length=N, special=special, layout=layout,
-                                    blocks=5, resamples=200, progress=False)
+    table = pattern_share_intervals(model, tok, Corpus("", TEXTS, pairs), max_length=N, special=special,
+                                    layout=layout, bootstrap=Bootstrap(blocks=5, resamples=200), progress=False)
     whole = extract_constants(model, tok, TEXTS, pairs, max_length=N, layout=layout, progress=False)
     expected = pattern_summary(head_patterns(whole, special)).drop("heads")
     pd.testing.assert_series_equal(table["value"], expected, check_names=False, atol=1e-6, rtol=0)
@@ -59,8 +60,9 @@ def test_whole_corpus_value_is_the_extractions_summary(arch):
 def test_a_seed_fixes_the_interval_and_the_model_is_left_as_found():
     model, tok, pairs, layout, special = _setup("bert")
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    run = lambda seed: pattern_share_intervals(model, tok, TEXTS, max_length=N, special=special,  # noqa: E731
-                                               layout=layout, blocks=6, resamples=100, seed=seed, progress=False)
+    run = lambda seed: pattern_share_intervals(  # noqa: E731
+        model, tok, Corpus("", TEXTS), max_length=N, special=special, layout=layout,
+        bootstrap=Bootstrap(blocks=6, resamples=100, seed=seed), progress=False)
     first = run(3)
     pd.testing.assert_frame_equal(first, run(3))
     other = run(4)
@@ -70,8 +72,8 @@ def test_a_seed_fixes_the_interval_and_the_model_is_left_as_found():
 
 def test_one_block_per_sentence_when_there_are_fewer_sentences():
     model, tok, pairs, layout, special = _setup("bert")
-    table = pattern_share_intervals(model, tok, TEXTS[:4], max_length=N, special=special, layout=layout, blocks=50,
-                                    resamples=20, progress=False)
+    table = pattern_share_intervals(model, tok, Corpus("", TEXTS[:4]), max_length=N, special=special, layout=layout,
+                                    bootstrap=Bootstrap(blocks=50, resamples=20), progress=False)
     assert table.attrs["blocks"] == 4 and table.attrs["sentences"] == 4
 
 
@@ -98,8 +100,9 @@ def test_block_spans_cover_the_corpus_in_order(size, blocks):
 ])
 def test_bad_arguments_are_refused_before_any_work(change, named):
     # no model at all: an argument checked after the first extraction would fail on it, not with an InputError
-    kwargs = dict(texts=TEXTS, max_length=N, special=[0], blocks=4, resamples=10, level=0.9) | change
-    texts = kwargs.pop("texts")
+    kwargs = dict(texts=TEXTS, text_pairs=None, max_length=N, special=[0], blocks=4, resamples=10, level=0.9) | change
+    corpus = Corpus("", kwargs.pop("texts"), kwargs.pop("text_pairs"))
+    bootstrap = Bootstrap(**{k: kwargs.pop(k) for k in ("blocks", "resamples", "level")})
     with pytest.raises(InputError, match=named):
-        pattern_share_intervals(None, None, texts, **kwargs)
+        pattern_share_intervals(None, None, corpus, bootstrap=bootstrap, **kwargs)
 
