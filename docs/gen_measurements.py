@@ -12,7 +12,9 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
 * docs/results.md ``claims``, README.md ``claims-brief``, docs/decoders.md ``decoder-claims``: the paper's claims as
   the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
   `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time`` and docs/decoders.md ``decoder-table``: that run's
-  notebook times and notebook 08's measurements.
+  notebook times and notebook 08's measurements;
+* docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
+  measurement, but a fact the code owns, kept from drifting the same way).
 
     python docs/gen_measurements.py
 """
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -329,7 +332,39 @@ def gpu_estimate_block(folder: Path | None = None) -> str:
     return "\n".join([_gpu_header(gc, folder), "", printed, "", *_goal_rows(hours)])
 
 
+#: The layers from the top (`tests/unit/test_layering.py` has them from the bottom).
+_LAYERS_DOWN = ("cli", "reproduce", "paper", "runs", "probing", "tasks", "method", "core")
+
+
+def _first_sentence(path: Path) -> str:
+    import ast
+
+    doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+    para = " ".join(doc.split("\n\n")[0].split())
+    cut = re.search(r"\.\s+(?=[A-Z`*])", para)  # not "Fig. 4" nor "e.g. the"
+    return (para if cut is None else para[:cut.start() + 1]).replace("|", "\\|")
+
+
+def modules_block() -> str:
+    """docs/architecture.md's table: every module of papa/ by layer, top down, with its docstring's first sentence
+    (the module owns what it says it does)."""
+    rows = ["| layer | module | its job |", "|---|---|---|"]
+    for layer in _LAYERS_DOWN:
+        if layer == "cli":
+            paths = [REPO / "papa" / "cli.py"]
+        else:
+            top = REPO / "papa" / layer  # its own modules, then each subpackage's (its __init__ first)
+            paths = sorted(top.rglob("*.py"), key=lambda p: (p.parent != top, str(p.parent), p.name != "__init__.py",
+                                                            p.name))
+        for path in paths:
+            rel = path.relative_to(REPO / "papa").with_suffix("")
+            name = "/".join(rel.parts[:-1]) + "/" if rel.name == "__init__" else rel.as_posix()
+            rows.append(f"| {layer if path == paths[0] else ''} | `{name}` | {_first_sentence(path)} |")
+    return "\n".join(rows)
+
+
 BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
+    "modules": (DOCS / "architecture.md", modules_block),
     "quick-run": (PAGE, quick_block),
     "feature-store": (DOCS / "performance.md", feature_store_block),
     "cpu-recheck": (DOCS / "performance.md", recheck_block),

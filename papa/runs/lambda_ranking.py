@@ -1,6 +1,8 @@
-"""The λ ranking of a grid (paper 3.2): learned once per model, task, constants kind, seed and training part,
-saved under ``<out>/rankings/`` with its learning curve, resumed from a checkpoint when interrupted, and read again
-(checked against the model, length, layout and the profile's settings) by every grid that selects heads by it.
+"""A grid's λ head ranking (paper 3.2): learned once, saved, and read again by every grid that selects heads by it.
+
+One ranking per model, task, constants kind, seed and training part, saved under ``<out>/rankings/`` with its
+learning curve; an interrupted learning resumes from its checkpoint; a saved one is checked against the model,
+length, layout and the profile's settings before it is used.
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
-"""What one grid shares, resolved once: its configuration (`GridConfig`, every input checked before any work:
-`resolve_grid`), the model loaded and attached, the task encoded, and its constants (`Session`). `papa.runs.
-experiment` runs a grid over it and `papa.runs.lambda_ranking` learns λ rankings with it; `task_constants` gives the
-average constants a grid on a task uses, outside a grid.
+"""What one grid shares, resolved once: its configuration, the model, the encoded task and its constants.
+
+`GridConfig` says what to run and `resolve_grid` checks every input before any work; `Session` holds the model
+loaded and attached, the task encoded and the constants made so far. `papa.runs.experiment` runs a grid over it and
+`papa.runs.lambda_ranking` learns λ rankings with it; `task_constants` gives the average constants a grid on a task
+uses, outside a grid.
 """
 from __future__ import annotations
 
