@@ -100,8 +100,8 @@ def measure(model, tokenizer, task: str, layout: str, data_dir, sample: int) -> 
     corpus = task_corpus(task, "train", data_dir=data_dir, limit=sample // 2, sample="random")
     ctrl.detach()  # extraction attaches its own
     start = time.perf_counter()
-    extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=n, layout=layout,
-                      token_task=spec.token_level, progress=False)
+    extract_constants(model, tokenizer, corpus, max_length=n, layout=layout, token_task=spec.token_level,
+                      progress=False)
     row["capture_per_s"] = len(corpus.texts) / (time.perf_counter() - start)
     papa.attach(model)
     return row

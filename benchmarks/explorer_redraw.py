@@ -41,6 +41,7 @@ from papa.method.architectures import model_signature  # noqa: E402
 from papa.method.extract import extract_constants  # noqa: E402
 from papa.method.rankings import HeadRanking  # noqa: E402
 from papa.paper.explorer import GRID_SCOPES, HeadExplorer, find_artifacts  # noqa: E402
+from papa.tasks.corpus import Corpus  # noqa: E402
 
 N = 512
 SHORT = "the movie was not good , but the actors were wonderful ."
@@ -94,8 +95,8 @@ def median_time(fn, repeats: int) -> float:
 def bench_model(name: str, folder: Path, repeats: int, corpus_size: int) -> list[dict]:
     label, model, tok = model_for(name)
     model_name = f"bench/{name}"
-    constants = extract_constants(model, tok, texts(corpus_size), max_length=N, corpus="wikitext", model_name=model_name,
-                                  progress=False)
+    constants = extract_constants(model, tok, Corpus("wikitext", texts(corpus_size)), max_length=N,
+                                  model_name=model_name, progress=False)
     constants.save(folder / name / "constants.safetensors")
     L, H = constants.num_layers, constants.num_heads
     lambdas = torch.rand(L, H, generator=torch.Generator().manual_seed(0)) * 0.98 + 0.01

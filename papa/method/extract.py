@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import torch
 
@@ -37,18 +38,33 @@ def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
     return model_name if model_name and Path(name).is_absolute() else name
 
 
-def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence[str]],
-                      text_pairs: Sequence[str] | None = None, *, max_length: int, batch_size: int = 32,
-                      layout: str | None = None, corpus: str = "", model_name: str | None = None,
-                      token_task: bool = False, progress: bool = True) -> ConstantMatrices:
-    """Average every head's attention over `texts` (optionally paired), encoded at `max_length` in `layout` (None:
-    the model's default, the decoder layout for a causal LM and `official` for an encoder).
+@runtime_checkable
+class NamedCorpus(Protocol):
+    """Texts (or word lists), optional second texts, and the name the constants' metadata records: as
+    `papa.tasks.corpus.Corpus` holds them."""
+
+    name: str
+    texts: Sequence
+    pairs: Sequence[str] | None
+
+
+def extract_constants(model, tokenizer, corpus: NamedCorpus | Sequence[str] | Sequence[Sequence[str]], *,
+                      max_length: int, batch_size: int = 32, layout: str | None = None,
+                      model_name: str | None = None, token_task: bool = False,
+                      progress: bool = True) -> ConstantMatrices:
+    """Average every head's attention over `corpus`, encoded at `max_length` in `layout` (None: the model's default,
+    the decoder layout for a causal LM and `official` for an encoder). `corpus` is a `papa.tasks.corpus.Corpus`
+    (texts, optionally paired, and its name for the metadata) or plain texts (or word lists), unnamed.
 
     `token_task`: the texts are a token-level task's (MLM), encoded as such (`papa.method.layout.encode`).
 
     Runs inside the attention computation with the model's own attention implementation otherwise untouched;
     heads of an already attached model keep whatever modes they have (normally all 'keep').
     """
+    if isinstance(corpus, NamedCorpus):
+        texts, text_pairs, name = corpus.texts, corpus.pairs, corpus.name
+    else:
+        texts, text_pairs, name = corpus, None, ""
     if len(texts) == 0:
         raise InputError("the corpus is empty: there is nothing to average (check the task, split or file)")
     causal = is_causal(model)
@@ -83,6 +99,6 @@ def extract_constants(model, tokenizer, texts: Sequence[str] | Sequence[Sequence
                      f"{', token_task=True' if token_task else ''}); "
                      f"tokenizer={tokenizer_name(tokenizer, model_name)}; "
                      f"truncated={truncated}/{len(texts)}")
-    return stats.to_constants(controller.signature, layout=layout, corpus=corpus,
+    return stats.to_constants(controller.signature, layout=layout, corpus=name,
                               corpus_fingerprint=fingerprint_texts(flat), preprocessing=preprocessing,
                               pairs=text_pairs is not None)

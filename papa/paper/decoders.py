@@ -15,6 +15,8 @@ from papa.paper.sections import OBJECTIVE_TASKS, split_learning
 
 #: The pretraining objective of a decoder (papa.tasks.registry), read beside its downstream probes.
 LM_TASK = "lm"
+#: How many of the raw probe inputs' largest dimensions `probe_diagnosis` lists.
+DIAGNOSED_DIMENSIONS = 5
 
 
 def relative_drops(curves: pd.DataFrame) -> pd.DataFrame:
@@ -121,12 +123,13 @@ def hidden_state_scale(model, tokenizer, texts: Sequence[str], *, max_length: in
 
 def probe_diagnosis(model, tokenizer, task: str, *, profile: str, data_dir: str | None = None,
                     train_limit: int = 500, eval_limit: int = 300, epochs: int | None = None, seed: int = 0,
-                    top: int = 5, progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+                    progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Why the paper's probe does (not) learn on `model`'s hidden states (original attention), and what standardising
     its inputs changes: `papa.probing.diagnostics.raw_vs_standardized` on the profile's draw of `task`'s examples
     (at most `train_limit` training and `eval_limit` evaluation ones), with `epochs` (None: the profile's). Returns
-    that table and the `top` largest dimensions of the raw inputs the probe's MLP reads at initialisation (mean
-    pooling), with ``std_over_rms``: how much each varies with the input (0 = the same for every input)."""
+    that table and the `DIAGNOSED_DIMENSIONS` largest dimensions of the raw inputs the probe's MLP reads at
+    initialisation (mean pooling), with ``std_over_rms``: how much each varies with the input (0 = the same for
+    every input)."""
     from papa.method.architectures import is_causal
     from papa.method.layout import layout_for
     from papa.probing.diagnostics import input_scale, mlp_inputs, raw_vs_standardized
@@ -152,7 +155,7 @@ def probe_diagnosis(model, tokenizer, task: str, *, profile: str, data_dir: str 
     settings = TrainSettings.from_task(spec, epochs=epochs or prof.epochs)
     table = raw_vs_standardized(spec, model, train, evaluation, settings, seed=seed)
     fresh = make_probe(spec, model, n)
-    scale = input_scale(mlp_inputs(fresh, train), fresh.num_layers, fresh.hidden_size).head(top)
+    scale = input_scale(mlp_inputs(fresh, train), fresh.num_layers, fresh.hidden_size).head(DIAGNOSED_DIMENSIONS)
     scale = scale.assign(std_over_rms=scale["std"] / scale["rms"])
     table.attrs.update(train=len(train.data), eval=len(evaluation.data), epochs=settings.epochs)
     return table, scale.reset_index(drop=True)

@@ -16,6 +16,7 @@ from papa.method.controller import attach, controller_of
 from papa.method.extract import extract_constants
 from papa.method.layout import encode, model_positions
 from papa.method.selection import heads_to_replace
+from papa.tasks.corpus import Corpus
 
 
 def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: int, model_type: str,
@@ -61,8 +62,8 @@ def live_attention(model, tokenizer, text: str, pair: str | None = None, *, max_
 
     The heads' current modes apply (normally all 'keep'); the capture is the same one that builds constants.
     """
-    return extract_constants(model, tokenizer, [text], None if pair is None else [pair], max_length=max_length,
-                             layout=layout, progress=False).matrices
+    one_input = Corpus("", [text], None if pair is None else [pair])
+    return extract_constants(model, tokenizer, one_input, max_length=max_length, layout=layout, progress=False).matrices
 
 
 def mean_pooled(model, inputs: dict[str, torch.Tensor]) -> torch.Tensor:

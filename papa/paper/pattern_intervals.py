@@ -89,9 +89,9 @@ def block_statistics(model, tokenizer, texts: Sequence, text_pairs: Sequence | N
     controller = existing or attach(model)
     try:
         for start, end in tqdm(spans, desc="pattern intervals: blocks", unit="block", disable=not progress):
-            block = extract_constants(model, tokenizer, texts[start:end],
-                                      None if text_pairs is None else text_pairs[start:end], max_length=max_length,
-                                      layout=layout, corpus=corpus, token_task=token_task, progress=False)
+            block_texts = Corpus(corpus, texts[start:end], None if text_pairs is None else text_pairs[start:end])
+            block = extract_constants(model, tokenizer, block_texts, max_length=max_length, layout=layout,
+                                      token_task=token_task, progress=False)
             count = block.counts.to(torch.float64)
             # an average times its count is the sum again, to float32 rounding of the average
             sums.append(block.matrices.to(torch.float64) * count)

@@ -6,7 +6,7 @@ Every head mixes its attention with its constant matrix, B = λA + (1 − λ)C, 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -93,8 +93,8 @@ def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask
         source = FeatureSource(model, train, trainable_backbone=True, progress=False)
         if standardize:  # the source streams (no cache), and the statistics take no gradient
             probe.set_input_statistics(input_statistics(probe, source))
-        losses = train_probe(probe, spec.kind, source, settings, seed=seed, extra_parameters=[controller.theta],
-                             extra_lr=lambda_lr, progress=progress, desc=f"learn λ ({spec.name})",
+        losses = train_probe(probe, spec.kind, source, replace(settings, extra_learning_rate=lambda_lr), seed=seed,
+                             extra_parameters=[controller.theta], progress=progress, desc=f"learn λ ({spec.name})",
                              on_step=None if trace is None else on_step, checkpoint=checkpoint)
         lambdas = controller.lambdas.detach().cpu().clone()
         if trace is not None and (not trace.steps or trace.total_steps != len(losses)):

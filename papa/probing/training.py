@@ -25,11 +25,13 @@ from papa.tasks.registry import POSITION_KINDS, TaskSpec
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """How one probe is trained: Table 3's values by default (`from_task`)."""
+    """How one probe is trained: Table 3's values by default (`from_task`). `extra_learning_rate` is that of the
+    parameters trained beside the probe (`train_probe`'s `extra_parameters`, e.g. λ's θ; None: `learning_rate`)."""
 
     learning_rate: float
     batch_size: int
     epochs: int
+    extra_learning_rate: float | None = None
 
     @classmethod
     def from_task(cls, spec: TaskSpec, epochs: int | None = None) -> "TrainSettings":
@@ -70,19 +72,18 @@ def _forward(probe: nn.Module, kind: str, feats, mask, labels):
 
 
 def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: TrainSettings, *, seed: int,
-                extra_parameters: Iterable[nn.Parameter] = (), extra_lr: float | None = None,
-                progress: bool = True, desc: str = "train probe",
+                extra_parameters: Iterable[nn.Parameter] = (), progress: bool = True, desc: str = "train probe",
                 on_step: Callable[[int], None] | None = None,
                 checkpoint: TrainingCheckpoint | None = None) -> list[float]:
-    """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step (none when
-    nothing trains: the LM head probe alone). `on_step`, if given, is called after every optimizer step with the
-    number of steps taken so far (e.g. to record λ for a learning curve). With `checkpoint` the training resumes
-    from the state saved there, if any, and saves its state as the checkpoint says (`papa.probing.checkpoint`): an
-    interrupted run, run again, ends as an uninterrupted one."""
+    """Train `probe` (and `extra_parameters`, e.g. λ's θ, at `settings.extra_learning_rate`) on `source`; returns
+    the loss of every step (none when nothing trains: the LM head probe alone). `on_step`, if given, is called after
+    every optimizer step with the number of steps taken so far (e.g. to record λ for a learning curve). With
+    `checkpoint` the training resumes from the state saved there, if any, and saves its state as the checkpoint says
+    (`papa.probing.checkpoint`): an interrupted run, run again, ends as an uninterrupted one."""
     groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
     extra = [p for p in extra_parameters if p.requires_grad]
     if extra:
-        groups.append({"params": extra, "lr": extra_lr or settings.learning_rate})
+        groups.append({"params": extra, "lr": settings.extra_learning_rate or settings.learning_rate})
     return _train([_Member(probe, seed, groups)], kind, source, settings, progress=progress, desc=desc,
                   on_step=on_step, checkpoint=checkpoint)[0]
 

@@ -143,9 +143,8 @@ def extract_to_file(model: str, source: CorpusSource, *, max_length: int, out_di
 
 def _extract(model, tokenizer, corpus: Corpus, *, max_length: int, layout: str | None, token_task: bool,
              model_name: str, progress: bool, batch_size: int = 32) -> ConstantMatrices:
-    return extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=max_length,
-                             batch_size=batch_size, layout=layout, token_task=token_task, corpus=corpus.name,
-                             model_name=model_name, progress=progress)
+    return extract_constants(model, tokenizer, corpus, max_length=max_length, batch_size=batch_size, layout=layout,
+                             token_task=token_task, model_name=model_name, progress=progress)
 
 
 def _check_length(model: str, max_length: int) -> None:

@@ -50,20 +50,7 @@ def mask_tokens(
         ``masked_input_ids`` (a new tensor) and ``labels``: the original id at selected
         positions and ``IGNORE_INDEX`` (-100) everywhere else.
     """
-    if input_ids.dim() != 2:
-        raise ValueError(f"input_ids must be [batch, n], got shape {tuple(input_ids.shape)}")
-    if special_tokens_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"special_tokens_mask shape {tuple(special_tokens_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
-        )
-    if attention_mask is not None and attention_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
-        )
-    if not 0.0 <= mlm_probability <= 1.0:
-        raise ValueError(f"mlm_probability must be in [0, 1], got {mlm_probability}")
-    if vocab_size < 1:
-        raise ValueError(f"vocab_size must be positive, got {vocab_size}")
+    _check_inputs(input_ids, special_tokens_mask, attention_mask, vocab_size, mlm_probability)
 
     device = input_ids.device
     eligible = ~special_tokens_mask.to(device=device, dtype=torch.bool)
@@ -89,3 +76,23 @@ def mask_tokens(
     masked[to_mask] = mask_token_id
     masked[to_random] = random_ids[to_random].to(masked.dtype)
     return masked, labels
+
+
+def _check_inputs(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, attention_mask: torch.Tensor | None,
+                  vocab_size: int, mlm_probability: float) -> None:
+    """Refuse what `mask_tokens` cannot mask: a batch not [batch, n], masks of another shape, a probability outside
+    [0, 1] or an empty vocabulary."""
+    if input_ids.dim() != 2:
+        raise ValueError(f"input_ids must be [batch, n], got shape {tuple(input_ids.shape)}")
+    if special_tokens_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"special_tokens_mask shape {tuple(special_tokens_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
+        )
+    if attention_mask is not None and attention_mask.shape != input_ids.shape:
+        raise ValueError(
+            f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
+        )
+    if not 0.0 <= mlm_probability <= 1.0:
+        raise ValueError(f"mlm_probability must be in [0, 1], got {mlm_probability}")
+    if vocab_size < 1:
+        raise ValueError(f"vocab_size must be positive, got {vocab_size}")

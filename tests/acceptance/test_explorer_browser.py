@@ -53,10 +53,11 @@ def explorer_notebook(tmp_path, minilm):
     from papa.method.architectures import model_signature
     from papa.method.extract import extract_constants
     from papa.method.rankings import HeadRanking
+    from papa.tasks.corpus import Corpus
 
     model, tok = minilm
     sentences = ["a gripping , funny film .", "the plot is thin .", "it rains in paris .", "what a mess ."]
-    constants = extract_constants(model, tok, sentences * 4, max_length=32, corpus="toy", model_name=MINILM,
+    constants = extract_constants(model, tok, Corpus("toy", sentences * 4), max_length=32, model_name=MINILM,
                                   progress=False)
     constants.save(tmp_path / "artifacts" / "constants" / "toy.safetensors")
     lambdas = torch.linspace(0.05, 0.95, 72).reshape(6, 12)

@@ -20,6 +20,7 @@ from papa.core.errors import InputError
 from papa.method.attention_free import query_key_dropped, query_key_dropped_while
 from papa.method.extract import max_positions
 from papa.method.layout import encode, position_ids
+from papa.tasks.corpus import Corpus
 
 pytestmark = [pytest.mark.integration, pytest.mark.acceptance, pytest.mark.slow]
 
@@ -271,8 +272,8 @@ def test_self_constants_reproduce_the_input(paper, padding):
     inputs = encode(paper.tokenizer, texts, pairs, max_length=n, layout=layout, model_type=paper.model_type).inputs
     assert bool(inputs["attention_mask"].all()) == (padding == "unpadded")
     original = _original(paper, f"pair-{n}" if padding == "padded" else f"full-{n}", inputs)
-    constants = papa.extract_constants(paper.model, paper.tokenizer, texts, pairs, max_length=n, layout=layout,
-                                       model_name=paper.folder, progress=False)
+    constants = papa.extract_constants(paper.model, paper.tokenizer, Corpus("", texts, pairs), max_length=n,
+                                       layout=layout, model_name=paper.folder, progress=False)
     assert constants.matrices.shape[:2] == (paper.model.config.num_hidden_layers,
                                             paper.model.config.num_attention_heads)
     ctrl = papa.attach(paper.model, model_name=paper.folder)

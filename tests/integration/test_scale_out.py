@@ -72,9 +72,8 @@ def _accelerate(*args: str, cwd: Path) -> None:
 def test_extraction_on_two_processes_equals_one(tmp_path, data_dir, minilm):
     model, tokenizer = minilm
     corpus = task_corpus("mrpc", "train", data_dir=data_dir, limit=70)  # 9 batches of 8: blocks of 4 and 5
-    one = extract_constants(model, tokenizer, corpus.texts, corpus.pairs, max_length=48, batch_size=8,
-                            layout="official", corpus=corpus.name, model_name=DEFAULT_MODEL,
-                            progress=False)  # papa extract's default layout
+    one = extract_constants(model, tokenizer, corpus, max_length=48, batch_size=8, layout="official",
+                            model_name=DEFAULT_MODEL, progress=False)  # papa extract's default layout
     _accelerate("extract", "--task", "mrpc", "--limit", "70", "--max-length", "48", "--batch-size", "8",
                 "--data-dir", str(data_dir), "--out", str(tmp_path / "two"), "--quiet", cwd=tmp_path)
     (path,) = (tmp_path / "two").glob("*.safetensors")

@@ -23,6 +23,7 @@ import inspect
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -35,7 +36,8 @@ from papa.method import capture as capture_module
 from papa.method.adapters.base import (SITE, Adapter, AdapterContext, AttentionSites, ModelInfo, layers_by_module,
                                        unsupported)
 from papa.method.attention_free import QK_HEADS, RESTORE, QueryKeyHeads, permuted_columns, sliced_linear
-from papa.method.constant_heads import constant_attention
+from papa.method.constant_heads import ConstantWorkspace, constant_attention
+from papa.method.head_modes import LayerPlan
 from papa.method.masks import Allowed, attention_probs
 
 PREFIX = "papa_"   # registered attention implementations are named papa_<original>
@@ -242,6 +244,29 @@ def _key_bias(controller: AdapterContext, keys: torch.Tensor | None, batch: int,
     return controller.per_pass(("key_bias", heads, dtype), keys, make)
 
 
+class _Call(NamedTuple):
+    """One call of the attention function as the module made it (q [B, H, n, d], k/v [B, H_kv, n, d]), with what
+    decides its mask's pattern: `causal`, and `windowed` (a sliding window)."""
+
+    module: nn.Module
+    query: torch.Tensor
+    key: torch.Tensor
+    value: torch.Tensor
+    attention_mask: torch.Tensor | None
+    scaling: float | None
+    dropout: float
+    kwargs: dict
+    causal: bool
+    windowed: bool
+
+
+def _original(site: _Site, call: _Call, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor):
+    """The model's own attention function on `query`, `key`, `value` (the call's, or some of their heads), with the
+    call's mask and keyword arguments."""
+    return site.fallback(call.module, query, key, value, call.attention_mask, scaling=call.scaling,
+                         dropout=call.dropout, **call.kwargs)
+
+
 def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                       attention_mask: torch.Tensor | None, scaling: float | None = None, dropout: float = 0.0,
                       **kwargs):
@@ -253,19 +278,14 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     capture = ctrl.stats is not None
     if not any_changed and not capture and qk_heads is None:
         return site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout, **kwargs)
+    _check_call(module, query, key, kwargs, exact=any_changed or capture)
     q_len, n = query.shape[2], key.shape[2]
-    if q_len != n:
-        raise PapaError(f"PAPA needs each sequence whole in one forward pass, but {q_len} queries met {n} keys (a "
-                        "key/value cache is in use): call the model with use_cache=False")
-    odd = [k for k in _UNSUPPORTED_KWARGS if kwargs.get(k) is not None]
-    if odd and (any_changed or capture):
-        raise PapaError(f"{type(module).__name__} passes {', '.join(odd)} to its attention function, which papa's "
-                        "replaced, mixed and captured heads do not reproduce")
-    batch, heads, d = query.shape[0], ctrl.num_heads, value.shape[-1]
+    batch, heads = query.shape[0], ctrl.num_heads
     groups = heads // value.shape[1]
     # A sliding window is passed to the attention function (Qwen2, ModernBERT) or held by the module.
     windowed = kwargs.get("sliding_window", getattr(module, "sliding_window", None)) is not None
     causal = bool(getattr(module, "is_causal", False))
+    call = _Call(module, query, key, value, attention_mask, scaling, dropout, kwargs, causal, windowed)
     allowed = ctrl.allowed(attention_mask, q_len, n, causal=causal, windowed=windowed)
     valid = ctrl.valid_mask(batch, n, value.device)
     plan = ctrl.plan(layer)
@@ -278,31 +298,73 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     value_h = _per_query_head(value, groups)
     workspace = ctrl.workspace(value_h) if factored and not capture else None
     if any_mixed and factored and not capture:
-        out_a, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                 **kwargs)
-        constants = ctrl.constant_heads(layer, n, value_h.dtype, allowed, replaced=False, pattern=(causal, windowed))
-        out_c = constant_attention(constants, value_h, allowed.keys, workspace).to(out_a.dtype)
-        # λ·A + (1 − λ)·C in one op; lerp gives A exactly where λ = 1 (kept) and C where λ = 0 (replaced)
-        return torch.lerp(out_c, out_a, ctrl.mix_weights(out_a.dtype)[layer]), None
+        return _mixed(site, call, layer, value_h, allowed, workspace)
     if capture and fast:
-        # Where launches, not arithmetic, set the time (an accelerator), a layer that keeps every head runs its own
-        # fused function for the output and materialises the probabilities for the statistics alone; on a CPU the
-        # probabilities also give the output (one softmax instead of two).
-        alone = not any_changed and capture_module.launch_bound(value.device)
-        out = _attention_in_blocks(ctrl, layer, query, _per_query_head(key, groups), None if alone else value_h,
-                                   attention_mask, scaling, valid, allowed)
-        if alone:
-            out, _ = site.fallback(module, query, key, value, attention_mask, scaling=scaling, dropout=dropout,
-                                   **kwargs)
-        return out, None
+        return _captured(site, call, layer, any_changed, groups, value_h, valid, allowed)
     if any_mixed or capture:  # the paths that materialise scores mask them
-        score_mask = attention_mask[..., :n] if attention_mask is not None and attention_mask.dim() == 4 \
-            else allowed.as_bool()
-        probs = attention_probs(query, _per_query_head(key, groups), score_mask, scaling)
-        probs = ctrl.transform_probs(layer, probs, valid, allowed=allowed)
-        probs = nn.functional.dropout(probs, p=dropout, training=module.training)
-        return torch.matmul(probs, value_h).transpose(1, 2).contiguous(), probs
-    # Only keep and replace: kept heads run the original function on their slice, replaced heads skip Q·Kᵀ.
+        return _materialised(ctrl, call, layer, groups, value_h, valid, allowed)
+    return _keep_and_replace(site, call, layer, plan, qk_heads, groups, value_h, allowed, workspace, factored)
+
+
+def _check_call(module: nn.Module, query: torch.Tensor, key: torch.Tensor, kwargs: dict, *, exact: bool) -> None:
+    """Refuse a call papa cannot serve: one with a key/value cache, or (where heads are replaced, mixed or captured:
+    `exact`) one passing arguments whose arithmetic papa's materialised probabilities do not reproduce."""
+    q_len, n = query.shape[2], key.shape[2]
+    if q_len != n:
+        raise PapaError(f"PAPA needs each sequence whole in one forward pass, but {q_len} queries met {n} keys (a "
+                        "key/value cache is in use): call the model with use_cache=False")
+    odd = [k for k in _UNSUPPORTED_KWARGS if kwargs.get(k) is not None]
+    if odd and exact:
+        raise PapaError(f"{type(module).__name__} passes {', '.join(odd)} to its attention function, which papa's "
+                        "replaced, mixed and captured heads do not reproduce")
+
+
+def _mixed(site: _Site, call: _Call, layer: int, value_h: torch.Tensor, allowed: Allowed,
+           workspace: ConstantWorkspace | None):
+    """Mixed heads where the mask factors: B·V = λ·(A·V) + (1 − λ)·(C·V), with A·V the original function's output
+    (no [B, H, n, n] tensor)."""
+    ctrl = site.controller
+    out_a, _ = _original(site, call, call.query, call.key, call.value)
+    constants = ctrl.constant_heads(layer, call.key.shape[2], value_h.dtype, allowed, replaced=False,
+                                    pattern=(call.causal, call.windowed))
+    out_c = constant_attention(constants, value_h, allowed.keys, workspace).to(out_a.dtype)
+    # λ·A + (1 − λ)·C in one op; lerp gives A exactly where λ = 1 (kept) and C where λ = 0 (replaced)
+    return torch.lerp(out_c, out_a, ctrl.mix_weights(out_a.dtype)[layer]), None
+
+
+def _captured(site: _Site, call: _Call, layer: int, any_changed: bool, groups: int, value_h: torch.Tensor,
+              valid: torch.Tensor | None, allowed: Allowed):
+    """Capture on the fast path: probabilities materialised block by block (`_attention_in_blocks`)."""
+    # Where launches, not arithmetic, set the time (an accelerator), a layer that keeps every head runs its own
+    # fused function for the output and materialises the probabilities for the statistics alone; on a CPU the
+    # probabilities also give the output (one softmax instead of two).
+    alone = not any_changed and capture_module.launch_bound(call.value.device)
+    out = _attention_in_blocks(site.controller, layer, call.query, _per_query_head(call.key, groups),
+                               None if alone else value_h, call.attention_mask, call.scaling, valid, allowed)
+    if alone:
+        out, _ = _original(site, call, call.query, call.key, call.value)
+    return out, None
+
+
+def _materialised(ctrl: AdapterContext, call: _Call, layer: int, groups: int, value_h: torch.Tensor,
+                  valid: torch.Tensor | None, allowed: Allowed):
+    """Mixed or captured heads where no fast path applies: the layer's masked probabilities [B, H, n, n], through
+    the controller, then the call's dropout."""
+    mask, n = call.attention_mask, call.key.shape[2]
+    score_mask = mask[..., :n] if mask is not None and mask.dim() == 4 else allowed.as_bool()
+    probs = attention_probs(call.query, _per_query_head(call.key, groups), score_mask, call.scaling)
+    probs = ctrl.transform_probs(layer, probs, valid, allowed=allowed)
+    probs = nn.functional.dropout(probs, p=call.dropout, training=call.module.training)
+    return torch.matmul(probs, value_h).transpose(1, 2).contiguous(), probs
+
+
+def _keep_and_replace(site: _Site, call: _Call, layer: int, plan: LayerPlan, qk_heads: QueryKeyHeads | None,
+                      groups: int, value_h: torch.Tensor, allowed: Allowed, workspace: ConstantWorkspace | None,
+                      factored: bool):
+    """Only kept and replaced heads: kept heads run the original function on their slice, replaced heads skip
+    Q·Kᵀ."""
+    ctrl, query, key, value = site.controller, call.query, call.key, call.value
+    batch, n, heads, d = query.shape[0], key.shape[2], ctrl.num_heads, value.shape[-1]
     repl = plan.replace_index
     every = len(plan.replace) == heads  # no gather of V when the whole layer is constant
     first = qk_heads is not None and qk_heads.kept_first
@@ -311,30 +373,30 @@ def attention_forward(site: _Site, module: nn.Module, query: torch.Tensor, key: 
     else:
         v_repl = value_h if every else value_h[:, repl]
     if factored:
-        constants = ctrl.constant_heads(layer, n, value.dtype, allowed, replaced=True, pattern=(causal, windowed))
+        constants = ctrl.constant_heads(layer, n, value.dtype, allowed, replaced=True,
+                                        pattern=(call.causal, call.windowed))
         out_repl = constant_attention(constants, v_repl, allowed.keys, workspace)
     else:
         c = ctrl.constant_probs(layer, repl, allowed, n, value.dtype)
-        c = nn.functional.dropout(c, p=dropout, training=module.training)
+        c = nn.functional.dropout(c, p=call.dropout, training=call.module.training)
         out_repl = torch.matmul(c, v_repl).transpose(1, 2)
     if not plan.keep:
         return out_repl, None
     if first:  # the output projection's columns were permuted alike: the heads stay in this order
-        out_keep, _ = site.fallback(module, query, key, v_keep, attention_mask, scaling=scaling, dropout=dropout,
-                                    **kwargs)
+        out_keep, _ = _original(site, call, query, key, v_keep)
         return torch.cat((out_keep, out_repl.to(out_keep.dtype)), dim=2), None
     keep = plan.keep_index
-    out_keep = _kept_heads(site, module, query, key, value, attention_mask, plan, qk_heads, groups,
-                           scaling=scaling, dropout=dropout, **kwargs)
+    out_keep = _kept_heads(site, call, plan, qk_heads, groups)
     out = value.new_empty(batch, n, heads, d)
     out[:, :, keep] = out_keep
     out[:, :, repl] = out_repl.to(out.dtype)
     return out, None
 
 
-def _kept_heads(site: _Site, module: nn.Module, query, key, value, attention_mask, plan,
-                qk_heads: QueryKeyHeads | None, groups: int, **kwargs) -> torch.Tensor:
+def _kept_heads(site: _Site, call: _Call, plan: LayerPlan, qk_heads: QueryKeyHeads | None,
+                groups: int) -> torch.Tensor:
     """The original attention function on the kept heads only, [B, n, h_keep, d]."""
+    query, key, value = call.query, call.key, call.value
     keep = plan.keep_index
     if qk_heads is not None and qk_heads.heads == plan.keep:  # the projections produce exactly the kept heads
         q, k = query, key
@@ -345,12 +407,12 @@ def _kept_heads(site: _Site, module: nn.Module, query, key, value, attention_mas
         q, k = query[:, keep], key
     if groups == 1:
         k = k if qk_heads is not None else k[:, keep]
-        out, _ = site.fallback(module, q, k, value[:, keep], attention_mask, **kwargs)
+        out, _ = _original(site, call, q, k, value[:, keep])
         return out
     # Grouped query heads: each kept head gets its own copy of its key/value head, and the function is told so.
     kv = keep // groups
-    with _ungrouped(module):
-        out, _ = site.fallback(module, q, k[:, kv], value[:, kv], attention_mask, **kwargs)
+    with _ungrouped(call.module):
+        out, _ = _original(site, call, q, k[:, kv], value[:, kv])
     return out
 
 

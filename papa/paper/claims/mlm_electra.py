@@ -7,10 +7,10 @@ import numpy as np
 
 from papa.core.vocabulary import NONE, PAPER_BASE, PAPER_LARGE
 from papa.paper.claims.main_results import _drop, _task_average_drop
-from papa.paper.claims.rules import ClaimReading, _compare, _not_read, _reading, _tally, _unread
+from papa.paper.claims.rules import ClaimReading, Part, _compare, _not_read, _reading, _tally, _unread
 from papa.paper.claims.scores import _Run
 from papa.paper.sections import OBJECTIVE_TASKS, short_model
-from papa.runs.statistics import above, difference, estimate, within
+from papa.runs.statistics import Scores, above, difference, estimate, within
 
 
 # The pretraining objectives Fig. 6 compares with the downstream tasks (`sections.OBJECTIVE_TASKS`): an encoder's
@@ -52,40 +52,7 @@ def _fig6(run: _Run) -> ClaimReading:
     models = sorted({m for m, _ in own})
     for model, task in own:
         original = run.scores(model, task)
-        for label, selection in DECODER_POINTS if task == "lm" else (("0", NONE),):
-            replaced = run.scores(model, task, "average", "task", selection, label)
-            if original is None or replaced is None:
-                continue
-            name = OBJECTIVE_NAMES[task] + (f" at {label}" if run.decoders else "") + (
-                f" ({short_model(model)})" if len(models) > 1 else "")
-            unstable = [why for t in [task, *sorted({t for m, t in run.models_tasks() if m == model})]
-                        if selection == "lambda" and (why := run.unstable(model, t))]
-            if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
-                parts.append(_unread(f"{name} drops more", why))
-                continue
-            if unstable:
-                parts.append(_unread(f"{name} drops more", unstable[0]))
-                continue
-            for normalise in (False, True):
-                chance = run.chance(model, task) if normalise else None
-                downstream, tasks, settings, average = _task_average_drop(run, model, label, selection,
-                                                                          normalise=normalise)
-                if normalise and (chance is None or downstream is None):
-                    if run.decoders:  # the decoders' reading promises it: say that it is missing
-                        parts.append(_unread(f"{name} drops more, normalised to chance",
-                                             "the chance levels were not written (tables/decoder_chance_levels.csv)"))
-                    continue
-                if downstream is None:
-                    continue
-                gap = estimate(lambda o, z, *rest: _drop(o, z, chance) - average(*rest),  # noqa: B023
-                               original, replaced, *settings)
-                scale = "share of the margin over chance lost" if normalise else "relative drop"
-                ordered = ("" if selection == NONE else
-                           f" (λ order: 1 order{_random_too(run, model, task, label)})")
-                parts.append(_compare(f"{name} drops more than {', '.join(tasks)}"
-                                      + (", normalised to chance" if normalise else ""), above(gap),
-                                      f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats{ordered}; "
-                                      f"{scale} minus the tasks' {gap.text(percent=True)}"))
+        parts += _objective_drops(run, model, task, original, several_models=len(models) > 1)
         if task == "mlm" and original is not None:
             replaced = run.scores(model, task, "average", "task", NONE, "0")
             if replaced is not None:
@@ -109,3 +76,55 @@ def _fig6(run: _Run) -> ClaimReading:
         if others:
             parts.append(_unread(f"MLM probes of {', '.join(others)}", "not pretrained with MLM"))
     return _reading(*where, parts)
+
+
+def _objective_drops(run: _Run, model: str, task: str, original: Scores | None, *,
+                     several_models: bool) -> list[Part]:
+    """Whether `model`'s own pretraining objective `task` (scored `original` with every head) drops more than its
+    downstream tasks, at each fraction read (`DECODER_POINTS` for a decoder's LM, else 0)."""
+    parts = []
+    for label, selection in DECODER_POINTS if task == "lm" else (("0", NONE),):
+        replaced = run.scores(model, task, "average", "task", selection, label)
+        if original is None or replaced is None:
+            continue
+        name = OBJECTIVE_NAMES[task] + (f" at {label}" if run.decoders else "") + (
+            f" ({short_model(model)})" if several_models else "")
+        unstable = [why for t in [task, *sorted({t for m, t in run.models_tasks() if m == model})]
+                    if selection == "lambda" and (why := run.unstable(model, t))]
+        if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
+            parts.append(_unread(f"{name} drops more", why))
+            continue
+        if unstable:
+            parts.append(_unread(f"{name} drops more", unstable[0]))
+            continue
+        parts += _drops_beside_tasks(run, model, task, name, (label, selection), original, replaced)
+    return parts
+
+
+def _drops_beside_tasks(run: _Run, model: str, task: str, name: str, point: tuple[str, str], original: Scores,
+                        replaced: Scores) -> list[Part]:
+    """The objective's drop from `original` to `replaced` at `point` (fraction label, selection) minus the
+    downstream tasks' average drop there: relative, then normalised to chance."""
+    label, selection = point
+    parts = []
+    for normalise in (False, True):
+        chance = run.chance(model, task) if normalise else None
+        downstream, tasks, settings, average = _task_average_drop(run, model, label, selection,
+                                                                  normalise=normalise)
+        if normalise and (chance is None or downstream is None):
+            if run.decoders:  # the decoders' reading promises it: say that it is missing
+                parts.append(_unread(f"{name} drops more, normalised to chance",
+                                     "the chance levels were not written (tables/decoder_chance_levels.csv)"))
+            continue
+        if downstream is None:
+            continue
+        gap = estimate(lambda o, z, *rest: _drop(o, z, chance) - average(*rest),  # noqa: B023
+                       original, replaced, *settings)
+        scale = "share of the margin over chance lost" if normalise else "relative drop"
+        ordered = ("" if selection == NONE else
+                   f" (λ order: 1 order{_random_too(run, model, task, label)})")
+        parts.append(_compare(f"{name} drops more than {', '.join(tasks)}"
+                              + (", normalised to chance" if normalise else ""), above(gap),
+                              f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats{ordered}; "
+                              f"{scale} minus the tasks' {gap.text(percent=True)}"))
+    return parts

@@ -11,6 +11,7 @@ from papa.method.adapters.interface import _attention_in_blocks
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
 from papa.method.masks import Allowed
+from papa.tasks.corpus import Corpus
 
 from conftest import tiny_model, tiny_tokenizer
 
@@ -73,7 +74,7 @@ def test_capture_equals_eager_output_attentions(arch, launch_bound, monkeypatch)
 def test_extract_constants_matches_manual_capture():
     tok, model = tiny_tokenizer("bert"), tiny_model("bert")
     texts = [t for b in BATCHES for t in b]
-    constants = papa.extract_constants(model, tok, texts, max_length=N, batch_size=2, corpus="toy", layout="sep_last",
+    constants = papa.extract_constants(model, tok, Corpus("toy", texts), max_length=N, batch_size=2, layout="sep_last",
                                        progress=False)
     expected, counts = _explicit_average(tiny_model("bert", attn_implementation="eager"), tok, N)
     assert torch.allclose(constants.matrices, expected, atol=1e-6)
@@ -86,7 +87,7 @@ def test_extract_constants_matches_manual_capture():
 
 def test_extract_on_pairs_and_empty_corpus():
     tok, model = tiny_tokenizer("roberta"), tiny_model("roberta")
-    constants = papa.extract_constants(model, tok, ["the cat", "a dog"], ["sat", "ran far"], max_length=N,
+    constants = papa.extract_constants(model, tok, Corpus("", ["the cat", "a dog"], ["sat", "ran far"]), max_length=N,
                                        progress=False)
     assert constants.counts[N // 2, N // 2] == 2  # the middle separator is always real
     with pytest.raises(papa.InputError, match="empty"):

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from papa.method.layout import encode, model_positions, prefix_space_tokenizer
+from papa.tasks.corpus import Corpus
 
 from conftest import tiny_model, tiny_tokenizer
 
@@ -167,7 +168,7 @@ def test_official_constants_equal_the_released_average(arch):
     texts = ["the cat sat on the mat", "a dog", "it was not a good movie and the plot was bad", "mary ran"]
     pairs = ["john ran", "the film is big", "paris", "it was good"]
     for second in (None, pairs):
-        constants = papa.extract_constants(model, tok, texts, second, max_length=N, layout="official",
+        constants = papa.extract_constants(model, tok, Corpus("", texts, second), max_length=N, layout="official",
                                            batch_size=3, progress=False)
         sums, counts = torch.zeros(constants.matrices.shape, dtype=torch.float64), torch.zeros(N, N,
                                                                                             dtype=torch.float64)

@@ -12,6 +12,7 @@ from papa.method.constants import ConstantMatrices, ConstantsMetadata
 from papa.method.extract import extract_constants
 from papa.method.rankings import HeadRanking
 from papa.paper.explorer import GRID_SCOPES, Artifacts, HeadExplorer, HeadGrid, find_artifacts, head_thumbnails
+from papa.tasks.corpus import Corpus
 from conftest import tiny_model, tiny_tokenizer
 
 TEXTS = ["the cat sat on the mat", "a dog ran in london", "it was a very good movie", "the plot is bad"]
@@ -27,7 +28,7 @@ def folder(tmp_path, tiny):
     """An artifacts folder as a reproduction leaves it: constants of one model in two lengths, a λ ranking, junk."""
     model, tok = tiny
     for n in (12, 16):
-        constants = extract_constants(model, tok, TEXTS * 3, max_length=n, corpus="toy", model_name="tiny-bert",
+        constants = extract_constants(model, tok, Corpus("toy", TEXTS * 3), max_length=n, model_name="tiny-bert",
                                       layout="sep_last", progress=False)
         constants.save(tmp_path / "quick" / "constants" / f"c{n}.safetensors")
     lambdas = torch.tensor([[0.9, 0.2, 0.6, 0.4], [0.3, 0.8, 0.1, 0.7]])

@@ -37,9 +37,10 @@ def _setup(arch: str):
 @pytest.mark.parametrize("arch", sorted(SETTINGS))
 def test_whole_corpus_value_is_the_extractions_summary(arch):
     model, tok, pairs, layout, special = _setup(arch)
-    table = pattern_share_intervals(model, tok, Corpus("", TEXTS, pairs), max_length=N, special=special,
-                                    layout=layout, bootstrap=Bootstrap(blocks=5, resamples=200), progress=False)
-    whole = extract_constants(model, tok, TEXTS, pairs, max_length=N, layout=layout, progress=False)
+    corpus = Corpus("", TEXTS, pairs)
+    table = pattern_share_intervals(model, tok, corpus, max_length=N, special=special, layout=layout,
+                                    bootstrap=Bootstrap(blocks=5, resamples=200), progress=False)
+    whole = extract_constants(model, tok, corpus, max_length=N, layout=layout, progress=False)
     expected = pattern_summary(head_patterns(whole, special)).drop("heads")
     pd.testing.assert_series_equal(table["value"], expected, check_names=False, atol=1e-6, rtol=0)
     assert list(table.index) == list(expected.index)
