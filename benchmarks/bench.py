@@ -53,8 +53,9 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -281,202 +282,264 @@ HEADER = ("| model | n | what | seq/s | ratio | peak MiB | target | verdict | no
           "|---|---|---|---|---|---|---|---|---|")
 
 
+# ---- what every part times: one model at one length ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One model at one length and how it is timed: `n_batches` batches of `batch_size` sequences each, `repeats`
+    timed rounds under `autocast` on `device`, rows added to `report` under `name`."""
+
+    name: str
+    model: torch.nn.Module
+    tokenizer: object
+    n: int
+    batch_size: int
+    n_batches: int
+    repeats: int
+    autocast: Callable[[], AbstractContextManager]
+    device: torch.device
+    report: Report
+
+
+def forward_pass(model, batches: list[dict[str, torch.Tensor]], autocast, **kwargs) -> None:
+    """`model` over every batch without gradient, under `autocast`: what a forward variant times."""
+    with torch.no_grad(), autocast():
+        for b in batches:
+            model(**b, **kwargs)
+
+
+def naive_pass(model, batches: list[dict[str, torch.Tensor]], autocast, sums: torch.Tensor,
+               counts: torch.Tensor | None = None, **kwargs) -> None:
+    """The naive method: every layer's attention returned by the eager `model` (``output_attentions=True``),
+    stacked and accumulated into `sums`, and the mask products into `counts` where given."""
+    with torch.no_grad(), autocast():
+        for b in batches:
+            out = model(**b, **kwargs, output_attentions=True)
+            probs = torch.stack(out.attentions, dim=1).float()  # [B, L, H, n, n]
+            v = b["attention_mask"].to(probs.dtype)
+            sums.add_(torch.einsum("blhij,bi,bj->lhij", probs, v, v))
+            if counts is not None:
+                counts.add_(torch.einsum("bi,bj->ij", v, v))
+
+
+class ModelBench:
+    """A case's batches, its plain model and a copy of the model papa is attached to (`work`, `ctrl`)."""
+
+    #: The layout the batches are encoded in, and the keywords every forward variant passes.
+    layout = "sep_last"
+    forward_kwargs: dict = {}
+
+    def __init__(self, case: Case, texts: list[str]):
+        self.case = case
+        self.batches = encoded_batches(case.tokenizer, texts, case.n, case.batch_size, case.n_batches, self.layout,
+                                       case.model.config.model_type, case.device)
+        self.seqs = sum(b["input_ids"].shape[0] for b in self.batches)  # what was timed, not what was asked
+        self.plain = case.model
+        self.work = copy.deepcopy(case.model)
+        self.ctrl = papa.attach(self.work, model_name=case.name)
+
+    def run(self, model) -> Callable[[], None]:
+        """A forward variant: `model` over the case's batches (`forward_pass`)."""
+        return partial(forward_pass, model, self.batches, self.case.autocast, **self.forward_kwargs)
+
+    def time(self, variants: dict[str, Variant], warmup: int = 1) -> dict[str, float]:
+        """`interleaved` at the case's repeats and device."""
+        return interleaved(variants, self.case.repeats, self.case.device, warmup=warmup)
+
+    def add(self, what: str, *args, **kwargs) -> Row:
+        """A row of the case's model and length."""
+        return self.case.report.add(self.case.name, self.case.n, what, *args, **kwargs)
+
+    def naive_copy(self):
+        """An eager-attention copy of the plain model, for the naive method."""
+        eager = copy.deepcopy(self.case.model)
+        eager.set_attn_implementation("eager")
+        return eager
+
+
 # ---- parts 1, 2, 3, 5 on one model and one length -----------------------------------------------------------------
 
-def bench_compiled(name: str, plain, ctrl, order, run, n: int, seqs: int, repeats: int, device: torch.device,
-                   report: Report, backend: str) -> None:
-    """`--compile`: the plain model and papa's variants under `torch.compile(backend)` (papa's variants with
-    fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward, and the eager plain
-    forward timed in the same call (the "of eager plain" ratio and the notes). Each variant is its own copy of the
-    model, configured once, so each compiles once, in the untimed warm-up round."""
-    # Dynamo keeps the graphs of every earlier call under the same code objects (the layers' forward): four variants
-    # per model and length passed its recompile limit of 8 at the second length of the second model.
-    torch._dynamo.reset()
+class EncoderBench(ModelBench):
+    """Parts 1, 2, 3 and 5, and the compiled variants, on one encoder at one length."""
 
-    def variant(heads: torch.Tensor | None | str):
-        model = copy.deepcopy(plain)
-        c = papa.attach(model, model_name=name)
-        c.set_constants(ctrl.constant_set)
-        if not isinstance(heads, str):  # "keep": nothing replaced (capture)
+    def capture(self) -> None:
+        """Part 1: capture vs the plain forward vs the naive method; the captured averages become the constants."""
+        c, cfg, ctrl = self.case, self.case.model.config, self.ctrl
+        eager = self.naive_copy()
+        # Both accumulators are allocated once, as for a corpus, so the timings are the per-batch cost of extraction.
+        sums = torch.zeros(cfg.num_hidden_layers, cfg.num_attention_heads, c.n, c.n, dtype=torch.float64,
+                           device=c.device)
+        counts = torch.zeros(c.n, c.n, dtype=torch.float64, device=c.device)
+        naive = partial(naive_pass, eager, self.batches, c.autocast, sums, counts)
+        capture = self.run(self.work)
+        with ctrl.capturing(c.n):
+            # A model's first timing call is discarded (run once untimed, whole): a fresh model's first call ran whole
+            # rounds slower on a GPU, which no one warm-up round absorbed.
+            t = self.time({"plain": self.run(self.plain), "capture": capture, "naive": naive}, warmup=c.repeats + 1)
+            mem = {k: peak_mib(fn_one, c.device) for k, fn_one in (
+                ("plain", self.run(self.plain)), ("capture", capture), ("naive", naive))}
+        sums.zero_(), counts.zero_()
+        naive()
+        with ctrl.capturing(c.n) as stats:
+            capture()
+        agree = float((stats.sums.to(c.device) - sums).abs().max() / sums.abs().max())
+        accumulator_mib = stats.sums.numel() * stats.sums.element_size() / 2**20
+        self.add("plain forward (sdpa)", self.seqs / t["plain"], peak_mib=mem["plain"])
+        self.add("capture (papa)", self.seqs / t["capture"], t["plain"] / t["capture"], "of plain", mem["capture"],
+                 "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
+                 f"sums equal naive's to {agree:.0e} (relative); float64 accumulator {accumulator_mib:.0f} MiB, "
+                 "allocated once per corpus")
+        ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
+        self.add("naive (eager, output_attentions)", self.seqs / t["naive"], t["naive"] / t["capture"],
+                 "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
+        ctrl.set_constants(stats.to_constants(ctrl.signature, layout="sep_last"))
+        del eager, naive, stats, sums, counts
+        gc.collect()
+
+    def replacement(self) -> torch.Tensor:
+        """Parts 2 and 3: every head constant, and 1/2, 1/8, 1/16 of them input-dependent (Q/K dropped), vs the plain
+        model. Returns the heads' replacement order (seeded random); leaves every head kept, Q/K restored."""
+        c, ctrl = self.case, self.ctrl
+        order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
+        configs = {"all replaced, Q/K dropped": "0", **{f"{f} input-dependent, Q/K dropped": f for f in FRACTIONS}}
+        t = self.time({"plain": self.run(self.plain), **{
+            k: (partial(self._configure, order, f), self.run(self.work)) for k, f in configs.items()}})
+        theory = config_speedups(c.model.config, c.n)
+        ceiling, head = theory["model_speedup_ceiling"], theory["head_speedup"]
+        self.add("plain forward (sdpa), again", self.seqs / t["plain"])
+        speed = t["plain"] / t["all replaced, Q/K dropped"]
+        self.add("attention-free (all heads constant, Q/K dropped)", self.seqs / t["all replaced, Q/K dropped"],
+                 speed, "of plain", None, f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
+                 f"{speed / ceiling:.0%} of ceiling; MAC ceiling {ceiling:.2f}×, §3.4 head-level {head:.2f}×")
+        for key, fraction in configs.items():
+            if fraction == "0":
+                continue
+            kept = int((~heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down")).sum())
+            r = t["plain"] / t[key]
+            self.add(key, self.seqs / t[key], r, "of plain", None, "≥ 1.0×", r >= 1.0, f"{kept} heads kept")
+        restore_query_key(ctrl)
+        ctrl.keep_all()
+        return order
+
+    def _configure(self, order: torch.Tensor, fraction: str) -> None:
+        """A replacement variant's untimed set-up: `fraction` of the heads input-dependent, the others' Q/K dropped."""
+        restore_query_key(self.ctrl)
+        self.ctrl.keep_all()
+        self.ctrl.replace(heads_to_replace(order, fraction, self.ctrl.num_layers, self.ctrl.num_heads, "down"))
+        drop_query_key(self.ctrl)
+
+    def compiled(self, order: torch.Tensor, backend: str) -> None:
+        """`--compile`: the plain model and papa's variants under `torch.compile(backend)` (papa's variants with
+        fullgraph=True: its forward pass has no host read); ratios against the compiled plain forward, and the eager
+        plain forward timed in the same call (the "of eager plain" ratio and the notes). Each variant is its own copy
+        of the model, configured once, so each compiles once, in the untimed warm-up round."""
+        # Dynamo keeps the graphs of every earlier call under the same code objects (the layers' forward): four
+        # variants per model and length passed its recompile limit of 8 at the second length of the second model.
+        torch._dynamo.reset()
+        half = heads_to_replace(order, "1/2", self.ctrl.num_layers, self.ctrl.num_heads, "down")
+        capture_ctrl, capture_model = self._compiled_variant("keep", backend)
+        variants = {"eager": self.run(self.plain), "plain": self.run(torch.compile(self.plain, backend=backend)),
+                    "capture": self.run(capture_model),
+                    "attention-free": self.run(self._compiled_variant(None, backend)[1]),
+                    "1/2": self.run(self._compiled_variant(half, backend)[1])}
+        # Two untimed rounds: a variant's second call compiled again in the smoke run (a guard on state its first call
+        # set), which one warm-up round left inside the timed one (ratios of 0.00× at --repeats 1).
+        with capture_ctrl.capturing(self.case.n):  # statistics allocated once, as for a corpus
+            t = self.time(variants, warmup=2)
+        self._compiled_rows(t, f"compiled ({backend})")
+
+    def _compiled_variant(self, heads: torch.Tensor | None | str, backend: str):
+        """(controller, compiled model) of a copy of the plain model with the constants set: `heads` replaced (None:
+        every head) with their Q/K dropped, or "keep": nothing replaced (capture)."""
+        model = copy.deepcopy(self.plain)
+        c = papa.attach(model, model_name=self.case.name)
+        c.set_constants(self.ctrl.constant_set)
+        if not isinstance(heads, str):
             c.replace(heads)
             drop_query_key(c)
         return c, torch.compile(model, backend=backend, fullgraph=True)
 
-    half = heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down")
-    capture_ctrl, capture_model = variant("keep")
-    variants = {"eager": run(plain), "plain": run(torch.compile(plain, backend=backend)), "capture": run(capture_model),
-                "attention-free": run(variant(None)[1]), "1/2": run(variant(half)[1])}
-    # Two untimed rounds: a variant's second call compiled again in the smoke run (a guard on state its first call
-    # set), which one warm-up round left inside the timed one (ratios of 0.00× at --repeats 1).
-    with capture_ctrl.capturing(n):  # statistics allocated once, as for a corpus
-        t = interleaved(variants, repeats, device, warmup=2)
-    label = f"compiled ({backend})"
+    def _compiled_rows(self, t: dict[str, float], label: str) -> None:
+        """The compiled variants' rows from one timing call's medians `t`."""
+        seqs = self.seqs
+        note = {key: f"{t['eager'] / t[key]:.2f}× this call's eager plain forward"
+                for key in ("capture", "attention-free", "1/2")}
+        self.add(f"plain forward (sdpa), eager, timed with the {label} rows", seqs / t["eager"])
+        self.add(f"plain forward (sdpa), {label}", seqs / t["plain"], t["eager"] / t["plain"],
+                 "of eager plain (same call)")
+        self.add(f"capture (papa), {label}", seqs / t["capture"], t["plain"] / t["capture"], "of compiled plain", None,
+                 "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85, note["capture"])
+        self.add(f"attention-free (all heads constant, Q/K dropped), {label}", seqs / t["attention-free"],
+                 t["plain"] / t["attention-free"], "of compiled plain", note=note["attention-free"])
+        r = t["plain"] / t["1/2"]
+        self.add(f"1/2 input-dependent, Q/K dropped, {label}", seqs / t["1/2"], r, "of compiled plain", None, "≥ 1.0×",
+                 r >= 1.0, note["1/2"])
 
-    def eager_note(key: str) -> str:
-        return f"{t['eager'] / t[key]:.2f}× this call's eager plain forward"
+    def lambda_step(self) -> None:
+        """Part 5: a λ-mixing training step (θ and a probe trainable) vs plain forward + backward steps; detaches papa
+        from the work copy."""
+        from papa.probing.probes import SentenceProbe
 
-    report.add(name, n, f"plain forward (sdpa), eager, timed with the {label} rows", seqs / t["eager"])
-    report.add(name, n, f"plain forward (sdpa), {label}", seqs / t["plain"], t["eager"] / t["plain"],
-               "of eager plain (same call)")
-    report.add(name, n, f"capture (papa), {label}", seqs / t["capture"], t["plain"] / t["capture"],
-               "of compiled plain", None, "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85, eager_note("capture"))
-    report.add(name, n, f"attention-free (all heads constant, Q/K dropped), {label}", seqs / t["attention-free"],
-               t["plain"] / t["attention-free"], "of compiled plain", note=eager_note("attention-free"))
-    r = t["plain"] / t["1/2"]
-    report.add(name, n, f"1/2 input-dependent, Q/K dropped, {label}", seqs / t["1/2"], r, "of compiled plain", None,
-               "≥ 1.0×", r >= 1.0, eager_note("1/2"))
+        c, cfg, ctrl = self.case, self.case.model.config, self.ctrl
+        self.labels = [torch.randint(2, (b["input_ids"].shape[0],), generator=torch.Generator().manual_seed(i)
+                                     ).to(c.device) for i, b in enumerate(self.batches)]
+        self.probe = SentenceProbe(cfg.num_hidden_layers + 1, cfg.hidden_size, c.n, 2).to(c.device)
+        finetune = copy.deepcopy(c.model).train()
+        for mod in finetune.modules():  # dropout off: time the arithmetic, not the random masks
+            if isinstance(mod, torch.nn.Dropout):
+                mod.p = 0.0
+        frozen = copy.deepcopy(c.model)
+        frozen.requires_grad_(False)
+        ctrl.mix()
+        lam, frozen_steps = partial(self._lambda_steps, True), partial(self._steps, frozen, embeds=True)
+        t = self.time({"lambda": lam, "lambda_plain_path": partial(self._lambda_steps, False),
+                       "frozen": frozen_steps, "finetune": partial(self._steps, finetune)})
+        mem_lam = peak_mib(lam, c.device)
+        self.add("plain step: frozen weights, grad through activations", self.seqs / t["frozen"],
+                 peak_mib=peak_mib(frozen_steps, c.device))
+        self.add("plain step: fine-tuning (all weights trainable)", self.seqs / t["finetune"])
+        r = t["lambda"] / t["frozen"]
+        self.add("λ step (θ + probe trainable)", self.seqs / t["lambda"], r, "time of frozen plain step", mem_lam,
+                 "≤ 1.3×", r <= 1.3, f"{t['lambda'] / t['finetune']:.2f}× the fine-tuning step's time")
+        self.add("λ step, materialised probabilities (fast_paths=False)", self.seqs / t["lambda_plain_path"],
+                 t["lambda_plain_path"] / t["frozen"], "time of frozen plain step")
+        ctrl.keep_all()
+        papa.detach(self.work)
+
+    def _steps(self, model, embeds: bool = False) -> None:
+        """A training step per batch: the probe's loss on `model`'s hidden states, backward; the gradients dropped."""
+        from papa.probing.features import hidden_features
+
+        for b, y in zip(self.batches, self.labels):
+            with self.case.autocast():
+                if embeds:  # frozen weights, gradient through every layer's activations (as λ needs)
+                    x = model.embeddings.word_embeddings(b["input_ids"]).detach().requires_grad_()
+                    rest = {k: v for k, v in b.items() if k != "input_ids"}
+                    feats = torch.stack(model(inputs_embeds=x, **rest, output_hidden_states=True).hidden_states, 1)
+                else:
+                    feats = hidden_features(model, b)
+                loss = torch.nn.functional.cross_entropy(self.probe(feats.float(), b["attention_mask"]), y)
+            loss.backward()
+        self.probe.zero_grad(set_to_none=True)
+        model.zero_grad(set_to_none=True)
+        self.ctrl.theta.grad = None
+
+    def _lambda_steps(self, fast: bool) -> None:
+        """λ steps on the work copy, papa's fast paths on or off (off: the probabilities materialised)."""
+        self.ctrl.fast_paths = fast
+        self._steps(self.work)
+        self.ctrl.fast_paths = True
 
 
-def bench_model(name: str, model, tokenizer, n: int, batch_size: int, n_batches: int, repeats: int, texts: list[str],
-                autocast, device: torch.device, report: Report, compile_backend: str | None = None) -> None:
-    batches = encoded_batches(tokenizer, texts, n, batch_size, n_batches, "sep_last", model.config.model_type, device)
-    seqs = sum(b["input_ids"].shape[0] for b in batches)  # what was timed, not what was asked
-    cfg = model.config
-    plain = model
-    eager = copy.deepcopy(model)
-    eager.set_attn_implementation("eager")
-    work = copy.deepcopy(model)
-    ctrl = papa.attach(work, model_name=name)
-
-    def run(m, **kw):
-        def go():
-            with torch.no_grad(), autocast():
-                for b in batches:
-                    m(**b, **kw)
-        return go
-
-    # 1. capture vs plain vs naive --------------------------------------------------------------------------------
-    # Both accumulators are allocated once, as for a corpus, so the timings are the per-batch cost of extraction.
-    L, H = cfg.num_hidden_layers, cfg.num_attention_heads
-    naive_sums = torch.zeros(L, H, n, n, dtype=torch.float64, device=device)
-    naive_counts = torch.zeros(n, n, dtype=torch.float64, device=device)
-
-    def capture():
-        with torch.no_grad(), autocast():
-            for b in batches:
-                work(**b)
-
-    def naive():
-        with torch.no_grad(), autocast():
-            for b in batches:
-                out = eager(**b, output_attentions=True)
-                probs = torch.stack(out.attentions, dim=1).float()  # [B, L, H, n, n]
-                v = b["attention_mask"].to(probs.dtype)
-                naive_sums.add_(torch.einsum("blhij,bi,bj->lhij", probs, v, v))
-                naive_counts.add_(torch.einsum("bi,bj->ij", v, v))
-
-    with ctrl.capturing(n):
-        # A model's first timing call is discarded (run once untimed, whole): a fresh model's first call ran whole
-        # rounds slower on a GPU, which no one warm-up round absorbed.
-        t = interleaved({"plain": run(plain), "capture": capture, "naive": naive}, repeats, device,
-                        warmup=repeats + 1)
-        mem = {k: peak_mib(fn_one, device) for k, fn_one in (
-            ("plain", lambda: run(plain)()), ("capture", capture), ("naive", naive))}
-    naive_sums.zero_(), naive_counts.zero_()
-    naive()
-    with ctrl.capturing(n) as stats:
-        capture()
-    agree = float((stats.sums.to(device) - naive_sums).abs().max() / naive_sums.abs().max())
-    accumulator_mib = stats.sums.numel() * stats.sums.element_size() / 2**20
-    report.add(name, n, "plain forward (sdpa)", seqs / t["plain"], peak_mib=mem["plain"])
-    report.add(name, n, "capture (papa)", seqs / t["capture"], t["plain"] / t["capture"], "of plain",
-               mem["capture"], "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
-               f"sums equal naive's to {agree:.0e} (relative); float64 accumulator {accumulator_mib:.0f} MiB, "
-               "allocated once per corpus")
-    ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
-    report.add(name, n, "naive (eager, output_attentions)", seqs / t["naive"], t["naive"] / t["capture"],
-               "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
-
-    constants = stats.to_constants(ctrl.signature, layout="sep_last")
-    ctrl.set_constants(constants)
-    del eager, stats, naive_sums, naive_counts
-    gc.collect()
-
-    # 2. attention-free and 3. partial replacement ----------------------------------------------------------------
-    order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
-    configs = {"all replaced, Q/K dropped": "0", **{f"{f} input-dependent, Q/K dropped": f for f in FRACTIONS}}
-
-    def configured(fraction: str):
-        def setup():
-            restore_query_key(ctrl)
-            ctrl.keep_all()
-            ctrl.replace(heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down"))
-            drop_query_key(ctrl)
-        return setup, run(work)
-
-    t = interleaved({"plain": run(plain), **{k: configured(f) for k, f in configs.items()}}, repeats, device)
-    theory = config_speedups(cfg, n)
-    ceiling, head = theory["model_speedup_ceiling"], theory["head_speedup"]
-    report.add(name, n, "plain forward (sdpa), again", seqs / t["plain"])
-    speed = t["plain"] / t["all replaced, Q/K dropped"]
-    report.add(name, n, "attention-free (all heads constant, Q/K dropped)", seqs / t["all replaced, Q/K dropped"],
-               speed, "of plain", None, f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
-               f"{speed / ceiling:.0%} of ceiling; MAC ceiling {ceiling:.2f}×, §3.4 head-level {head:.2f}×")
-    for key, fraction in configs.items():
-        if fraction == "0":
-            continue
-        kept = int((~heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down")).sum())
-        r = t["plain"] / t[key]
-        report.add(name, n, key, seqs / t[key], r, "of plain", None, "≥ 1.0×", r >= 1.0, f"{kept} heads kept")
-    restore_query_key(ctrl)
-    ctrl.keep_all()
+def bench_model(case: Case, texts: list[str], compile_backend: str | None = None) -> None:
+    """Parts 1, 2, 3 and 5 on one encoder at one length, on batches of `texts` (with `compile_backend`, also its
+    variants under `torch.compile`)."""
+    encoder = EncoderBench(case, texts)
+    encoder.capture()
+    order = encoder.replacement()
     if compile_backend:
-        bench_compiled(name, plain, ctrl, order, run, n, seqs, repeats, device, report, compile_backend)
-
-    # 5. λ-mixing training step -----------------------------------------------------------------------------------
-    from papa.probing.features import hidden_features
-    from papa.probing.probes import SentenceProbe
-
-    labels = [torch.randint(2, (b["input_ids"].shape[0],), generator=torch.Generator().manual_seed(i)).to(device)
-              for i, b in enumerate(batches)]
-    probe = SentenceProbe(cfg.num_hidden_layers + 1, cfg.hidden_size, n, 2).to(device)
-
-    def step_on(m, embeds: bool = False):
-        def go():
-            for b, y in zip(batches, labels):
-                with autocast():
-                    if embeds:  # frozen weights, gradient through every layer's activations (as λ needs)
-                        x = m.embeddings.word_embeddings(b["input_ids"]).detach().requires_grad_()
-                        rest = {k: v for k, v in b.items() if k != "input_ids"}
-                        feats = torch.stack(m(inputs_embeds=x, **rest, output_hidden_states=True).hidden_states, 1)
-                    else:
-                        feats = hidden_features(m, b)
-                    loss = torch.nn.functional.cross_entropy(probe(feats.float(), b["attention_mask"]), y)
-                loss.backward()
-            probe.zero_grad(set_to_none=True)
-            m.zero_grad(set_to_none=True)
-            ctrl.theta.grad = None
-        return go
-
-    finetune = copy.deepcopy(model).train()
-    for mod in finetune.modules():  # dropout off: time the arithmetic, not the random masks
-        if isinstance(mod, torch.nn.Dropout):
-            mod.p = 0.0
-    frozen = copy.deepcopy(model)
-    frozen.requires_grad_(False)
-    ctrl.mix()
-
-    def lam(fast: bool):
-        def go():
-            ctrl.fast_paths = fast
-            step_on(work)()
-            ctrl.fast_paths = True
-        return go
-
-    t = interleaved({"lambda": lam(True), "lambda_plain_path": lam(False), "frozen": step_on(frozen, embeds=True),
-                     "finetune": step_on(finetune)}, repeats, device)
-    mem_lam = peak_mib(lam(True), device)
-    report.add(name, n, "plain step: frozen weights, grad through activations", seqs / t["frozen"],
-               peak_mib=peak_mib(step_on(frozen, embeds=True), device))
-    report.add(name, n, "plain step: fine-tuning (all weights trainable)", seqs / t["finetune"])
-    r = t["lambda"] / t["frozen"]
-    report.add(name, n, "λ step (θ + probe trainable)", seqs / t["lambda"], r, "time of frozen plain step", mem_lam,
-               "≤ 1.3×", r <= 1.3, f"{t['lambda'] / t['finetune']:.2f}× the fine-tuning step's time")
-    report.add(name, n, "λ step, materialised probabilities (fast_paths=False)", seqs / t["lambda_plain_path"],
-               t["lambda_plain_path"] / t["frozen"], "time of frozen plain step")
-    ctrl.keep_all()
-    papa.detach(work)
-    del work, finetune, frozen
+        encoder.compiled(order, compile_backend)
+    encoder.lambda_step()
 
 
 # ---- the decoder: capture and scoring text, parts 1 and 2 -------------------------------------------------------
@@ -521,184 +584,232 @@ def _score(m, b) -> float:
     return total
 
 
-def bench_decoder(name: str, model, tokenizer, n: int, batch_size: int, n_batches: int, repeats: int,
-                  paragraphs: list[str], autocast, device: torch.device, report: Report) -> None:
+def score_pass(model, batches: list[dict[str, torch.Tensor]], autocast) -> None:
+    """Score every batch's text (`_score`) without gradient, under `autocast`."""
+    with torch.no_grad(), autocast():
+        for b in batches:
+            _score(model, b)
+
+
+class DecoderBench(ModelBench):
     """Part 1 (capture vs the plain forward and the naive method, on the backbone's hidden states) and part 2 (scoring
     text with every head constant, Q/K dropped, vs the original; also hidden states alone) on a causal LM."""
-    from papa.method.architectures import backbone
-    from papa.method.attention_free import query_key_dropped_while
-    from papa.method.cost import config_ceiling, head_speedup, model_cost, model_shape
 
-    texts = decoder_texts(tokenizer, paragraphs, n, batch_size * n_batches)
-    batches = encoded_batches(tokenizer, texts, n, batch_size, n_batches, "standard", model.config.model_type, device)
-    seqs = sum(b["input_ids"].shape[0] for b in batches)
-    cfg = model.config
-    plain, plain_bb = model, backbone(model)
-    eager = copy.deepcopy(model)
-    eager.set_attn_implementation("eager")
-    eager_bb = backbone(eager)
-    work = copy.deepcopy(model)
-    ctrl = papa.attach(work, model_name=name)
-    work_bb = backbone(work)
+    layout = "standard"
+    forward_kwargs = {"use_cache": False}
 
-    def run(m, **kw):
-        def go():
-            with torch.no_grad(), autocast():
-                for b in batches:
-                    m(**b, use_cache=False, **kw)
-        return go
+    def __init__(self, case: Case, paragraphs: list[str]):
+        from papa.method.architectures import backbone
 
-    # 1. capture vs plain vs naive, on hidden states (what extraction needs) ---------------------------------------
-    L, H = ctrl.num_layers, ctrl.num_heads
-    naive_sums = torch.zeros(L, H, n, n, dtype=torch.float64, device=device)
+        super().__init__(case, decoder_texts(case.tokenizer, paragraphs, case.n, case.batch_size * case.n_batches))
+        self.plain_bb, self.work_bb = backbone(self.plain), backbone(self.work)
 
-    def naive():
-        with torch.no_grad(), autocast():
-            for b in batches:
-                out = eager_bb(**b, use_cache=False, output_attentions=True)
-                probs = torch.stack(out.attentions, dim=1).float()  # [B, L, H, n, n]
-                v = b["attention_mask"].to(probs.dtype)
-                naive_sums.add_(torch.einsum("blhij,bi,bj->lhij", probs, v, v))
+    def capture(self) -> None:
+        """Part 1 on hidden states (what extraction needs), and capture through the whole model (LM head included);
+        the captured averages become the constants."""
+        from papa.method.architectures import backbone
 
-    with ctrl.capturing(n):  # the model's first timing call is discarded (see bench_model)
-        t = interleaved({"plain": run(plain_bb), "capture": run(work_bb), "capture_lm": run(work), "naive": naive},
-                        repeats, device, warmup=repeats + 1)
-        mem = {k: peak_mib(fn_one, device) for k, fn_one in (
-            ("plain", run(plain_bb)), ("capture", run(work_bb)), ("naive", naive))}
-    naive_sums.zero_()
-    naive()
-    with ctrl.capturing(n) as stats:
-        run(work_bb)()
-    agree = float((stats.sums.to(device) - naive_sums).abs().max() / naive_sums.abs().max())
-    accumulator_mib = stats.sums.numel() * stats.sums.element_size() / 2**20
-    report.add(name, n, "plain forward (sdpa), hidden states", seqs / t["plain"], peak_mib=mem["plain"])
-    report.add(name, n, "capture (papa), hidden states", seqs / t["capture"], t["plain"] / t["capture"], "of plain",
-               mem["capture"], "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
-               f"sums equal naive's to {agree:.0e} (relative); float64 accumulator {accumulator_mib:.0f} MiB, "
-               "allocated once per corpus")
-    report.add(name, n, "capture through the LM head (the whole model)", seqs / t["capture_lm"],
-               t["plain"] / t["capture_lm"], "of plain", note="what capture costs when the whole LM runs (the "
-               "vocabulary projection is thrown away); extract_constants runs the backbone, the row above")
-    ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
-    report.add(name, n, "naive (eager, output_attentions)", seqs / t["naive"], t["naive"] / t["capture"],
-               "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
-    ctrl.set_constants(stats.to_constants(ctrl.signature, layout="standard"))
-    del eager, eager_bb, stats, naive_sums
-    gc.collect()
+        c, ctrl = self.case, self.ctrl
+        eager = self.naive_copy()
+        sums = torch.zeros(ctrl.num_layers, ctrl.num_heads, c.n, c.n, dtype=torch.float64, device=c.device)
+        naive = partial(naive_pass, backbone(eager), self.batches, c.autocast, sums, use_cache=False)
+        with ctrl.capturing(c.n):  # the model's first timing call is discarded (see EncoderBench.capture)
+            t = self.time({"plain": self.run(self.plain_bb), "capture": self.run(self.work_bb),
+                           "capture_lm": self.run(self.work), "naive": naive}, warmup=c.repeats + 1)
+            mem = {k: peak_mib(fn_one, c.device) for k, fn_one in (
+                ("plain", self.run(self.plain_bb)), ("capture", self.run(self.work_bb)), ("naive", naive))}
+        sums.zero_()
+        naive()
+        with ctrl.capturing(c.n) as stats:
+            self.run(self.work_bb)()
+        agree = float((stats.sums.to(c.device) - sums).abs().max() / sums.abs().max())
+        accumulator_mib = stats.sums.numel() * stats.sums.element_size() / 2**20
+        self.add("plain forward (sdpa), hidden states", self.seqs / t["plain"], peak_mib=mem["plain"])
+        self.add("capture (papa), hidden states", self.seqs / t["capture"], t["plain"] / t["capture"], "of plain",
+                 mem["capture"], "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
+                 f"sums equal naive's to {agree:.0e} (relative); float64 accumulator {accumulator_mib:.0f} MiB, "
+                 "allocated once per corpus")
+        self.add("capture through the LM head (the whole model)", self.seqs / t["capture_lm"],
+                 t["plain"] / t["capture_lm"], "of plain", note="what capture costs when the whole LM runs (the "
+                 "vocabulary projection is thrown away); extract_constants runs the backbone, the row above")
+        ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
+        self.add("naive (eager, output_attentions)", self.seqs / t["naive"], t["naive"] / t["capture"],
+                 "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
+        ctrl.set_constants(stats.to_constants(ctrl.signature, layout="standard"))
+        del eager, naive, stats, sums
+        gc.collect()
 
-    # 2. scoring text (LM head) and hidden states, every head constant with Q/K dropped, vs the original -----------
-    def score(m):
-        def go():
-            with torch.no_grad(), autocast():
-                for b in batches:
-                    _score(m, b)
-        return go
+    def score(self) -> None:
+        """Part 2: scoring text (LM head) and hidden states, every head constant with Q/K dropped, vs the original;
+        detaches papa from the work copy."""
+        from papa.method.attention_free import query_key_dropped_while
 
-    ctrl.keep_all()
-    ctrl.replace()
-    with query_key_dropped_while(ctrl):
-        t = interleaved({"score": score(plain), "score_const": score(work), "hidden": run(plain_bb),
-                         "hidden_const": run(work_bb)}, repeats, device)
-        mem = {"score": peak_mib(score(plain), device), "score_const": peak_mib(score(work), device)}
-    ctrl.keep_all()
-    papa.detach(work)
-    del work
-    gc.collect()
+        c, ctrl = self.case, self.ctrl
+        score, score_const = (partial(score_pass, m, self.batches, c.autocast) for m in (self.plain, self.work))
+        ctrl.keep_all()
+        ctrl.replace()
+        with query_key_dropped_while(ctrl):
+            t = self.time({"score": score, "score_const": score_const, "hidden": self.run(self.plain_bb),
+                           "hidden_const": self.run(self.work_bb)})
+            mem = {"score": peak_mib(score, c.device), "score_const": peak_mib(score_const, c.device)}
+        ctrl.keep_all()
+        papa.detach(self.work)
+        del score_const
+        self.work = None
+        gc.collect()
+        self._score_rows(t, mem)
 
-    tokens = sum(int(b["attention_mask"].sum()) for b in batches)
-    shape = model_shape(cfg)
-    head = head_speedup(n, shape.head_dim)
-    grouped = shape.num_kv_heads < shape.num_heads
-    for key, label, lm_head in (("score", "score text (LM head, log-probs)", True),
-                                ("hidden", "hidden states (no LM head)", False)):
-        ceiling = config_ceiling(cfg, n, lm_head=lm_head)
-        triangular = config_ceiling(cfg, n, lm_head=lm_head, triangular=True)
-        # What papa's own path can reach (full n² products on both sides): K kept where keys are grouped.
-        papa_path = model_cost(cfg, n, lm_head=lm_head).total / model_cost(
-            cfg, n, replaced_share=1.0, kv_replaced_share=0.0 if grouped else 1.0, lm_head=lm_head).total
-        report.add(name, n, f"{label}, original", seqs / t[key], peak_mib=mem.get(key),
-                   note=f"{tokens / t[key]:.0f} tokens/s; {tokens} real tokens in {seqs * n} slots")
-        speed = t[key] / t[f"{key}_const"]
-        report.add(name, n, f"{label}, all heads constant, Q/K dropped", seqs / t[f"{key}_const"], speed, "of plain",
-                   mem.get(f"{key}_const"), f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
-                   f"{speed / ceiling:.0%} of ceiling; {tokens / t[f'{key}_const']:.0f} tokens/s; MAC ceiling "
-                   f"{ceiling:.3f}× (full n² products; {triangular:.3f}× triangular; {papa_path:.3f}× with K kept, "
-                   f"as papa's grouped-query path runs), §3.4 head-level {head:.2f}×")
+    def _score_rows(self, t: dict[str, float], mem: dict[str, float | None]) -> None:
+        """Part 2's rows, each against its whole-model MAC ceiling (with the LM head for scoring, without it for
+        hidden states)."""
+        from papa.method.cost import config_ceiling, head_speedup, model_cost, model_shape
+
+        cfg, n, seqs = self.case.model.config, self.case.n, self.seqs
+        tokens = sum(int(b["attention_mask"].sum()) for b in self.batches)
+        shape = model_shape(cfg)
+        head = head_speedup(n, shape.head_dim)
+        grouped = shape.num_kv_heads < shape.num_heads
+        for key, label, lm_head in (("score", "score text (LM head, log-probs)", True),
+                                    ("hidden", "hidden states (no LM head)", False)):
+            ceiling = config_ceiling(cfg, n, lm_head=lm_head)
+            triangular = config_ceiling(cfg, n, lm_head=lm_head, triangular=True)
+            # What papa's own path can reach (full n² products on both sides): K kept where keys are grouped.
+            papa_path = model_cost(cfg, n, lm_head=lm_head).total / model_cost(
+                cfg, n, replaced_share=1.0, kv_replaced_share=0.0 if grouped else 1.0, lm_head=lm_head).total
+            self.add(f"{label}, original", seqs / t[key], peak_mib=mem.get(key),
+                     note=f"{tokens / t[key]:.0f} tokens/s; {tokens} real tokens in {seqs * n} slots")
+            speed = t[key] / t[f"{key}_const"]
+            self.add(f"{label}, all heads constant, Q/K dropped", seqs / t[f"{key}_const"], speed, "of plain",
+                     mem.get(f"{key}_const"), f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
+                     f"{speed / ceiling:.0%} of ceiling; {tokens / t[f'{key}_const']:.0f} tokens/s; MAC ceiling "
+                     f"{ceiling:.3f}× (full n² products; {triangular:.3f}× triangular; {papa_path:.3f}× with K kept, "
+                     f"as papa's grouped-query path runs), §3.4 head-level {head:.2f}×")
+
+
+def bench_decoder(case: Case, paragraphs: list[str]) -> None:
+    """Parts 1 and 2 on a causal LM at one length (`DecoderBench`), on windows of consecutive `paragraphs`."""
+    decoder = DecoderBench(case, paragraphs)
+    decoder.capture()
+    decoder.score()
 
 
 # ---- part 4: the probing grid with and without stored features ---------------------------------------------------
 
-def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
-    from papa.probing.feature_store import STORE_ENV
-    from papa.probing.features import FeatureSource, encode_task
-    from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
-    from papa.tasks.data import load_examples
-    from papa.tasks.registry import get_task
+class ProbeGrid:
+    """Part 4's probing grid of CoLA (`fractions` x `seeds`, Table 3's epochs) on a copy of a model with average
+    constants from the training inputs."""
 
-    spec = get_task("cola")
-    n = spec.hparams.max_length
-    train_examples = load_examples(spec, "train", data_dir, limit=train_size)
-    train = encode_task(tokenizer, spec, train_examples, max_length=n, model_type="bert", layout="sep_last")
-    dev = encode_task(tokenizer, spec, load_examples(spec, "eval", data_dir, limit=eval_size), max_length=n,
-                      model_type="bert", layout="sep_last")
-    work = copy.deepcopy(model)
-    # Average constants from the training inputs (paper 3.1); not timed, both variants share them.
-    ctrl = papa.attach(work, papa.extract_constants(work, tokenizer, [e.text for e in train_examples], max_length=n,
-                                                    layout="sep_last", progress=False))
-    order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
-    settings = TrainSettings.from_task(spec)
     fractions, seeds = ("1", "1/2", "1/8", "1/16", "0"), (0, 1, 2)
 
-    def grid(store: str | None) -> tuple[float, list[float], list[list[float]]]:
+    def __init__(self, model, tokenizer, train_size: int, eval_size: int, data_dir):
+        from papa.probing.features import encode_task
+        from papa.probing.training import TrainSettings
+        from papa.tasks.data import load_examples
+        from papa.tasks.registry import get_task
+
+        self.spec = spec = get_task("cola")
+        self.n = n = spec.hparams.max_length
+        self.train_size, self.eval_size = train_size, eval_size
+        train_examples = load_examples(spec, "train", data_dir, limit=train_size)
+        self.train = encode_task(tokenizer, spec, train_examples, max_length=n, model_type="bert", layout="sep_last")
+        self.dev = encode_task(tokenizer, spec, load_examples(spec, "eval", data_dir, limit=eval_size), max_length=n,
+                               model_type="bert", layout="sep_last")
+        self.work = copy.deepcopy(model)
+        # Average constants from the training inputs (paper 3.1); not timed, both variants share them.
+        self.ctrl = papa.attach(self.work, papa.extract_constants(
+            self.work, tokenizer, [e.text for e in train_examples], max_length=n, layout="sep_last", progress=False))
+        self.order = replacement_order("random", self.ctrl.num_layers, self.ctrl.num_heads, seed=0)
+        self.settings = TrainSettings.from_task(spec)
+
+    def run(self, store: str | None, autocast) -> tuple[float, list[float], list[list[float]]]:
+        """(seconds, scores, losses) of the whole grid with ``PAPA_FEATURE_STORE`` = `store`."""
+        from papa.probing.feature_store import STORE_ENV
+        from papa.probing.features import FeatureSource
+        from papa.probing.training import evaluate_probe, make_probe, train_probe
+
         # The re-run path is forced (PAPA_FEATURE_STORE=backbone): since issue 39 a zero cache budget only sends the
         # features to the next store (disk). None: the store the runner picks.
         if store is None:
             os.environ.pop(STORE_ENV, None)
         else:
             os.environ[STORE_ENV] = store
+        ctrl, spec, work = self.ctrl, self.spec, self.work
         start = clock()
         scores, losses = [], []
-        for fraction in fractions:
+        for fraction in self.fractions:
             ctrl.keep_all()
             if fraction != "1":
-                ctrl.replace(heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down"))
+                ctrl.replace(heads_to_replace(self.order, fraction, ctrl.num_layers, ctrl.num_heads, "down"))
             with autocast():
-                sources = [FeatureSource(work, d, trainable_backbone=False, progress=False) for d in (train, dev)]
-            for seed in seeds:
+                sources = [FeatureSource(work, d, trainable_backbone=False, progress=False)
+                           for d in (self.train, self.dev)]
+            for seed in self.seeds:
                 torch.manual_seed(seed)
-                probe = make_probe(spec, work, n).to(next(work.parameters()).device)
+                probe = make_probe(spec, work, self.n).to(next(work.parameters()).device)
                 with autocast():
-                    losses.append(train_probe(probe, spec.kind, sources[0], settings, seed=seed, progress=False))
+                    losses.append(train_probe(probe, spec.kind, sources[0], self.settings, seed=seed,
+                                              progress=False))
                     scores.append(evaluate_probe(probe, spec, sources[1]))
             for source in sources:
                 source.close()
         return clock() - start, scores, losses
 
+    def add_rows(self, report: Report, cached: tuple, fresh: tuple) -> None:
+        """The rows of the grid timed with stored features (`cached`) and re-running the backbone (`fresh`)."""
+        (cached_s, cached_scores, cached_losses), (fresh_s, fresh_scores, fresh_losses) = cached, fresh
+        identical = cached_scores == fresh_scores and cached_losses == fresh_losses
+        loss_diff = max(abs(a - b) for x, y in zip(cached_losses, fresh_losses) for a, b in zip(x, y))
+        runs = len(self.fractions) * len(self.seeds)
+        what = (f"CoLA grid, {runs} runs × {self.settings.epochs} epochs, {self.train_size} train / {self.eval_size} "
+                "eval")
+        report.add("MiniLM-L6", self.n, f"{what}: backbone re-run per batch", runs / fresh_s, note="runs/s")
+        r = fresh_s / cached_s
+        report.add("MiniLM-L6", self.n, f"{what}: stored features", runs / cached_s, r, "faster", None,
+                   "≥ 10×, identical results", r >= 10 and identical,
+                   f"{cached_s:.0f} s vs {fresh_s:.0f} s; results {'identical' if identical else 'differ'} "
+                   f"(max loss difference {loss_diff:.1e})")
+
+
+def bench_grid(model, tokenizer, train_size: int, eval_size: int, autocast, report: Report, data_dir) -> None:
+    """Part 4: the CoLA grid (`ProbeGrid`) with the features stored as the runner stores them vs re-running the
+    backbone for every batch; ``PAPA_FEATURE_STORE`` is put back as it was."""
+    from papa.probing.feature_store import STORE_ENV
+
+    grid = ProbeGrid(model, tokenizer, train_size, eval_size, data_dir)
     saved = os.environ.get(STORE_ENV)
     try:
-        cached_s, cached_scores, cached_losses = grid(None)
-        fresh_s, fresh_scores, fresh_losses = grid("backbone")
+        cached = grid.run(None, autocast)
+        fresh = grid.run("backbone", autocast)
     finally:
         if saved is None:
             os.environ.pop(STORE_ENV, None)
         else:
             os.environ[STORE_ENV] = saved
-    papa.detach(work)
-    identical = cached_scores == fresh_scores and cached_losses == fresh_losses
-    loss_diff = max(abs(a - b) for x, y in zip(cached_losses, fresh_losses) for a, b in zip(x, y))
-    runs = len(fractions) * len(seeds)
-    what = f"CoLA grid, {runs} runs × {settings.epochs} epochs, {train_size} train / {eval_size} eval"
-    report.add("MiniLM-L6", n, f"{what}: backbone re-run per batch", runs / fresh_s, note="runs/s")
-    r = fresh_s / cached_s
-    report.add("MiniLM-L6", n, f"{what}: stored features", runs / cached_s, r, "faster", None,
-               "≥ 10×, identical results", r >= 10 and identical,
-               f"{cached_s:.0f} s vs {fresh_s:.0f} s; results {'identical' if identical else 'differ'} "
-               f"(max loss difference {loss_diff:.1e})")
+    papa.detach(grid.work)
+    grid.add_rows(report, cached, fresh)
 
 
 # ---- main ---------------------------------------------------------------------------------------------------------
 
-def main(argv: list[str] | None = None) -> int:
+@dataclass(frozen=True)
+class Suite:
+    """What every case of one run shares: device, autocast, timed rounds, batches per pass and sizes, the report."""
+
+    device: torch.device
+    autocast: Callable[[], AbstractContextManager]
+    repeats: int
+    n_batches: int
+    batch_for: dict[int, int]
+    report: Report
+
+    def case(self, name: str, model, tokenizer, n: int) -> Case:
+        """`model` at length `n`, timed as every case of the run."""
+        return Case(name, model, tokenizer, n, self.batch_for[n], self.n_batches, self.repeats, self.autocast,
+                    self.device, self.report)
+
+
+def _parser() -> argparse.ArgumentParser:
+    """The command line (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small batches, few repeats (a smoke run)")
     parser.add_argument("--dtype", choices=("fp32", "bf16", "fp16"), default="fp32",
@@ -730,76 +841,94 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
                         help="also time the encoders' plain forward, capture, attention-free and 1/2 replacement "
                              "under torch.compile (default backend inductor; e.g. aot_eager)")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _minilm(args: argparse.Namespace, device: torch.device, wanted: bool) -> tuple[object, object, str]:
+    """(MiniLM, its tokenizer, where its weights come from): (None, None, ...) when no part runs on it."""
+    from papa.method.models import DEFAULT_MODEL, load_model, resolve_model_path
+
+    if (args.minilm or args.tiny) and wanted:
+        config_dir = Path(args.minilm or resolve_model_path(DEFAULT_MODEL))
+        with tempfile.TemporaryDirectory(prefix="papa-minilm-") as tmp:
+            minilm, tok = load_model(str(random_model_dir(config_dir, Path(tmp), tiny=args.tiny)), device=device)
+        return minilm, tok, (f"all-MiniLM-L6-v2's config and tokenizer ({config_dir}) with seeded random weights"
+                             f"{', shrunk to ' + str(TINY) if args.tiny else ''}")
+    minilm, tok = load_model(device=device) if wanted else (None, None)
+    return minilm, tok, "the installed all-MiniLM-L6-v2 (pretrained weights)"
+
+
+def _bench_models(args: argparse.Namespace, suite: Suite, minilm, tok, texts: list[str], paragraphs: list[str]
+                  ) -> None:
+    """Every model of `--models` at every length of `--lengths`."""
+    from papa.method.models import load_model
+
+    for which in args.models:
+        if which == "smollm2":
+            decoder, dec_tok = load_model("smollm2", device=suite.device)
+            for n in args.lengths:
+                bench_decoder(suite.case("SmolLM2-135M", decoder, dec_tok, n), paragraphs)
+            del decoder
+            gc.collect()
+            continue
+        model = minilm if which == "minilm" else bert_base(len(tok), tiny=args.tiny).to(suite.device)
+        label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
+        for n in args.lengths:
+            bench_model(suite.case(label, model, tok, n), texts, compile_backend=args.compile)
+        if which != "minilm":
+            del model
+            gc.collect()
+
+
+def _write_json(args: argparse.Namespace, argv: list[str] | None, suite: Suite, inputs: str, minilm_source: str
+                ) -> None:
+    """The run's settings and every row to `--json`."""
+    device = suite.device
+    meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
+            "torch": torch.__version__, "dtype": args.dtype, "repeats": suite.repeats, "inputs": inputs,
+            "threads": torch.get_num_threads(), "clock": args.clock, "batches": suite.n_batches,
+            "batch": {str(n): bs for n, bs in suite.batch_for.items()}, "minilm": minilm_source, "tiny": args.tiny,
+            "compile": args.compile,
+            "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+    with open(args.json, "w") as fh:
+        json.dump({**meta, "rows": [r.__dict__ for r in suite.report.rows]}, fh, indent=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # local data or synthetic text: never wait on the hub
     torch.set_num_threads(args.threads)
     global clock
     clock = CLOCKS[args.clock]
     _mmap_threshold(32 << 20)  # fixed (glibc's dynamic maximum), so every variant sees the same allocator
-    from papa.method.models import DEFAULT_MODEL, load_model, resolve_device, resolve_model_path
+    from papa.method.models import resolve_device
 
     device = resolve_device(args.device)
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
-    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype is not None else nullcontext
-    repeats = args.repeats or (1 if args.quick else 3)
-    n_batches = args.batches
-    batch_for = batch_sizes(args.lengths, args.batch, args.quick)
+    autocast = partial(torch.autocast, device.type, dtype=dtype) if dtype is not None else nullcontext
+    suite = Suite(device, autocast, args.repeats or (1 if args.quick else 3), args.batches,
+                  batch_sizes(args.lengths, args.batch, args.quick), Report())
     encoders = [m for m in args.models if m != "smollm2"]
     grid_size = args.grid_size if args.grid_size is not None else (0 if not encoders else 8 if args.quick else 32)
-
-    minilm_source = "the installed all-MiniLM-L6-v2 (pretrained weights)"
-    if (args.minilm or args.tiny) and (encoders or grid_size):
-        config_dir = Path(args.minilm or resolve_model_path(DEFAULT_MODEL))
-        with tempfile.TemporaryDirectory(prefix="papa-minilm-") as tmp:
-            minilm, tok = load_model(str(random_model_dir(config_dir, Path(tmp), tiny=args.tiny)), device=device)
-        minilm_source = (f"all-MiniLM-L6-v2's config and tokenizer ({config_dir}) with seeded random weights"
-                         f"{', shrunk to ' + str(TINY) if args.tiny else ''}")
-    else:
-        minilm, tok = load_model(device=device) if encoders or grid_size else (None, None)
-    texts, source = texts_for(texts_needed(batch_for, n_batches), args.data_dir)
+    minilm, tok, minilm_source = _minilm(args, device, bool(encoders or grid_size))
+    texts, source = texts_for(texts_needed(suite.batch_for, suite.n_batches), args.data_dir)
+    paragraphs: list[str] = []
     if "smollm2" in args.models:  # consecutive paragraphs joined into full windows of n tokens (decoder_texts)
         paragraphs, decoder_source = texts_for(1000, args.data_dir)
         source += f"; decoder: {decoder_source}, consecutive ones joined by newlines into windows of n tokens"
     print(f"# papa benchmarks: torch {torch.__version__}, {platform.processor() or platform.machine()}, "
           f"device {device}, {torch.get_num_threads()} threads, {args.clock} clock, dtype {args.dtype}, "
-          f"repeats {repeats}, batch {', '.join(f'{bs} at n = {n}' for n, bs in batch_for.items())}, "
-          f"{n_batches} batches per pass; inputs: {source}\n")
-    report = Report()
+          f"repeats {suite.repeats}, batch {', '.join(f'{bs} at n = {n}' for n, bs in suite.batch_for.items())}, "
+          f"{suite.n_batches} batches per pass; inputs: {source}\n")
     print(HEADER, flush=True)
-    for which in args.models:
-        if which == "smollm2":
-            decoder, dec_tok = load_model("smollm2", device=device)
-            for n in args.lengths:
-                bs = batch_for[n]
-                bench_decoder("SmolLM2-135M", decoder, dec_tok, n, bs, n_batches, repeats, paragraphs, autocast,
-                              device, report)
-            del decoder
-            gc.collect()
-            continue
-        model = minilm if which == "minilm" else bert_base(len(tok), tiny=args.tiny).to(device)
-        label = "MiniLM-L6" if which == "minilm" else "BERT-base (random)"
-        for n in args.lengths:
-            bs = batch_for[n]
-            bench_model(label, model, tok, n, bs, n_batches, repeats, texts, autocast, device, report,
-                        compile_backend=args.compile)
-        if which != "minilm":
-            del model
-            gc.collect()
+    _bench_models(args, suite, minilm, tok, texts, paragraphs)
     if grid_size:
-        bench_grid(minilm, tok, grid_size, grid_size, autocast, report, args.data_dir)
+        bench_grid(minilm, tok, grid_size, grid_size, autocast, suite.report, args.data_dir)
     print("\n" + HEADER)
-    for row in report.rows:
+    for row in suite.report.rows:
         print(_format_row(row))
     if args.json:
-        meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
-                "torch": torch.__version__, "dtype": args.dtype, "repeats": repeats, "inputs": source,
-                "threads": torch.get_num_threads(), "clock": args.clock, "batches": n_batches,
-                "batch": {str(n): bs for n, bs in batch_for.items()}, "minilm": minilm_source, "tiny": args.tiny,
-                "compile": args.compile,
-                "command": "python benchmarks/bench.py " + " ".join(sys.argv[1:] if argv is None else argv)}
-        with open(args.json, "w") as fh:
-            json.dump({**meta, "rows": [r.__dict__ for r in report.rows]}, fh, indent=1)
+        _write_json(args, argv, suite, source, minilm_source)
     return 0
 
 

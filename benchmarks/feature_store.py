@@ -28,7 +28,7 @@ import platform
 import sys
 import tempfile
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -36,13 +36,15 @@ import torch
 from papa.core.artifacts import atomic_path
 from papa.method.models import DEFAULT_MODEL
 from papa.probing.feature_store import CACHE_BUDGET_ENV, STORE_ENV, read_positions
-from papa.probing.features import encode_task, hidden_features
+from papa.probing.features import EncodedTask, encode_task, hidden_features
 from papa.probing.training import TrainSettings, _forward, _step, make_probe
-from papa.runs import experiment
-from papa.runs.experiment import GridConfig, run_grid
+from papa.runs import session
+from papa.runs.experiment import run_grid
+from papa.runs.results import ResultsTable
+from papa.runs.session import GridConfig
 from papa.runs.profiles import PROFILES, get_profile
 from papa.tasks.data import load_examples, resolve_data_dir
-from papa.tasks.registry import get_task
+from papa.tasks.registry import TaskSpec, get_task
 
 TASK = "sst2"
 
@@ -116,7 +118,8 @@ def _one_backbone_epoch(model, spec, data, settings: TrainSettings) -> float:
     return time.perf_counter() - start
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--train", type=int, default=8192, help="SST-2 training examples (default 8,192)")
     parser.add_argument("--seeds", type=int, default=5)
@@ -127,20 +130,40 @@ def main(argv: list[str] | None = None) -> None:
                         help="time the whole backbone-every-batch point, not one epoch of one seed x seeds x epochs")
     parser.add_argument("--data-dir", default=None)
     parser.add_argument("--json", default=None, help="write the table and its metadata here")
-    args = parser.parse_args(argv)
+    return parser
 
+
+@dataclass(frozen=True)
+class Point:
+    """The point timed: the runner's profile for it (`seeds` seeds), its data encoded for the offline model (warm),
+    the probe's settings, the padded training features' bytes and the cache budget set (GiB)."""
+
+    profile: str
+    seeds: int
+    data_dir: str | None
+    model: torch.nn.Module
+    spec: TaskSpec
+    train: EncodedTask
+    evaluation: EncodedTask
+    settings: TrainSettings
+    padded: int
+    budget: float
+
+
+def _point_setup(args: argparse.Namespace) -> Point:
+    """Register the point's profile, load the model and data, and set ``PAPA_FEATURE_CACHE_GB``."""
     spec = get_task(TASK)
     base = get_profile("full")
     profile = replace(base, name="bench-feature-store", train_limit=args.train, eval_limit=None, epochs=None,
                       seeds=tuple(range(args.seeds)), fractions=("1",), sample="first")
     PROFILES[profile.name] = profile
     data_dir = str(resolve_data_dir(args.data_dir)) if resolve_data_dir(args.data_dir) else None
-    model, tokenizer = experiment._load_model(DEFAULT_MODEL, "cpu")  # warm: the runner reuses it
+    model, tokenizer = session._load_model(DEFAULT_MODEL, "cpu")  # warm: the runner reuses it
     n = spec.hparams.max_length
     root = resolve_data_dir(data_dir)
-    encode = lambda split, limit: encode_task(tokenizer, spec, load_examples(spec, split, root, limit=limit),  # noqa
-                                              max_length=n, model_type=model.config.model_type)
-    train, evaluation = encode("train", args.train), encode("eval", None)
+    train, evaluation = (encode_task(tokenizer, spec, load_examples(spec, split, root, limit=limit), max_length=n,
+                                     model_type=model.config.model_type)
+                         for split, limit in (("train", args.train), ("eval", None)))
     layers, d = model.config.num_hidden_layers + 1, model.config.hidden_size
     padded = len(train) * layers * n * d * 4
     budget = args.budget_gib if args.budget_gib is not None else padded / 2 / 2**30
@@ -150,49 +173,86 @@ def main(argv: list[str] | None = None) -> None:
           f"{settings.epochs} epochs; padded training features {padded / 2**30:.2f} GiB, "
           f"{CACHE_BUDGET_ENV}={budget:.2f}",
           flush=True)
+    return Point(profile.name, args.seeds, data_dir, model, spec, train, evaluation, settings, padded, budget)
 
-    forward_eval = _forward_seconds(model, evaluation)
-    forward = _forward_seconds(model, train) + forward_eval
-    probes, steps = _probe_seconds(model, spec, train, settings, args.seeds, -(-len(evaluation) // 64))
-    floor = forward + probes
+
+@dataclass(frozen=True)
+class RunnerTimes:
+    """The runner's point with stored features (seconds, scores, where the store went), and the backbone path
+    (seconds, nan when not timed; scores when timed whole; how it was timed)."""
+
+    stored: float
+    stored_scores: list[float]
+    placement: str
+    old: float
+    old_scores: list[float]
+    how: str
+
+
+def _runner_times(args: argparse.Namespace, point: Point, forward_eval: float, probes: float) -> RunnerTimes:
+    """The `stored` and `backbone` ways (module docstring); `forward_eval` and `probes` complete one backbone epoch
+    into the whole point."""
     with tempfile.TemporaryDirectory() as tmp:
-        stored, stored_scores = _point(profile.name, Path(tmp) / "stored", data_dir, None)
-        placement = json.loads(experiment.ResultsTable(Path(tmp) / "stored" / "results.csv").read()
+        stored, stored_scores = _point(point.profile, Path(tmp) / "stored", point.data_dir, None)
+        placement = json.loads(ResultsTable(Path(tmp) / "stored" / "results.csv").read()
                                ["extra"].iloc[0])["feature_store"]
         old_scores, how = [], "not timed"
         if args.skip_backbone:
             old = float("nan")
         elif args.backbone_whole:
-            old, old_scores = _point(profile.name, Path(tmp) / "backbone", data_dir, "backbone")
+            old, old_scores = _point(point.profile, Path(tmp) / "backbone", point.data_dir, "backbone")
             how = "timed whole"
         else:
-            epoch = _one_backbone_epoch(model, spec, train, settings)
+            epoch = _one_backbone_epoch(point.model, point.spec, point.train, point.settings)
             evaluate = probes - _probe_seconds.last_training  # the seeds' probe evaluations
-            old = args.seeds * settings.epochs * epoch + forward_eval + evaluate
-            how = f"one epoch of one seed, {epoch:.1f} s, x {args.seeds * settings.epochs}"
+            old = args.seeds * point.settings.epochs * epoch + forward_eval + evaluate
+            how = f"one epoch of one seed, {epoch:.1f} s, x {args.seeds * point.settings.epochs}"
+    return RunnerTimes(stored, stored_scores, placement, old, old_scores, how)
+
+
+def _write_record(path: Path, argv: list[str] | None, point: Point, runner: RunnerTimes, rows: list[tuple[str, float]],
+                  floor: float, diff: float) -> None:
+    """The table (`rows`), its ratios and scores, and the machine and settings, to `path` (atomically)."""
+    stored, old = runner.stored, runner.old
+    record = {"backbone_path": runner.how,
+              "command": "python benchmarks/feature_store.py " + " ".join(argv or sys.argv[1:]),
+              "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
+                          "torch": torch.__version__, "threads": torch.get_num_threads(),
+                          "load_average_at_end": os.getloadavg()},
+              "train_examples": len(point.train), "eval_examples": len(point.evaluation),
+              "seeds": point.seeds, "epochs": point.settings.epochs,
+              "padded_gib": point.padded / 2**30, "budget_gib": point.budget,
+              "placement": runner.placement, "seconds": {name: seconds for name, seconds in rows},
+              "stored_over_floor": stored / floor,
+              "backbone_over_stored": None if old != old else old / stored,
+              "scores_stored": runner.stored_scores, "scores_backbone": runner.old_scores,
+              "largest_score_difference": diff if runner.old_scores else None}
+    with atomic_path(path) as tmp_path:
+        tmp_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
+    point = _point_setup(args)
+    forward_eval = _forward_seconds(point.model, point.evaluation)
+    forward = _forward_seconds(point.model, point.train) + forward_eval
+    probes, steps = _probe_seconds(point.model, point.spec, point.train, point.settings, args.seeds,
+                                   -(-len(point.evaluation) // 64))
+    floor = forward + probes
+    runner = _runner_times(args, point, forward_eval, probes)
+    stored, old = runner.stored, runner.old
     rows = [("floor: one forward over train + eval", forward),
-            (f"floor: the probes' own work ({steps:,} steps)", probes), ("floor", floor), (f"stored ({placement}): the runner's point", stored),
-            (f"backbone every batch (before; {how})", old)]
+            (f"floor: the probes' own work ({steps:,} steps)", probes), ("floor", floor),
+            (f"stored ({runner.placement}): the runner's point", stored),
+            (f"backbone every batch (before; {runner.how})", old)]
     width = max(len(r[0]) for r in rows)
     print("\n".join(f"{name:<{width}}  {seconds:9.1f} s" for name, seconds in rows))
     print(f"stored / floor = {stored / floor:.2f} (target <= 1.3); backbone / stored = {old / stored:.2f}x")
-    diff = max((abs(a - b) for a, b in zip(stored_scores, old_scores)), default=float("nan"))
-    print(f"scores, stored: {stored_scores}" + (f"; largest |stored - backbone| = {diff:.2e}" if old_scores else ""))
+    diff = max((abs(a - b) for a, b in zip(runner.stored_scores, runner.old_scores)), default=float("nan"))
+    print(f"scores, stored: {runner.stored_scores}" +
+          (f"; largest |stored - backbone| = {diff:.2e}" if runner.old_scores else ""))
     if args.json:
-        record = {"backbone_path": how,
-                  "command": "python benchmarks/feature_store.py " + " ".join(argv or sys.argv[1:]),
-                  "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
-                              "torch": torch.__version__, "threads": torch.get_num_threads(),
-                              "load_average_at_end": os.getloadavg()},
-                  "train_examples": len(train), "eval_examples": len(evaluation), "seeds": args.seeds,
-                  "epochs": settings.epochs, "padded_gib": padded / 2**30, "budget_gib": budget,
-                  "placement": placement, "seconds": {name: seconds for name, seconds in rows},
-                  "stored_over_floor": stored / floor,
-                  "backbone_over_stored": None if old != old else old / stored,
-                  "scores_stored": stored_scores, "scores_backbone": old_scores,
-                  "largest_score_difference": diff if old_scores else None}
-        with atomic_path(Path(args.json)) as tmp_path:
-            tmp_path.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+        _write_record(Path(args.json), argv, point, runner, rows, floor, diff)
 
 
 if __name__ == "__main__":

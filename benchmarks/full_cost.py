@@ -49,6 +49,9 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -64,7 +67,9 @@ from papa.probing.feature_store import (STORE_ENV, STORED, cache_budget_bytes, d
                                         disk_budget_bytes, read_positions)
 from papa.probing.features import EncodedTask, FeatureSource, encode_task, hidden_features
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
-from papa.runs.experiment import GridConfig, learn_ranking, run_grid, task_constants
+from papa.runs.experiment import run_grid
+from papa.runs.lambda_ranking import learn_ranking
+from papa.runs.session import GridConfig, task_constants
 from papa.tasks.data import load_examples
 from papa.tasks.registry import get_task
 
@@ -98,16 +103,29 @@ def timed(fn, device: torch.device) -> tuple[float, object]:
 
 # ---- part A ------------------------------------------------------------------------------------------------------
 
-def real_points(model_dir: Path, label: str, device: torch.device, data_dir: str, out: Path, profile: str,
-                points: bool, train_examples: int, eval_examples: int, store: str | None,
-                precision: str = DEFAULT_PRECISION) -> dict:
+@dataclass(frozen=True)
+class PartA:
+    """How part A runs the grid runner: on `device`, SST-2 from `data_dir`, under the profile file `profile`, seeing
+    `train_examples` and `eval_examples` (as recorded), features in `store` (None: the runner's choice)."""
+
+    device: torch.device
+    data_dir: str
+    profile: str
+    train_examples: int
+    eval_examples: int
+    store: str | None
+    precision: str = DEFAULT_PRECISION
+
+
+def real_points(model_dir: Path, label: str, out: Path, setup: PartA, points: bool) -> dict:
     """Constants, one epoch of the λ ranking and (with `points`) the two probe points of part A, each timed as run
     (wall clock around the runner's call, its set-up included: encoding the data, loading cached constants and the
     ranking), with the examples it saw and where the runner kept the features."""
+    device, data_dir, profile = setup.device, setup.data_dir, setup.profile
     common = dict(task="sst2", model=str(model_dir), profile=profile, data_dir=data_dir, out_dir=str(out),
-                  device=str(device), precision=precision)
-    result = {"model": label, "train_examples": train_examples, "eval_examples": eval_examples, "epochs": 1,
-              "seeds": 1, "precision": precision}
+                  device=str(device), precision=setup.precision)
+    result = {"model": label, "train_examples": setup.train_examples, "eval_examples": setup.eval_examples,
+              "epochs": 1, "seeds": 1, "precision": setup.precision}
     t, (constants, _, _) = timed(lambda: task_constants("sst2", model=str(model_dir), profile=profile,
                                                         out_dir=str(out), data_dir=data_dir, device=str(device),
                                                         progress=False), device)
@@ -118,8 +136,8 @@ def real_points(model_dir: Path, label: str, device: torch.device, data_dir: str
     if not points:
         return result
     saved = os.environ.get(STORE_ENV)
-    if store:
-        os.environ[STORE_ENV] = store
+    if setup.store:
+        os.environ[STORE_ENV] = setup.store
     try:
         for key, extra in (("lambda_point", dict(fractions=("1/2",))),
                            ("trainable_point", dict(constants=("trainable_average",), fractions=("0",)))):
@@ -217,128 +235,198 @@ class ThroughActivations:
         return torch.stack(out.hidden_states, dim=1), inputs["attention_mask"], labels.to(self.device)
 
 
-def step_times(model_dir: Path, label: str, device: torch.device, tasks, steps: int, repeats: int,
-               forward_batch: int, forward_batches: int, data_dir: str | None, sample: int, folder: Path,
-               precision: str = DEFAULT_PRECISION) -> list[dict]:
-    """Part B: every task's rates and step times (module docstring), each task's variants in one timing call. With
-    `precision` bf16 the backbone's passes run under its autocast as the runner's do (`papa.method.precision`): the
-    forward, capture, fill and training steps; a probe reading stored features runs in float32, as there."""
-    model, tokenizer = papa.load_model(str(model_dir), device=device)
-    ctrl = papa.attach(model)
-    vocab, cfg = len(tokenizer), model.config
-    stores = tuple(store for store in STORED if store != "device" or device.type == "cuda")
+@dataclass(frozen=True)
+class PartB:
+    """How part B times: `tasks` on `device`, `steps` training steps per variant, `repeats` timed rounds, the forward
+    passes on `forward_batches` batches of `forward_batch`, rows from `data_dir` (`sample` of them read), disk stores
+    under `folder`, the backbone in `precision`."""
 
-    def autocast(fn):
-        def run() -> None:
-            with backbone_autocast(precision, device):
-                fn()
-        return run
-    rows = []
-    for i, task in enumerate(tasks):
-        spec = get_task(task)
-        n, bs = spec.hparams.max_length, spec.hparams.batch_size
-        pool, origin = task_rows(task, tokenizer, cfg.model_type, vocab, data_dir, sample)
-        read = read_positions(pool.kind, pool.inputs["attention_mask"], pool.labels).sum(dim=1).float()
-        data = _take(pool, bs * steps)
-        forward_data = _take(pool, forward_batch * forward_batches)
-        batches = [{k: v[j:j + forward_batch].to(device) for k, v in forward_data.inputs.items()}
-                   for j in range(0, len(forward_data), forward_batch)]
-        fixed = data_free_constants("toeplitz", ctrl.signature, n, LAYOUT)
+    device: torch.device
+    tasks: tuple[str, ...] | list[str]
+    steps: int
+    repeats: int
+    forward_batch: int
+    forward_batches: int
+    data_dir: str | None
+    sample: int
+    folder: Path
+    precision: str = DEFAULT_PRECISION
+
+
+def _under_autocast(precision: str, device: torch.device, fn: Callable[[], object]) -> None:
+    """`fn` with the backbone under `precision`'s autocast, as the runner runs it."""
+    with backbone_autocast(precision, device):
+        fn()
+
+
+class TaskBench:
+    """One task's part-B variants on the shared model (module docstring): its rows, its head modes, its probe and
+    the feature stores it opened."""
+
+    def __init__(self, model, tokenizer, ctrl, task: str, setup: PartB):
+        self.model, self.ctrl, self.setup = model, ctrl, setup
+        self.vocab, cfg = len(tokenizer), model.config
+        self.stores = tuple(store for store in STORED if store != "device" or setup.device.type == "cuda")
+        self.task, self.spec = task, get_task(task)
+        self.n, self.bs = self.spec.hparams.max_length, self.spec.hparams.batch_size
+        self.pool, self.origin = task_rows(task, tokenizer, cfg.model_type, self.vocab, setup.data_dir, setup.sample)
+        self.read = read_positions(self.pool.kind, self.pool.inputs["attention_mask"], self.pool.labels
+                                   ).sum(dim=1).float()
+        self.data = _take(self.pool, self.bs * setup.steps)
+        self.forward_data = _take(self.pool, setup.forward_batch * setup.forward_batches)
+        self.batches = [{k: v[j:j + setup.forward_batch].to(setup.device) for k, v in self.forward_data.inputs.items()}
+                        for j in range(0, len(self.forward_data), setup.forward_batch)]
+        self.fixed = data_free_constants("toeplitz", ctrl.signature, self.n, LAYOUT)
         order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
-        half = heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down")
-        settings = TrainSettings(spec.hparams.learning_rate, bs, 1)
-        budgets = {"device": device_budget_bytes(device), "host": cache_budget_bytes(),
-                   "disk": disk_budget_bytes(folder)}
+        self.half = heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down")
+        self.settings = TrainSettings(self.spec.hparams.learning_rate, self.bs, 1)
+        self.budgets = {"device": device_budget_bytes(setup.device), "host": cache_budget_bytes(),
+                        "disk": disk_budget_bytes(setup.folder)}
+        self.probe: torch.nn.Module | None = None
+        self.opened: dict[str, FeatureSource] = {}
 
-        def heads(mode: str) -> None:
-            """Put the heads in `mode`: Q/K restored first, then dropped where the runner drops them."""
-            restore_query_key(ctrl)
-            ctrl.set_constants(fixed, trainable=mode == "trainable")
-            ctrl.keep_all()
-            if mode == "half":
-                ctrl.replace(half)
-            elif mode == "trainable":
-                ctrl.replace()
-            elif mode == "lambda":
-                ctrl.mix()
-            if mode in ("half", "trainable") and ctrl.info.adapter.can_drop_query_key(ctrl.info):
-                drop_query_key(ctrl)
+    def heads(self, mode: str) -> None:
+        """Put the heads in `mode`: Q/K restored first, then dropped where the runner drops them."""
+        ctrl = self.ctrl
+        restore_query_key(ctrl)
+        ctrl.set_constants(self.fixed, trainable=mode == "trainable")
+        ctrl.keep_all()
+        if mode == "half":
+            ctrl.replace(self.half)
+        elif mode == "trainable":
+            ctrl.replace()
+        elif mode == "lambda":
+            ctrl.mix()
+        if mode in ("half", "trainable") and ctrl.info.adapter.can_drop_query_key(ctrl.info):
+            drop_query_key(ctrl)
 
-        probe: list[torch.nn.Module] = []
-        opened: dict[str, FeatureSource] = {}
+    def fresh_probe(self) -> None:
+        """A new probe for the task, on the device (a step's or an evaluation's untimed set-up)."""
+        self.probe = make_probe(self.spec, self.model, self.n, self.vocab).to(self.setup.device)
 
-        def fresh_probe() -> None:
-            probe[:] = [make_probe(spec, model, n, vocab).to(device)]
+    def prepare(self, mode: str) -> None:
+        """A training step's untimed set-up: the heads in `mode`, a fresh probe."""
+        self.heads(mode)
+        self.fresh_probe()
 
-        def train(source, extra=()) -> None:
-            train_probe(probe[0], spec.kind, source, settings, seed=0, extra_parameters=list(extra), progress=False)
+    def source(self, d: EncodedTask, store: str, trainable: bool = False) -> FeatureSource:
+        """`d`'s features as the runner reads them, from `store` (``backbone``: the backbone run every batch)."""
+        return FeatureSource(self.model, d, trainable_backbone=trainable, progress=False, folder=self.setup.folder,
+                             store=store)
 
-        def source(d: EncodedTask, store: str, trainable: bool = False) -> FeatureSource:
-            return FeatureSource(model, d, trainable_backbone=trainable, progress=False, folder=folder, store=store)
+    def train(self, source, extra=()) -> None:
+        """The probe's training steps on `source`, `extra` parameters trained beside it."""
+        train_probe(self.probe, self.spec.kind, source, self.settings, seed=0, extra_parameters=list(extra),
+                    progress=False)
 
-        def fill(store: str):
-            def setup() -> None:
-                heads("half")
-                if store in opened:
-                    opened.pop(store).close()
+    def fill_setup(self, store: str) -> None:
+        """A fill's untimed set-up: half the heads replaced, the store the last fill opened closed."""
+        self.heads("half")
+        if store in self.opened:
+            self.opened.pop(store).close()
 
-            def go() -> None:
-                opened[store] = source(forward_data, store)
-            return setup, go
+    def fill(self, store: str) -> None:
+        """One backbone pass over the forward examples into `store`."""
+        self.opened[store] = self.source(self.forward_data, store)
 
-        def forward() -> None:
-            with torch.no_grad():
-                for b in batches:
-                    hidden_features(model, b)
+    def forward(self) -> None:
+        """The plain forward: hidden states of the forward batches, no gradient."""
+        with torch.no_grad():
+            for b in self.batches:
+                hidden_features(self.model, b)
 
-        def capture() -> None:
-            with ctrl.capturing(n), torch.no_grad():
-                for b in batches:
-                    model(**b)
+    def capture(self) -> None:
+        """Constant extraction: the forward batches with capture inside attention."""
+        with self.ctrl.capturing(self.n), torch.no_grad():
+            for b in self.batches:
+                self.model(**b)
 
+    def rerun_step(self) -> None:
+        """The probe's steps with the backbone run again for every batch (``PAPA_FEATURE_STORE=backbone``)."""
+        self.train(self.source(self.data, "backbone"))
+
+    def lambda_step(self) -> None:
+        """λ steps: θ and the probe trained, backward through the backbone."""
+        self.train(self.source(self.data, "backbone", trainable=True), [self.ctrl.theta])
+
+    def trainable_step(self) -> None:
+        """Trained-constants steps: the constants and the probe trained."""
+        self.train(self.source(self.data, "backbone", trainable=True), [self.ctrl.constants])
+
+    def plain_step(self) -> None:
+        """The plain model's steps: gradient through every layer's activations, no weight trained."""
+        self.train(ThroughActivations(self.model, self.data))
+
+    def stored_eval(self, source: FeatureSource) -> None:
+        """The probe's evaluation over stored features."""
+        evaluate_probe(self.probe, self.spec, source)
+
+    def variants(self, stored: dict[str, FeatureSource]) -> dict[str, tuple[Callable[[], object], Callable[[], None]]]:
+        """(untimed set-up, timed call) of every variant; the backbone's passes under the precision's autocast, a
+        probe reading stored features in float32 (as the runner runs them)."""
+        plain = partial(self.heads, "plain")
+        variants = {"forward": (plain, self.forward), "capture": (plain, self.capture)}
+        for store in self.stores:
+            variants[f"fill_{store}"] = (partial(self.fill_setup, store), partial(self.fill, store))
+            variants[f"stored_step_{store}"] = (self.fresh_probe, partial(self.train, stored[store]))
+            variants[f"stored_eval_{store}"] = (self.fresh_probe, partial(self.stored_eval, stored[store]))
+        for name, mode in (("rerun_step", "half"), ("lambda_step", "lambda"), ("trainable_step", "trainable"),
+                           ("plain_step", "plain")):
+            variants[name] = (partial(self.prepare, mode), getattr(self, name))
+        return {name: (setup, go if name.startswith(("stored_step", "stored_eval")) else
+                       partial(_under_autocast, self.setup.precision, self.setup.device, go))
+                for name, (setup, go) in variants.items()}
+
+    def time(self, warmup: int) -> dict[str, float]:
+        """Median seconds of every variant in one timing call; every store closed after it."""
         # What each seed's probe reads: stored once, as a frozen head configuration's are (half replaced).
-        heads("half")
-        stored = {store: source(data, store) for store in stores}
-        variants = {"forward": (lambda: heads("plain"), forward), "capture": (lambda: heads("plain"), capture)}
-        for store in stores:
-            variants[f"fill_{store}"] = fill(store)
-            variants[f"stored_step_{store}"] = (fresh_probe, lambda s=stored[store]: train(s))
-            variants[f"stored_eval_{store}"] = (fresh_probe, lambda s=stored[store]: evaluate_probe(probe[0], spec, s))
-        variants.update({
-            "rerun_step": (lambda: (heads("half"), fresh_probe()), lambda: train(source(data, "backbone"))),
-            "lambda_step": (lambda: (heads("lambda"), fresh_probe()),
-                            lambda: train(source(data, "backbone", trainable=True), [ctrl.theta])),
-            "trainable_step": (lambda: (heads("trainable"), fresh_probe()),
-                               lambda: train(source(data, "backbone", trainable=True), [ctrl.constants])),
-            "plain_step": (lambda: (heads("plain"), fresh_probe()), lambda: train(ThroughActivations(model, data))),
-        })
-        variants = {name: (setup, go if name.startswith(("stored_step", "stored_eval")) else autocast(go))
-                    for name, (setup, go) in variants.items()}
-        t = interleaved(variants, repeats, device, warmup=repeats + 1 if i == 0 else 1)
-        heads("plain")
-        for s in [*stored.values(), *opened.values()]:
+        self.heads("half")
+        stored = {store: self.source(self.data, store) for store in self.stores}
+        t = interleaved(self.variants(stored), self.setup.repeats, self.setup.device, warmup=warmup)
+        self.heads("plain")
+        for s in [*stored.values(), *self.opened.values()]:
             s.close()
-        probe.clear()
-        row = {"model": label, "task": task, "n": n, "batch_size": bs, "steps": steps, "repeats": repeats,
-               "precision": precision,
-               "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "rows": origin,
-               "read_per_example": float(read.mean()), "real_tokens_per_example":
-                   float(pool.inputs["attention_mask"].sum(dim=1).float().mean()),
-               "forward_batch": forward_batch, "forward_examples": len(forward_data), "budget_bytes": budgets,
-               "forward_seq_per_s": len(forward_data) / t["forward"],
-               "capture_seq_per_s": len(forward_data) / t["capture"],
-               "fill_seq_per_s": {s: len(forward_data) / t[f"fill_{s}"] for s in stores},
+        self.probe = None
+        return t
+
+    def row(self, label: str, t: dict[str, float]) -> dict:
+        """The task's row of the JSON (module docstring) from the medians `t`."""
+        cfg, steps, stores = self.model.config, self.setup.steps, self.stores
+        forward_n, data_n = len(self.forward_data), len(self.data)
+        row = {"model": label, "task": self.task, "n": self.n, "batch_size": self.bs, "steps": steps,
+               "repeats": self.setup.repeats, "precision": self.setup.precision,
+               "layers": cfg.num_hidden_layers, "hidden": cfg.hidden_size, "rows": self.origin,
+               "read_per_example": float(self.read.mean()), "real_tokens_per_example":
+                   float(self.pool.inputs["attention_mask"].sum(dim=1).float().mean()),
+               "forward_batch": self.setup.forward_batch, "forward_examples": forward_n, "budget_bytes": self.budgets,
+               "forward_seq_per_s": forward_n / t["forward"],
+               "capture_seq_per_s": forward_n / t["capture"],
+               "fill_seq_per_s": {s: forward_n / t[f"fill_{s}"] for s in stores},
                "stored_step_s": {s: t[f"stored_step_{s}"] / steps for s in stores},
-               "stored_eval_seq_per_s": {s: len(data) / t[f"stored_eval_{s}"] for s in stores}}
+               "stored_eval_seq_per_s": {s: data_n / t[f"stored_eval_{s}"] for s in stores}}
         for key in ("rerun_step", "lambda_step", "trainable_step", "plain_step"):
             row[f"{key}_s"] = t[key] / steps
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+        return row
+
+
+def step_times(model_dir: Path, label: str, setup: PartB) -> list[dict]:
+    """Part B: every task's rates and step times (module docstring), each task's variants in one timing call. With
+    `setup.precision` bf16 the backbone's passes run under its autocast as the runner's do (`papa.method.precision`):
+    the forward, capture, fill and training steps; a probe reading stored features runs in float32, as there."""
+    model, tokenizer = papa.load_model(str(model_dir), device=setup.device)
+    ctrl = papa.attach(model)
+    rows = []
+    for i, task in enumerate(setup.tasks):
+        timer = TaskBench(model, tokenizer, ctrl, task, setup)
+        t = timer.time(warmup=setup.repeats + 1 if i == 0 else 1)
+        rows.append(timer.row(label, t))
+        print(json.dumps(rows[-1]), flush=True)
     papa.detach(model)
     return rows
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
+    """The command line (module docstring)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hub", required=True, help="folder holding roberta-base/ and roberta-large/ configs")
     parser.add_argument("--data-dir", default=os.environ.get("PAPA_DATA_DIR"),
@@ -367,7 +455,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tiny", action="store_true",
                         help="smoke run only: models shrunk to 2 layers of width 64 (bench.TINY), the same code paths")
     parser.add_argument("--json", default=None, help="write the measurements to this JSON file")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def _one_epoch_profile(train_examples: int | None, limit: int | None) -> tuple[dict, int, int]:
+    """Part A's profile (`ONE_EPOCH`, its training sets cut to `train_examples`, every set to `limit` in a smoke run),
+    and the SST-2 training and evaluation examples it sees."""
+    spec = dict(ONE_EPOCH)
+    seen, evals = SST2_TRAIN, SST2_EVAL
+    if train_examples:
+        spec.update(name=f"full-one-epoch-{train_examples}", train_limit=train_examples)
+        seen = min(train_examples, SST2_TRAIN)
+    if limit:
+        spec.update(name="full-one-epoch-smoke", train_limit=limit, eval_limit=limit, corpus_limit=limit)
+        seen, evals = min(seen, limit), min(evals, limit)
+    return spec, seen, evals
+
+
+def _write(path: str | None, report: dict) -> None:
+    """The measurements so far to `path` (``--json``), if given."""
+    if path:
+        Path(path).write_text(json.dumps(report, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     from papa.method.models import resolve_device
 
     device = resolve_device(args.device)
@@ -376,43 +488,29 @@ def main(argv: list[str] | None = None) -> int:
               "torch": torch.__version__, "threads": torch.get_num_threads(),
               "command": "python benchmarks/full_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "profile": ONE_EPOCH, "precision": args.precision, "tiny": args.tiny, "points": [], "steps": []}
-
-    def write() -> None:
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1))
-
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         profile = tmp / "one_epoch.json"
-        spec = dict(ONE_EPOCH)
-        seen, evals = SST2_TRAIN, SST2_EVAL
-        if args.train_examples:
-            spec.update(name=f"full-one-epoch-{args.train_examples}", train_limit=args.train_examples)
-            seen = min(args.train_examples, SST2_TRAIN)
-        if args.limit:
-            spec.update(name="full-one-epoch-smoke", train_limit=args.limit, eval_limit=args.limit,
-                        corpus_limit=args.limit)
-            seen, evals = min(seen, args.limit), min(evals, args.limit)
+        spec, seen, evals = _one_epoch_profile(args.train_examples, args.limit)
         report["profile"] = spec
         profile.write_text(json.dumps(spec))
         dirs = {size: random_model_dir(Path(args.hub) / f"roberta-{size}", tmp / f"roberta-{size}-random",
                                        tiny=args.tiny)
                 for size in args.sizes}
         if "B" in args.parts:
+            part_b = PartB(device, args.tasks, args.steps, args.repeats, args.forward_batch, args.forward_batches,
+                           args.data_dir, args.sample, tmp / "features", args.precision)
             for size in args.sizes:
-                report["steps"] += step_times(dirs[size], f"roberta-{size}", device, args.tasks, args.steps,
-                                              args.repeats, args.forward_batch, args.forward_batches, args.data_dir,
-                                              args.sample, tmp / "features", args.precision)
-                write()
+                report["steps"] += step_times(dirs[size], f"roberta-{size}", part_b)
+                _write(args.json, report)
         if "A" in args.parts:
+            part_a = PartA(device, args.data_dir, str(profile), seen, evals, args.store, args.precision)
             for size in args.sizes:
-                point = real_points(dirs[size], f"roberta-{size}", device, args.data_dir, tmp / f"out-{size}",
-                                    str(profile), points=size == "base", train_examples=seen, eval_examples=evals,
-                                    store=args.store, precision=args.precision)
+                point = real_points(dirs[size], f"roberta-{size}", tmp / f"out-{size}", part_a, points=size == "base")
                 report["points"].append(point)
                 print(json.dumps(point), flush=True)
-                write()
-    write()
+                _write(args.json, report)
+    _write(args.json, report)
     return 0
 
 

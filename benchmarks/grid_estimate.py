@@ -46,14 +46,15 @@ import json
 import math
 import sys
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from papa.core.vocabulary import PAPER_NOTEBOOKS
 from papa.probing.feature_store import BYTES_PER_VALUE, STORED as STORES
 from papa.paper.sections import STABILITY_SEEDS
-from papa.reproduce.jobs import notebook_jobs
-from papa.runs.profiles import get_profile
-from papa.tasks.registry import get_task
+from papa.reproduce.jobs import Job, notebook_jobs
+from papa.runs.profiles import Profile, get_profile
+from papa.tasks.registry import TaskSpec, get_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_estimate import measures_stability  # noqa: E402  -- which notebooks learn rankings with other seeds
@@ -92,6 +93,173 @@ def store_for(examples: int, row: dict, budgets: dict[str, float]) -> str | None
     return None
 
 
+@dataclass(frozen=True)
+class PointSize:
+    """One head configuration (`key`: a job without its seed, `seeds` of them) as the `full` profile sizes it (`p`:
+    the profile for its task), with the part-B row it is costed from and the stores' budgets."""
+
+    key: tuple
+    job: Job
+    seeds: int
+    row: dict
+    p: Profile
+    spec: TaskSpec
+    train: int
+    evals: int
+    epochs: int
+    steps: int
+    stores: dict[str, float]
+
+    @classmethod
+    def of(cls, key: tuple, members: list[Job], rows: dict, full: Profile, budgets: dict[str, float] | None
+           ) -> "PointSize":
+        job = members[0]
+        spec = get_task(job.task)
+        row = rows[(size_class(job.model), job.task)]
+        p = full.for_task(job.task)
+        train = min(SIZES[job.task][0], p.train_limit or SIZES[job.task][0])
+        evals = min(SIZES[job.task][1], p.eval_limit or SIZES[job.task][1])
+        return cls(key, job, len(members), row, p, spec, train, evals, p.epochs or spec.hparams.epochs,
+                   math.ceil(train / spec.hparams.batch_size), dict(row["budget_bytes"], **(budgets or {})))
+
+
+class Tally:
+    """The estimate's sums, point by point (`estimate`): preparations, each point's estimate, floor and backbone
+    path, the parts, and the points whose features fit no store."""
+
+    def __init__(self, restudied: set[tuple[str, str]]):
+        self.restudied = restudied  # (model, task) whose rankings a notebook compares across seeds
+        self.prep: dict[tuple, float] = {}
+        self.prep_floor: dict[tuple, float] = {}
+        self.runs: list[tuple[float, tuple]] = []
+        self.runs_floor: list[float] = []
+        self.runs_backbone: list[float] = []
+        self.parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # part -> [estimate, floor]
+        self.unfit: list[tuple] = []
+        self.unfit_cost = [0.0, 0.0]  # frozen points no store holds: [backbone path, in blocks]
+
+    def add(self, pt: PointSize) -> None:
+        """Cost one point and the preparations it needs."""
+        needs = self._preparations(pt)
+        eval_store = store_for(pt.evals, pt.row, pt.stores)
+        backbone_eval = pt.seeds * pt.evals / pt.row["fill_seq_per_s"]["host"]  # the backbone over the evaluation set
+        if pt.job.constants.startswith("trainable_") and pt.job.fraction != "1":
+            t, floor, backbone = self._trained(pt, eval_store, backbone_eval)
+        else:
+            t, floor, backbone = self._frozen(pt, eval_store, backbone_eval)
+        self.runs.append((t, tuple(needs)))
+        self.runs_floor.append(floor)
+        self.runs_backbone.append(backbone)
+
+    def _preparations(self, pt: PointSize) -> list[tuple]:
+        """The point's constants and λ ranking (and the other seeds' rankings), costed; the keys it waits for."""
+        job, row, p, spec = pt.job, pt.row, pt.p, pt.spec
+        needs = []
+        if job.constants in ("average", "trainable_average"):
+            corpus = job.task if job.constants_corpus in ("task", "none") else job.constants_corpus
+            key = ("constants", job.model, corpus, spec.hparams.max_length)  # each length is its own extraction
+            self.prep[key] = SIZES[corpus][0] / row["capture_seq_per_s"]
+            self.prep_floor[key] = SIZES[corpus][0] / row["forward_seq_per_s"]
+            needs.append(key)
+        if job.selection in ("lambda", "reversed_lambda"):
+            rank_epochs = p.rank_epochs or spec.hparams.epochs
+            rank_steps = math.ceil(min(pt.train, p.rank_limit or pt.train) / spec.hparams.batch_size)
+            key = ("ranking", job.model, job.task, job.constants)
+            self.prep[key] = rank_epochs * rank_steps * row["lambda_step_s"]
+            self.prep_floor[key] = rank_epochs * rank_steps * row["plain_step_s"]
+            needs.append(key)
+            if job.constants == "average" and (job.model, job.task) in self.restudied:  # no point depends on it
+                extra = len(STABILITY_SEEDS) - 1
+                key = ("stability", job.model, job.task)
+                self.prep[key], self.prep_floor[key] = extra * self.prep[needs[-1]], extra * self.prep_floor[needs[-1]]
+        return needs
+
+    def _trained(self, pt: PointSize, eval_store: str | None, backbone_eval: float) -> tuple[float, float, float]:
+        """(estimate, floor, backbone path) of a trained-constants point."""
+        p, row, seeds, evals, forward = pt.p, pt.row, pt.seeds, pt.evals, pt.row["forward_seq_per_s"]
+        # a profile may size trained constants apart (Profile.trainable_limit / trainable_epochs; not `full`)
+        epochs = p.trainable_epochs or pt.epochs
+        steps = math.ceil(min(pt.train, p.trainable_limit or pt.train) / pt.spec.hparams.batch_size)
+        train_s = seeds * epochs * steps * row["trainable_step_s"]
+        eval_s = (seeds * (evals / row["fill_seq_per_s"][eval_store] + evals / row["stored_eval_seq_per_s"][
+            eval_store]) if eval_store else backbone_eval)
+        self.unfit += [] if eval_store else [pt.key]
+        self.parts["trained constants: steps"][0] += train_s
+        self.parts["trained constants: evaluation"][0] += eval_s
+        t, backbone = train_s + eval_s, train_s + backbone_eval
+        floor = seeds * (epochs * steps * row["plain_step_s"] + evals / forward)
+        self.parts["trained constants: steps"][1] += seeds * epochs * steps * row["plain_step_s"]
+        self.parts["trained constants: evaluation"][1] += seeds * evals / forward
+        return t, floor, backbone
+
+    def _frozen(self, pt: PointSize, eval_store: str | None, backbone_eval: float) -> tuple[float, float, float]:
+        """(estimate, floor, backbone path) of a frozen point: on the backbone path where a split fits no store."""
+        row, seeds, train, evals, epochs, steps = pt.row, pt.seeds, pt.train, pt.evals, pt.epochs, pt.steps
+        training = pt.spec.trains_probe
+        train_store = store_for(train, row, pt.stores) if training else "host"  # no training split: no store
+        backbone = (seeds * epochs * steps * row["rerun_step_s"] if training else 0.0) + backbone_eval
+        if train_store and eval_store:
+            fill = (train / row["fill_seq_per_s"][train_store] if training else 0.0) + \
+                evals / row["fill_seq_per_s"][eval_store]
+            probe = seeds * epochs * steps * row["stored_step_s"][train_store] if training else 0.0
+            ev = seeds * evals / row["stored_eval_seq_per_s"][eval_store]
+            t = fill + probe + ev
+            self.parts["frozen points: backbone pass"][0] += fill
+            self.parts["frozen points: probe steps"][0] += probe
+            self.parts["frozen points: evaluation"][0] += ev
+        else:
+            self.unfit.append(pt.key)
+            t = backbone
+            self.parts["frozen points: backbone path (no store fits)"][0] += t
+            self.unfit_cost[0] += t
+            self.unfit_cost[1] += _in_blocks(pt, eval_store, backbone_eval)
+        floor = ((train if training else 0) + evals) / row["forward_seq_per_s"]
+        self.parts["frozen points: backbone pass"][1] += floor
+        return t, floor, backbone
+
+    def add_preparations(self) -> None:
+        """Every preparation into its part, once the points are costed."""
+        for key, t in self.prep.items():
+            part = {"constants": "constants", "ranking": "λ rankings", "stability": "λ rankings, other seeds"}[key[0]]
+            self.parts[part][0] += t
+            self.parts[part][1] += self.prep_floor[key]
+
+    def per_model(self, points: dict[tuple, list]) -> dict[str, dict[str, float]]:
+        """Estimate, floor and backbone path of every model: its preparations and its points."""
+        per_model: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+        for key in self.prep:
+            for what, value in (("estimate", self.prep[key]), ("floor", self.prep_floor[key]),
+                                ("backbone", self.prep[key])):
+                per_model[key[1]][what] += value
+        for members, t, floor, backbone in zip(points.values(), self.runs, self.runs_floor, self.runs_backbone):
+            model = members[0].model
+            per_model[model]["estimate"] += t[0]
+            per_model[model]["floor"] += floor
+            per_model[model]["backbone"] += backbone
+        return per_model
+
+    def per_task(self, points: dict[tuple, list]) -> dict[str, float]:
+        """Estimate of every task: a preparation counts to its corpus's or its ranking's task."""
+        per_task: dict[str, float] = defaultdict(float)
+        for key, t in self.prep.items():
+            per_task[key[2]] += t
+        for members, (t, _) in zip(points.values(), self.runs):
+            per_task[members[0].task] += t
+        return dict(per_task)
+
+
+def _in_blocks(pt: PointSize, eval_store: str | None, backbone_eval: float) -> float:
+    """Seconds of a frozen point under `--batch-order blocks`: one backbone pass per epoch, each block's features
+    held in memory."""
+    row, seeds, epochs, steps, evals = pt.row, pt.seeds, pt.epochs, pt.steps, pt.evals
+    held = "device" if "device" in row["stored_step_s"] else "host"
+    blocks = epochs * pt.train / row["fill_seq_per_s"]["host"] + \
+        seeds * epochs * steps * row["stored_step_s"][held]
+    blocks += (evals / row["fill_seq_per_s"][eval_store] + seeds * evals / row[
+        "stored_eval_seq_per_s"][eval_store]) if eval_store else backbone_eval
+    return blocks
+
+
 def estimate(cost: dict, budgets: dict[str, float] | None = None) -> dict:
     """Seconds of the estimate, the floor and the backbone path, per unit and per part (module docstring).
     `budgets` (bytes per store) replaces the budgets each row measured, store by store."""
@@ -108,115 +276,21 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None) -> dict:
     if missing:
         raise ValueError(f"{cost.get('device', 'this file')}: no part-B row for "
                          f"{', '.join(f'{m} {t}' for m, t in missing)}: run full_cost.py with every task and size")
-
-    prep, prep_floor = {}, {}
-    runs, runs_floor, runs_backbone = [], [], []
-    parts: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # part -> [estimate, floor]
-    unfit = []
-    unfit_cost = [0.0, 0.0]  # frozen points no store holds: [backbone path, in blocks]
+    tally = Tally(restudied)
     for point, members in points.items():
-        job, seeds = members[0], len(members)
-        cls, spec = size_class(job.model), get_task(job.task)
-        row = rows[(cls, job.task)]
-        p = full.for_task(job.task)
-        train = min(SIZES[job.task][0], p.train_limit or SIZES[job.task][0])
-        evals = min(SIZES[job.task][1], p.eval_limit or SIZES[job.task][1])
-        epochs = p.epochs or spec.hparams.epochs
-        bs = spec.hparams.batch_size
-        steps = math.ceil(train / bs)
-        forward = row["forward_seq_per_s"]
-        stores = dict(row["budget_bytes"], **(budgets or {}))
-        needs = []
-        if job.constants in ("average", "trainable_average"):
-            corpus = job.task if job.constants_corpus in ("task", "none") else job.constants_corpus
-            key = ("constants", job.model, corpus, spec.hparams.max_length)  # each length is its own extraction
-            prep[key] = SIZES[corpus][0] / row["capture_seq_per_s"]
-            prep_floor[key] = SIZES[corpus][0] / forward
-            needs.append(key)
-        if job.selection in ("lambda", "reversed_lambda"):
-            rank_epochs = p.rank_epochs or spec.hparams.epochs
-            rank_steps = math.ceil(min(train, p.rank_limit or train) / bs)
-            key = ("ranking", job.model, job.task, job.constants)
-            prep[key] = rank_epochs * rank_steps * row["lambda_step_s"]
-            prep_floor[key] = rank_epochs * rank_steps * row["plain_step_s"]
-            needs.append(key)
-            if job.constants == "average" and (job.model, job.task) in restudied:  # not a dependency of any point
-                extra = len(STABILITY_SEEDS) - 1
-                key = ("stability", job.model, job.task)
-                prep[key], prep_floor[key] = extra * prep[needs[-1]], extra * prep_floor[needs[-1]]
-        eval_store = store_for(evals, row, stores)
-        backbone_eval = seeds * evals / row["fill_seq_per_s"]["host"]  # the backbone over the evaluation set
-        if job.constants.startswith("trainable_") and job.fraction != "1":
-            # a profile may size trained constants apart (Profile.trainable_limit / trainable_epochs; not `full`)
-            epochs = p.trainable_epochs or epochs
-            steps = math.ceil(min(train, p.trainable_limit or train) / bs)
-            train_s = seeds * epochs * steps * row["trainable_step_s"]
-            eval_s = (seeds * (evals / row["fill_seq_per_s"][eval_store] + evals / row["stored_eval_seq_per_s"][
-                eval_store]) if eval_store else backbone_eval)
-            unfit += [] if eval_store else [point]
-            parts["trained constants: steps"][0] += train_s
-            parts["trained constants: evaluation"][0] += eval_s
-            t, backbone = train_s + eval_s, train_s + backbone_eval
-            floor = seeds * (epochs * steps * row["plain_step_s"] + evals / forward)
-            parts["trained constants: steps"][1] += seeds * epochs * steps * row["plain_step_s"]
-            parts["trained constants: evaluation"][1] += seeds * evals / forward
-        else:
-            training = spec.trains_probe
-            train_store = store_for(train, row, stores) if training else "host"  # no training split: no store
-            backbone = (seeds * epochs * steps * row["rerun_step_s"] if training else 0.0) + backbone_eval
-            if train_store and eval_store:
-                fill = (train / row["fill_seq_per_s"][train_store] if training else 0.0) + \
-                    evals / row["fill_seq_per_s"][eval_store]
-                probe = seeds * epochs * steps * row["stored_step_s"][train_store] if training else 0.0
-                ev = seeds * evals / row["stored_eval_seq_per_s"][eval_store]
-                t = fill + probe + ev
-                parts["frozen points: backbone pass"][0] += fill
-                parts["frozen points: probe steps"][0] += probe
-                parts["frozen points: evaluation"][0] += ev
-            else:
-                unfit.append(point)
-                t = backbone
-                parts["frozen points: backbone path (no store fits)"][0] += t
-                # `--batch-order blocks` instead: one backbone pass per epoch, each block's features held in memory
-                held = "device" if "device" in row["stored_step_s"] else "host"
-                blocks = epochs * train / row["fill_seq_per_s"]["host"] + \
-                    seeds * epochs * steps * row["stored_step_s"][held]
-                blocks += (evals / row["fill_seq_per_s"][eval_store] + seeds * evals / row[
-                    "stored_eval_seq_per_s"][eval_store]) if eval_store else backbone_eval
-                unfit_cost[0] += t
-                unfit_cost[1] += blocks
-            floor = ((train if training else 0) + evals) / forward
-            parts["frozen points: backbone pass"][1] += floor
-        runs.append((t, tuple(needs)))
-        runs_floor.append(floor)
-        runs_backbone.append(backbone)
-    for key, t in prep.items():
-        part = {"constants": "constants", "ranking": "λ rankings", "stability": "λ rankings, other seeds"}[key[0]]
-        parts[part][0] += t
-        parts[part][1] += prep_floor[key]
-
-    per_task: dict[str, float] = defaultdict(float)  # a preparation counts to its corpus's or its ranking's task
-    for key, t in prep.items():
-        per_task[key[2]] += t
-    for (point, members), (t, _) in zip(points.items(), runs):
-        per_task[members[0].task] += t
-    per_model: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for key in prep:
-        for what, value in (("estimate", prep[key]), ("floor", prep_floor[key]), ("backbone", prep[key])):
-            per_model[key[1]][what] += value
-    for (point, members), t, floor, backbone in zip(points.items(), runs, runs_floor, runs_backbone):
-        model = members[0].model
-        per_model[model]["estimate"] += t[0]
-        per_model[model]["floor"] += floor
-        per_model[model]["backbone"] += backbone
+        tally.add(PointSize.of(point, members, rows, full, budgets))
+    tally.add_preparations()
+    prep, runs = tally.prep, tally.runs
+    per_task, per_model = tally.per_task(points), tally.per_model(points)
     totals = {what: sum(m[what] for m in per_model.values()) for what in ("estimate", "floor", "backbone")}
     # Slurm array with enough slots: each point waits for its own preparations (constants before ranking).
     chain = max(t + sum(prep[k] for k in needs) for t, needs in runs)
     return {"jobs": len(jobs), "points": len(points), "preparations": len(prep), "prep": prep, "runs": runs,
             "prep_s": sum(prep.values()), "runs_s": sum(t for t, _ in runs), "per_model": {
-                m: dict(v) for m, v in per_model.items()}, "per_task": dict(per_task), "totals": totals, "parts": dict(parts), "chain_s": chain,
-            "unfit": len(unfit), "unfit_jobs": sum(len(points[p]) for p in unfit), "unfit_backbone_s": unfit_cost[0],
-            "unfit_blocks_s": unfit_cost[1]}
+                m: dict(v) for m, v in per_model.items()}, "per_task": per_task, "totals": totals,
+            "parts": dict(tally.parts), "chain_s": chain, "unfit": len(tally.unfit),
+            "unfit_jobs": sum(len(points[p]) for p in tally.unfit), "unfit_backbone_s": tally.unfit_cost[0],
+            "unfit_blocks_s": tally.unfit_cost[1]}
 
 
 def on_workers(est: dict, k: int) -> float:

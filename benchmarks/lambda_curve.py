@@ -5,7 +5,7 @@
     python benchmarks/lambda_curve.py --task sst2 --steps 8 --every 4 --profile quick --out lambda-curve-smoke   # a smoke run
 
 For one task, on the λ data a grid of the profile (default ``cpu``) learns its ranking from (its `rank_limit`
-examples, picked from its training subset as `papa.runs.experiment.head_ranking` picks them) with the task's average
+examples, picked from its training subset as `papa.runs.lambda_ranking.head_ranking` picks them) with the task's average
 constants and the offline default model, λ learns as the grid learns it (`papa.probing.ranking.learn_lambdas`: a
 probe at Table 3's learning rate and batch size, every head mixed) for each λ learning rate of `--lrs` (``paper`` =
 the probe's own rate, the paper's protocol) and each seed of `--seeds`, for `--steps` optimizer steps (rounded up to
@@ -30,7 +30,7 @@ import os
 import platform
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from statistics import mean
 
@@ -41,13 +41,13 @@ from papa.core.artifacts import write_json_atomic
 from papa.method.layout import layout_for
 from papa.method.models import is_causal_model
 from papa.probing.convergence import learning_curve, spearman
-from papa.probing.features import encode_task
+from papa.probing.features import EncodedTask, encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.training import TrainSettings
-from papa.runs.experiment import task_constants
+from papa.runs.session import task_constants
 from papa.runs.profiles import get_profile
 from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
-from papa.tasks.registry import get_task
+from papa.tasks.registry import TaskSpec, get_task
 
 REPO = Path(__file__).resolve().parents[1]
 FRACTIONS = ("1/2", "1/8")
@@ -67,7 +67,7 @@ def rank_data(tokenizer, model, task: str, profile, layout: str, data_dir):
     examples = load_examples(spec, "train", data_dir, limit=profile.train_limit, sample=profile.sample)
     data = encode_task(tokenizer, spec, examples, max_length=spec.hparams.max_length,
                        model_type=model.config.model_type, layout=layout)
-    # as papa.runs.experiment._subset picks them from the encoded training subset
+    # as papa.runs.session.subset picks them from the encoded training subset
     keep = subset_indices(len(data), profile.rank_limit, profile.sample)
     if len(keep) == len(data):
         return data
@@ -144,7 +144,8 @@ class _Trace(LambdaTrace):
         return epochs * self.n + min(rest * self.batch_size, self.n)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """The command line (module docstring), checked."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--task", default="sst2")
     parser.add_argument("--profile", default="cpu", help="whose λ data (rank_limit, sample, layout)")
@@ -162,6 +163,61 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("the curve compares two seeds: give at least two --seeds")
     if args.steps < 1 or (args.every is not None and args.every < 1):
         parser.error("--steps and --every must be positive")
+    return args
+
+
+@dataclass(frozen=True)
+class Curve:
+    """What every run of the curve shares: the controller (average constants set), the task, its λ data, the probe's
+    settings, how often λ is recorded, and the steps reported."""
+
+    ctrl: object
+    spec: TaskSpec
+    data: EncodedTask
+    settings: TrainSettings
+    every: int
+    steps: int
+
+    def learn(self, rate: str | float, seed: int) -> _Trace:
+        """λ learnt at `rate` (``paper``: the probe's own) from `seed`, recorded up to `steps`."""
+        trace = _Trace(self.every, len(self.data), self.settings.batch_size)
+        learn_lambdas(self.ctrl, self.spec, self.data, self.settings, seed=seed,
+                      lambda_lr=None if rate == "paper" else rate, progress=False, trace=trace)
+        # training runs whole epochs: what it records past --steps is left out
+        keep = [i for i, s in enumerate(trace.steps) if s <= self.steps]
+        trace.steps = [trace.steps[i] for i in keep]
+        trace.lambdas = [trace.lambdas[i] for i in keep]
+        trace.seconds = [trace.seconds[i] for i in keep]
+        return trace
+
+
+def _run_curve(curve: Curve, args: argparse.Namespace, record: dict, out: Path) -> tuple[dict, float]:
+    """Every rate and seed of `args` (``runs[label][seed]``), `record` rewritten to `out` after each; and the clock
+    reading they started at. Detaches the controller."""
+    paper = curve.settings.learning_rate
+    runs: dict[str, dict[int, _Trace]] = {}
+    lambdas: list[dict] = []
+    start = time.perf_counter()
+    try:
+        for rate in args.lrs:
+            label = _label(rate, paper)
+            for seed in args.seeds:
+                trace = curve.learn(rate, seed)
+                runs.setdefault(label, {})[seed] = trace
+                lambdas.append({"lambda_lr": label, "seed": seed, "steps": trace.steps, "seconds": trace.seconds,
+                                "lambdas": [lam.tolist() for lam in trace.lambdas]})
+                print(f"  λ lr {label}, seed {seed}: {trace.total_steps} steps, {trace.seconds[-1]:.0f} s",
+                      flush=True)
+                rows = summarise(runs, args.seeds)
+                write_json_atomic(out, {**record, "seconds": round(time.perf_counter() - start), "rows": rows,
+                                        "runs": lambdas})
+    finally:
+        curve.ctrl.detach()
+    return runs, start
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse_args(argv)
     out = args.out or REPO / "artifacts" / "lambda_curve" / f"{args.task}.json"
     spec = get_task(args.task)
     prof = get_profile(args.profile).for_task(args.task)
@@ -187,31 +243,7 @@ def main(argv: list[str] | None = None) -> int:
                   date=time.strftime("%Y-%m-%d"), task=args.task, profile=args.profile, model=args.model,
                   layout=layout, examples=len(data), batch_size=bs, probe_lr=lr, steps=args.steps, every=every,
                   seeds=args.seeds, fractions=list(FRACTIONS))
-    runs: dict[str, dict[int, _Trace]] = {}
-    lambdas: list[dict] = []
-    start = time.perf_counter()
-    try:
-        for rate in args.lrs:
-            label = _label(rate, lr)
-            for seed in args.seeds:
-                trace = _Trace(every, len(data), bs)
-                # training runs whole epochs: what it records past --steps is left out
-                learn_lambdas(ctrl, spec, data, settings, seed=seed, lambda_lr=None if rate == "paper" else rate,
-                              progress=False, trace=trace)
-                keep = [i for i, s in enumerate(trace.steps) if s <= args.steps]
-                trace.steps = [trace.steps[i] for i in keep]
-                trace.lambdas = [trace.lambdas[i] for i in keep]
-                trace.seconds = [trace.seconds[i] for i in keep]
-                runs.setdefault(label, {})[seed] = trace
-                lambdas.append({"lambda_lr": label, "seed": seed, "steps": trace.steps, "seconds": trace.seconds,
-                                "lambdas": [lam.tolist() for lam in trace.lambdas]})
-                print(f"  λ lr {label}, seed {seed}: {trace.total_steps} steps, {trace.seconds[-1]:.0f} s",
-                      flush=True)
-                rows = summarise(runs, args.seeds)
-                write_json_atomic(out, {**record, "seconds": round(time.perf_counter() - start), "rows": rows,
-                                        "runs": lambdas})
-    finally:
-        ctrl.detach()
+    runs, start = _run_curve(Curve(ctrl, spec, data, settings, every, args.steps), args, record, out)
     print()
     print_tables(summarise(runs, args.seeds), runs, paper_label)
     print(f"\n{round(time.perf_counter() - start)} s of λ training in all; record in {out}")

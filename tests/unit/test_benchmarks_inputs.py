@@ -64,7 +64,7 @@ def test_rows_divide_by_the_sequences_timed_and_ratios_share_a_call(monkeypatch)
 
     monkeypatch.setattr(bench, "interleaved", spy)
     report = bench.Report()
-    bench.bench_model("tiny", model, tok, 16, 4, 2, 1, TEXTS, nullcontext, torch.device("cpu"), report,
+    bench.bench_model(bench.Case("tiny", model, tok, 16, 4, 2, 1, nullcontext, torch.device("cpu"), report), TEXTS,
                       compile_backend="eager")
     rows = {r.what: r for r in report.rows}
     first = seen[0]

@@ -42,9 +42,9 @@ def test_part_b_rows_feed_the_estimate(tmp_path, monkeypatch):
         return original(probe, kind, source, settings, extra_parameters=extra_parameters, **kw)
 
     monkeypatch.setattr(full_cost, "train_probe", spy)
-    [row] = full_cost.step_times(model_dir, "roberta-base", torch.device("cpu"), ["sst2"], steps=2, repeats=1,
-                                 forward_batch=4, forward_batches=1, data_dir=None, sample=16,
-                                 folder=tmp_path / "features")
+    [row] = full_cost.step_times(model_dir, "roberta-base", full_cost.PartB(
+        torch.device("cpu"), ["sst2"], steps=2, repeats=1, forward_batch=4, forward_batches=1, data_dir=None,
+        sample=16, folder=tmp_path / "features"))
     assert set(grid_estimate.REQUIRED) <= set(row)
     assert set(row["fill_seq_per_s"]) == set(row["stored_step_s"]) == {"host", "disk"}
     assert row["rows"] == "synthetic: a quarter padding" and row["read_per_example"] == 48
