@@ -7,6 +7,7 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS,
@@ -15,6 +16,7 @@ from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DECODER_LAYOUT,
                                    PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT,
                                    ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
+from papa.reproduce.batch import Batch
 from papa.tasks.registry import task_names
 
 
@@ -53,7 +55,7 @@ def _grid_config(args: argparse.Namespace, **overrides):
 
 def _rank(args: argparse.Namespace) -> int:
     from papa.core import distributed
-    from papa.runs.experiment import learn_ranking
+    from papa.runs.lambda_ranking import learn_ranking
 
     ranking, path = learn_ranking(_grid_config(args), kind=args.constants, seed=args.rank_seed, part=args.part,
                                   progress=not args.quiet)
@@ -199,41 +201,29 @@ def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
     return 1 if report.failed else 0
 
 
-def _out_dir(args: argparse.Namespace) -> Path:
-    from papa.reproduce.notebooks import run_folder
+def _batch(args: argparse.Namespace, since: float | None = None) -> Batch:
+    """The batch reproduction the command names, built once from its flags. Its notebooks: those named; else, on
+    models or tasks the command names, every notebook that can run on them (each one left out is named, with why);
+    else all."""
+    batch = Batch(args.profile, names=args.notebooks or NOTEBOOK_NAMES, with_models=args.models,
+                  with_tasks=args.tasks, out_dir=args.out, data_dir=args.data_dir, device=args.device,
+                  force=getattr(args, "force", False), progress=not args.quiet, command=args.command_line,
+                  since=since)
+    if args.notebooks or not (args.models or args.tasks):
+        return batch
+    from papa.reproduce.notebooks import applicable_notebooks
 
-    return Path(args.out) if args.out else run_folder(args.profile, args.models, args.tasks)
-
-
-def _subjects(args: argparse.Namespace) -> dict:
-    """The models and tasks the notebooks run on, where the command names them."""
-    return dict(with_models=args.models, with_tasks=args.tasks)
-
-
-def _notebook_names(args: argparse.Namespace) -> tuple[str, ...]:
-    """The notebooks to run: those named; else, on models or tasks the command names, every notebook that can run
-    on them (each one left out is named, with why, once); else all."""
-    if args.notebooks:
-        return tuple(args.notebooks)
-    if not (args.models or args.tasks):
-        return NOTEBOOK_NAMES
-    if getattr(args, "_applicable", None) is None:
-        from papa.reproduce.notebooks import applicable_notebooks
-
-        kept, left = applicable_notebooks(args.profile, NOTEBOOK_NAMES, out_dir=_out_dir(args),
-                                          data_dir=args.data_dir, device=args.device, **_subjects(args))
-        for name, why in left.items():
-            print(f"papa {args.command}: leaving out {name}: {why}", file=sys.stderr)
-        args._applicable = tuple(kept)
-    return args._applicable
+    kept, left = applicable_notebooks(batch)
+    for name, why in left.items():
+        print(f"papa {args.command}: leaving out {name}: {why}", file=sys.stderr)
+    return replace(batch, names=kept)
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from papa.reproduce.jobs import finished, notebook_jobs, select
+    from papa.reproduce.jobs import batch_jobs, finished, select
 
-    out = _out_dir(args)
-    jobs = notebook_jobs(args.profile, _notebook_names(args), out_dir=out, data_dir=args.data_dir, device=args.device,
-                         **_subjects(args))
+    batch = _batch(args)
+    out, jobs = batch.out, batch_jobs(batch)
     if args.action == "list":
         done = finished(jobs, out)
         for j in jobs:
@@ -246,32 +236,24 @@ def _jobs(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    from papa.reproduce.jobs import batch_jobs, done_runs
     from papa.reproduce.notebooks import check_batch, reproduction_summary, run_notebooks
-    from papa.reproduce.jobs import done_runs
     from papa.reproduce.timings import RUN_FILE, phases_text, plan_text, read_run, reference
 
     start, began = time.perf_counter(), time.time()
-    names, out = _notebook_names(args), _out_dir(args)
+    batch = _batch(args, since=began)
+    names, out = batch.names, batch.out
     # Before any job or kernel starts: a notebook would fail on these with a kernel's traceback.
-    prof = check_batch(args.profile, names=names, out_dir=out, data_dir=args.data_dir, device=args.device,
-                       **_subjects(args))
+    prof = check_batch(batch)
     expected = reference(prof.name)
     if not args.quiet:
-        done = done_runs(args.profile, names, out, data_dir=args.data_dir, device=args.device, **_subjects(args))
-        print(plan_text(prof.name, names, out, expected, done), flush=True)
-    if args.workers > 1 or args.submitit:
-        # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
-        from papa.reproduce.jobs import notebook_jobs
-
-        jobs = notebook_jobs(args.profile, names, out_dir=out, data_dir=args.data_dir, device=args.device,
-                             **_subjects(args))
-        if _run_job_list(jobs, args, out):
-            print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
-                  file=sys.stderr)
-            return 1
-    times = run_notebooks(args.profile, names=names, out_dir=out, data_dir=args.data_dir,
-                          device=args.device, force=args.force, progress=not args.quiet, command=args.command_line,
-                          since=began, **_subjects(args))
+        print(plan_text(prof.name, names, out, expected, done_runs(batch)), flush=True)
+    # The grid's jobs first, spread out; the notebooks then find every run done and only draw.
+    if (args.workers > 1 or args.submitit) and _run_job_list(batch_jobs(batch), args, out):
+        print("papa reproduce: jobs failed, notebooks not run; fix and re-run (finished jobs are kept)",
+              file=sys.stderr)
+        return 1
+    times = run_notebooks(batch)
     print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
     print(phases_text(read_run(out / RUN_FILE)))
     took = time.perf_counter() - start
@@ -298,35 +280,45 @@ def _table(agg) -> str:
     return view.to_string(index=False, float_format=lambda x: f"{x:.4f}")
 
 
+def _group() -> argparse.ArgumentParser:
+    """A parent parser: its options go to every subcommand that names it."""
+    return argparse.ArgumentParser(add_help=False)
+
+
 def _parents() -> dict[str, argparse.ArgumentParser]:
     """The option groups several subcommands share, each declared once (argparse parent parsers)."""
+    return {**_run_parents(), "grid": _grid_parent(), **_reproduction_parents()}
 
-    def group() -> argparse.ArgumentParser:
-        return argparse.ArgumentParser(add_help=False)
 
-    model = group()
+def _run_parents() -> dict[str, argparse.ArgumentParser]:
+    """The model, where and how a command runs, the profile, --force."""
+    model = _group()
     model.add_argument("--model", default=DEFAULT_MODEL,
                        help=f"hub id or local directory of the encoder (default: {DEFAULT_MODEL}, installed offline)")
     model.add_argument("--dtype", default=DEFAULT_DTYPE, choices=MODEL_DTYPES,
                        help=f"the model's precision (default: {DEFAULT_DTYPE}, whatever the checkpoint stores); "
                             "recorded in constants, rankings and results")
 
-    runtime = group()
+    runtime = _group()
     runtime.add_argument("--data-dir", default=None,
                          help="local data directory (GLUE TSVs, CoNLL-2003, WikiText); default $PAPA_DATA_DIR, else "
                               "the hub")
     runtime.add_argument("--device", default="cpu", help="cpu, cuda, cuda:1, … or auto (default: cpu)")
     runtime.add_argument("--quiet", action="store_true", help="no progress bars or lines")
 
-    profile = group()
+    profile = _group()
     profile.add_argument("--profile", default="quick",
                          help=f"{', '.join(PROFILE_NAMES)} (papa.runs.profiles: quick = minutes on a CPU, cpu = about "
                               "2.5 h on a CPU, full = the paper's settings) or a JSON profile file")
 
-    force = group()
+    force = _group()
     force.add_argument("--force", action="store_true", help="recompute finished runs and cached artifacts")
+    return dict(model=model, runtime=runtime, profile=profile, force=force)
 
-    grid = group()  # one probing grid on one task (rank, probe)
+
+def _grid_parent() -> argparse.ArgumentParser:
+    """One probing grid on one task (rank, probe)."""
+    grid = _group()
     grid.add_argument("--task", required=True, help=f"{', '.join(task_names())}")
     grid.add_argument("--out", default="artifacts/runs", help="directory for constants, rankings and results.csv")
     grid.add_argument("--constants-corpus", default="task",
@@ -355,8 +347,12 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
                            "every epoch; 'blocks': the backbone runs over a block of examples once per epoch and "
                            "every seed trains on it, shuffling within it (for features that fit no store: a stated "
                            "change of batch order, recorded in every row)")
+    return grid
 
-    reproduction = group()  # the section notebooks' grids (reproduce, jobs)
+
+def _reproduction_parents() -> dict[str, argparse.ArgumentParser]:
+    """The section notebooks' grids (reproduce, jobs), and how their jobs are spread out."""
+    reproduction = _group()
     reproduction.add_argument("--notebooks", nargs="+", default=None, choices=NOTEBOOK_NAMES, metavar="NAME",
                               help=f"only these notebooks (default: all): {' '.join(NOTEBOOK_NAMES)}")
     reproduction.add_argument("--out", default=None,
@@ -368,7 +364,7 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     reproduction.add_argument("--tasks", nargs="+", default=None, metavar="TASK",
                               help=f"run the notebooks on these tasks instead of their own ({', '.join(task_names())})")
 
-    scale_out = group()
+    scale_out = _group()
     scale_out.add_argument("--workers", type=_positive, default=1,
                            help="run the grid's jobs on N local processes first (with GPUs: one GPU each, round "
                                 "robin)")
@@ -379,8 +375,7 @@ def _parents() -> dict[str, argparse.ArgumentParser]:
     scale_out.add_argument("--slurm-gpus", type=int, default=1, help="GPUs per job (default: 1)")
     scale_out.add_argument("--slurm-array-parallelism", type=_positive, default=32,
                            help="jobs running at once (default: 32)")
-    return dict(model=model, runtime=runtime, profile=profile, force=force, grid=grid, reproduction=reproduction,
-                scale_out=scale_out)
+    return dict(reproduction=reproduction, scale_out=scale_out)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -394,6 +389,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"papa {__version__}")
     shared = _parents()
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_extract(sub, shared)
+    _add_grid_commands(sub, shared)
+    _add_report(sub)
+    _add_batch_commands(sub, shared)
+    return parser
+
+
+def _add_extract(sub: argparse._SubParsersAction, shared: dict[str, argparse.ArgumentParser]) -> None:
+    """extract: average constants as a file."""
     p = sub.add_parser("extract", help="average every head's attention over an unlabeled corpus (paper 3.1)",
                        description="Average every head's attention over a corpus and save the constant matrices "
                                    "(safetensors with metadata).",
@@ -413,6 +417,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pair-column", default=None, help="TSV column holding the second text of a pair")
     p.set_defaults(func=_extract)
 
+
+def _add_grid_commands(sub: argparse._SubParsersAction, shared: dict[str, argparse.ArgumentParser]) -> None:
+    """rank and probe: one probing grid on one task."""
     grid_parents = [shared["model"], shared["runtime"], shared["profile"], shared["grid"], shared["force"]]
     p = sub.add_parser("rank", help="learn per-head λ and save the head ranking (paper 3.2)",
                        description="Train a probe and every head's λ jointly; save λ and the replacement order.",
@@ -440,6 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", nargs="+", type=int, default=None, help="probe seeds (default: the profile's)")
     p.set_defaults(func=_probe)
 
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    """report: a results table aggregated, or two settings compared."""
     p = sub.add_parser("report", help="aggregate a results table: mean and 95%% interval over seeds")
     p.add_argument("--results", default="artifacts/runs/results.csv", help="results.csv written by probe/reproduce")
     p.add_argument("--out", default=None, help="also write the aggregate as CSV here")
@@ -453,6 +463,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "difference it could detect, e.g. --compare layout official sep_last")
     p.set_defaults(func=_report)
 
+
+def _add_batch_commands(sub: argparse._SubParsersAction, shared: dict[str, argparse.ArgumentParser]) -> None:
+    """reproduce and jobs: the section notebooks' grids."""
     p = sub.add_parser("reproduce", help="run the section notebooks with papermill (every paper section, and decoders)",
                        description="Execute notebooks/01_method … 08_decoders for a profile (its seeds and "
                                    "fractions); finished pieces (constants, rankings, runs) are reused, --force "
@@ -468,7 +481,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=JOB_ACTIONS)
     p.add_argument("ids", nargs="*", help="run: the ids (or keys) of the jobs to run")
     p.set_defaults(func=_jobs)
-    return parser
 
 
 def _positive(text: str) -> int:

@@ -27,11 +27,12 @@ import hashlib
 import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from papa.core.errors import InputError
 from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, PAPER_PROBE_INPUTS, RANKED
+from papa.reproduce.batch import Batch
 
 
 @dataclass(frozen=True, order=True)
@@ -94,27 +95,32 @@ def grid_jobs(cfg) -> list[Job]:
 
 # ---- what the notebooks run --------------------------------------------------------------------------------------
 
+def batch_jobs(batch: Batch) -> list[Job]:
+    """Every job the section notebooks of `batch` run (as `papa.reproduce.notebooks.run_notebooks` runs them),
+    without duplicates, in a stable order."""
+    from papa.reproduce.notebooks import injected_parameters, named_notebook, notebook_grids
+    from papa.runs.profiles import get_profile
+
+    # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here); the
+    # output folder stays the one the batch's own profile names.
+    prof = get_profile(batch.profile)
+    listed = replace(batch, profile=prof.name, out_dir=batch.out)
+    jobs: dict[str, Job] = {}
+    for name in batch.names:
+        params = injected_parameters(name, listed, prof)
+        with named_notebook(name, batch.names, batch.with_models or batch.with_tasks):
+            for cfg in notebook_grids(name, params, notebook_dir=batch.notebook_dir):
+                jobs.update((j.key, j) for j in grid_jobs(cfg))
+    return list(jobs.values())
+
+
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
                   data_dir: str | None = None, device: str = "cpu", with_models: Sequence[str] | None = None,
                   with_tasks: Sequence[str] | None = None) -> list[Job]:
-    """Every job the section notebooks `names` run for `profile` (on `with_models` and `with_tasks` where given,
-    as `papa.reproduce.notebooks.run_notebooks` runs them), without duplicates, in a stable order."""
-    from papa.reproduce.notebooks import (NOTEBOOK_DIR, injected_parameters, named_notebook, notebook_grids,
-                                          run_folder)
-    from papa.runs.profiles import get_profile
-
-    out = Path(out_dir or run_folder(profile, with_models, with_tasks))
-    # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here).
-    prof = get_profile(profile)
-    jobs: dict[str, Job] = {}
-    for name in names:
-        params = injected_parameters(name, prof.name, prof, out_dir=out, data_dir=data_dir, device=device,
-                                     force=False, notebook_dir=NOTEBOOK_DIR, with_models=with_models,
-                                     with_tasks=with_tasks)
-        with named_notebook(name, names, with_models or with_tasks):
-            for cfg in notebook_grids(name, params):
-                jobs.update((j.key, j) for j in grid_jobs(cfg))
-    return list(jobs.values())
+    """`batch_jobs` of the batch these name: every job the section notebooks `names` run for `profile` (on
+    `with_models` and `with_tasks` where given)."""
+    return batch_jobs(Batch(profile, names, out_dir=out_dir, data_dir=data_dir, device=device,
+                            with_models=with_models, with_tasks=with_tasks))
 
 
 # ---- status ------------------------------------------------------------------------------------------------------
@@ -133,16 +139,13 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
     return {j.key for j in jobs if j.key in done}
 
 
-def done_runs(profile: str, names: Sequence[str], out_dir: str | Path, *, data_dir: str | None = None,
-              device: str = "cpu", with_models: Sequence[str] | None = None,
-              with_tasks: Sequence[str] | None = None) -> dict[str, tuple[int, int]]:
-    """Per notebook: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks that run no
-    grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
-    if not (Path(out_dir) / "results.csv").is_file():
+def done_runs(batch: Batch) -> dict[str, tuple[int, int]]:
+    """Per notebook of `batch`: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks
+    that run no grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
+    if not (batch.out / "results.csv").is_file():
         return {}
-    jobs = {name: notebook_jobs(profile, [name], out_dir=out_dir, data_dir=data_dir, device=device,
-                                with_models=with_models, with_tasks=with_tasks) for name in names}
-    done = finished([job for listed in jobs.values() for job in listed], out_dir)  # results.csv read once
+    jobs = {name: batch_jobs(replace(batch, names=(name,))) for name in batch.names}
+    done = finished([job for listed in jobs.values() for job in listed], batch.out)  # results.csv read once
     return {name: (sum(job.key in done for job in listed), len(listed)) for name, listed in jobs.items() if listed}
 
 
@@ -238,7 +241,9 @@ def _preparation(job: Job) -> tuple:
 def run_unit(unit: Unit) -> list[str]:
     """Compute one unit in this process; returns the ids of its jobs."""
     from papa.method.selection import parse_selection
-    from papa.runs.experiment import learn_ranking, run_grid, task_constants
+    from papa.runs.experiment import run_grid
+    from papa.runs.lambda_ranking import learn_ranking
+    from papa.runs.session import task_constants
     from papa.runs.profiles import register_profile
 
     if unit.profile is not None:

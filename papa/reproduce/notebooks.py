@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -24,10 +25,10 @@ from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import Arg, InputError, PapaError
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.core.phases import read_phase_times
+from papa.reproduce.batch import NOTEBOOK_DIR, Batch
 from papa.reproduce.timings import TIME_COLUMNS, record_notebook_time, record_run, result_rows
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
-NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
 # What the kernels are started with: ipykernel's own log at ERROR leaves out its warning that a local kernel talks
 # over TCP without encryption (papermill's kernels are local, and their cells' output is kept in the notebook).
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
@@ -63,21 +64,6 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
 SUBJECT_PARAMETERS = {"models": ("models", "model"), "tasks": ("tasks", "task", "downstream_task")}
 
 
-def run_folder(profile: str, models: Sequence[str] | None = None, tasks: Sequence[str] | None = None) -> Path:
-    """Where a batch run writes by default: ``artifacts/<profile>`` for the notebooks' own models and tasks; a run on
-    other models or tasks gets a folder named for it (``artifacts/<profile>--<model>[+<model>…][--<task>+…]``, a
-    local model by its folder's name), never the reproduction's own."""
-    from papa.core.model_names import model_file_name
-
-    name = Path(str(profile)).stem if str(profile).endswith(".json") else str(profile)
-    parts = [name]
-    if models:
-        parts.append("+".join(model_file_name(m).replace("/", "--") for m in models))
-    if tasks:
-        parts.append("+".join(tasks))
-    return Path("artifacts") / "--".join(parts)
-
-
 def with_subjects(name: str, params: dict, defaults: dict, models: Sequence[str] | None,
                   tasks: Sequence[str] | None) -> dict:
     """`params` of notebook `name` set to run on `models` and `tasks` (None: the notebook's own), as its parameters
@@ -110,54 +96,48 @@ def _subject_arg(what: str, values: Sequence[str]) -> Arg:
     return Arg("with_tasks", list(values), flag="--tasks")
 
 
-def notebook_parameters(name: str, profile: str, *, out_dir: str | Path, data_dir: str | None = None,
-                        device: str = "cpu", force: bool = False, notebook_dir: str | Path = NOTEBOOK_DIR,
-                        model_dir: str | Path | None = None, models: Collection[str] | None = None,
-                        with_models: Sequence[str] | None = None, with_tasks: Sequence[str] | None = None) -> dict:
-    """The parameters papermill injects into notebook `name` for `profile`.
+def notebook_parameters(name: str, batch: Batch) -> dict:
+    """The parameters papermill injects into notebook `name` when `batch` runs it.
 
-    `models` keeps only these of the models the profile gives the notebook (hub ids), e.g. to run the base and the
-    large models of the full profile apart; a notebook left with none of them is an error (leave it out of `names`).
-    `with_models` / `with_tasks` run the notebook on other models (hub ids, aliases, local folders) and tasks
-    instead (`with_subjects`).
+    `batch.models` keeps only these of the models the profile gives the notebook (hub ids), e.g. to run the base and
+    the large models of the full profile apart; a notebook left with none of them is an error (leave it out of
+    `names`). `batch.with_models` / `batch.with_tasks` run the notebook on other models (hub ids, aliases, local
+    folders) and tasks instead (`with_subjects`).
 
     A profile file gets the overrides of the built-in profile it derives from (`papa.runs.profiles.builtin_base`),
-    and is passed by a path that works where the notebooks run. `out_dir` (and a profile file) are given relative to
-    the notebooks' folder (where they run) when they lie in the same clone, so that executed notebooks name no path
-    of the machine that ran them. `model_dir`: see `local_models`.
+    and is passed by a path that works where the notebooks run. The output folder (and a profile file) are given
+    relative to the notebooks' folder (where they run) when they lie in the same clone, so that executed notebooks
+    name no path of the machine that ran them. `batch.model_dir`: see `local_models`.
     """
-    prof = get_profile(profile)  # an unknown profile fails here
-    return injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir, device=device, force=force,
-                               notebook_dir=notebook_dir, model_dir=model_dir, models=models,
-                               with_models=with_models, with_tasks=with_tasks)
+    return injected_parameters(name, batch, get_profile(batch.profile))  # an unknown profile fails here
 
 
-def injected_parameters(name: str, profile: str | Path, prof: Profile, *, out_dir: str | Path, data_dir: str | None,
-                        device: str, force: bool, notebook_dir: str | Path, model_dir: str | Path | None = None,
-                        models: Collection[str] | None = None, with_models: Sequence[str] | None = None,
-                        with_tasks: Sequence[str] | None = None) -> dict:
-    """`notebook_parameters` for a `profile` its caller has already resolved to `prof` (a file is not read again)."""
+def injected_parameters(name: str, batch: Batch, prof: Profile) -> dict:
+    """`notebook_parameters` for a batch whose profile its caller has already resolved to `prof` (a file is not read
+    again)."""
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
-    here = Path(notebook_dir).resolve()
+    here = batch.notebook_dir.resolve()
+    profile = batch.profile
     if not (isinstance(profile, str) and profile in PROFILES):  # a file: the kernel runs in the notebooks' folder
         profile = _where_notebooks_run(profile, here)
-    params = {"profile": str(profile), "out_dir": _where_notebooks_run(out_dir, here), "device": device,
-              "force": force}
-    if data_dir is not None:
-        params["data_dir"] = str(data_dir)
+    params = {"profile": str(profile), "out_dir": _where_notebooks_run(batch.out, here), "device": batch.device,
+              "force": batch.force}
+    if batch.data_dir is not None:
+        params["data_dir"] = str(batch.data_dir)
     params.update(PROFILE_PARAMETERS.get(builtin_base(prof) or "", {}).get(name, {}))
-    if models is not None:
-        params = _only_models(name, params, models)
-    if with_models or with_tasks:
-        params = with_subjects(name, params, default_parameters(name, notebook_dir), with_models, with_tasks)
-        if with_models:  # a local folder is loaded from where the kernel runs (the notebooks' folder)
+    if batch.models is not None:
+        params = _only_models(name, params, batch.models)
+    if batch.with_models or batch.with_tasks:
+        params = with_subjects(name, params, default_parameters(name, batch.notebook_dir), batch.with_models,
+                               batch.with_tasks)
+        if batch.with_models:  # a local folder is loaded from where the kernel runs (the notebooks' folder)
             for key in ("model", "models"):
                 if isinstance(params.get(key), str):
                     params[key] = _loadable(params[key])
                 elif isinstance(params.get(key), list):
                     params[key] = [_loadable(m) for m in params[key]]
-    return local_models(params, model_dir) if model_dir is not None else params
+    return local_models(params, batch.model_dir) if batch.model_dir is not None else params
 
 
 def _loadable(model: str) -> str:
@@ -289,88 +269,81 @@ def _no_progress_bars() -> Iterator[None]:
                 os.environ[name] = value
 
 
-def run_notebooks(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
-                  data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                  notebook_dir: str | Path = NOTEBOOK_DIR, model_dir: str | Path | None = None,
-                  models: Collection[str] | None = None, with_models: Sequence[str] | None = None,
-                  with_tasks: Sequence[str] | None = None, progress: bool = True,
-                  command: str | None = None, since: float | None = None) -> pd.DataFrame:
-    """Execute `names` in order with papermill; returns each notebook's wall time and the probe runs it computed
-    (saved as each finishes by `papa.reproduce.timings.record_notebook_time`). A batch that finishes records itself
-    (`papa.reproduce.timings.record_run`, with `command`: what ran it).
-
-    `model_dir`: load the profile's models from local folders where it has them (`local_models`); `models`: run
-    only these of the profile's models (`notebook_parameters`); `with_models` / `with_tasks`: run the notebooks on
-    these instead, by default into a folder named for them (`run_folder`). `progress`: a line per notebook and a bar of its
-    cells. `since`: the `time.time()` the batch's compute began (default: when this call starts), from which its
-    phase times are added up (`papa.core.phases`; jobs run before the notebooks, by `papa reproduce --workers`,
-    count too).
+def run_notebooks(batch: Batch) -> pd.DataFrame:
+    """Execute `batch.names` in order with papermill; returns each notebook's wall time and the probe runs it
+    computed (saved as each finishes by `papa.reproduce.timings.record_notebook_time`). A batch that finishes
+    records itself (`papa.reproduce.timings.record_run`, with `batch.command`: what ran it), its phase times added
+    up from `batch.since` (`papa.core.phases`; jobs run before the notebooks, by `papa reproduce --workers`, count
+    too). `batch.progress`: a line per notebook and a bar of its cells.
 
     Every input is checked before the first kernel starts (`check_batch`). A notebook that fails stops the batch
     with papermill's error; the executed copy, with the failing cell's traceback, is still written
     (``<out>/notebooks/NAME.failed.ipynb``).
     """
-    import papermill
+    import papermill  # noqa: F401 -- loaded before the clock starts: its import is no notebook's time
 
-    out = Path(out_dir or run_folder(profile, with_models, with_tasks))
-    _, jobs = _checked_batch(profile, names, out_dir=out, data_dir=data_dir, device=device, force=force,
-                             notebook_dir=Path(notebook_dir), model_dir=model_dir, models=models,
-                             with_models=with_models, with_tasks=with_tasks)
+    out = batch.out
+    _, jobs = _checked_batch(batch)
     started_empty = not out.exists() or not any(out.iterdir())
-    notebook_dir = Path(notebook_dir)
-    batch_start, since = time.perf_counter(), time.time() if since is None else since
+    batch_start, since = time.perf_counter(), time.time() if batch.since is None else batch.since
     rows = []
     for i, (name, source, params) in enumerate(jobs, 1):
-        target = out / "notebooks" / f"{name}.ipynb"
         start, runs_before = time.perf_counter(), result_rows(out)
         step = f"[{i}/{len(jobs)}] {name}"
-        # papermill writes as it goes: run into a side file, rename when done (a crash leaves the old notebook).
-        running = target.with_name(f".{name}.running.ipynb")
-        running.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            with _no_progress_bars():  # a stored bar would show the state it was saved in (0%), not where it ended
-                papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(notebook_dir),
-                                           kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
-                                           progress_bar={"desc": step, "leave": False} if progress else False)
-        except Exception as exc:
-            failed = target.with_name(f"{name}.failed.ipynb")
-            if running.exists():
-                running.replace(failed)
-            if isinstance(exc, papermill.PapermillExecutionError):
-                raise NotebookFailed(f"notebook {name} failed in cell [{exc.exec_count}] with {exc.ename}: "
-                                     f"{exc.evalue}; the executed copy, with the cell's traceback, is {failed}") \
-                    from exc
-            raise
-        portable_paths(running, _path_names(notebook_dir, data_dir))
-        as_lab_writes(running)
-        running.replace(target)
+        target = _execute(batch, name, source, params, step)
         seconds = time.perf_counter() - start
-        rows.append({"notebook": name, "profile": profile, "seconds": round(seconds, 1), "output": str(target),
-                     "new_runs": result_rows(out) - runs_before})
+        rows.append({"notebook": name, "profile": batch.profile, "seconds": round(seconds, 1),
+                     "output": str(target), "new_runs": result_rows(out) - runs_before})
         record_notebook_time(out, rows[-1])
-        if progress:
+        if batch.progress:
             print(f"{step}: {seconds:.0f} s, {rows[-1]['new_runs']} probe runs computed -> {target}", flush=True)
     times = pd.DataFrame(rows, columns=TIME_COLUMNS)
     if (out / "constants").is_dir():  # what the constants were, for results published without them
         from papa.method.constants import write_constants_index
 
         write_constants_index(out / "constants")
-    record_run(out, profile=str(profile), names=[name for name, _, _ in jobs], device=device,
+    record_run(out, profile=str(batch.profile), names=[name for name, _, _ in jobs], device=batch.device,
                seconds=time.perf_counter() - batch_start, started_empty=started_empty,
-               command=command or f"papa.reproduce.notebooks.run_notebooks({str(profile)!r})",
+               command=batch.command or f"papa.reproduce.notebooks.run_notebooks({str(batch.profile)!r})",
                phases=read_phase_times(out, since))
     return times
 
 
-def applicable_notebooks(profile: str, names: Sequence[str], *, with_models: Sequence[str] | None = None,
-                         with_tasks: Sequence[str] | None = None, **batch) -> tuple[list[str], dict[str, str]]:
-    """Of `names`, those that can run on `with_models` / `with_tasks` (`check_batch`, one notebook at a time), and
-    why each other one cannot (its refusal). A refusal of every notebook is raised: it is about the batch (a
-    device, a folder), not about one section."""
+def _execute(batch: Batch, name: str, source: Path, params: dict, step: str) -> Path:
+    """Run notebook `name` of `batch` (from `source`, with `params`) and write the executed copy; returns where."""
+    import papermill
+
+    target = batch.out / "notebooks" / f"{name}.ipynb"
+    # papermill writes as it goes: run into a side file, rename when done (a crash leaves the old notebook).
+    running = target.with_name(f".{name}.running.ipynb")
+    running.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with _no_progress_bars():  # a stored bar would show the state it was saved in (0%), not where it ended
+            papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(batch.notebook_dir),
+                                       kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
+                                       progress_bar={"desc": step, "leave": False} if batch.progress else False)
+    except Exception as exc:
+        failed = target.with_name(f"{name}.failed.ipynb")
+        if running.exists():
+            running.replace(failed)
+        if isinstance(exc, papermill.PapermillExecutionError):
+            raise NotebookFailed(f"notebook {name} failed in cell [{exc.exec_count}] with {exc.ename}: "
+                                 f"{exc.evalue}; the executed copy, with the cell's traceback, is {failed}") from exc
+        raise
+    portable_paths(running, _path_names(batch.notebook_dir, batch.data_dir))
+    as_lab_writes(running)
+    running.replace(target)
+    return target
+
+
+def applicable_notebooks(batch: Batch) -> tuple[list[str], dict[str, str]]:
+    """Of `batch.names`, those that can run on its `with_models` / `with_tasks` (`check_batch`, one notebook at a
+    time), and why each other one cannot (its refusal). A refusal of every notebook is raised: it is about the
+    batch (a device, a folder), not about one section."""
     kept, left, first = [], {}, None
-    for name in names:
+    for name in batch.names:
         try:
-            check_batch(profile, names=[name], with_models=with_models, with_tasks=with_tasks, **batch)
+            check_batch(replace(batch, names=(name,)))
             kept.append(name)
         except InputError as exc:
             cause = exc.__cause__ if isinstance(exc.__cause__, InputError) else exc  # without "notebook X cannot"
@@ -381,48 +354,39 @@ def applicable_notebooks(profile: str, names: Sequence[str], *, with_models: Seq
     return kept, left
 
 
-def check_batch(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS, out_dir: str | Path | None = None,
-                data_dir: str | None = None, device: str = "cpu", notebook_dir: str | Path = NOTEBOOK_DIR,
-                model_dir: str | Path | None = None, models: Collection[str] | None = None,
-                with_models: Sequence[str] | None = None, with_tasks: Sequence[str] | None = None) -> Profile:
-    """Check everything a batch run of `names` is given, as `run_notebooks` does before its first kernel starts:
-    the profile, the notebooks, the device, the data and model directories, the output folder. Returns the profile.
+def check_batch(batch: Batch) -> Profile:
+    """Check everything `batch` is given, as `run_notebooks` does before its first kernel starts: the profile, the
+    notebooks, the device, the data and model directories, the output folder. Returns the profile.
 
     A notebook that failed on one of these would leave a kernel's traceback and a ``.failed.ipynb`` behind.
     """
-    return _checked_batch(profile, names, out_dir=Path(out_dir or run_folder(profile, with_models, with_tasks)),
-                          data_dir=data_dir, device=device, force=False, notebook_dir=Path(notebook_dir),
-                          model_dir=model_dir, models=models, with_models=with_models, with_tasks=with_tasks)[0]
+    return _checked_batch(batch)[0]
 
 
-def _checked_batch(profile, names: Sequence[str], *, out_dir: Path, data_dir: str | None, device: str, force: bool,
-                   notebook_dir: Path, model_dir, models, with_models: Sequence[str] | None = None,
-                   with_tasks: Sequence[str] | None = None) -> tuple[Profile, list[tuple[str, Path, dict]]]:
+def _checked_batch(batch: Batch) -> tuple[Profile, list[tuple[str, Path, dict]]]:
     """The profile and, per notebook, (name, source, parameters): everything checked before any notebook runs, the
     grids of other models and tasks too (a task a model cannot do is refused here, naming both)."""
     from papa.method.models import resolve_device
     from papa.tasks.data import check_data_dir
 
-    prof = get_profile(profile)  # resolved once, before any notebook runs: an unknown profile fails here
-    if not notebook_dir.is_dir():
-        raise InputError(f"no notebooks folder at {notebook_dir}: run from a clone of the papa repository "
+    prof = get_profile(batch.profile)  # resolved once, before any notebook runs: an unknown profile fails here
+    if not batch.notebook_dir.is_dir():
+        raise InputError(f"no notebooks folder at {batch.notebook_dir}: run from a clone of the papa repository "
                          "(the notebooks are not part of the installed package)")
-    resolve_device(device)
-    check_data_dir(data_dir)
-    check_output_dir(out_dir)
-    _check_subjects(with_models, with_tasks)
+    resolve_device(batch.device)
+    check_data_dir(batch.data_dir)
+    check_output_dir(batch.out)
+    _check_subjects(batch.with_models, batch.with_tasks)
     jobs = []
-    for name in names:
-        source = notebook_dir / f"{name}.ipynb"
+    for name in batch.names:
+        source = batch.notebook_dir / f"{name}.ipynb"
         if not source.is_file():
             raise InputError(f"notebook {source} not found; the notebooks are {', '.join(NOTEBOOKS)}")
         # The kernels are other processes: they get the profile as given (a file's path), and read it there.
-        params = injected_parameters(name, profile, prof, out_dir=out_dir, data_dir=data_dir, device=device,
-                                     force=force, notebook_dir=notebook_dir, model_dir=model_dir, models=models,
-                                     with_models=with_models, with_tasks=with_tasks)
-        if with_models or with_tasks:
-            with named_notebook(name, names, True):
-                for cfg in notebook_grids(name, params, notebook_dir=notebook_dir):
+        params = injected_parameters(name, batch, prof)
+        if batch.with_models or batch.with_tasks:
+            with named_notebook(name, batch.names, True):
+                for cfg in notebook_grids(name, params, notebook_dir=batch.notebook_dir):
                     cfg.resolved()  # the profile, the task and the model (from its config): no data, no weights
         jobs.append((name, source, params))
     return prof, jobs

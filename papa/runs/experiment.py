@@ -52,8 +52,6 @@ from papa.runs.predictions_store import save_run_predictions
 from papa.runs.profiles import get_profile
 from papa.runs.results import ResultRow, run_id
 from papa.runs.session import GridConfig, Session, open_session, recorded_corpus, session_constants, subset
-from papa.runs.lambda_ranking import learn_ranking  # noqa: F401  TEMPORARY: callers move to lambda_ranking
-from papa.runs.session import task_constants  # noqa: F401  TEMPORARY: callers move to session
 
 
 def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:

@@ -3,11 +3,12 @@ them, on the paper's models, at the sizes of a tiny profile file based on `full`
 
 The models are the paper's seven architectures built from the hub folders (../shared/hub, $PAPA_HUB_DIR: configs
 and tokenizers, no weights) with seeded random weights and saved locally; the profile's hub ids are pointed at them
-(`run_notebooks(model_dir=...)`). The data are the real local files (../shared/data, $PAPA_DATA_DIR) plus a few lines
-of MNLI in the GLUE layout, which the data directory lacks. So every path the full profile takes on the paper's models
-runs here (24 layers x 16 heads, 1/16 of 384 heads, sentence pairs at n = 256 in the MNLI layout, ELECTRA in notebook
-07); the numbers mean nothing. The base models (all seven notebooks) and the large ones (notebooks 02, 04, 05) run as
-two tests (`run_notebooks(models=...)`): together they took 19 minutes on 2 idle CPU cores (about 40 on busy ones).
+(`run_notebooks(Batch(model_dir=...))`). The data are the real local files (../shared/data, $PAPA_DATA_DIR) plus a
+few lines of MNLI in the GLUE layout, which the data directory lacks. So every path the full profile takes on the
+paper's models runs here (24 layers x 16 heads, 1/16 of 384 heads, sentence pairs at n = 256 in the MNLI layout,
+ELECTRA in notebook 07); the numbers mean nothing. The base models (all seven notebooks) and the large ones
+(notebooks 02, 04, 05) run as two tests (`run_notebooks(Batch(models=...))`): together they took 19 minutes on 2
+idle CPU cores (about 40 on busy ones).
 The test prints what each notebook and each model's grids cost (run with ``-s``)::
 
     PAPA_FULL_DRY_RUN=1 .venv/bin/python -m pytest -s tests/acceptance/test_full_profile_dry_run.py
@@ -26,6 +27,7 @@ import pandas as pd
 import pytest
 
 from papa.core.vocabulary import PAPER_NOTEBOOKS
+from papa.reproduce.batch import Batch
 from papa.reproduce.notebooks import ELECTRA_BASE, PAPER_BASE, PAPER_LARGE, PAPER_TASKS, run_notebooks
 
 # Too long for CI (which must stay under 45 minutes): run on demand, before a full reproduction.
@@ -135,8 +137,8 @@ def test_full_profile_dry_run(split, tmp_path, dry_data_dir, random_models):
     profile.write_text(json.dumps(PROFILE))
     out = tmp_path / "out"
     start = time.perf_counter()
-    times = run_notebooks(str(profile), names=names, out_dir=out, data_dir=str(dry_data_dir), model_dir=model_dir,
-                          models=models, progress=True)
+    times = run_notebooks(Batch(str(profile), names=names, models=models, out_dir=out, data_dir=str(dry_data_dir),
+                                model_dir=model_dir, progress=True))
     total = time.perf_counter() - start
 
     # Every notebook ran, on the paper's models (local copies), in the profile file's name.

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import tiny_model, tiny_tokenizer
 from papa import cli
-from papa.reproduce.notebooks import run_folder
+from papa.reproduce.batch import run_folder
 from papa.runs.profiles import PROFILES
 from papa.runs.results import ResultsTable
 

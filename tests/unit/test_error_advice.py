@@ -22,6 +22,7 @@ from papa.method.capture import AttentionStats
 from papa.method.layout import layout_for
 from papa.method.models import resolve_device
 from papa.method.selection import num_input_dependent, replacement_order
+from papa.reproduce.batch import Batch
 from papa.reproduce.jobs import notebook_jobs
 from papa.reproduce.notebooks import check_batch, with_subjects
 from papa.runs.constants_cache import extract_to_file
@@ -215,7 +216,8 @@ CASES: dict[str, dict] = {
         library_says=["with_models=['org/a', 'org/b']", "names=['01_method'] with_models=['org/a']"],
         cli_says=["--models org/a org/b", "--notebooks 01_method --models org/a"]),
     "no model in the folder": dict(
-        library=lambda tmp, mp: check_batch(names=["01_method"], out_dir=tmp / "out", with_models=[str(tmp / "no")]),
+        library=lambda tmp, mp: check_batch(Batch(names=["01_method"], out_dir=tmp / "out",
+                                                  with_models=[str(tmp / "no")])),
         cli=lambda tmp: ["reproduce", "--models", str(tmp / "no"), "--out", str(tmp / "out"), "--quiet"],
         sites=set(), library_says=["with_models=['/"], cli_says=["--models /"]),
     "a notebook the models cannot run": dict(

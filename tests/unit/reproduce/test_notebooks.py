@@ -10,6 +10,7 @@ import pytest
 
 from conftest import REPO
 from papa.core.errors import InputError
+from papa.reproduce.batch import Batch
 from papa.reproduce.notebooks import (NOTEBOOKS, PROFILE_PARAMETERS, as_lab_writes, notebook_parameters,
                                       portable_paths)
 from papa.reproduce.timings import read_run
@@ -41,7 +42,7 @@ def test_notebook_has_parameters_and_quick_defaults(name):
     assert set(params) <= used, f"{name}: unused parameters {sorted(set(params) - used)}"
     # Every override a profile injects names a parameter the notebook has.
     for profile in PROFILE_PARAMETERS:
-        assert set(notebook_parameters(name, profile, out_dir="x")) <= set(params)
+        assert set(notebook_parameters(name, Batch(profile, out_dir="x"))) <= set(params)
     # Cells call into papa; a cell that defines functions, classes or loops is a function missing from papa/.
     for cell in nb.cells:
         if cell.cell_type == "code":
@@ -60,18 +61,18 @@ def test_stored_notebooks_hold_outputs_of_a_run():
 
 
 def test_parameters_for_profiles(tmp_path):
-    quick = notebook_parameters("02_main_results", "quick", out_dir=tmp_path, data_dir="d", force=True)
+    quick = notebook_parameters("02_main_results", Batch("quick", out_dir=tmp_path, data_dir="d", force=True))
     assert quick == {"profile": "quick", "out_dir": str(tmp_path.resolve()), "device": "cpu", "force": True,
                      "data_dir": "d"}
     # Inside the clone the output folder is given relative to notebooks/, where the notebooks run.
-    inside = notebook_parameters("02_main_results", "cpu", out_dir=REPO / "artifacts" / "cpu")
+    inside = notebook_parameters("02_main_results", Batch("cpu", out_dir=REPO / "artifacts" / "cpu"))
     assert inside["out_dir"] == "../artifacts/cpu" and inside["profile"] == "cpu"
-    full = notebook_parameters("02_main_results", "full", out_dir=tmp_path)
+    full = notebook_parameters("02_main_results", Batch("full", out_dir=tmp_path))
     assert len(full["models"]) == 6 and "mnli" in full["tasks"]
     with pytest.raises(InputError, match="unknown notebook"):
-        notebook_parameters("08_extra", "quick", out_dir=tmp_path)
+        notebook_parameters("08_extra", Batch("quick", out_dir=tmp_path))
     with pytest.raises(ValueError, match="unknown profile"):
-        notebook_parameters("01_method", "huge", out_dir=tmp_path)
+        notebook_parameters("01_method", Batch("huge", out_dir=tmp_path))
 
 
 def test_portable_paths(tmp_path):
@@ -106,7 +107,7 @@ def test_a_profile_file_sets_the_reproductions_seeds_and_fractions(tmp_path, pro
 
     path = profile_file
     for name in NOTEBOOKS:
-        assert {"seeds", "fractions"}.isdisjoint(notebook_parameters(name, str(path), out_dir=tmp_path))
+        assert {"seeds", "fractions"}.isdisjoint(notebook_parameters(name, Batch(str(path), out_dir=tmp_path)))
     jobs = notebook_jobs(str(path), out_dir=tmp_path)
     assert jobs and {j.profile for j in jobs} == {"seeds-fractions-test"}
     assert {j.seed for j in jobs} == {5, 7}
@@ -130,12 +131,12 @@ def test_profile_file_gets_the_notebook_parameters_of_its_base(tmp_path, monkeyp
     quick_file.write_text(json.dumps({"name": "tiny-quick", "train_limit": 2}))
     monkeypatch.chdir(tmp_path)
 
-    full = notebook_parameters("02_main_results", "full", out_dir=tmp_path)
+    full = notebook_parameters("02_main_results", Batch("full", out_dir=tmp_path))
     for path in ("tiny-full.json", str(on_top)):  # relative to here, and absolute
-        params = notebook_parameters("02_main_results", path, out_dir=tmp_path)
+        params = notebook_parameters("02_main_results", Batch(path, out_dir=tmp_path))
         assert params["models"] == full["models"] and params["tasks"] == full["tasks"]
         assert Path(params["profile"]).is_absolute() and Path(params["profile"]).resolve() == (tmp_path / path)
-    assert "models" not in notebook_parameters("02_main_results", "tiny-quick.json", out_dir=tmp_path)
+    assert "models" not in notebook_parameters("02_main_results", Batch("tiny-quick.json", out_dir=tmp_path))
     assert [profiles.builtin_base(p) for p in ("full", "tiny-full", "on-top", "tiny-quick", "cpu")] == \
         ["full", "full", "full", "quick", "cpu"]
     profiles.register_profile(profiles.Profile("in-memory", 1, 1, 1, 1, 1, 1))
@@ -148,30 +149,32 @@ def test_local_models_replace_hub_ids_with_folders(tmp_path):
     deberta.mkdir()
     (deberta / "config.json").write_text("{}")
     (tmp_path / "roberta-base").mkdir()  # no config.json: not a model folder, the hub id stays
-    params = notebook_parameters("07_mlm_electra", "full", out_dir=tmp_path / "out", model_dir=tmp_path)
+    params = notebook_parameters("07_mlm_electra", Batch("full", out_dir=tmp_path / "out", model_dir=tmp_path))
     assert params["models"] == ["bert-base-uncased", "roberta-base", str(deberta.resolve()),
                                 "google/electra-base-discriminator"]
-    assert notebook_parameters("01_method", "full", out_dir=tmp_path, model_dir=tmp_path)["model"] == "roberta-base"
-    assert "models" not in notebook_parameters("02_main_results", "quick", out_dir=tmp_path, model_dir=tmp_path)
+    assert notebook_parameters("01_method", Batch("full", out_dir=tmp_path, model_dir=tmp_path))[
+        "model"] == "roberta-base"
+    assert "models" not in notebook_parameters("02_main_results", Batch("quick", out_dir=tmp_path, model_dir=tmp_path))
     with pytest.raises(InputError, match="no model directory"):
-        notebook_parameters("01_method", "full", out_dir=tmp_path, model_dir=tmp_path / "none")
+        notebook_parameters("01_method", Batch("full", out_dir=tmp_path, model_dir=tmp_path / "none"))
 
 
 def test_only_some_of_the_profiles_models(tmp_path):
     """`models` splits the full profile, e.g. into its base and its large models."""
     from papa.reproduce.notebooks import PAPER_BASE, PAPER_LARGE
 
-    large = notebook_parameters("02_main_results", "full", out_dir=tmp_path, models=PAPER_LARGE)
+    large = notebook_parameters("02_main_results", Batch("full", out_dir=tmp_path, models=PAPER_LARGE))
     assert large["models"] == list(PAPER_LARGE)
-    assert notebook_parameters("04_alternative_matrices", "full", out_dir=tmp_path, models=PAPER_BASE)[
+    assert notebook_parameters("04_alternative_matrices", Batch("full", out_dir=tmp_path, models=PAPER_BASE))[
         "models"] == ["roberta-base"]
-    assert notebook_parameters("01_method", "full", out_dir=tmp_path, models=PAPER_BASE)["model"] == "roberta-base"
+    assert notebook_parameters("01_method", Batch("full", out_dir=tmp_path, models=PAPER_BASE))[
+        "model"] == "roberta-base"
     with pytest.raises(InputError, match="01_method runs roberta-base .*none of"):
-        notebook_parameters("01_method", "full", out_dir=tmp_path, models=PAPER_LARGE)
+        notebook_parameters("01_method", Batch("full", out_dir=tmp_path, models=PAPER_LARGE))
     with pytest.raises(InputError, match="06_head_selection runs roberta-base .*leave it out"):
-        notebook_parameters("06_head_selection", "full", out_dir=tmp_path, models=PAPER_LARGE)
+        notebook_parameters("06_head_selection", Batch("full", out_dir=tmp_path, models=PAPER_LARGE))
     with pytest.raises(InputError, match="its own default model"):
-        notebook_parameters("02_main_results", "quick", out_dir=tmp_path, models=PAPER_BASE)
+        notebook_parameters("02_main_results", Batch("quick", out_dir=tmp_path, models=PAPER_BASE))
 
 
 def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
@@ -186,15 +189,16 @@ def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
         nbformat.write(nbformat.read(source, as_version=4), target)
 
     monkeypatch.setattr("papermill.execute_notebook", execute)
-    times = notebooks.run_notebooks("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out", progress=False)
+    times = notebooks.run_notebooks(Batch("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out",
+                                           progress=False))
     assert len(started) == 1 and "--IPKernelApp.log_level=ERROR" in started[0]["extra_arguments"]
     assert started[0]["progress_bar"] is False
     assert list(times["notebook"]) == ["03_constant_patterns"] and list(times["new_runs"]) == [0]
     assert (tmp_path / "out" / "notebooks" / "03_constant_patterns.ipynb").is_file()
     run = read_run(tmp_path / "out" / "reproduction.json")  # the batch records itself
     assert run["started_empty"] and run["notebooks"] == ["03_constant_patterns"] and run["machine"]["cores"] >= 1
-    notebooks.run_notebooks("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out", progress=True,
-                            command="papa reproduce --notebooks 03_constant_patterns")
+    notebooks.run_notebooks(Batch("quick", names=["03_constant_patterns"], out_dir=tmp_path / "out", progress=True,
+                                  command="papa reproduce --notebooks 03_constant_patterns"))
     assert started[1]["progress_bar"]["desc"] == "[1/1] 03_constant_patterns"  # a bar of the notebook's cells
     run = read_run(tmp_path / "out" / "reproduction.json")
     assert not run["started_empty"] and run["command"] == "papa reproduce --notebooks 03_constant_patterns"
@@ -245,11 +249,12 @@ def test_other_models_and_tasks_are_set_as_each_notebook_takes_them(tmp_path):
     from papa.reproduce.notebooks import with_subjects
 
     mine = ["org/my-encoder"]
-    main = notebook_parameters("02_main_results", "quick", out_dir=tmp_path, with_models=mine, with_tasks=["sst2"])
+    main = notebook_parameters("02_main_results", Batch("quick", out_dir=tmp_path, with_models=mine,
+                                                            with_tasks=["sst2"]))
     assert main["models"] == mine and main["tasks"] == ["sst2"] and main["profile"] == "quick"
-    method = notebook_parameters("01_method", "quick", out_dir=tmp_path, with_models=mine, with_tasks=["cola"])
+    method = notebook_parameters("01_method", Batch("quick", out_dir=tmp_path, with_models=mine, with_tasks=["cola"]))
     assert method["model"] == "org/my-encoder" and method["task"] == "cola"
-    assert notebook_parameters("07_mlm_electra", "quick", out_dir=tmp_path, with_tasks=["cola"])[
+    assert notebook_parameters("07_mlm_electra", Batch("quick", out_dir=tmp_path, with_tasks=["cola"]))[
         "downstream_task"] == "cola"
     with pytest.raises(InputError, match=r"03_constant_patterns takes one model, and with_models=\['a', 'b'\] gives 2"):
         with_subjects("03_constant_patterns", {}, {"model": "m", "task": "t"}, ["a", "b"], None)

@@ -11,6 +11,7 @@ import pytest
 from conftest import REPO
 from papa.core.errors import InputError
 from papa.reproduce import timings
+from papa.reproduce.batch import Batch
 from papa.reproduce.jobs import done_runs
 from papa.reproduce.timings import (Expected, measurements_block, plan_text, read_notebook_times,
                                     read_run, record_notebook_time, record_run, reference)
@@ -90,7 +91,7 @@ def test_a_reference_must_have_started_from_an_empty_folder(tmp_path):
 
 
 def test_nothing_is_listed_for_a_folder_without_results(tmp_path):
-    assert done_runs("quick", ["02_main_results"], tmp_path) == {}
+    assert done_runs(Batch("quick", ["02_main_results"], out_dir=tmp_path)) == {}
 
 
 def test_the_committed_quick_reference_and_the_page_generated_from_it():
