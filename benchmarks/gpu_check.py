@@ -273,7 +273,8 @@ def describe_machine(cuda: bool) -> dict:
 def _shown(path: Path) -> str:
     """`path` relative to the working folder when inside it: the records written keep no path of the machine."""
     full = path.resolve()
-    for root, shown in ((Path.cwd(), "{}"), (Path(os.environ.get("OUT") or "/nonexistent"), "$OUT/{}")):
+    roots = [(Path.cwd(), "{}")] + ([(Path(os.environ["OUT"]), "$OUT/{}")] if os.environ.get("OUT") else [])
+    for root, shown in roots:
         if full.is_relative_to(root.resolve()):
             return shown.format(full.relative_to(root.resolve()))
     return str(path)
@@ -284,6 +285,15 @@ def step_argv(step: Step, smoke: bool, hub: Path, data: Path, out: Path) -> list
     return [a.format(**fill) for a in (*step.args, *(step.smoke if smoke else step.gpu))]
 
 
+def _estimated(files: list[str]) -> tuple[dict, dict]:
+    """(cost, estimate) of the cost files, the estimate carrying the files' precision ("bf16", "float32", or both)."""
+    import grid_estimate
+
+    cost = grid_estimate.load(files)
+    precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
+    return cost, {**grid_estimate.estimate(cost), "precision": "/".join(sorted(precisions))}
+
+
 def _estimate(argv: list[str]) -> int:
     """grid_estimate.py over the cost files that exist: its tables into estimate.md, its numbers into estimate.json."""
     import grid_estimate
@@ -291,16 +301,13 @@ def _estimate(argv: list[str]) -> int:
     files = [p for p in argv if Path(p).is_file()]
     if not files:
         raise RuntimeError("no cost file to estimate from: the cost steps did not run")
-    cost = grid_estimate.load(files)
-    est = grid_estimate.estimate(cost)
+    cost, est = _estimated(files)
     printed = grid_estimate.report(cost, est)
     folder = Path(files[0]).parent
     (folder / "estimate.md").write_text(printed, encoding="utf-8")
-    keep = ("jobs", "points", "preparations", "per_model", "per_task", "totals", "parts", "chain_s", "unfit",
-            "unfit_jobs", "unfit_backbone_s", "unfit_blocks_s")
-    precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
-    record = {"from": [Path(f).name for f in files], "precision": "/".join(sorted(precisions)),
-              **{k: est[k] for k in keep}}
+    keep = ("precision", "jobs", "points", "preparations", "per_model", "per_task", "totals", "parts", "chain_s",
+            "unfit", "unfit_jobs", "unfit_backbone_s", "unfit_blocks_s")
+    record = {"from": [Path(f).name for f in files], **{k: est[k] for k in keep}}
     _write_json(folder / "estimate.json", record)
     sys.stdout.write(printed)
     return 0
@@ -342,7 +349,8 @@ def run_step(step: Step, argv: list[str], log: Path) -> dict:
         except BaseException as exc:  # noqa: BLE001 -- one step's failure must not lose the others
             if isinstance(exc, KeyboardInterrupt):
                 raise
-            status, why = "failed", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+            first_line = (str(exc).strip().splitlines() or [""])[0]  # a traceback's context is in the log
+            status, why = "failed", f"{type(exc).__name__}: {first_line}"
             import traceback
 
             traceback.print_exc()
@@ -454,16 +462,10 @@ def folder_estimate(folder: Path) -> tuple[dict, dict] | None:
     """(cost, estimate) of the cost files `folder`'s estimate step read, estimated again by this checkout's
     grid_estimate.py (the docs are generated from the measurements, not from the printout), or None where the step
     did not run. The estimate carries the cost files' precision."""
-    import grid_estimate
-
     step = next((s for s in read_check(folder)["steps"] if s["name"] == "estimate_bf16" and s["status"] == "ok"), None)
     files = [folder / Path(a).name for a in step["argv"]] if step else []
     files = [str(f) for f in files if f.is_file()]
-    if not files:
-        return None
-    cost = grid_estimate.load(files)
-    precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
-    return cost, {**grid_estimate.estimate(cost), "precision": "/".join(sorted(precisions))}
+    return _estimated(files) if files else None
 
 
 def goals(folder: Path) -> list[dict]:

@@ -78,20 +78,19 @@ def _check(texts: Sequence, text_pairs: Sequence | None, blocks: int, resamples:
         raise InputError(f"special slots {bad} lie outside max_length {max_length}")
 
 
-def block_statistics(model, tokenizer, texts: Sequence, text_pairs: Sequence | None, spans: Sequence[tuple[int, int]],
-                     *, max_length: int, layout: str | None, token_task: bool, corpus: str, progress: bool
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
+def block_statistics(model, tokenizer, corpus: Corpus, spans: Sequence[tuple[int, int]], *, max_length: int,
+                     layout: str | None, token_task: bool, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Each block's attention sums [B, L, H, n, n] and counts [B, n, n] (float64: 118 MB for 50 blocks of a 6 x 12
-    head model at n = 64), from one extraction per block (`spans`: each block's [start, end) in `texts`)."""
+    head model at n = 64), from one extraction per block (`spans`: each block's [start, end) in `corpus`)."""
     sums, counts = [], []
     existing = controller_of(model)
     # attached once for all blocks: attaching fingerprints the model's weights, which would be redone per block
     controller = existing or attach(model)
     try:
         for start, end in tqdm(spans, desc="pattern intervals: blocks", unit="block", disable=not progress):
-            block_texts = Corpus(corpus, texts[start:end], None if text_pairs is None else text_pairs[start:end])
-            block = extract_constants(model, tokenizer, block_texts, max_length=max_length, layout=layout,
-                                      token_task=token_task, progress=False)
+            pairs = None if corpus.pairs is None else corpus.pairs[start:end]
+            block = extract_constants(model, tokenizer, Corpus(corpus.name, corpus.texts[start:end], pairs),
+                                      max_length=max_length, layout=layout, token_task=token_task, progress=False)
             count = block.counts.to(torch.float64)
             # an average times its count is the sum again, to float32 rounding of the average
             sums.append(block.matrices.to(torch.float64) * count)
@@ -124,12 +123,11 @@ def pattern_share_intervals(model, tokenizer, corpus: Corpus, *, max_length: int
     by ``share``; columns ``value`` (the shares of the whole corpus's constants: every block once), ``low``,
     ``high``, and the run's ``heads``, ``blocks``, ``sentences``, ``resamples``, ``level`` (also in ``attrs``, with
     ``seed`` and ``corpus``). `special`: the special slots, as `head_patterns` takes them."""
-    texts, text_pairs, blocks, resamples, level = (corpus.texts, corpus.pairs, bootstrap.blocks, bootstrap.resamples,
-                                                   bootstrap.level)
-    _check(texts, text_pairs, blocks, resamples, level, special, max_length)
-    spans = block_spans(len(texts), blocks)
-    sums, counts = block_statistics(model, tokenizer, texts, text_pairs, spans, max_length=max_length,
-                                    layout=layout, token_task=token_task, corpus=corpus.name, progress=progress)
+    resamples, level = bootstrap.resamples, bootstrap.level
+    _check(corpus.texts, corpus.pairs, bootstrap.blocks, resamples, level, special, max_length)
+    spans = block_spans(len(corpus.texts), bootstrap.blocks)
+    sums, counts = block_statistics(model, tokenizer, corpus, spans, max_length=max_length, layout=layout,
+                                    token_task=token_task, progress=progress)
     B, L, H, n, _ = sums.shape
     draws = np.random.default_rng(bootstrap.seed).multinomial(B, np.full(B, 1.0 / B), size=resamples)
     # the whole corpus first (every block once), then the draws: one path for both
@@ -144,7 +142,7 @@ def pattern_share_intervals(model, tokenizer, corpus: Corpus, *, max_length: int
     out = pd.DataFrame({"value": value.astype(float), "low": table.quantile(tail).astype(float),
                         "high": table.quantile(1 - tail).astype(float)})
     out.index.name = "share"
-    about = {"heads": L * H, "blocks": B, "sentences": len(texts), "resamples": resamples, "level": level}
+    about = {"heads": L * H, "blocks": B, "sentences": len(corpus.texts), "resamples": resamples, "level": level}
     out = out.assign(**about)
     out.attrs.update(about, seed=bootstrap.seed, corpus=corpus.name)
     return out
