@@ -126,9 +126,9 @@ def real_points(model_dir: Path, label: str, out: Path, setup: PartA, points: bo
                   device=str(device), precision=setup.precision)
     result = {"model": label, "train_examples": setup.train_examples, "eval_examples": setup.eval_examples,
               "epochs": 1, "seeds": 1, "precision": setup.precision}
-    t, (constants, _, _) = timed(lambda: task_constants("sst2", model=str(model_dir), profile=profile,
-                                                        out_dir=str(out), data_dir=data_dir, device=str(device),
-                                                        progress=False), device)
+    grid = GridConfig("sst2", model=str(model_dir), profile=profile, out_dir=str(out), data_dir=data_dir,
+                      device=str(device))
+    t, (constants, _, _) = timed(lambda: task_constants(grid, progress=False), device)
     result["constants_s"], result["constants_examples"] = t, constants.metadata.num_examples
     print(json.dumps(result), flush=True)
     result["ranking_s"], _ = timed(lambda: learn_ranking(GridConfig(**common), progress=False), device)

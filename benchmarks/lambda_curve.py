@@ -44,7 +44,7 @@ from papa.probing.convergence import learning_curve, spearman
 from papa.probing.features import EncodedTask, encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.training import TrainSettings
-from papa.runs.session import task_constants
+from papa.runs.session import GridConfig, task_constants
 from papa.runs.profiles import get_profile
 from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
 from papa.tasks.registry import TaskSpec, get_task
@@ -223,9 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     prof = get_profile(args.profile).for_task(args.task)
     layout = layout_for(bool(is_causal_model(args.model)), None, prof.layout)
     data_dir = resolve_data_dir(args.data_dir)
-    constants, model, tokenizer = task_constants(args.task, model=args.model, profile=args.profile,
-                                                 out_dir=args.cache, data_dir=args.data_dir, layout=layout,
-                                                 progress=False)
+    grid = GridConfig(args.task, model=args.model, profile=args.profile, out_dir=args.cache, data_dir=args.data_dir,
+                      layout=layout)
+    constants, model, tokenizer = task_constants(grid, progress=False)
     data = rank_data(tokenizer, model, args.task, prof, layout, data_dir)
     lr, bs = spec.hparams.learning_rate, spec.hparams.batch_size
     per_epoch = math.ceil(len(data) / bs)

@@ -12,7 +12,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from papa.core.errors import Arg, CorruptArtifactError, OutputPathError
+from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError, OutputPathError
+
+#: The one format of everything papa writes (constants, rankings and their curves, predictions, probe-input
+#: statistics, training checkpoints, results tables and run ids, phase times, reproduction records). A file of any
+#: other format is refused by `check_format`; papa has never read two formats at once.
+FORMAT = 2
 
 
 def _umask() -> int:
@@ -56,8 +61,15 @@ def remove_stale_temporaries(path: str | os.PathLike) -> None:
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         if stale.is_dir() and not stale.is_symlink():
             shutil.rmtree(stale, ignore_errors=True)
-        else:  # earlier versions wrote the temporary file itself beside `path`
-            stale.unlink(missing_ok=True)
+
+
+def check_format(found: object, where: str | os.PathLike, what: str) -> None:
+    """Raise `IncompatibleArtifactError` unless `found` (the format a file records; None: it records none) is
+    `FORMAT`; `where` names the file and `what` the kind of artifact, e.g. "head ranking"."""
+    if found != FORMAT or isinstance(found, bool):
+        has = "records no artifact format" if found is None else f"is in artifact format {found!r}"
+        raise IncompatibleArtifactError(f"{where} is a {what} that {has}; this papa reads format {FORMAT}: make it "
+                                        "again with this papa (the command that wrote it, in a new folder).")
 
 
 @contextmanager

@@ -15,12 +15,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import FORMAT, atomic_path, check_format
 from papa.core.errors import CorruptArtifactError, PapaError
 from papa.core.vocabulary import RUN_PHASES
 
 FOLDER = "phase_times"
-_FORMAT = "papa-phase-times-1"
 _totals: dict[str, float] = {}
 _open: list[list] = []  # [name, start, seconds spent in phases inside it]
 _PROCESS = f"{os.getpid()}-{time.time_ns()}"
@@ -59,7 +58,7 @@ def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
         seconds[name] = seconds.get(name, 0.0) + value
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as tmp:
-        Path(tmp).write_text(json.dumps({"format": _FORMAT, "seconds": seconds}, sort_keys=True), encoding="utf-8")
+        Path(tmp).write_text(json.dumps({"format": FORMAT, "seconds": seconds}, sort_keys=True), encoding="utf-8")
     _totals.clear()
     return path
 
@@ -87,11 +86,12 @@ def _read(path: Path) -> dict[str, float]:
     """The seconds per phase of one file, checked."""
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
-        seconds = record["seconds"] if record.get("format") == _FORMAT else None
-    except (OSError, ValueError, AttributeError, KeyError) as exc:
+        found, seconds = record.get("format"), record.get("seconds")
+    except (OSError, ValueError, AttributeError) as exc:
         raise CorruptArtifactError(f"{path}: unreadable phase times ({exc}): delete it") from None
+    check_format(found, path, "phase-times file")
     if not isinstance(seconds, dict) or not set(seconds) <= set(RUN_PHASES):
-        raise CorruptArtifactError(f"{path} is not a papa phase-times file ({_FORMAT}): delete it")
+        raise CorruptArtifactError(f"{path} is not a papa phase-times file (seconds per phase): delete it")
     return {name: float(value) for name, value in seconds.items()}
 
 

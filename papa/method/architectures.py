@@ -100,7 +100,7 @@ _FINGERPRINT_FIELDS = (
     "max_position_embeddings", "type_vocab_size", "relative_attention", "pos_att_type", "position_buckets",
     "max_relative_positions", "position_biased_input", "embedding_size",
 )
-# Recorded only where the config has them, so that the fingerprints of the fields above stay as they were.
+# Fields only some architectures have: recorded where the config has one (absent is not the same as a value).
 _FINGERPRINT_IF_PRESENT = (
     "num_key_value_heads", "head_dim", "sliding_window", "local_attention", "global_attn_every_n_layers",
     "num_hidden_groups", "inner_group_num", "n_layers", "n_heads", "dim", "n_layer", "n_head", "n_embd",

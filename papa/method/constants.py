@@ -16,12 +16,10 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError
 from papa.core.vocabulary import DATA_FREE_KINDS, KINDS, LAYOUTS
 from papa.method.signature import ModelSignature
-
-FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ class ConstantsMetadata:
     num_examples: int = 0
     preprocessing: str = ""
     pairs: bool = False  # the corpus held sentence pairs (a middle separator in slot n/2)
-    format_version: int = FORMAT_VERSION
+    format_version: int = FORMAT
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
     def to_json(self) -> str:
@@ -164,9 +162,7 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
         meta = ConstantsMetadata.from_json(header["papa"])
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptArtifactError(f"{path}: unreadable papa metadata ({exc}): re-create the file.") from exc
-    if meta.format_version > FORMAT_VERSION:
-        raise CorruptArtifactError(f"{path} has format version {meta.format_version}; this papa reads up to "
-                                   f"{FORMAT_VERSION}: upgrade papa.")
+    check_format(meta.format_version, path, "constants file")
     matrices, counts = tensors["matrices"], tensors.get("counts")
     _validate(matrices, counts, meta, source=str(path))
     return ConstantMatrices(matrices=matrices.float(), metadata=meta, counts=counts)

@@ -80,9 +80,6 @@ if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout nam
 # the vocabulary.
 #: Layouts whose last slot always holds the final separator (constants only fit inputs of their own length).
 SEPARATOR_LAST = ("official", "sep_last")
-#: The layout of result rows and ranking files written before layouts were recorded (they were all made in it);
-#: a current option too, which is why rows recorded in it keep their run ids.
-UNRECORDED_LAYOUT = "sep_last"
 
 
 def _architecture(model_type: str | None):

@@ -17,12 +17,11 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
 from papa.core.model_names import model_file_name
 from papa.method.selection import RANK_COMMAND, Head, check_order, replacement_order
 
-RANKING_FORMAT_VERSION = 1
 RANKING_HEADER_KEY = "papa_ranking"
 
 
@@ -88,7 +87,7 @@ class HeadRanking:
         tensors = {"order": torch.tensor(self.order, dtype=torch.int64).reshape(-1, 2).contiguous()}
         if self.lambdas is not None:
             tensors["lambdas"] = self.lambdas.contiguous()
-        header = {"format_version": RANKING_FORMAT_VERSION, "num_layers": self.num_layers,
+        header = {"format_version": FORMAT, "num_layers": self.num_layers,
                   "num_heads": self.num_heads, "has_lambdas": self.lambdas is not None, "metadata": self.metadata}
         try:
             text = json.dumps(header, sort_keys=True)
@@ -113,9 +112,8 @@ class HeadRanking:
                 f"{where} covers {self.num_layers} layers x {self.num_heads} heads but the model"
                 f"{f' {model_name!r}' if model_name else ''} has {num_layers} x {num_heads}: {fix}."
             )
-        # an older ranking may record a local model by its path: the same model as its folder's name
-        if (model_name is not None and self.model_name is not None
-                and model_file_name(model_name) != model_file_name(self.model_name)):
+        # the model as given may be a folder: it is recorded by its name
+        if model_name is not None and self.model_name is not None and model_file_name(model_name) != self.model_name:
             raise IncompatibleArtifactError(
                 f"{where} belongs to model {self.model_name!r}, not {model_name!r} (both {num_layers} x {num_heads}): "
                 f"{fix}."
@@ -202,9 +200,7 @@ def load_ranking(path: str | os.PathLike) -> HeadRanking:
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptArtifactError(f"{path}: unreadable ranking metadata ({exc!r}): "
                                    f"re-create it with {RANK_COMMAND}.") from exc
-    if version > RANKING_FORMAT_VERSION:
-        raise CorruptArtifactError(f"{path} has ranking format version {version}; this papa reads up to "
-                                   f"{RANKING_FORMAT_VERSION}: upgrade papa.")
+    check_format(version, path, "head ranking")
     order_t, lam = tensors["order"], tensors.get("lambdas")
     total = num_layers * num_heads
     if order_t.dtype not in (torch.int64, torch.int32) or tuple(order_t.shape) != (total, 2):

@@ -62,7 +62,7 @@ def objective_vs_probes_summary(table: pd.DataFrame) -> str:
         return "no LM and probe results at the same fractions yet: run the notebook's grids first"
     lines = []
     for (model, fraction), row in table.iterrows():
-        probes, left_out = row["probes_mean_relative_drop"], row.get("probes_left_out", "")
+        probes, left_out = row["probes_mean_relative_drop"], row["probes_left_out"]
         if pd.isna(probes):
             probes_text = (f"no probe to read ({left_out}: not above the majority baseline)" if left_out
                            else "no probe results")

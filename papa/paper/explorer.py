@@ -38,7 +38,7 @@ from papa.paper.figures import attention_vs_constant, png_bytes
 from papa.paper.inspection import live_attention, mean_pooled
 from papa.paper.patterns import head_patterns, special_slots
 from papa.runs.predictions_store import PREDICTIONS_DIR
-from papa.runs.session import task_constants
+from papa.runs.session import GridConfig, task_constants
 
 DEFAULT_TEXT = "the movie was not good , but the actors were wonderful ."
 # What the grid's thumbnails show: the constants cropped to the sentence's slots (as the head view, and as they
@@ -400,7 +400,7 @@ def open_explorer(artifacts_dir: str | os.PathLike, *, task: str = "sst2", profi
     """
     found = find_artifacts(artifacts_dir)
     if not found.constants:
-        task_constants(task, profile=profile, out_dir=str(Path(artifacts_dir) / profile), data_dir=data_dir,
-                       progress=False)
+        task_constants(GridConfig(task, profile=profile, out_dir=str(Path(artifacts_dir) / profile),
+                                  data_dir=data_dir), progress=False)
         found = find_artifacts(artifacts_dir)
     return HeadExplorer(found, **kwargs)

@@ -150,14 +150,14 @@ def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, see
     from papa.core.vocabulary import DECODER_LAYOUT, REPRODUCTION_LAYOUT
     from papa.method.models import canonical_model_name, is_causal_model
     from papa.probing.standardize import probe_inputs_for
-    from papa.runs.names import existing_file, ranking_filenames
+    from papa.runs.names import RankingName
     from papa.tasks.registry import get_task
 
     causal = bool(is_causal_model(model))
-    names = ranking_filenames(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length,
-                              profile, DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
-                              probe_inputs=probe_inputs_for(causal, None), seed=seed, part=part)
-    return existing_file(Path(out_dir) / "rankings", names)
+    name = RankingName(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length,
+                       profile, DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
+                       probe_inputs=probe_inputs_for(causal, None), seed=seed, part=part)
+    return Path(out_dir) / "rankings" / name.filename
 
 
 def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str], out_dir: str) -> list[str]:

@@ -21,10 +21,9 @@ from pathlib import Path
 
 import torch
 
-from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import IncompatibleArtifactError, InputError
 
-CHECKPOINT_FORMAT_VERSION = 1
 CHECKPOINT_HEADER_KEY = "papa_checkpoint"
 
 
@@ -119,7 +118,7 @@ class TrainingCheckpoint:
         tensors["torch_rng"] = torch.get_rng_state()
         if self.carry is not None:
             tensors.update({f"carry.{k}": v.detach().cpu().contiguous() for k, v in self.carry().items()})
-        header = {"format_version": CHECKPOINT_FORMAT_VERSION, "steps": int(steps), "seconds": self.elapsed(),
+        header = {"format_version": FORMAT, "steps": int(steps), "seconds": self.elapsed(),
                   "identity": self.identity}
         from safetensors.torch import save_file
 
@@ -141,9 +140,7 @@ class TrainingCheckpoint:
         except (KeyError, TypeError, ValueError) as exc:
             raise IncompatibleArtifactError(f"{self.path} is not a papa training checkpoint ({exc!r}): {fix}.") \
                 from exc
-        if version > CHECKPOINT_FORMAT_VERSION:
-            raise IncompatibleArtifactError(f"{self.path} has checkpoint format {version}; this papa reads up to "
-                                            f"{CHECKPOINT_FORMAT_VERSION}: upgrade papa, or {fix}.")
+        check_format(version, self.path, "training checkpoint")
         wanted = json.loads(json.dumps(self.identity, sort_keys=True))  # as it reads back (tuples become lists)
         if identity != wanted:
             differ = sorted(k for k in set(identity) | set(wanted) if identity.get(k) != wanted.get(k))

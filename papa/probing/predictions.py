@@ -28,13 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import CorruptArtifactError, InputError
 from papa.tasks.metrics import METRICS, UnknownMetricError, compute_metric
 from papa.tasks.metric_statistics import per_example_statistics
 from papa.tasks.registry import TASKS, VOCABULARY_KINDS, TaskSpec
 
-PREDICTIONS_FORMAT_VERSION = 1
 PREDICTIONS_HEADER_KEY = "papa_predictions"
 
 # Which arrays each task kind keeps, and which metrics read each form.
@@ -183,7 +182,7 @@ def save_predictions(path: str | os.PathLike, predictions: EvalPredictions, meta
     if missing:
         raise InputError(f"predictions metadata must name {', '.join(_REQUIRED_METADATA)}; missing: "
                          f"{', '.join(missing)}")
-    header = {"format_version": PREDICTIONS_FORMAT_VERSION, "kind": predictions.kind,
+    header = {"format_version": FORMAT, "kind": predictions.kind,
               "num_examples": predictions.num_examples, "label_names": list(predictions.label_names),
               **{k: meta.pop(k) for k in _REQUIRED_METADATA}, "metadata": meta}
     try:
@@ -228,9 +227,7 @@ def load_predictions(path: str | os.PathLike) -> EvalPredictions:
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptArtifactError(f"{path}: unreadable predictions metadata ({exc!r}): delete it and re-run that "
                                    "run.") from exc
-    if not isinstance(version, int) or version > PREDICTIONS_FORMAT_VERSION:
-        raise CorruptArtifactError(f"{path} has predictions format version {version!r}; this papa reads up to "
-                                   f"{PREDICTIONS_FORMAT_VERSION}: upgrade papa.")
+    check_format(version, path, "predictions file")
     if kind not in _FORMS:
         raise CorruptArtifactError(f"{path}: unknown task kind {kind!r} (known: {', '.join(_FORMS)}).")
     wanted = _ARRAYS[_FORMS[kind]]

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
-from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import Arg, CorruptArtifactError, InputError
 from papa.core.vocabulary import DECODER_PROBE_INPUTS, PAPER_PROBE_INPUTS, PROBE_INPUTS
 from papa.probing.feature_store import read_positions
@@ -96,7 +96,8 @@ def save_input_statistics(path: str | os.PathLike, statistics: InputStatistics, 
     """Write `statistics` atomically as safetensors, with `metadata` (what run they standardise, JSON-able) and the
     count in the header; returns the path."""
     path = Path(path)
-    header = {"papa_input_statistics": json.dumps({**metadata, "count": statistics.count}, sort_keys=True)}
+    header = {"papa_input_statistics": json.dumps({**metadata, "count": statistics.count, "format_version": FORMAT},
+                                                  sort_keys=True)}
     with atomic_path(path) as tmp:
         save_file({"mean": statistics.mean.contiguous(), "std": statistics.std.contiguous()}, str(tmp),
                   metadata=header)
@@ -115,4 +116,5 @@ def load_input_statistics(path: str | os.PathLike) -> tuple[InputStatistics, dic
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptArtifactError(f"{path}: invalid input statistics ({exc}): delete it and re-run the grid "
                                    "point.") from exc
+    check_format(metadata.pop("format_version", None), path, "probe-input statistics file")
     return statistics, metadata

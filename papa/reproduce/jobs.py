@@ -47,7 +47,7 @@ class Job:
     fraction: str           # label: "1", "1/2", ..., "0"
     seed: int
     profile: str
-    layout: str             # input layout (papa.method.layout); rows written before layouts were recorded: sep_last
+    layout: str             # input layout (papa.method.layout)
     probe_inputs: str = PAPER_PROBE_INPUTS   # raw or standardized (papa.probing.standardize)
     #: where the model loads from when that is not its recorded name (a local folder; `model` is the folder's name)
     source: str = field(default="", compare=False)
@@ -56,8 +56,6 @@ class Job:
     def key(self) -> str:
         values = asdict(self)
         del values["source"]  # what ran, not where the model lay
-        if values["probe_inputs"] == PAPER_PROBE_INPUTS:  # named only when not the paper's: older ids stay
-            del values["probe_inputs"]
         return "|".join(str(v) for v in values.values())
 
     @property
@@ -254,9 +252,7 @@ def run_unit(unit: Unit) -> list[str]:
         if unit.ranking and draw.profile is None:  # another profile's ranking is read, never learned by a grid
             learn_ranking(cfg, kind=cfg.constants[0], seed=draw.seed, part=draw.part, progress=False)
         else:
-            task_constants(cfg.task, model=cfg.model, profile=cfg.profile, out_dir=cfg.out_dir,
-                           corpus=cfg.constants_corpus, data_dir=cfg.data_dir, device=cfg.device, layout=cfg.layout,
-                           progress=False)
+            task_constants(cfg, progress=False)
     else:
         run_grid(cfg, progress=False)
     return [j.id for j in unit.jobs]

@@ -19,16 +19,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import FORMAT, atomic_path, check_format
 from papa.core.errors import InputError
 from papa.core.vocabulary import NOTEBOOKS, RUN_PHASES
 
 TIMES_FILE = "notebook_times.csv"
 RUN_FILE = "reproduction.json"
-RUN_FORMAT = "papa.reproduction/1"
-#: The columns of ``notebook_times.csv``; files written before ``new_runs`` was recorded load without it.
+#: The columns of ``notebook_times.csv``.
 TIME_COLUMNS = ["notebook", "profile", "seconds", "output", "new_runs"]
-_REQUIRED_TIME_COLUMNS = TIME_COLUMNS[:4]
 #: The committed reference runs, one folder per profile (``artifacts/timings/<profile>/``).
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "artifacts" / "timings"
 
@@ -36,14 +34,12 @@ REFERENCE_DIR = Path(__file__).resolve().parents[2] / "artifacts" / "timings"
 # ---- what a run records ----------------------------------------------------------------------------------------
 
 def read_notebook_times(path: str | Path) -> pd.DataFrame:
-    """A ``notebook_times.csv``, checked: the columns `TIME_COLUMNS` (``new_runs`` may be missing: then empty)."""
+    """A ``notebook_times.csv``, checked: the columns `TIME_COLUMNS`."""
     path = Path(path)
     times = pd.read_csv(path)
-    missing = set(_REQUIRED_TIME_COLUMNS) - set(times.columns)
+    missing = set(TIME_COLUMNS) - set(times.columns)
     if missing:
         raise InputError(f"{path} lacks the columns {sorted(missing)}; move it aside and run again.")
-    if "new_runs" not in times:
-        times["new_runs"] = pd.NA
     return times[TIME_COLUMNS]
 
 
@@ -53,9 +49,10 @@ def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
     Written after each notebook, so a batch that stops (or a later batch of other notebooks) keeps the times of
     the notebooks that finished; rows follow the sections' order.
     """
+    if set(row) != set(TIME_COLUMNS):
+        raise ValueError(f"a notebook's time row has the fields {TIME_COLUMNS}, got {sorted(row)}")
     path = Path(out_dir) / TIMES_FILE
     times = read_notebook_times(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
-    row = {"new_runs": pd.NA, **row}
     times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
     order = {name: i for i, name in enumerate(NOTEBOOKS)}
     times = times.sort_values("notebook", key=lambda s: s.map(lambda n: order.get(n, len(order))), kind="stable")
@@ -88,13 +85,12 @@ def machine() -> dict:
 
 
 def record_run(out_dir: str | Path, *, profile: str, names: Sequence[str], seconds: float, started_empty: bool,
-               device: str, command: str, phases: dict[str, float] | None = None) -> dict:
-    """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what; with
-    `phases`, where the time went (seconds per `RUN_PHASES` name: `papa.core.phases`)."""
-    record = {"format": RUN_FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
-              "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine()}
-    if phases is not None:
-        record["phases"] = {name: round(phases.get(name, 0.0), 1) for name in RUN_PHASES}
+               device: str, command: str, phases: dict[str, float]) -> dict:
+    """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what, and
+    where the time went (`phases`: seconds per `RUN_PHASES` name, `papa.core.phases`)."""
+    record = {"format": FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
+              "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine(),
+              "phases": {name: round(phases.get(name, 0.0), 1) for name in RUN_PHASES}}
     path = Path(out_dir) / RUN_FILE
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
@@ -108,18 +104,19 @@ def read_run(path: str | Path) -> dict:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read the run record {path} ({exc}): move it aside and run again.") from None
-    fields = {"format", "profile", "notebooks", "seconds", "started_empty", "device", "command", "machine"}
-    if not isinstance(record, dict) or record.get("format") != RUN_FORMAT or not fields <= set(record):
-        raise InputError(f"{path} is not a papa run record ({RUN_FORMAT} with {', '.join(sorted(fields))}): move it "
-                         "aside and run again.")
+    fields = {"format", "profile", "notebooks", "seconds", "started_empty", "device", "command", "machine", "phases"}
+    if not isinstance(record, dict):
+        raise InputError(f"{path} is not a papa run record (a JSON object): move it aside and run again.")
+    check_format(record.get("format"), path, "run record")
+    if not fields <= set(record):
+        raise InputError(f"{path} is not a papa run record (it lacks {', '.join(sorted(fields - set(record)))}): "
+                         "move it aside and run again.")
     return record
 
 
 def phases_text(record: dict) -> str:
     """Where a recorded batch's time went, in one line per phase (`RUN_PHASES`, then the notebooks' own time: kernels,
-    loading, tables and figures); "" for a record without phases (written before they were timed)."""
-    if not record.get("phases"):
-        return ""
+    loading, tables and figures)."""
     total = float(record["seconds"])
     rows = _phase_rows(record["phases"], total)
     width = max(len(name) for name, _ in rows)
@@ -146,7 +143,7 @@ class Expected:
     device: str
     command: str                  # what ran it
     source: Path
-    phases: dict[str, float] | None = None  # where its time went (`record_run`); None in records made before
+    phases: dict[str, float]      # where its time went (`record_run`)
 
     def machine_text(self) -> str:
         return f"{self.machine.get('cores')} cores of {self.machine.get('cpu')}, device {self.device}"
@@ -167,7 +164,7 @@ def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expect
         raise InputError(f"{folder} is not a reference run of profile {profile!r} from an empty output folder: "
                          "replace it with the two files of such a run.")
     return Expected(profile, dict(zip(times["notebook"], times["seconds"].astype(float))), float(run["seconds"]),
-                    run["machine"], run["device"], run["command"], folder, run.get("phases"))
+                    run["machine"], run["device"], run["command"], folder, run["phases"])
 
 
 def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected: Expected | None,

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from papa.core.vocabulary import NONE
-from papa.runs.predictions_store import load_run_predictions
+from papa.runs.predictions_store import PREDICTIONS_DIR, load_run_predictions
 from papa.runs.statistics import Estimate, Scores, difference, resample_weights, scores
 
 #: A setting: the columns of a result row that say what ran (besides model, task and seed).
@@ -24,15 +24,16 @@ SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label
 class RunScores:
     """The runs of one results table, read as paired `Scores` per setting.
 
-    With `out_dir` (the grid folder holding ``predictions/``), a setting whose every run stored its predictions
-    gets the evaluation examples' uncertainty, from resamples shared by every setting of the same model and task;
-    `missing_predictions` collects the runs that had none (rows older than stored predictions)."""
+    With `out_dir` (the grid folder holding ``predictions/``), every setting gets the evaluation examples'
+    uncertainty, from resamples shared by every setting of the same model and task (a run without its predictions
+    file is refused: `papa.runs.predictions_store.load_run_predictions`). A table whose folder holds no
+    ``predictions/`` (copied alone, or made by hand) is read from its seeds alone, as with no `out_dir`."""
 
     def __init__(self, results: pd.DataFrame, out_dir: str | Path | None = None):
         self.results = results
-        self.out = Path(out_dir) if out_dir is not None else None
+        stored = out_dir is not None and (Path(out_dir) / PREDICTIONS_DIR).is_dir()
+        self.out = Path(out_dir) if stored else None
         self._weights: dict[tuple[str, str, int], np.ndarray] = {}
-        self.missing_predictions: set[str] = set()
 
     def rows(self, model: str, task: str, **setting: str) -> pd.DataFrame:
         """The rows of `model` on `task` whose columns equal `setting` (e.g. constants="average")."""
@@ -59,11 +60,9 @@ class RunScores:
         metric, statistics, weights = str(rows.metric.iloc[0]), None, None
         if self.out is not None:
             found = load_run_predictions(self.out, list(rows.run_id))
-            self.missing_predictions.update(found.missing)
-            if not found.missing:
-                seed_of = dict(zip(rows.run_id, seeds))
-                statistics = {seed_of[rid]: p.example_statistics(metric) for rid, p in found.items()}
-                weights = self.weights(model, task, len(next(iter(statistics.values()))))
+            seed_of = dict(zip(rows.run_id, seeds))
+            statistics = {seed_of[rid]: p.example_statistics(metric) for rid, p in found.items()}
+            weights = self.weights(model, task, len(next(iter(statistics.values()))))
         return scores(values, statistics, metric=metric, weights=weights)
 
     def weights(self, model: str, task: str, n: int) -> np.ndarray:
@@ -97,7 +96,7 @@ def compare(results: pd.DataFrame, column: str, reference: str, other: str, *, o
     if column not in SETTING_COLUMNS:
         raise ValueError(f"compare settings by one of {', '.join(SETTING_COLUMNS)}, not {column!r}")
     if column not in results:
-        raise ValueError(f"this results table has no {column} column (it was written before papa recorded it): "
+        raise ValueError(f"this results table has no {column} column: "
                          f"compare by one of {', '.join(c for c in SETTING_COLUMNS if c in results)}")
     rows = results
     for c, v in (fixed or {}).items():

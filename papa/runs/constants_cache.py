@@ -60,21 +60,19 @@ def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
 
 def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *, out_dir: str | Path,
                              data_dir: Path | None = None, force: bool = False, progress: bool = True,
-                             given: str | None = None) -> ConstantMatrices:
+) -> ConstantMatrices:
     """Average constants of `source`: loaded from ``<out_dir>/constants/`` if there (and made for this model, length
     and layout), else extracted and saved there.
 
     The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
     the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
     (`papa.tasks.data.resolve_data_dir`: None = the hub). The model's dtype is recorded with the constants, and
-    named in the file unless it is float32 (constants averaged in another precision are other constants). `given`:
-    the model argument as given (a folder's path), to find a file an older version named by it."""
-    from papa.runs.names import constants_filenames, existing_file
+    named in the file unless it is float32 (constants averaged in another precision are other constants)."""
+    from papa.runs.names import constants_filename
 
     dtype = dtype_name(next(model.parameters()).dtype)
-    names = constants_filenames(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype,
-                                given=given)
-    path = existing_file(Path(out_dir) / "constants", names)  # a file named by an older version is read too
+    name = constants_filename(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
+    path = Path(out_dir) / "constants" / name
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=source.max_length, layout=source.layout)
@@ -82,17 +80,17 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
             tqdm.write(f"constants: read {path} ({constants.metadata.num_examples} examples of {source.corpus})")
         return constants
     if progress:
-        for other in _other_corpora(path.parent, names[0], source.corpus):
+        for other in _other_corpora(path.parent, name, source.corpus):
             tqdm.write(f"constants: {other} averages another corpus than {source.corpus}, the one this grid's "
                        "protocol uses: give it as the constants file to use it instead")
     constants = record_dtype(_extract(model, tokenizer, source.load(data_dir), max_length=source.max_length,
                                       layout=source.layout, token_task=source.token_task,
                                       model_name=signature.model_name, progress=progress), dtype)
     if distributed.is_main():
-        constants.save(path.with_name(names[0]))
+        constants.save(path)
         if progress:
             tqdm.write(f"constants: extracted {constants.metadata.num_examples} examples of {source.corpus} -> "
-                       f"{path.with_name(names[0])}")
+                       f"{path}")
     return constants
 
 

@@ -35,10 +35,8 @@ import torch
 from papa.core import distributed
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
-from papa.core.vocabulary import (DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, NONE,
-                                  PAPER_PROBE_INPUTS, RANKED)
+from papa.core.vocabulary import PAPER_PROBE_INPUTS, RANKED
 from papa.method.attention_free import query_key_dropped_while
-from papa.method.layout import UNRECORDED_LAYOUT
 from papa.method.precision import backbone_autocast, compiled_backbone, matmul_precision
 from papa.method.selection import num_input_dependent, parse_selection, replaced_heads, replacement_order
 from papa.probing.feature_store import STORED, block_examples
@@ -46,10 +44,9 @@ from papa.probing.features import EncodedTask, FeatureSource, feature_layers
 from papa.probing.standardize import InputStatistics, input_statistics, save_input_statistics
 from papa.probing.training import (TrainSettings, evaluate_probe, make_probe, train_probe, train_probes,
                                    train_probes_in_blocks)
-from papa.runs.keys import PointKey, point_key
+from papa.runs.keys import PointKey, point_key, run_config
 from papa.runs.lambda_ranking import check_saved_rankings, head_ranking
 from papa.runs.predictions_store import save_run_predictions
-from papa.runs.profiles import get_profile
 from papa.runs.results import ResultRow, run_id
 from papa.runs.session import GridConfig, Session, open_session, recorded_corpus, session_constants, subset
 
@@ -126,41 +123,12 @@ def _point(s: Session, kind: str, method: str, label: str) -> _Point:
     cfg, ctrl, prof = s.cfg, s.controller, s.profile
     key = point_key(kind, method, cfg.constants_corpus, label, total_heads=ctrl.num_layers * ctrl.num_heads,
                     rounding=cfg.rounding)
-    selection = parse_selection(key.selection) if key.selection != NONE else None
-    ranked = selection is not None and selection.method in RANKED
-    if ranked and selection.profile not in (None, cfg.profile):  # the ranking another profile learned
-        prof_rank = get_profile(selection.profile).for_task(cfg.task).ranking_key()
-    else:
-        prof_rank = prof.ranking_key()
-    config = dict(model=ctrl.signature.model_name, task=cfg.task, constants=key.constants,
-                  constants_corpus=recorded_corpus(s, key.constants_corpus), selection=key.selection, fraction=label,
-                  rounding=cfg.rounding, profile=cfg.profile, train_limit=prof.train_limit,
-                  eval_limit=prof.eval_limit, corpus_limit=None if key.constants_corpus == NONE else prof.corpus_limit,
-                  epochs=prof.epochs, rank=prof_rank if ranked else None)
-    if prof.sample != "first":  # only then, so that the ids of runs on first-N subsets stay as they were
-        config["sample"] = prof.sample
-    if cfg.layout != UNRECORDED_LAYOUT:  # likewise: runs made before layouts were recorded keep their ids
-        config["layout"] = cfg.layout
-    if cfg.dtype != DEFAULT_DTYPE:  # and those made before dtypes were (all float32)
-        config["dtype"] = cfg.dtype
-    if cfg.probe_inputs != PAPER_PROBE_INPUTS:  # and those of the paper's probe, which reads its inputs raw
-        config["probe_inputs"] = cfg.probe_inputs
-    if cfg.precision != DEFAULT_PRECISION:  # and those run in float32, eagerly (all before these options)
-        config["precision"] = cfg.precision
-    if cfg.compile:
-        config["execution"] = "compiled"
-    if cfg.batch_order != DEFAULT_BATCH_ORDER and s.spec.trains_probe and not (kind.startswith("trainable_")
-                                                                              and not key.keeps_all):
-        config["batch_order"] = cfg.batch_order  # trained constants stream their batches either way
+    config = run_config(cfg, prof, key, model=ctrl.signature.model_name, kind=kind, fraction=label,
+                        constants_corpus=recorded_corpus(s, key.constants_corpus), trains_probe=s.spec.trains_probe)
     trainable = kind.startswith("trainable_") and not key.keeps_all
-    train, epochs = s.train, prof.epochs
-    if trainable and (prof.trainable_limit, prof.trainable_epochs) != (None, None):
-        # Trained constants run the backbone every step, so a profile may size them apart; recorded only then, so
-        # that the ids of runs made before these sizes existed stay as they were.
-        train = subset(s.train, prof.trainable_limit, prof.sample)
-        epochs = prof.trainable_epochs or epochs
-        config.update(train_limit=prof.trainable_limit or prof.train_limit, epochs=epochs)
-    return _Point(key, kind, method, label, config, train, epochs, trainable)
+    # Trained constants run the backbone every step, so a profile may size them apart (run_config records it).
+    train = subset(s.train, prof.trainable_limit, prof.sample) if trainable and prof.trainable_limit else s.train
+    return _Point(key, kind, method, label, config, train, config["epochs"], trainable)
 
 
 def _set_heads(s: Session, point: _Point, progress: bool) -> None:
@@ -195,7 +163,7 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
     cfg, key = s.cfg, point.key
     settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
-    blocks = training and point.config.get("batch_order") == "blocks"
+    blocks = training and point.config["batch_order"] == "blocks"
     standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
     folder = s.out / "features"
     train_src = eval_src = None
@@ -300,8 +268,8 @@ def _record(s: Session, point: _Point, seed: int, run: str, value: float, predic
     recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
                     constants_corpus=point.config["constants_corpus"], selection=key.selection, fraction=point.label,
                     seed=seed, profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
-                    precision=cfg.precision, execution=point.config.get("execution", DEFAULT_EXECUTION),
-                    batch_order=point.config.get("batch_order", DEFAULT_BATCH_ORDER))
+                    precision=cfg.precision, execution=point.config["execution"],
+                    batch_order=point.config["batch_order"])
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
     s.recorded += 1
     s.table.append([ResultRow(

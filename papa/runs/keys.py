@@ -1,18 +1,29 @@
-"""What a grid point records as its key: one owner for the "none" rules, used by the grid runner and the job lister.
+"""What a grid point records as its key, and what its run ids hash: one owner for both, used by the grid runner, the
+job lister and anything that must name a run.
 
 A point that keeps every head input-dependent involves no constants and no selection; one that replaces every head
 involves no selection. Such points are computed once and recorded with ``none``, whatever kinds and methods the grid
 names. Whether a point is such a point depends on the head count its fraction resolves to (1/16 of 8 heads rounds
 down to 0: every head is replaced), so both sides decide it here from that count, and a job listed for a point is
 the row the runner writes for it.
+
+A run's id is the hash (`papa.runs.results.run_id`) of `run_config` plus its seed: every setting that changes what
+the run computes, each always present, and the artifact format (`papa.core.artifacts.FORMAT`), so that runs of
+another format never pass for this one's.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import TYPE_CHECKING, Any
 
-from papa.core.vocabulary import DATA_FREE_KINDS, NONE
-from papa.method.selection import as_fraction, num_input_dependent
+from papa.core.artifacts import FORMAT
+from papa.core.vocabulary import DATA_FREE_KINDS, DEFAULT_BATCH_ORDER, NONE, RANKED
+from papa.method.selection import as_fraction, num_input_dependent, parse_selection
+
+if TYPE_CHECKING:
+    from papa.runs.profiles import Profile
+    from papa.runs.session import GridConfig
 
 
 @dataclass(frozen=True)
@@ -46,3 +57,32 @@ def point_key(kind: str, method: str, constants_corpus: str, fraction: str | flo
                     constants_corpus=NONE if keeps_all or data_free else constants_corpus,
                     selection=NONE if keeps_all or replaces_all else method,
                     n_input_dependent=keep, keeps_all=keeps_all, replaces_all=replaces_all)
+
+
+def run_config(cfg: "GridConfig", prof: "Profile", key: PointKey, *, model: str, kind: str, fraction: str,
+               constants_corpus: str, trains_probe: bool) -> dict[str, Any]:
+    """What the run ids of the point (`kind`, `key`, `fraction`) of the resolved grid `cfg` hash, without the seed.
+
+    `prof` is the grid's profile for its task, `model` the recorded model name, `constants_corpus` the recorded
+    corpus, and `trains_probe` whether the task trains a probe. A point replaced in λ order records how its ranking
+    learned (the sizes of the profile that learned it); trained constants record their own training sizes; the batch
+    order is the grid's only where a frozen point trains probes (trained constants stream their batches either way).
+    """
+    from papa.runs.profiles import get_profile
+
+    selection = parse_selection(key.selection) if key.selection != NONE else None
+    rank = None
+    if selection is not None and selection.method in RANKED:
+        ranker = prof if selection.profile in (None, cfg.profile) else get_profile(selection.profile).for_task(cfg.task)
+        rank = [ranker.rank_limit, ranker.rank_epochs, ranker.rank_lr]
+    trainable = kind.startswith("trainable_") and not key.keeps_all
+    train_limit, epochs = prof.train_limit, prof.epochs
+    if trainable:
+        train_limit, epochs = prof.trainable_limit or prof.train_limit, prof.trainable_epochs or prof.epochs
+    return dict(format=FORMAT, model=model, task=cfg.task, constants=key.constants, constants_corpus=constants_corpus,
+                selection=key.selection, fraction=fraction, rounding=cfg.rounding, profile=cfg.profile,
+                train_limit=train_limit, eval_limit=prof.eval_limit,
+                corpus_limit=None if key.constants_corpus == NONE else prof.corpus_limit, epochs=epochs, rank=rank,
+                sample=prof.sample, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
+                precision=cfg.precision, execution="compiled" if cfg.compile else "eager",
+                batch_order=cfg.batch_order if trains_probe and not trainable else DEFAULT_BATCH_ORDER)

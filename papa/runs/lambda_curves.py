@@ -13,15 +13,12 @@ import json
 import os
 from pathlib import Path
 
-import torch
-
-from papa.core.artifacts import atomic_path, read_safetensors
+from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import CorruptArtifactError
 from papa.probing.ranking import LambdaTrace
 
 CURVE_EVERY = 100  # optimizer steps between records: about 85 records for SST-2 at the paper's 8,420 steps
 CURVE_HEADER_KEY = "papa_lambda_curve"
-CURVE_FORMAT_VERSION = 1
 
 
 def curve_path(ranking_path: str | os.PathLike) -> Path:
@@ -41,7 +38,7 @@ def save_curve(path: str | os.PathLike, trace: LambdaTrace, ranking: str) -> Pat
     """Write `trace` (λ of the ranking file named `ranking`) atomically at `path`."""
     if not trace.steps:
         raise ValueError("the trace holds no record: learn λ with a LambdaTrace before saving its curve")
-    header = {"format_version": CURVE_FORMAT_VERSION, "ranking": ranking, "every": trace.every}
+    header = {"format_version": FORMAT, "ranking": ranking, "every": trace.every}
     from safetensors.torch import save_file
 
     with atomic_path(path) as tmp:
@@ -59,11 +56,12 @@ def load_curve(path: str | os.PathLike) -> tuple[LambdaTrace, dict]:
         steps, seconds, lambdas = tensors["steps"], tensors["seconds"], tensors["lambdas"]
     except (KeyError, TypeError, ValueError) as exc:
         raise CorruptArtifactError(f"{path} is not a papa λ learning curve ({exc!r}): {fix}.") from exc
+    check_format(head.get("format_version"), path, "λ learning curve")
     if not (len(steps) == len(seconds) == len(lambdas) > 0) or lambdas.dim() != 3:
         raise CorruptArtifactError(f"{path}: {len(steps)} steps, {len(seconds)} times and λ of shape "
                                    f"{tuple(lambdas.shape)} do not make one record per step: {fix}.")
     if (steps[1:] <= steps[:-1]).any():
         raise CorruptArtifactError(f"{path}: the recorded steps do not increase: {fix}.")
-    trace = LambdaTrace(every=head.get("every"))
+    trace = LambdaTrace(every=head["every"])
     trace.load_tensors(tensors)
     return trace, head

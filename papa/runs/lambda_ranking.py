@@ -21,7 +21,7 @@ from papa.probing.features import EncodedTask
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.training import TrainSettings
 from papa.runs.lambda_curves import CURVE_EVERY, checkpoint_path, curve_path, save_curve
-from papa.runs.names import existing_file, ranking_filenames
+from papa.runs.names import RankingName
 from papa.runs.profiles import get_profile
 from papa.runs.session import GridConfig, Session, open_session, recorded_corpus, session_constants, subset
 from papa.tasks.data import disjoint_part, half_part, load_examples, subset_indices
@@ -41,8 +41,7 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     if profile is not None and profile != s.cfg.profile:
         return _other_profile_ranking(s, kind, seed, profile)
     cfg, sig = s.cfg, s.controller.signature
-    names = _ranking_names(s, kind, seed, part)
-    path = existing_file(s.out / "rankings", names)  # a file named by an older version is read too
+    path = _ranking_path(s, kind, seed, part)
     prof = s.profile
     rank_data = subset(s.train, prof.rank_limit, prof.sample)
     if part:
@@ -54,8 +53,6 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = _checked_ranking(s, path)
         recorded = dict(ranking.metadata)
-        if "learning_rate" in recorded:  # rankings saved before λ had a rate of its own learned at the probe's
-            recorded.setdefault("lambda_learning_rate", recorded["learning_rate"])
         stale = _stale_settings(recorded, wanted)
         if not stale:
             return ranking
@@ -63,11 +60,11 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
         tqdm.write(f"{path.name} was learned with {stale}; learning it again with the profile's "
                    f"{_settings_text(wanted)}.")
     s.controller.set_constants(session_constants(s, kind.removeprefix("trainable_"), progress))
-    target = path.with_name(names[0])
+    target = path
     trace = LambdaTrace(every=CURVE_EVERY)
     checkpoint = None
     if distributed.world_size() == 1:  # one process owns the file; distributed λ learning starts over
-        identity = {"ranking": names[0], "task": cfg.task, "seed": seed, **wanted}
+        identity = {"ranking": path.name, "task": cfg.task, "seed": seed, **wanted}
         checkpoint = TrainingCheckpoint(checkpoint_path(target), identity)
         if cfg.force:
             checkpoint.remove()
@@ -85,29 +82,27 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
         probe_inputs=cfg.probe_inputs)
     if distributed.is_main():
         ranking.save(target)
-        save_curve(curve_path(target), trace, names[0])
+        save_curve(curve_path(target), trace, path.name)
         if checkpoint is not None:
             checkpoint.remove()  # after the ranking is saved: a kill in between resumes at the last step
     return ranking
 
 
-def _ranking_names(s: Session, kind: str, seed: int = RANKING_SEED, part: int = 0,
-                   profile: str | None = None) -> list[str]:
-    """The file names of the session's λ ranking with `kind` constants, λ learned with `seed` on training part `part`
-    by `profile` (None: the grid's): the current one, then an older version's (only a seed other than the grid's is
-    named)."""
+def _ranking_path(s: Session, kind: str, seed: int = RANKING_SEED, part: int = 0,
+                  profile: str | None = None) -> Path:
+    """Where the session's λ ranking with `kind` constants lies, λ learned with `seed` on training part `part` by
+    `profile` (None: the grid's)."""
     cfg = s.cfg
     # a ranking learned with a given constants file over another corpus is that corpus's, not the grid's
-    return ranking_filenames(s.controller.signature.model_name, cfg.task, kind,
-                             recorded_corpus(s, cfg.constants_corpus), s.max_length,
-                             profile or cfg.profile, cfg.layout, cfg.dtype, seed=seed, probe_inputs=cfg.probe_inputs,
-                             part=part, given=cfg.model)
+    name = RankingName(s.controller.signature.model_name, cfg.task, kind, recorded_corpus(s, cfg.constants_corpus),
+                       s.max_length, profile or cfg.profile, cfg.layout, cfg.dtype, cfg.probe_inputs, seed, part)
+    return s.out / "rankings" / name.filename
 
 
 def _other_profile_ranking(s: Session, kind: str, seed: int, profile: str) -> HeadRanking:
     """The ranking `profile` learned for the session's model, task and settings: read, checked, never learned."""
     get_profile(profile)  # an unknown profile says so, naming the known ones
-    path = existing_file(s.out / "rankings", _ranking_names(s, kind, seed, profile=profile))
+    path = _ranking_path(s, kind, seed, profile=profile)
     if not path.is_file():
         command = f"papa rank --task {s.cfg.task} --profile {profile} --out {s.out}"
         raise InputError(f"the selection reads the λ ranking the {profile!r} profile learns, and there is none at "
@@ -136,7 +131,7 @@ def check_saved_rankings(s: Session) -> None:
             if selection.profile not in (None, s.cfg.profile):
                 _other_profile_ranking(s, kind, selection.seed, selection.profile)
                 continue
-            path = existing_file(s.out / "rankings", _ranking_names(s, kind, selection.seed, selection.part))
+            path = _ranking_path(s, kind, selection.seed, selection.part)
             if path.is_file() and not s.cfg.force:
                 _checked_ranking(s, path)
 
@@ -181,4 +176,4 @@ def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING
             ranking = head_ranking(s, kind, progress, seed, part=part)
     finally:
         s.controller.detach()
-    return ranking, existing_file(s.out / "rankings", _ranking_names(s, kind, seed, part))
+    return ranking, _ranking_path(s, kind, seed, part)

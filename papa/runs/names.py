@@ -1,20 +1,18 @@
 """Names shared by the CLI and the library without heavy imports: the file names of constants and rankings.
 
-A file is named after the model's *name*, never where it lies (`papa.core.model_names.model_file_name`). Files that
-older versions named by the whole path are still found: `existing_file` tries each name `constants_filenames` /
-`ranking_filenames` give, the current one first.
+A file is named after the model's *name*, never where it lies (`papa.core.model_names.model_file_name`). A name
+spells the settings that set its file apart from the paper's protocol and the grid's own (a dtype other than
+float32, a probe that reads standardised inputs, another training part or λ seed) and leaves the protocol's out.
 """
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
+from dataclasses import dataclass
 
 from papa.core.model_names import model_file_name
 from papa.core.vocabulary import DEFAULT_DTYPE, PAPER_PROBE_INPUTS
 
-__all__ = ["constants_filename", "constants_filenames", "corpus_slug", "existing_file", "model_file_name",
-           "ranking_filename", "ranking_filenames"]
+__all__ = ["RankingName", "constants_filename", "corpus_slug", "model_file_name"]
 
 
 def _slug(s: str) -> str:
@@ -22,7 +20,6 @@ def _slug(s: str) -> str:
 
 
 def _dtype_suffix(dtype: str) -> str:
-    # Only a non-default dtype is named, so that the files made before dtypes were recorded keep their names.
     return "" if dtype == DEFAULT_DTYPE else f"-{_slug(dtype)}"
 
 
@@ -30,64 +27,47 @@ def constants_filename(model_name: str, corpus: str, max_length: int, layout: st
                        dtype: str = DEFAULT_DTYPE) -> str:
     """`<model>__<corpus>__<kind>-<layout>-n<N>[-<dtype>].safetensors` (the dtype only when not float32); <model> is
     `model_file_name`'s."""
-    return _constants_name(model_file_name(model_name), corpus, max_length, layout, kind, dtype)
+    return (f"{_slug(model_file_name(model_name))}__{_slug(corpus)}__{kind}-{layout}-n{max_length}"
+            f"{_dtype_suffix(dtype)}.safetensors")
 
 
-def ranking_filename(model_name: str, task: str, constants: str, corpus: str, max_length: int, profile: str,
-                     layout: str, dtype: str = DEFAULT_DTYPE, seed: int = 0, part: int = 0) -> str:
-    """`<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-part<P>][-seed<S>]
-    .safetensors` (the dtype only when not float32, the disjoint training part λ learned on only when not the grid's
-    own, the seed λ learned with only when not 0); <model> is `model_file_name`'s."""
-    return _ranking_name(model_file_name(model_name), task, constants, corpus, max_length, profile, layout, dtype,
-                         seed, part=part)
+@dataclass(frozen=True)
+class RankingName:
+    """What names a λ ranking's file: the model (its name), the task, the constants kind and corpus λ learned over,
+    the length, the profile that learned it, the layout and dtype, the probe's inputs, λ's seed and the disjoint
+    training part it learned on (0: the grid's own subset)."""
 
+    model: str
+    task: str
+    constants: str
+    corpus: str
+    max_length: int
+    profile: str
+    layout: str
+    dtype: str = DEFAULT_DTYPE
+    probe_inputs: str = PAPER_PROBE_INPUTS
+    seed: int = 0
+    part: int = 0
 
-def constants_filenames(model_name: str, *args, given: str | None = None, **kwargs) -> list[str]:
-    """`constants_filename`, then the name older papa versions gave the same file (the model's whole path, as
-    `given`: the model argument as the user gave it, where `model_name` is the recorded name)."""
-    return _with_legacy(model_name, given, _constants_name, *args, **kwargs)
+    def __post_init__(self) -> None:
+        for name in ("seed", "part"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ValueError(f"a ranking's {name} must be an integer, got {value!r}.")
 
-
-def ranking_filenames(model_name: str, *args, given: str | None = None, **kwargs) -> list[str]:
-    """`ranking_filename`, then the name older papa versions gave the same file (the model's whole path, as
-    `given`)."""
-    return _with_legacy(model_name, given, _ranking_name, *args, **kwargs)
-
-
-def existing_file(directory: str | os.PathLike, names: list[str]) -> Path:
-    """The first of `names` that is a file in `directory`, else the first (where a new file is to be written)."""
-    for name in names:
-        if (Path(directory) / name).is_file():
-            return Path(directory) / name
-    return Path(directory) / names[0]
-
-
-def _with_legacy(model_name: str, given: str | None, build, *args, **kwargs) -> list[str]:
-    names = [build(model_file_name(model_name), *args, **kwargs),
-             build(str(given if given is not None else model_name), *args, **kwargs)]
-    return list(dict.fromkeys(names))
+    @property
+    def filename(self) -> str:
+        """`<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-<inputs>][-part<P>]
+        [-seed<S>].safetensors`, each bracketed part only where it is not the protocol's (float32, raw inputs,
+        part 0, seed 0); <model> is `model_file_name`'s."""
+        suffix = (_dtype_suffix(self.dtype)
+                  + ("" if self.probe_inputs == PAPER_PROBE_INPUTS else f"-{_slug(self.probe_inputs)}")
+                  + ("" if self.part == 0 else f"-part{self.part}") + ("" if self.seed == 0 else f"-seed{self.seed}"))
+        return (f"{_slug(model_file_name(self.model))}__{_slug(self.task)}__lambda-{_slug(self.constants)}-"
+                f"{_slug(self.corpus)}-{_slug(self.layout)}-n{self.max_length}-{_slug(self.profile)}{suffix}"
+                ".safetensors")
 
 
 def corpus_slug(corpus: str) -> str:
     """A corpus as constants file names spell it."""
     return _slug(corpus)
-
-
-def _constants_name(model: str, corpus: str, max_length: int, layout: str, kind: str = "average",
-                    dtype: str = DEFAULT_DTYPE) -> str:
-    return f"{_slug(model)}__{_slug(corpus)}__{kind}-{layout}-n{max_length}{_dtype_suffix(dtype)}.safetensors"
-
-
-def _ranking_name(model: str, task: str, constants: str, corpus: str, max_length: int, profile: str, layout: str,
-                  dtype: str = DEFAULT_DTYPE, seed: int = 0, probe_inputs: str = PAPER_PROBE_INPUTS,
-                  part: int = 0) -> str:
-    for name, value in (("seed", seed), ("part", part)):
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ValueError(f"a ranking's {name} must be an integer, got {value!r}.")
-    # Only another seed than the grid's (0), or another part of the data, is named, so that the grid's rankings keep
-    # their names.
-    seed_suffix = ("" if part == 0 else f"-part{part}") + ("" if seed == 0 else f"-seed{seed}")
-    # Likewise only a probe that reads standardised inputs (papa.probing.standardize).
-    inputs_suffix = "" if probe_inputs == PAPER_PROBE_INPUTS else f"-{_slug(probe_inputs)}"
-    return (f"{_slug(model)}__{_slug(task)}__lambda-{_slug(constants)}-{_slug(corpus)}-{_slug(layout)}"
-            f"-n{max_length}-{_slug(profile)}{_dtype_suffix(dtype)}{inputs_suffix}{seed_suffix}.safetensors")

@@ -62,7 +62,7 @@ class Profile:
     which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` /
     `trainable_epochs` size the runs whose constants train with the probe (Table 1), which run the backbone every
     step: None = `train_limit` / `epochs`. `rank_lr` is the learning rate of λ's θ while λ learns (None: the probe's
-    Table 3 rate, as the paper learns them; recorded in run ids and rankings only when set). `look_limit` and
+    Table 3 rate, as the paper learns them). `look_limit` and
     `timing_repeats` size what the notebooks show beside the grids (how many examples of each split a look at the
     data reads, how often a look at speed times each mode); no result row depends on them.
     """
@@ -124,13 +124,6 @@ class Profile:
         """This profile with `task`'s own sizes in place of the profile-wide ones (same name: a task's runs record
         the sizes they ran with)."""
         return replace(self, **self.task_sizes(task), tasks=())
-
-    def ranking_key(self) -> tuple:
-        """What the run id of a point replaced in λ order records of how its ranking learned: (rank_limit,
-        rank_epochs), plus `rank_lr` only where it is set, so that the ids of runs made before λ had a learning
-        rate of its own stay as they were. Apply to a profile `for_task` (a task may set its own)."""
-        key = (self.rank_limit, self.rank_epochs)
-        return key if self.rank_lr is None else (*key, self.rank_lr)
 
     def sizes_text(self) -> str:
         """The training sizes in words, e.g. "2000 training examples per task (cola: 3000, mrpc: 1000)"."""

@@ -24,22 +24,19 @@ import pandas as pd
 from filelock import FileLock
 from scipy import stats
 
-from papa.core.artifacts import atomic_path, remove_stale_temporaries
+from papa.core.artifacts import FORMAT, atomic_path, check_format, remove_stale_temporaries
 from papa.core.errors import CorruptArtifactError
 from papa.core.vocabulary import (BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, EXECUTIONS, LAYOUTS,
-                                  MODEL_DTYPES, PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS)
-from papa.method.layout import UNRECORDED_LAYOUT
+                                  MODEL_DTYPES, PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS,
+                                  REPRODUCTION_LAYOUT)
 from papa.method.selection import as_fraction, fraction_label
 from papa.runs.profiles import PROFILES
 
 COLUMNS = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "fraction_label",
            "n_input_dependent", "seed", "profile", "layout", "dtype", "probe_inputs", "precision", "execution",
-           "batch_order", "metric", "value", "runtime_s", "run_id", "extra")
-# Columns that tables written by older versions may lack, with the value their rows had.
-_ADDED_COLUMNS = {"layout": UNRECORDED_LAYOUT, "dtype": DEFAULT_DTYPE, "probe_inputs": PAPER_PROBE_INPUTS,
-                  "precision": DEFAULT_PRECISION, "execution": DEFAULT_EXECUTION, "batch_order": DEFAULT_BATCH_ORDER}
+           "batch_order", "metric", "value", "runtime_s", "run_id", "extra", "format")
 _FLOAT_COLUMNS = ("fraction", "value", "runtime_s")
-_INT_COLUMNS = ("n_input_dependent", "seed")
+_INT_COLUMNS = ("n_input_dependent", "seed", "format")
 _STR_COLUMNS = tuple(c for c in COLUMNS if c not in _FLOAT_COLUMNS + _INT_COLUMNS)
 DTYPES = {**{c: "float64" for c in _FLOAT_COLUMNS}, **{c: "int64" for c in _INT_COLUMNS},
           **{c: str for c in _STR_COLUMNS}}
@@ -69,7 +66,7 @@ class ResultRow:
     n_input_dependent: int
     seed: int
     profile: str
-    layout: str = UNRECORDED_LAYOUT
+    layout: str = REPRODUCTION_LAYOUT
     dtype: str = DEFAULT_DTYPE
     probe_inputs: str = PAPER_PROBE_INPUTS
     precision: str = DEFAULT_PRECISION
@@ -80,6 +77,7 @@ class ResultRow:
     runtime_s: float = float("nan")
     run_id: str
     extra: str = ""
+    format: int = FORMAT  # papa.core.artifacts.FORMAT: every row of a table has it
 
     def __post_init__(self) -> None:
         # Fractions may arrive as Fraction or "1/16" from the CLI; the table stores a float plus a readable label.
@@ -116,6 +114,7 @@ class ResultRow:
                 raise ValueError(f"{name} must be a string, got {getattr(self, name)!r}.")
         if not self.run_id:
             raise ValueError("run_id must be non-empty: use papa.runs.results.run_id(**config).")
+        check_format(self.format, f"row {self.run_id}", "result row")
 
     def to_dict(self) -> dict[str, Any]:
         """The row as a dict in column order."""
@@ -179,14 +178,14 @@ class ResultsTable:
         except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as exc:
             raise CorruptArtifactError(f"results table {path} is not a readable CSV ({exc}): move it aside and "
                                        "re-run, or point to another file.") from exc
-        for col, value in _ADDED_COLUMNS.items():
-            if col not in raw.columns:  # written before the column existed: every row had this value
-                raw[col] = value
+        # A table without the column is papa's first format, from before the column.
+        for found in sorted(set(raw["format"]) if "format" in raw.columns else {"1"}):
+            check_format(int(found) if found.isdigit() else found, path, "results table")
         missing = [c for c in COLUMNS if c not in raw.columns]
         if missing:
             raise CorruptArtifactError(
                 f"results table {path} lacks the column(s) {', '.join(missing)}; a papa results table has "
-                f"{', '.join(COLUMNS)}: it was not written by papa.runs.results (or by an older version): move it aside."
+                f"{', '.join(COLUMNS)}: it was not written by papa.runs.results: move it aside."
             )
         df = raw.copy()
         for col in COLUMNS:
@@ -243,8 +242,6 @@ def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
     statistics. Sorted by the group keys.
     """
     by = list(by)
-    # Frames made before a column existed (or by hand) group as the table reads them: with that column's old value.
-    df = df.assign(**{c: v for c, v in _ADDED_COLUMNS.items() if c in by and c not in df.columns})
     missing = [c for c in (*by, "value") if c not in df.columns]
     if missing:
         raise KeyError(f"aggregate needs the column(s) {', '.join(missing)}; the frame has {', '.join(df.columns)}.")

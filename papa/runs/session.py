@@ -235,23 +235,19 @@ def average_constants(s: Session, progress: bool) -> ConstantMatrices:
     """The session's average constants: cached under ``<out>/constants/``."""
     return cached_average_constants(s.model, s.tokenizer, s.controller.signature,
                                     constants_source(s.cfg, s.profile, s.spec), out_dir=s.out, data_dir=s.data_dir,
-                                    force=s.cfg.force, progress=progress, given=s.cfg.model)
+                                    force=s.cfg.force, progress=progress)
 
 
-def task_constants(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", out_dir: str = "artifacts/runs",
-                   corpus: str = "task", data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                   layout: str | None = None, dtype: str = DEFAULT_DTYPE, progress: bool = True
-                   ) -> tuple[ConstantMatrices, object, object]:
-    """The average constants a grid on `task` uses (same cache), with the model and tokenizer they belong to;
-    `layout` None takes the profile's (the grid's resolution: `GridConfig.resolved`)."""
-    cfg, prof, spec, loaded, tokenizer = load_resolved(GridConfig(
-        task=task, model=model, profile=profile, out_dir=out_dir, constants_corpus=corpus, data_dir=data_dir,
-        device=device, force=force, layout=layout, dtype=dtype))
+def task_constants(grid: GridConfig, *, progress: bool = True) -> tuple[ConstantMatrices, object, object]:
+    """The average constants the grid `grid` uses (same cache), with the model and tokenizer they belong to (its
+    task, model, profile, output folder, constants corpus, data, device, layout and dtype; unset values resolved as a
+    grid resolves them: `resolve_grid`)."""
+    cfg, prof, spec, loaded, tokenizer = load_resolved(grid)
     signature = model_signature(loaded, canonical_model_name(cfg.model))
     with timed_into(cfg.out_dir, ran=lambda: False), phase("extraction"):
         constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
                                              out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
-                                             force=cfg.force, progress=progress, given=cfg.model)
+                                             force=cfg.force, progress=progress)
     return constants, loaded, tokenizer
 
 

@@ -38,7 +38,7 @@ def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str 
     meta = rankings[0].metadata
     row = {"task": resolved.task, "model": rankings[0].model_name, "profile": resolved.profile, "constants": kind,
            "seeds": seeds, "examples": meta.get("examples"), "steps": meta.get("steps"),
-           "lambda_learning_rate": meta.get("lambda_learning_rate", meta.get("learning_rate"))}
+           "lambda_learning_rate": meta.get("lambda_learning_rate")}
     for seed, ranking in zip(seeds, rankings):
         for name, value in lambda_movement(ranking.lambdas).items():
             row[f"{name}_seed{seed}"] = value

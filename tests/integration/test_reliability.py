@@ -113,7 +113,7 @@ def test_killed_batch_resumes_to_the_uninterrupted_result(tmp_path, data_dir, pr
             and p.name != ".results.csv.lock"] == []
     artifacts = sorted(p for p in out.rglob("*.safetensors") if p.parent.name != "predictions")
     assert len(artifacts) == 1 and load_constants(artifacts[0]).metadata.num_examples == PROFILE["corpus_limit"]
-    predictions = load_run_predictions(out, resumed["run_id"], strict=True)  # one per row, each readable
+    predictions = load_run_predictions(out, resumed["run_id"])  # one per row, each readable
     assert len(list((out / "predictions").iterdir())) == len(predictions) == ROWS
 
 

@@ -101,8 +101,8 @@ def test_probing_on_two_processes_equals_one(tmp_path, data_dir, profile_file):
     (r1,), (r2,) = ((tmp_path / run / "rankings").glob("*.safetensors") for run in ("one", "two"))
     assert r1.name == r2.name and torch.equal(load_ranking(r1).lambdas, load_ranking(r2).lambdas)
     # The same per-example predictions, written once (by the main process).
-    p1 = load_run_predictions(tmp_path / "one", one["run_id"], strict=True)
-    p2 = load_run_predictions(tmp_path / "two", one["run_id"], strict=True)
+    p1 = load_run_predictions(tmp_path / "one", one["run_id"])
+    p2 = load_run_predictions(tmp_path / "two", one["run_id"])
     assert all(np.array_equal(p1[r].predicted, p2[r].predicted) for r in one["run_id"])
 
 

@@ -511,13 +511,15 @@ def test_report_compares_every_column_it_names(tmp_path, capsys, column, referen
     assert len(out) - 1 == expected
 
 
-def test_report_compare_on_a_table_without_the_column(tmp_path, capsys):
+def test_report_on_a_table_of_another_format_says_so_in_one_line(tmp_path, capsys):
     import pandas as pd
 
     path = _settings_table(tmp_path / "results.csv")
-    pd.read_csv(path).drop(columns=["dtype"]).to_csv(path, index=False)  # a table from before dtype was recorded
-    assert cli.main(["report", "--results", str(path), "--compare", "layout", "official", "sep_last"]) == 0
-    capsys.readouterr()
+    pd.read_csv(path).drop(columns=["format"]).to_csv(path, index=False)  # papa's first format had no such column
+    assert cli.main(["report", "--results", str(path), "--compare", "layout", "official", "sep_last"]) == 2
+    err = capsys.readouterr().err
+    assert "results table that is in artifact format 1; this papa reads format 2" in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
 # ---- reproduce ---------------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from papa.core import phases
-from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.artifacts import FORMAT
+from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError, InputError
 
 
 @pytest.fixture(autouse=True)
@@ -33,12 +34,12 @@ def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
     folder = tmp_path / phases.FOLDER
     folder.mkdir()
     old = folder / "old.json"
-    old.write_text(json.dumps({"format": phases._FORMAT, "seconds": {"features": 100.0}}))
+    old.write_text(json.dumps({"format": FORMAT, "seconds": {"features": 100.0}}))
     past = time.time() - 60
     import os
     os.utime(old, (past, past))
     since = time.time() - 1
-    (folder / "other.json").write_text(json.dumps({"format": phases._FORMAT, "seconds": {"features": 2.0}}))
+    (folder / "other.json").write_text(json.dumps({"format": FORMAT, "seconds": {"features": 2.0}}))
     with phases.phase("features"):
         time.sleep(0.01)
     written = phases.write_phase_times(tmp_path)
@@ -46,8 +47,12 @@ def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
     sums = phases.read_phase_times(tmp_path, since)
     assert set(sums) == set(phases.RUN_PHASES) and 2.01 <= sums["features"] < 2.1 and sums["lambda"] == 0
     assert phases.read_phase_times(tmp_path)["features"] >= 102
-    (folder / "bad.json").write_text("{}")
+    (folder / "bad.json").write_text(json.dumps({"format": FORMAT, "seconds": {"lunch": 1.0}}))
     with pytest.raises(CorruptArtifactError, match="not a papa phase-times file"):
+        phases.read_phase_times(tmp_path)
+    (folder / "bad.json").write_text(json.dumps({"format": "papa-phase-times-1", "seconds": {"features": 1.0}}))
+    with pytest.raises(IncompatibleArtifactError, match="in artifact format 'papa-phase-times-1'; this papa reads "
+                                                        "format 2"):
         phases.read_phase_times(tmp_path)
 
 

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
+from papa.core.artifacts import FORMAT
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
 from papa.method.rankings import HeadRanking, load_ranking
 from papa.core.errors import InputError
@@ -195,7 +196,7 @@ def test_truncated_ranking_file(tmp_path):
 
 
 def _write_raw(path, order, lambdas, num_layers=2, num_heads=3, metadata=None):
-    header = {"format_version": 1, "num_layers": num_layers, "num_heads": num_heads,
+    header = {"format_version": FORMAT, "num_layers": num_layers, "num_heads": num_heads,
               "has_lambdas": lambdas is not None, "metadata": metadata or {}}
     tensors = {"order": torch.tensor(order, dtype=torch.int64)}
     if lambdas is not None:

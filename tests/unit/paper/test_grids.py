@@ -6,7 +6,7 @@ import pytest
 
 from papa.core.errors import InputError
 from papa.paper.grids import head_selection, learned_rankings, main_results, order_draws
-from papa.runs.names import ranking_filename
+from papa.runs.names import RankingName
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 METHODS = ["lambda", "first_to_last", "last_to_first", "random", "reversed_lambda"]
@@ -28,7 +28,7 @@ def test_draws_of_each_order_are_declared_at_the_fractions_where_an_order_matter
 def test_another_profiles_ranking_is_declared_once_it_is_saved_for_every_task(tmp_path):
     rankings = tmp_path / "rankings"
     rankings.mkdir()
-    name = ranking_filename(MINILM, "sst2", "average", "task", 64, "full", "official")
+    name = RankingName(MINILM, "sst2", "average", "task", 64, "full", "official").filename
     (rankings / name).write_bytes(b"")
     assert learned_rankings(["full", "cpu"], [MINILM], ["sst2"], str(tmp_path)) == ["full"]
     assert learned_rankings(["full"], [MINILM], ["sst2", "cola"], str(tmp_path)) == []  # CoLA's is not saved

@@ -10,7 +10,7 @@ import torch
 from safetensors.numpy import save_file
 
 from conftest import tiny_model, tiny_tokenizer
-from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError, InputError
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.predictions import (PREDICTIONS_HEADER_KEY, EvalPredictions, load_predictions, metric_on,
                                       save_predictions)
@@ -206,7 +206,7 @@ def _header(path) -> str:
     ("truncate", "not a readable safetensors file"),
     ("foreign", "not papa predictions"),
     ("garbled_header", "unreadable predictions metadata"),
-    ("newer", "format version 99"),
+    ("older", "predictions file that is in artifact format 1; this papa reads format 2"),
     ("count", "header says 871 examples but the arrays hold 872"),
     ("kind", "hold the arrays loss, tokens"),
     ("labels", "label 7 is not a label id of the 2 labels"),
@@ -224,8 +224,8 @@ def test_corrupt_or_mismatched_files_are_named(tmp_path, damage, match):
     elif damage == "garbled_header":
         save_file({"predicted": predicted, "reference": reference}, str(path),
                   metadata={PREDICTIONS_HEADER_KEY: "{not json"})
-    elif damage == "newer":
-        _rewrite(path, format_version=99)
+    elif damage == "older":
+        _rewrite(path, format_version=1)
     elif damage == "count":
         _rewrite(path, num_examples=871)
     elif damage == "kind":
@@ -238,7 +238,7 @@ def test_corrupt_or_mismatched_files_are_named(tmp_path, damage, match):
         _rewrite(path, metric="seqeval_f1")
     elif damage == "lengths":
         _rewrite(path, {"predicted": predicted, "reference": reference[:-1]})
-    with pytest.raises(CorruptArtifactError, match=match):
+    with pytest.raises(IncompatibleArtifactError if damage == "older" else CorruptArtifactError, match=match):
         load_predictions(path)
 
 

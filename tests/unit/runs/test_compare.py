@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from papa.core.errors import CorruptArtifactError
 from papa.probing.predictions import EvalPredictions
 from papa.runs.compare import RunScores, compare, detectable
 from papa.runs.predictions_store import save_run_predictions
@@ -50,12 +51,20 @@ def test_compare_pairs_by_seed_and_adds_the_examples(tmp_path):
     assert not seeds_only["examples"] and seeds_only["difference"] == pytest.approx(row["difference"])
 
 
-def test_runs_without_predictions_are_named(tmp_path):
+def test_a_folder_missing_some_predictions_is_refused_by_name(tmp_path):
+    """Every row is written after its predictions, so a folder that stores them but lacks some is incomplete:
+    refused, not read as if the seeds were all the uncertainty there is. A table with no predictions folder at all
+    (copied alone, made by hand) is read from its seeds, as with no folder."""
     results = _grid(tmp_path, with_predictions=False)
+    bare = RunScores(results, tmp_path).scores("m", "sst2", layout="official")
+    assert bare is not None and bare.resampled is None
+    assert RunScores(results).scores("m", "sst2", layout="official").resampled is None
+    save_run_predictions(tmp_path, "sep_last0", EvalPredictions.from_labels("sentence", np.zeros(4, dtype=int),
+                                                                            np.zeros(4, dtype=int), SST2_LABELS),
+                         task="sst2", metric="accuracy")
     run = RunScores(results, tmp_path)
-    a = run.scores("m", "sst2", layout="official")
-    assert a is not None and a.resampled is None
-    assert run.missing_predictions == {"official0", "official1", "official2"}
+    with pytest.raises(CorruptArtifactError, match="3 run.s. have no predictions file.*official0, official1"):
+        run.scores("m", "sst2", layout="official")
     assert run.scores("m", "sst2", label="0") is None
 
 

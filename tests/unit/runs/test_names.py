@@ -1,4 +1,4 @@
-"""Artifact file names: named after the model, not after where it lies; files named by an older version still read."""
+"""Artifact file names: named after the model, not after where it lies."""
 from __future__ import annotations
 
 import pytest
@@ -7,8 +7,7 @@ import papa
 from conftest import tiny_model, tiny_tokenizer
 from papa.method.architectures import model_signature
 from papa.runs.constants_cache import ConstantsSource, cached_average_constants
-from papa.runs.names import (constants_filename, constants_filenames, existing_file, model_file_name,
-                             ranking_filename, ranking_filenames)
+from papa.runs.names import RankingName, constants_filename, model_file_name
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -29,58 +28,54 @@ def test_model_file_name(name, expected):
 def test_file_names_do_not_hold_the_folder_path():
     where = "/home/someone/private/models/my-bert"
     constants = constants_filename(where, "sst2-train", 64, "official")
-    ranking = ranking_filename(where, "sst2", "average", "task", 64, "cpu", "official")
+    ranking = RankingName(where, "sst2", "average", "task", 64, "cpu", "official").filename
     assert constants == "my-bert__sst2-train__average-official-n64.safetensors"
     assert ranking == "my-bert__sst2__lambda-average-task-official-n64-cpu.safetensors"
     # moving the folder keeps the name
     assert constants_filename("/elsewhere/my-bert", "sst2-train", 64, "official") == constants
-    # a hub id's names are those older versions gave (nothing to migrate)
-    assert constants_filenames("bert-base-uncased", "sst2-train", 64, "official") == \
-        ["bert-base-uncased__sst2-train__average-official-n64.safetensors"]
 
 
-def test_existing_file_prefers_the_current_name_and_reads_an_older_one(tmp_path):
-    where = "/data/models/my-bert"
-    current, legacy = ranking_filenames(where, "sst2", "average", "task", 64, "cpu", "official")
-    assert legacy == "data-models-my-bert__sst2__lambda-average-task-official-n64-cpu.safetensors"
-    assert existing_file(tmp_path, [current, legacy]) == tmp_path / current  # neither there: where to write
-    (tmp_path / legacy).write_bytes(b"")
-    assert existing_file(tmp_path, [current, legacy]) == tmp_path / legacy
-    (tmp_path / current).write_bytes(b"")
-    assert existing_file(tmp_path, [current, legacy]) == tmp_path / current
+def test_constants_saved_under_a_path_name_are_not_read(tmp_path, monkeypatch):
+    """Only the model's name names its constants: a file named by the model's whole path is not taken for them (the
+    cache extracts them instead); a file under the name is read, not extracted again."""
+    import papa.runs.constants_cache as cache
 
+    def extract(*args, **kwargs):
+        raise RuntimeError("extracts")
 
-def test_constants_saved_under_an_older_name_are_read_not_extracted_again(tmp_path):
-    """The cache finds a file an older version named by the model's whole path: no corpus is read (there is no
-    data directory and no hub here, so extracting again would fail)."""
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
     where = str(tmp_path / "models" / "tiny-bert")
     signature = model_signature(model, where)
     made = papa.extract_constants(model, tok, ["the cat sat", "a dog ran"], max_length=16, layout="official",
                                   model_name=where, progress=False)
     corpus = "sst2:train[:2]"
-    legacy = constants_filenames(where, corpus, 16, "official")[1]
-    made.save(tmp_path / "out" / "constants" / legacy)
-    loaded = cached_average_constants(model, tok, signature, ConstantsSource("sst2", limit=2, max_length=16,
-                                                                             layout="official"),
-                                      out_dir=tmp_path / "out", data_dir=None, progress=False)
-    assert loaded.metadata.num_examples == 2
+    path_named = constants_filename("tiny-bert", corpus, 16, "official").replace(
+        "tiny-bert", where.strip("/").replace("/", "-"), 1)
+    made.save(tmp_path / "out" / "constants" / path_named)
+    source = ConstantsSource("sst2", limit=2, max_length=16, layout="official")
+    monkeypatch.setattr(cache, "_extract", extract)
+    with pytest.raises(RuntimeError, match="extracts"):
+        cached_average_constants(model, tok, signature, source, out_dir=tmp_path / "out", data_dir=None,
+                                 progress=False)
+    made.save(tmp_path / "out" / "constants" / constants_filename(where, corpus, 16, "official"))
+    loaded = cached_average_constants(model, tok, signature, source, out_dir=tmp_path / "out", data_dir=None,
+                                      progress=False)
     assert (loaded.matrices == made.matrices).all()
 
 
 def test_a_ranking_of_another_seed_is_named_by_it_and_seed_0_keeps_its_name():
-    grid = ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official")
-    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed=0) == grid
-    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed=1) == \
-        "my-bert__sst2__lambda-average-task-official-n64-cpu-seed1.safetensors"
-    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", "bfloat16", seed=2) == \
+    def name(**kw):
+        return RankingName("my-bert", "sst2", "average", "task", 64, "cpu", "official", **kw).filename
+
+    grid = name()
+    assert name(seed=0) == grid
+    assert name(seed=1) == "my-bert__sst2__lambda-average-task-official-n64-cpu-seed1.safetensors"
+    assert name(dtype="bfloat16", seed=2) == \
         "my-bert__sst2__lambda-average-task-official-n64-cpu-bfloat16-seed2.safetensors"
-    assert all(name.endswith("-seed1.safetensors")
-               for name in ranking_filenames("/data/my-bert", "sst2", "average", "task", 64, "cpu", "official",
-                                             seed=1))
+    assert name(probe_inputs="standardized") == \
+        "my-bert__sst2__lambda-average-task-official-n64-cpu-standardized.safetensors"
     with pytest.raises(ValueError, match="seed must be an integer"):
-        ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", seed="1")
+        name(seed="1")
     # A disjoint training part is named before the seed; part 0 (the grid's subset) keeps the grid's name.
-    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", part=0) == grid
-    assert ranking_filename("my-bert", "sst2", "average", "task", 64, "cpu", "official", part=2, seed=1) == \
-        "my-bert__sst2__lambda-average-task-official-n64-cpu-part2-seed1.safetensors"
+    assert name(part=0) == grid
+    assert name(part=2, seed=1) == "my-bert__sst2__lambda-average-task-official-n64-cpu-part2-seed1.safetensors"

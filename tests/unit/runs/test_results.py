@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from papa.core.errors import CorruptArtifactError
+from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
 from papa.runs.results import COLUMNS, ResultRow, ResultsTable, aggregate, relative_drop, run_id
 
 
@@ -117,39 +117,32 @@ def test_concurrent_appends_keep_every_row(tmp_path):
     assert sorted(ResultsTable(path).read()["seed"]) == list(range(24))
 
 
-def test_tables_without_a_layout_column_load_as_sep_last(tmp_path):
-    """Tables written before layouts were recorded (e.g. artifacts/cpu/results.csv) hold sep_last runs."""
+def test_a_table_of_another_format_is_refused_in_one_line(tmp_path):
+    """A table without the format column (papa's first format, whose run ids hashed fewer settings) or of another
+    format is refused before it is read, naming the format it has and the one papa reads."""
     path = tmp_path / "results.csv"
-    old = pd.DataFrame([row(s).to_dict() for s in range(2)]).drop(columns="layout")
-    old.to_csv(path, index=False)
-    table = ResultsTable(path)
-    df = table.read()
-    assert list(df.columns) == list(COLUMNS) and set(df["layout"]) == {"sep_last"}
-    table.append(row(5, layout="official"))  # an append keeps the old rows, now with their layout written out
-    df = table.read()
-    assert sorted(df["layout"]) == ["official", "sep_last", "sep_last"]
-    assert aggregate(df).groupby("layout")["n"].sum().to_dict() == {"official": 1, "sep_last": 2}
+    pd.DataFrame([row(s).to_dict() for s in range(2)]).drop(columns="format").to_csv(path, index=False)
+    with pytest.raises(IncompatibleArtifactError, match=r"results table that is in artifact format 1; this papa "
+                                                        r"reads format 2") as err:
+        ResultsTable(path).read()
+    assert "\n" not in str(err.value)
+    with pytest.raises(IncompatibleArtifactError):
+        ResultsTable(path).append(row(5))  # an append never mixes formats either
+    pd.DataFrame([{**row().to_dict(), "format": 3}]).to_csv(path, index=False)
+    with pytest.raises(IncompatibleArtifactError, match="artifact format 3"):
+        ResultsTable(path).read()
+    table = ResultsTable(tmp_path / "new.csv")
+    table.append(row(0, layout="sep_last"))
+    assert set(table.read()["format"]) == {2} and list(table.read()["layout"]) == ["sep_last"]
     with pytest.raises(ValueError, match="unknown layout"):
         row(layout="left")
-
-
-def test_tables_without_a_dtype_column_load_as_float32(tmp_path):
-    """Tables written before dtypes were recorded hold float32 runs (papa loaded every model in float32, or kept a
-    float32 checkpoint's dtype); rows of another dtype are aggregated apart."""
-    path = tmp_path / "results.csv"
-    pd.DataFrame([row(s).to_dict() for s in range(2)]).drop(columns="dtype").to_csv(path, index=False)
-    table = ResultsTable(path)
-    assert list(table.read().columns) == list(COLUMNS) and set(table.read()["dtype"]) == {"float32"}
-    table.append(row(5, dtype="bfloat16"))
-    agg = aggregate(table.read())
-    assert agg.groupby("dtype")["n"].sum().to_dict() == {"bfloat16": 1, "float32": 2}
     with pytest.raises(ValueError, match="unknown dtype 'float64'"):
         row(dtype="float64")
 
 
 def test_read_validates_columns(tmp_path):
     path = tmp_path / "results.csv"
-    path.write_text("model,task,value\nbert,sst2,0.5\n")
+    path.write_text("model,task,value,format\nbert,sst2,0.5,2\n")
     with pytest.raises(CorruptArtifactError, match=r"results\.csv lacks the column\(s\) constants"):
         ResultsTable(path).read()
     pd.DataFrame([{**row().to_dict(), "seed": "zero"}]).to_csv(path, index=False)
