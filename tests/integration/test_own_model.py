@@ -52,7 +52,7 @@ def test_reproduce_on_a_local_encoder_runs_what_jobs_lists(own, tmp_path, data_d
     assert listed[-1] == f"3 of 3 jobs done ({out}/results.csv)"
     keys = {line.split()[2] for line in listed[:-1]}
     assert keys == {"|".join(str(v) for v in (r.model, r.task, r.constants, r.constants_corpus, r.selection,
-                                                r.fraction_label, r.seed, r.profile, r.layout))
+                                                r.fraction_label, r.seed, r.profile, r.layout, r.probe_inputs))
                     for r in rows.itertuples()}
 
 
