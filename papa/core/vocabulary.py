@@ -60,7 +60,7 @@ DECODER_LAYOUT = "standard"
 # raw: the hidden states as they are (the paper's probe); standardized: each (layer, dimension) shifted and scaled by
 # its training mean and standard deviation first (same function class, better conditioned: decoders need it).
 PROBE_INPUTS = ("raw", "standardized")
-# What an encoder's probe reads unless told otherwise (and what rows written before the option existed read).
+# What an encoder's probe reads unless told otherwise: the paper's probe reads the hidden states as they are.
 PAPER_PROBE_INPUTS = "raw"
 # What a causal LM's probe reads unless told otherwise: its residual stream is not normalised between layers, and a
 # few massive dimensions saturate the paper's probe at the majority class (docs/decoders.md).

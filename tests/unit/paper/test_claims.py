@@ -176,7 +176,7 @@ def test_a_notebook_prints_the_claims_of_its_section(run_dir):
     text = section_claims(run_dir, "quick", "02_main_results")
     words = " ".join(text.split())
     assert "Fig. 2" in words and "Fig. 5" not in words and "Table 1" not in words
-    assert "runs were made before runs stored their predictions" in words and "every pair of draws" in words
+    assert "No predictions are stored beside the table" in words and "every pair of draws" in words
     assert text.split("\n  Fig. 2", 1)[1] in reproduction_summary("quick", out_dir=run_dir)  # the same reading
     patterns = " ".join(section_claims(run_dir, "quick", "03_constant_patterns").split())
     assert "Fig. 4" in patterns and "stability" not in patterns  # no λ ranking behind Fig. 4
@@ -213,7 +213,7 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
                             "with 2 seeds")  # first, before the claims' own heading
     assert "artifacts/cpu/" in words and "docs/results.md" in words and "PROFILE=cpu" in words
     assert words.index("SMOKE RUN") < words.index("The paper's claims as this run reads them")
-    assert f"{len(MEANS) * 5} of {len(MEANS) * 5} runs were made before runs stored their predictions" in words
+    assert f"No predictions are stored beside the table of these {len(MEANS) * 5} runs" in words
     lines = text.splitlines()
     assert max(len(line) for line in lines if str(run_dir) not in line) <= 116
     assert sum(line.lstrip().startswith(("Fig. 2 ", "Fig. 3 ", "Fig. 4 ", "Fig. 5 ", "Fig. 6 ", "Table "))
