@@ -35,7 +35,7 @@ from papa.method.models import load_model
 from papa.method.rankings import RANKING_HEADER_KEY, HeadRanking, load_ranking
 from papa.method.selection import replacement_order
 from papa.paper.figures import attention_vs_constant, png_bytes
-from papa.paper.inspection import live_attention, mean_pooled
+from papa.paper.inspection import live_attention, mean_pooled, readable_tokens
 from papa.paper.patterns import head_patterns, special_slots
 from papa.runs.predictions_store import PREDICTIONS_DIR
 from papa.runs.session import GridConfig, task_constants
@@ -314,7 +314,7 @@ class HeadExplorer:
             inputs = encode(self.tokenizer, [text], max_length=n, model_type=self.model.config.model_type,
                             layout=layout).inputs  # the sentence is laid out as the constants' corpus was
             slots = inputs["attention_mask"][0].bool().nonzero().flatten().tolist()
-            tokens = self.tokenizer.convert_ids_to_tokens(inputs["input_ids"][0][slots].tolist())
+            tokens = readable_tokens(self.tokenizer, inputs["input_ids"][0][slots].tolist())
             live = crop(live_attention(self.model, self.tokenizer, text, max_length=n, layout=layout), slots)
             if len(self._sentences) >= 16:  # typed sentences come and go: keep the last few
                 self._sentences.pop(next(iter(self._sentences)))

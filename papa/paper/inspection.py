@@ -50,6 +50,14 @@ def layout_table(tokenizer, text: str, pair: str | None = None, *, max_length: i
     return table.set_index("slot")
 
 
+def readable_tokens(tokenizer, ids: Sequence[int]) -> list[str]:
+    """Each token of `ids` as a reader knows it: a byte-level BPE or SentencePiece piece decoded ("Ġmovie",
+    "▁movie" -> "movie"), a WordPiece one and a special token as they are ("##ing", "[CLS]"); a token that decodes
+    to whitespace alone keeps its piece, so that every slot shows something."""
+    pieces = tokenizer.convert_ids_to_tokens(list(ids))
+    return [tokenizer.decode([i]).strip() or piece for i, piece in zip(ids, pieces)]
+
+
 def shown_head(num_layers: int, num_heads: int, layer: int = 2, head: int = 5) -> tuple[int, int]:
     """The head a notebook shows: (`layer`, `head`) where the model has them, else its last layer or head (a
     notebook run on a smaller model than its own)."""

@@ -50,3 +50,14 @@ def test_a_decoders_representation_and_replacement_effect():
     order = [(layer, head) for layer in range(2) for head in range(4)]
     effect = replacement_effect(model, tok, texts, constants, order, ["1", "0"])
     assert torch.isfinite(torch.tensor(effect.select_dtypes("number").to_numpy())).all()
+
+
+def test_readable_tokens_decode_byte_level_pieces_and_keep_wordpieces():
+    from papa.paper.inspection import readable_tokens
+
+    bpe = tiny_tokenizer("llama")  # byte-level BPE, as SmolLM2's: a word's first piece carries "Ġ"
+    ids = bpe.convert_tokens_to_ids(["Ġa", "b", "Ġc", "<|endoftext|>"])
+    assert readable_tokens(bpe, ids) == ["a", "b", "c", "<|endoftext|>"]
+    wordpiece = tiny_tokenizer("bert")
+    ids = wordpiece("the cat")["input_ids"]
+    assert readable_tokens(wordpiece, ids) == wordpiece.convert_ids_to_tokens(ids)  # [CLS] the cat [SEP]
