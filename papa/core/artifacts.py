@@ -66,7 +66,7 @@ def remove_stale_temporaries(path: str | os.PathLike) -> None:
 def check_format(found: object, where: str | os.PathLike, what: str) -> None:
     """Raise `IncompatibleArtifactError` unless `found` (the format a file records; None: it records none) is
     `FORMAT`; `where` names the file and `what` the kind of artifact, e.g. "head ranking"."""
-    if found != FORMAT or isinstance(found, bool):
+    if found != FORMAT:
         has = "records no artifact format" if found is None else f"is in artifact format {found!r}"
         raise IncompatibleArtifactError(f"{where} is a {what} that {has}; this papa reads format {FORMAT}: make it "
                                         "again with this papa (the command that wrote it, in a new folder).")

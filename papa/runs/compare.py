@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from papa.core.vocabulary import NONE
-from papa.runs.predictions_store import PREDICTIONS_DIR, load_run_predictions
+from papa.runs.predictions_store import load_run_predictions, stores_predictions
 from papa.runs.statistics import Estimate, Scores, difference, resample_weights, scores
 
 #: A setting: the columns of a result row that say what ran (besides model, task and seed).
@@ -31,8 +31,7 @@ class RunScores:
 
     def __init__(self, results: pd.DataFrame, out_dir: str | Path | None = None):
         self.results = results
-        stored = out_dir is not None and (Path(out_dir) / PREDICTIONS_DIR).is_dir()
-        self.out = Path(out_dir) if stored else None
+        self.out = Path(out_dir) if stores_predictions(out_dir) else None
         self._weights: dict[tuple[str, str, int], np.ndarray] = {}
 
     def rows(self, model: str, task: str, **setting: str) -> pd.DataFrame:

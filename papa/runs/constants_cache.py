@@ -59,8 +59,8 @@ def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
 
 
 def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *, out_dir: str | Path,
-                             data_dir: Path | None = None, force: bool = False, progress: bool = True,
-) -> ConstantMatrices:
+                             data_dir: Path | None = None, force: bool = False,
+                             progress: bool = True) -> ConstantMatrices:
     """Average constants of `source`: loaded from ``<out_dir>/constants/`` if there (and made for this model, length
     and layout), else extracted and saved there.
 

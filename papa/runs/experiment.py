@@ -44,7 +44,7 @@ from papa.probing.features import EncodedTask, FeatureSource, feature_layers
 from papa.probing.standardize import InputStatistics, input_statistics, save_input_statistics
 from papa.probing.training import (TrainSettings, evaluate_probe, make_probe, train_probe, train_probes,
                                    train_probes_in_blocks)
-from papa.runs.keys import PointKey, point_key, run_config
+from papa.runs.keys import PointKey, point_key, run_config, trains_constants
 from papa.runs.lambda_ranking import check_saved_rankings, head_ranking
 from papa.runs.predictions_store import save_run_predictions
 from papa.runs.results import ResultRow, run_id
@@ -125,7 +125,7 @@ def _point(s: Session, kind: str, method: str, label: str) -> _Point:
                     rounding=cfg.rounding)
     config = run_config(cfg, prof, key, model=ctrl.signature.model_name, kind=kind, fraction=label,
                         constants_corpus=recorded_corpus(s, key.constants_corpus), trains_probe=s.spec.trains_probe)
-    trainable = kind.startswith("trainable_") and not key.keeps_all
+    trainable = trains_constants(kind, key)
     # Trained constants run the backbone every step, so a profile may size them apart (run_config records it).
     train = subset(s.train, prof.trainable_limit, prof.sample) if trainable and prof.trainable_limit else s.train
     return _Point(key, kind, method, label, config, train, config["epochs"], trainable)
@@ -261,15 +261,16 @@ def _fresh_probe(s: Session, seed: int):
     return make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(s.controller.theta.device)
 
 
+#: What a run's predictions and row record of its configuration (`papa.runs.keys.run_config`'s, under the row's names).
+_RECORDED = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "layout", "dtype",
+             "probe_inputs", "precision", "execution", "batch_order")
+
+
 def _record(s: Session, point: _Point, seed: int, run: str, value: float, predictions, *, seconds: float,
             epochs: int, store: str) -> None:
     """One run's predictions file, then its row: a row in the table always has its predictions."""
-    cfg, key = s.cfg, point.key
-    recorded = dict(model=point.config["model"], task=cfg.task, constants=key.constants,
-                    constants_corpus=point.config["constants_corpus"], selection=key.selection, fraction=point.label,
-                    seed=seed, profile=cfg.profile, layout=cfg.layout, dtype=cfg.dtype, probe_inputs=cfg.probe_inputs,
-                    precision=cfg.precision, execution=point.config["execution"],
-                    batch_order=point.config["batch_order"])
+    key = point.key
+    recorded = {**{name: point.config[name] for name in _RECORDED}, "seed": seed}
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
     s.recorded += 1
     s.table.append([ResultRow(

@@ -59,6 +59,11 @@ def point_key(kind: str, method: str, constants_corpus: str, fraction: str | flo
                     n_input_dependent=keep, keeps_all=keeps_all, replaces_all=replaces_all)
 
 
+def trains_constants(kind: str, key: PointKey) -> bool:
+    """Whether the point's constants train with its probe (a ``trainable_*`` kind, where some head is replaced)."""
+    return kind.startswith("trainable_") and not key.keeps_all
+
+
 def run_config(cfg: "GridConfig", prof: "Profile", key: PointKey, *, model: str, kind: str, fraction: str,
                constants_corpus: str, trains_probe: bool) -> dict[str, Any]:
     """What the run ids of the point (`kind`, `key`, `fraction`) of the resolved grid `cfg` hash, without the seed.
@@ -75,7 +80,7 @@ def run_config(cfg: "GridConfig", prof: "Profile", key: PointKey, *, model: str,
     if selection is not None and selection.method in RANKED:
         ranker = prof if selection.profile in (None, cfg.profile) else get_profile(selection.profile).for_task(cfg.task)
         rank = [ranker.rank_limit, ranker.rank_epochs, ranker.rank_lr]
-    trainable = kind.startswith("trainable_") and not key.keeps_all
+    trainable = trains_constants(kind, key)
     train_limit, epochs = prof.train_limit, prof.epochs
     if trainable:
         train_limit, epochs = prof.trainable_limit or prof.train_limit, prof.trainable_epochs or prof.epochs

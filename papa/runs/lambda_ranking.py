@@ -60,12 +60,11 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
         tqdm.write(f"{path.name} was learned with {stale}; learning it again with the profile's "
                    f"{_settings_text(wanted)}.")
     s.controller.set_constants(session_constants(s, kind.removeprefix("trainable_"), progress))
-    target = path
     trace = LambdaTrace(every=CURVE_EVERY)
     checkpoint = None
     if distributed.world_size() == 1:  # one process owns the file; distributed λ learning starts over
         identity = {"ranking": path.name, "task": cfg.task, "seed": seed, **wanted}
-        checkpoint = TrainingCheckpoint(checkpoint_path(target), identity)
+        checkpoint = TrainingCheckpoint(checkpoint_path(path), identity)
         if cfg.force:
             checkpoint.remove()
         elif checkpoint.path.is_file() and progress:
@@ -81,8 +80,8 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
         lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype,
         probe_inputs=cfg.probe_inputs)
     if distributed.is_main():
-        ranking.save(target)
-        save_curve(curve_path(target), trace, path.name)
+        ranking.save(path)
+        save_curve(curve_path(path), trace, path.name)
         if checkpoint is not None:
             checkpoint.remove()  # after the ranking is saved: a kill in between resumes at the last step
     return ranking

@@ -25,6 +25,12 @@ def predictions_path(out_dir: str | os.PathLike, run_id: str) -> Path:
     return Path(out_dir) / PREDICTIONS_DIR / f"{run_id}.safetensors"
 
 
+def stores_predictions(out_dir: str | os.PathLike | None) -> bool:
+    """Whether the grid folder `out_dir` stores its runs' predictions (then every row must have its file); a table
+    copied alone, or made by hand, has none beside it."""
+    return out_dir is not None and (Path(out_dir) / PREDICTIONS_DIR).is_dir()
+
+
 def save_run_predictions(out_dir: str | os.PathLike, run_id: str, predictions: EvalPredictions, *, task: str,
                          metric: str, **provenance: Any) -> Path:
     """Write run `run_id`'s predictions atomically under `out_dir`, with its task, metric and any further

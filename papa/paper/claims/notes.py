@@ -71,13 +71,13 @@ def profile_uncertainty_note(out_dir: str | Path, profile: str | Path) -> str:
 def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
     """One sentence on what the intervals of a run's claims hold: the seeds' and the evaluation examples' variance,
     or the seeds' only for a table with no predictions beside it (`papa.runs.compare.RunScores`)."""
-    from papa.runs.predictions_store import PREDICTIONS_DIR
+    from papa.runs.predictions_store import stores_predictions
 
     drawn = sorted({n for n in set(results["selection"])
                     if n != NONE and parse_selection(n).is_variant and parse_selection(n).profile is None})
     orders = (f" Where a head order was drawn more than once ({', '.join(drawn)}), the intervals of Fig. 2's and "
               "Fig. 5's parts hold the variance over the draws too." if drawn else "")
-    if (Path(out_dir) / PREDICTIONS_DIR).is_dir():
+    if stores_predictions(out_dir):
         return ("Intervals hold the probe seeds' variance and the evaluation examples' (a bootstrap over them), "
                 f"paired by seed.{orders}")
     return (f"No predictions are stored beside the table of these {len(results)} runs: their intervals hold the probe "

@@ -111,7 +111,7 @@ def test_changing_text_constants_and_replacement_changes_the_view(explorer):
     before = explorer.render()
     explorer.text.value = "a dog ran"
     state = explorer.render()
-    assert len(state["tokens"]) == 5 and explorer.grid.size == 5
+    assert len(state["tokens"]) == 5 and explorer.grid.size == 5 and state["tokens"] != before["tokens"]
     explorer.choice.value = "toy · n=16 · sep_last (quick/constants)"
     assert explorer.constants.max_length == 16
     explorer.text.value = "the cat sat on the mat"

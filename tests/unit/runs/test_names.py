@@ -54,6 +54,7 @@ def test_constants_saved_under_a_path_name_are_not_read(tmp_path, monkeypatch):
     made.save(tmp_path / "out" / "constants" / path_named)
     source = ConstantsSource("sst2", limit=2, max_length=16, layout="official")
     monkeypatch.setattr(cache, "_extract", extract)
+    monkeypatch.setattr(ConstantsSource, "load", lambda self, data_dir: ["the cat sat"])  # no data needed here
     with pytest.raises(RuntimeError, match="extracts"):
         cached_average_constants(model, tok, signature, source, out_dir=tmp_path / "out", data_dir=None,
                                  progress=False)
