@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
+REPO = Path(__file__).resolve().parent
+
 # Tests never reach the hub: models come from files, data from the data directory, hub paths are faked.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -16,8 +20,49 @@ if os.environ.get("PAPA_DATA_DIR", "").strip() and not Path(os.environ["PAPA_DAT
 
 def _data_dir() -> Path | None:
     """The data directory the notebooks read: $PAPA_DATA_DIR, else ../shared/data beside the clone; None without."""
-    path = Path(os.environ.get("PAPA_DATA_DIR", "").strip() or Path(__file__).resolve().parent.parent / "shared" / "data")
+    path = Path(os.environ.get("PAPA_DATA_DIR", "").strip() or REPO.parent / "shared" / "data")
     return path if path.is_dir() else None
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collect_file(file_path, parent):
+    """nbval runs a section notebook as ``papa reproduce --profile quick`` does: the stored notebook (the cpu run's
+    outputs) with the quick profile's parameters injected, writing to artifacts/quick
+    (`papa.reproduce.stored.quick_notebook`); it compares the outputs of the cells tagged nbval-check-output."""
+    collected = yield
+    if file_path.suffix != ".ipynb" or file_path.parent != REPO / "notebooks":
+        return collected
+    from nbval.plugin import IPyNbFile
+
+    return [_QuickNotebook.from_parent(parent, path=file_path) if isinstance(c, IPyNbFile) else c
+            for c in collected]
+
+
+def _quick_notebook_class():
+    from nbval.plugin import IPyNbFile
+
+    class QuickNotebook(IPyNbFile):
+        """nbval's notebook, read as `papa.reproduce.stored.quick_notebook` gives it (the kernel still runs in
+        notebooks/, where the stored notebook is)."""
+
+        def collect(self):
+            from unittest import mock
+
+            import nbformat
+
+            from papa.reproduce.stored import quick_notebook
+
+            nb = quick_notebook(self.path, REPO / "artifacts" / "quick")
+            with mock.patch.object(nbformat, "read", lambda *args, **kwargs: nb):
+                yield from super().collect()
+
+    return QuickNotebook
+
+
+try:
+    _QuickNotebook = _quick_notebook_class()
+except ImportError:  # nbval is a test dependency: without it no notebook is collected at all
+    _QuickNotebook = None
 
 
 def pytest_collection_modifyitems(config, items):

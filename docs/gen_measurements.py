@@ -375,6 +375,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "paper-protocol": (DOCS / "results.md", paper_protocol_block),
     "claims": (DOCS / "results.md", claims_block),
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
+    "cpu-rerun-time": (DOCS / "notebooks.md", notebook_time_block),
     "claims-brief": (REPO / "README.md", brief_block),
     "decoder-claims": (DOCS / "decoders.md", decoder_claims_block),
     "decoder-table": (DOCS / "decoders.md", decoder_table_block),

@@ -9,6 +9,10 @@ nbval compares every cell's output with the stored one, so such a table is shown
 ``nbval-ignore-output`` (for the reader), and checked in the cell after it with `check_table`: it raises when a value
 is out of its stated range or vocabulary, and prints the table's structure (index, columns, counts) and the rules
 that held, which is what nbval compares.
+
+The stored notebooks hold the cpu run's outputs and CI executes them at the quick profile, so the line is the same on
+every profile too: which fractions a grid runs is the profile's, and rows or columns that are fractions are named so
+rather than listed ("the profile's fractions").
 """
 from __future__ import annotations
 
@@ -22,6 +26,9 @@ Range = tuple[float, float]
 
 #: The columns of an interval, NaN where one seed ran (`check_table`).
 INTERVAL_COLUMNS = ("ci95", "low", "high")
+
+#: Index levels that hold a fraction of input-dependent heads: their values are the profile's.
+FRACTION_LEVELS = ("fraction", "fraction_label")
 
 
 class TableCheckError(AssertionError):
@@ -73,9 +80,38 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
             bad = frame.index[frame[left] > frame[right]]
             _require(bad.empty, name, f"{left} > {right} in rows {bad.tolist()}")
         rules.append(" <= ".join(map(str, ordered)))
-    rows = f"{len(frame)} rows {_labels(frame.index)}" if labels else f"{len(frame)} rows"
-    print(f"{name}: {rows} x {len(frame.columns)} columns "
-          f"[{', '.join(map(str, frame.columns))}]" + (f"; {'; '.join(rules)}" if rules else ""))
+    held = f"; {'; '.join(rules)}" if rules else ""
+    print(f"{name}: {_rows(frame.index, labels)} x {_columns(frame.columns)}{held}")
+
+
+def _rows(index: pd.Index, labels: bool) -> str:
+    if not labels:
+        return f"{len(index)} rows"
+    if not any(n in FRACTION_LEVELS for n in index.names):
+        return f"{len(index)} rows {_labels(index)}"
+    # one row per fraction the profile runs: the rows without their fraction, once each
+    at = [i for i, n in enumerate(index.names) if n in FRACTION_LEVELS]
+    starred = [tuple("*" if i in at else v for i, v in enumerate(row)) if isinstance(row, tuple) else "*"
+               for row in index.tolist()]
+    unique = pd.Index(list(dict.fromkeys(starred)), name=None)
+    unique.names = index.names
+    return f"rows {_labels(unique)[:-1]}; * = each of the profile's fractions)"
+
+
+def _columns(columns: pd.Index) -> str:
+    if len(columns) > 1 and all(_is_fraction(c) for c in columns):
+        return "columns [the profile's fractions]"
+    return f"{len(columns)} columns [{', '.join(map(str, columns))}]"
+
+
+def _is_fraction(label) -> bool:
+    from papa.method.selection import parse_fraction
+
+    try:
+        value = parse_fraction(str(label))
+    except (ValueError, ZeroDivisionError, TypeError):
+        return False
+    return 0 <= value <= 1
 
 
 def _ranges(numeric: pd.DataFrame, between) -> list[tuple[list, Range]]:

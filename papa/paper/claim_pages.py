@@ -107,8 +107,11 @@ def notebook_time(out_dir: str | Path) -> str:
     """The notebooks' times from the run's ``notebook_times.csv``: the total and each notebook's, one sentence."""
     times = pd.read_csv(Path(out_dir) / "notebook_times.csv")
     each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
+    computed = int(times.new_runs.sum()) if "new_runs" in times else None  # records before issue 52 lack it
+    runs = "" if computed is None else "; every probe run cached" if computed == 0 else \
+        f"; {computed:,} probe runs computed"
     return (f"`{Path(out_dir).as_posix()}/notebook_times.csv` records {times.seconds.sum():,.0f} s of notebook "
-            f"execution in its last run of each notebook ({each}).")
+            f"execution in its last run of each notebook ({each}{runs}).")
 
 
 def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:

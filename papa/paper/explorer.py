@@ -14,6 +14,8 @@ representation's shift) is computed once per sentence, so picking another head r
 """
 from __future__ import annotations
 
+import base64
+import io
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +24,7 @@ from pathlib import Path
 import anywidget
 import ipywidgets as widgets
 import matplotlib
+import numpy as np
 import torch
 import traitlets
 
@@ -39,6 +42,7 @@ from papa.paper.inspection import live_attention, mean_pooled, readable_tokens
 from papa.paper.patterns import head_patterns, special_slots
 from papa.runs.predictions_store import PREDICTIONS_DIR
 from papa.runs.session import GridConfig, task_constants
+from papa.runs.stability import draw_of
 
 DEFAULT_TEXT = "the movie was not good , but the actors were wonderful ."
 # What the grid's thumbnails show: the constants cropped to the sentence's slots (as the head view, and as they
@@ -94,9 +98,23 @@ def find_artifacts(directory: str | os.PathLike) -> Artifacts:
                 continue
             if ranking.lambdas is not None and ranking.model_name:
                 m = ranking.metadata
-                label = f"{m.get('task', path.stem)} · n={m.get('max_length', '?')} · {m.get('layout', '?')}{where}"
+                # profile and draw tell apart the rankings a task has (the grid's, other seeds, other data)
+                draw = " ".join(str(x) for x in (m.get("profile"), draw_of(path.name)) if x)
+                label = (f"{m.get('task', path.stem)} · {draw} · n={m.get('max_length', '?')} · "
+                         f"{m.get('layout', '?')}{where}")
                 rankings.setdefault(ranking.model_name, {})[label] = ranking
     return Artifacts(constants, rankings)
+
+
+def best_constants(labelled: dict[str, Path], task: str | None = None) -> str:
+    """Of a model's constants (label: path), the label to open on: `task`'s own corpus first, then the most
+    sentences averaged (a cpu run's over a quick run's), then the order found."""
+    def score(item: tuple[int, str]) -> tuple[bool, int, int]:
+        meta = ConstantsMetadata.from_json(_header(labelled[item[1]])["papa"])
+        own = task is not None and str(meta.corpus).split(":")[0].split("-")[0] == task
+        return own, int(meta.num_examples or 0), -item[0]
+
+    return max(enumerate(labelled), key=score)[1]
 
 
 def _header(path: Path) -> dict[str, str]:
@@ -177,7 +195,8 @@ class HeadExplorer:
     """
 
     def __init__(self, artifacts: Artifacts | str | os.PathLike, *, text: str = DEFAULT_TEXT,
-                 loader: Callable[[str], tuple] = load_model, order_method: str = "first_to_last"):
+                 loader: Callable[[str], tuple] = load_model, order_method: str = "first_to_last",
+                 model: str | None = None, task: str | None = None):
         if not isinstance(artifacts, Artifacts):
             artifacts = find_artifacts(artifacts)
         if not artifacts.constants:
@@ -187,11 +206,13 @@ class HeadExplorer:
         self._loader = loader
         self._models: dict[str, tuple] = {}
         self.order_method = order_method
-        first = artifacts.models[0]
+        self.task = task
+        first = model if model in artifacts.constants else artifacts.models[0]
         self.model_choice = widgets.Dropdown(options=[(name.split("/")[-1], name) for name in artifacts.models],
                                              value=first, description="model")
         labels = list(artifacts.constants[first])
-        self.choice = widgets.Dropdown(options=labels, value=labels[0], description="constants",
+        opening = best_constants(artifacts.constants[first], task)
+        self.choice = widgets.Dropdown(options=labels, value=opening, description="constants",
                                        layout=widgets.Layout(width="420px"))
         self.ranking_choice = widgets.Dropdown(options=[("none", NO_RANKING)], value=NO_RANKING,
                                                description="λ ranking", layout=widgets.Layout(width="380px"))
@@ -207,17 +228,64 @@ class HeadExplorer:
         self.stats = widgets.HTML()
         self._loading = True  # widget values change while constants load: render once, at the end
         self._switching = False
-        self._load(labels[0])
+        self._load(opening)
         self.model_choice.observe(lambda change: self._on_model(change["new"]), names="value")
         self.choice.observe(lambda change: self._on_choice(change["new"]), names="value")
         self.ranking_choice.observe(lambda change: self._on_ranking(change["new"]), names="value")
         self.grid.observe(lambda change: self._on_pick(change["new"]), names="selected")
         for w in (self.layer, self.head, self.text, self.replaced, self.scope):
             w.observe(lambda _change: None if self._loading else self.render(), names="value")
+        # the head view beside the grid (below it where the window is too narrow), so that a click shows its head
+        # where the eye already is
+        view = widgets.HBox([self.grid, widgets.VBox([self.image, self.stats], layout=widgets.Layout(width="560px"))],
+                            layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
         self.widget = widgets.VBox([widgets.HBox([self.model_choice, self.choice, self.ranking_choice]),
-                                    widgets.HBox([self.layer, self.head, self.scope]), self.text, self.grid,
-                                    self.replaced, self.image, self.stats])
+                                    widgets.HBox([self.layer, self.head, self.scope]), self.text, self.replaced,
+                                    view])
         self.render()
+
+    def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
+        """The widgets, and for a viewer that runs none (GitHub, a notebook not yet run) a picture of what they show
+        and one line saying what it is."""
+        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
+        bundle = dict(bundle)
+        bundle["image/png"] = base64.b64encode(self.picture()).decode("ascii")
+        bundle["text/plain"] = (f"head explorer: {self.model_choice.value}, constants {self.choice.value} (a picture "
+                                "of it; run the notebook for the widgets)")
+        return bundle
+
+    def picture(self) -> bytes:
+        """A PNG of what the explorer shows now: the grid of every head's thumbnail and the picked head's view."""
+        import matplotlib.pyplot as plt
+
+        thumbs = self.thumbnails.numpy()  # [L, H, t, t, 4]
+        layers, heads, t = thumbs.shape[:3]
+        captions = [c for c in self.grid.captions if c]
+        gap = t // 2 if captions else 2  # room under each thumbnail for its rank and λ
+        mosaic = np.full((layers * (t + gap), heads * (t + 2), 4), 255, dtype=np.uint8)
+        for layer in range(layers):
+            for head in range(heads):
+                top, left_edge = layer * (t + gap), head * (t + 2)
+                mosaic[top:top + t, left_edge:left_edge + t] = thumbs[layer, head]
+        view = plt.imread(io.BytesIO(self.image.value), format="png")
+        fig, (left, right) = plt.subplots(1, 2, figsize=(15, 6.5), width_ratios=[heads / max(layers, 1) * 1.1, 1])
+        left.imshow(mosaic)
+        if captions:
+            for i, caption in enumerate(self.grid.captions):
+                layer, head = divmod(i, heads)
+                left.text(head * (t + 2) + t / 2, layer * (t + gap) + t + 1, caption, fontsize=4.5,
+                          ha="center", va="top")
+        ranking = "" if self.ranking is None else f"; #rank and λ from {self.ranking_choice.value}"
+        left.set_title(f"{self.model_choice.value.split('/')[-1]}: every head ({layers} layers x {heads} heads), "
+                       f"{self.choice.value}{ranking}", fontsize=9)
+        left.set_xticks([(h + 0.5) * (t + 2) for h in range(heads)], range(heads), fontsize=7)
+        left.set_yticks([(x + 0.5) * (t + gap) for x in range(layers)], range(layers), fontsize=7)
+        left.set_xlabel("head")
+        left.set_ylabel("layer")
+        right.imshow(view)
+        right.axis("off")
+        fig.tight_layout()
+        return png_bytes(fig)
 
     # ---- state --------------------------------------------------------------------------------------------------
     def _load(self, label: str) -> None:
@@ -252,13 +320,15 @@ class HeadExplorer:
         self._set_ranking(self.ranking_choice.value)
 
     def _matching_ranking(self) -> str:
-        """The ranking learned with these constants' task, length and layout, else the closest; none without one."""
+        """The ranking learned with these constants' task, length and layout, else the closest; among those, the one
+        learned on the most examples (the paper's protocol: the whole training set) with the grid's seed; none
+        without one."""
         meta = self.constants.metadata
 
-        def score(item: tuple[str, HeadRanking]) -> tuple[bool, bool, bool]:
+        def score(item: tuple[str, HeadRanking]) -> tuple[bool, bool, bool, int, bool]:
             m = item[1].metadata
             return (str(meta.corpus).startswith(str(m.get("task", "\0"))), m.get("max_length") == meta.max_length,
-                    m.get("layout") == meta.layout)
+                    m.get("layout") == meta.layout, int(m.get("examples") or 0), m.get("seed", 0) == 0)
 
         return max(self._rankings.items(), key=score)[0] if self._rankings else NO_RANKING
 
@@ -278,13 +348,14 @@ class HeadExplorer:
 
     def _on_model(self, name: str) -> None:
         labels = list(self.artifacts.constants[name])
+        opening = best_constants(self.artifacts.constants[name], self.task)
         self._switching = True
         try:
             self.choice.options = labels
-            self.choice.value = labels[0]
+            self.choice.value = opening
         finally:
             self._switching = False
-        self._load(labels[0])
+        self._load(opening)
         self.render()
 
     def _on_choice(self, label: str) -> None:
@@ -393,7 +464,8 @@ class HeadExplorer:
 
 def open_explorer(artifacts_dir: str | os.PathLike, *, task: str = "sst2", profile: str = "quick",
                   data_dir: str | None = None, **kwargs) -> HeadExplorer:
-    """The explorer over every model with average constants under `artifacts_dir`.
+    """The explorer over every model with average constants under `artifacts_dir`, opened on `task`'s constants
+    with the most sentences (of ``model=``, where given and found).
 
     When there are none yet, `task`'s average constants are extracted first (the `profile`'s, into
     ``<artifacts_dir>/<profile>``, as a reproduction would). Further keyword arguments go to `HeadExplorer`.
@@ -403,4 +475,4 @@ def open_explorer(artifacts_dir: str | os.PathLike, *, task: str = "sst2", profi
         task_constants(GridConfig(task, profile=profile, out_dir=str(Path(artifacts_dir) / profile),
                                   data_dir=data_dir), progress=False)
         found = find_artifacts(artifacts_dir)
-    return HeadExplorer(found, **kwargs)
+    return HeadExplorer(found, task=task, **kwargs)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -94,6 +95,62 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "")
         fig.suptitle(title)
     fig.tight_layout()
     _legend_outside(fig, axes)
+    return fig
+
+
+def selection_differences(comparisons: pd.DataFrame, *, title: str = "") -> plt.Figure:
+    """Fig. 5 as its claim reads it: every comparison the claim counts (`papa.paper.claims.comparison_table`), one
+    column per task and λ ranking, one row per kind of comparison, each other order's paired difference with its 95%
+    interval at each fraction. Above 0 the claim holds there; points whose λ rankings are unstable (not read) are
+    drawn hollow, with the gate's reason over their panel."""
+    if comparisons.empty:
+        fig, ax = plt.subplots(figsize=(6, 1.5))
+        ax.axis("off")
+        ax.text(0.5, 0.5, "no comparison to draw: no λ ranking and other order ran at a fraction between 0 and 1",
+                ha="center", va="center", fontsize=9, wrap=True)
+        return fig
+    columns = list(dict.fromkeys(zip(comparisons["model"], comparisons["task"], comparisons["profile"].fillna(""))))
+    several = comparisons["model"].nunique() > 1
+    kinds = list(dict.fromkeys(comparisons["comparison"]))
+    labels = _labels(comparisons.rename(columns={"fraction": "fraction_label"}))
+    methods = list(dict.fromkeys(comparisons["method"]))
+    colours = {m: plt.get_cmap("tab10")(i % 10) for i, m in enumerate(methods)}
+    fig, axes = plt.subplots(len(kinds), len(columns), figsize=(4.8 * len(columns), 3.6 * len(kinds)),
+                             squeeze=False, sharey="row")
+    for col, (model, task, profile) in enumerate(columns):
+        here = comparisons[(comparisons.model == model) & (comparisons.task == task)
+                           & (comparisons.profile.fillna("") == profile)]
+        gate = next((g for g in here["gate"].fillna("") if g), "")
+        whose = f"λ of the {profile} profile" if profile else "the run's own λ"
+        for row, kind in enumerate(kinds):
+            ax = axes[row][col]
+            rows = here[here.comparison == kind]
+            shown = [m for m in methods if m in set(rows.method)]
+            for method, shift in zip(shown, _shifts(len(shown))):
+                line = rows[rows.method == method].set_index("fraction").reindex(labels)
+                x = [i + shift for i in range(len(labels))]
+                yerr = [(line["difference"] - line["low"]).fillna(0), (line["high"] - line["difference"]).fillna(0)]
+                read = not gate
+                ax.errorbar(x, line["difference"], yerr=yerr, fmt="o", markersize=5, capsize=2.5,
+                            color=colours[method], markerfacecolor=colours[method] if read else "white",
+                            alpha=1.0 if read else 0.6, label=method.replace("_", " "))
+            ax.axhline(0, color="0.3", linewidth=0.8)
+            _fraction_axis(ax, labels)
+            ax.set_ylabel(kind, fontsize=9)
+            if row == 0:
+                ax.set_title(f"{short_model(model) + ', ' if several else ''}{task}, {whose}" + ("\n" + "\n".join(textwrap.wrap(f"not read: {gate}", 60))
+                                                   if gate else ""), fontsize=9)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], marker="o", linestyle="", color=colours[m], label=m.replace("_", " ")) for m in methods]
+    if comparisons["gate"].fillna("").astype(bool).any():
+        handles.append(Line2D([], [], marker="o", linestyle="", color="0.4", markerfacecolor="white",
+                              label="hollow: not read\n(rankings unstable)"))
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9, frameon=False,
+               title="other order")
     return fig
 
 

@@ -57,22 +57,22 @@ CHANCE_TABLES = (DECODER_CHANCE_TABLE,)
 STABILITY_SEEDS = (0, 1)
 
 
-def outputs_note(profile: str) -> str:
-    """The line a notebook prints first: which profile made the outputs below, and where the CPU-scale run's are."""
+def outputs_note(profile: str, out_dir: str) -> str:
+    """The lines a notebook prints first: which profile made the outputs below, into which folder, and how to run it
+    again (cached, from scratch, or the quick smoke run)."""
     from papa.runs.profiles import builtin_base, get_profile
 
     prof = get_profile(profile)
-    base = builtin_base(prof)
-    cpu_run = ("The CPU-scale run's executed notebooks are in artifacts/cpu/notebooks/ and its numbers, claim by "
-               "claim, on the Results page (docs/results.md).")
-    if base == "quick":
-        return (f"Outputs below: profile {prof.name}, a smoke run on small subsets whose numbers show that everything "
-                f"runs, not the paper's results. {cpu_run}")
-    sizes = prof.sizes_text()
-    sizes = sizes[:1].lower() + sizes[1:]
-    if base == "cpu":
-        return f"Outputs below: profile {prof.name}, {sizes}. {cpu_run}"
-    return f"Outputs below: profile {prof.name}, {sizes}."
+    if builtin_base(prof) == "quick":
+        made = (f"Outputs below: profile {prof.name}, a smoke run on small subsets whose numbers show that everything "
+                "runs, not the paper's results. The notebooks in git show the CPU-scale run (profile cpu, "
+                "artifacts/cpu), and the Results page (docs/results.md) reads its claims.")
+    else:
+        sizes = prof.sizes_text()
+        made = f"Outputs below: profile {prof.name}, {sizes[:1].lower() + sizes[1:]}, run into {out_dir}."
+    return (f"{made}\nTo run again: Run All reads the probe runs, rankings and constants cached in {out_dir} and "
+            f"computes only what is missing; `papa reproduce --profile {prof.name} --out <new folder>` runs it all "
+            "from scratch; `make reproduce` is the quick smoke run (into artifacts/quick).")
 
 
 def listed(name: str, value: object) -> list[str]:

@@ -1,8 +1,9 @@
-"""Batch regeneration: execute the seven section notebooks with papermill for one profile.
+"""Batch regeneration: execute the section notebooks with papermill for one profile.
 
-Each notebook in ``notebooks/`` has a cell tagged ``parameters`` whose values are the quick profile's; a batch run
-injects the common parameters (profile, output and data directories, device, force) and the profile's own
-overrides from `PROFILE_PARAMETERS` (e.g. the paper's six models for ``full``). Executed notebooks go to
+Each notebook in ``notebooks/`` has a cell tagged ``parameters`` whose values are the cpu run's (the run whose
+outputs it stores, `papa.reproduce.stored`); a batch run injects the common parameters (profile, output and data
+directories, device, force) and the profile's own overrides from `PROFILE_PARAMETERS` (e.g. the paper's six models
+for ``full``). Executed notebooks go to
 ``<out>/notebooks/``, figures to ``<out>/figures/``, tables to ``<out>/tables/``.
 
 Work is cached by configuration below the notebooks (constants, rankings and result rows under ``<out>``), so a
@@ -38,23 +39,27 @@ class NotebookFailed(PapaError):
     """A cell of a notebook of the batch raised (papermill's error is the cause); the batch stops there."""
 
 
-# Per profile, per notebook: the parameters that differ from the notebook's own (quick) defaults.
+# Per profile, per notebook: the parameters that differ from the notebook's own, which are the cpu run's
+# (`papa.reproduce.stored`: notebooks/ stores that run). Besides these, every batch injects the profile, the output
+# and data directories, the device and force (`injected_parameters`).
+_NO_DRAWS = {"02_main_results": {"ranking_draws": []},
+             "06_head_selection": {"ranking_draws": [], "random_draws": 0, "other_rankings": []}}
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
-    "quick": {},
+    # the smoke run draws each head order once
+    "quick": _NO_DRAWS,
     # the notebooks' own models and tasks (the offline model; MNLI only if its data is there), with each head order
     # drawn again (issue 41): λ rankings of two training parts disjoint from the grid's and of a second seed, four
     # more random permutations, and λ learned at the paper's step count where `papa rank --profile full` saved it
-    "cpu": {"02_main_results": {"ranking_draws": ["part1", "part2", "seed1"]},
-            "06_head_selection": {"ranking_draws": ["part1", "part2", "seed1"], "random_draws": 4,
-                                  "other_rankings": ["full"]}},
+    "cpu": {},
     "full": {
         "01_method": {"model": "roberta-base"},
-        "02_main_results": {"models": [*PAPER_BASE, *PAPER_LARGE], "tasks": list(PAPER_TASKS)},
+        "02_main_results": {**_NO_DRAWS["02_main_results"], "models": [*PAPER_BASE, *PAPER_LARGE],
+                            "tasks": list(PAPER_TASKS)},
         "03_constant_patterns": {"model": "roberta-base", "task": "sst2"},
         "04_alternative_matrices": {"models": ["roberta-base", "roberta-large"], "tasks": list(PAPER_TASKS)},
         "05_data_dependence": {"models": ["roberta-base", "roberta-large"],
                                "tasks": ["cola", "mrpc", "sst2", "ner", "pos"], "other_corpus": "mnli"},
-        "06_head_selection": {"models": ["roberta-base"], "tasks": ["mnli"]},
+        "06_head_selection": {**_NO_DRAWS["06_head_selection"], "models": ["roberta-base"], "tasks": ["mnli"]},
         "07_mlm_electra": {"models": [*PAPER_BASE, ELECTRA_BASE], "downstream_task": "mnli"},
     },
 }

@@ -13,7 +13,8 @@ The modules, one per figure or table (and its section notebook), above the machi
 * `main_results` (Figs. 2 and 3, notebook 02), `constant_patterns` (Fig. 4, 03), `alternative_matrices` (Table 1,
   04), `data_dependence` (Table 2, 05), `head_selection` (Fig. 5, 06), `mlm_electra` (Fig. 6, 07), `decoders`
   (the causal LMs, 08);
-* `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`);
+* `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`) and Fig. 5's comparisons
+  (`profile_selection_comparisons`);
 * `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them.
 
 Every name is importable from `papa.paper.claims` itself.
@@ -26,8 +27,9 @@ from papa.paper.claims.mlm_electra import DECODER_POINTS, MLM_PRETRAINED, OBJECT
 from papa.paper.claims.notes import (CPU_RUN_RESULTS, format_claims, headed_claims, profile_uncertainty_note,
                                      section_claims, smoke_run_first, smoke_run_note, stability_note,
                                      uncertainty_note)
-from papa.paper.claims.reading import (learns_tables, profile_claims, read_claims, read_learns, read_tables,
-                                       run_agreement, run_claims)
+from papa.paper.claims.head_selection import SelectionComparison, comparison_table, selection_comparisons
+from papa.paper.claims.reading import (learns_tables, profile_claims, profile_selection_comparisons, read_claims,
+                                       read_learns, read_tables, run_agreement, run_claims)
 from papa.paper.claims.rules import (ALIKE_MARGIN, AVERAGE_MARGIN, CLOSE_MARGIN, FIG3_MODELS, HALF_MARGIN,
                                      LAMBDA_CLAIMS, RANKINGS, RULES, SPREAD_THRESHOLD, STABLE_RHO, ClaimReading, Part,
                                      _settle_anywhere, _tally)
@@ -37,4 +39,5 @@ from papa.runs.statistics import VERDICTS
 __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
-           "stability_note"]
+           "stability_note", "SelectionComparison", "selection_comparisons", "comparison_table",
+           "profile_selection_comparisons"]

@@ -14,7 +14,7 @@ from papa.paper.claims.constant_patterns import _pattern_readings
 from papa.paper.claims.data_dependence import _table2
 from papa.paper.claims.decoders import (DECODER_EVIDENCE, DECODER_NOTEBOOK, _in_layout, _with_probe_inputs,
                                         decoder_models)
-from papa.paper.claims.head_selection import _fig5
+from papa.paper.claims.head_selection import _fig5, comparison_table, selection_comparisons
 from papa.paper.claims.main_results import _fig2_all, _fig2_half, _fig3
 from papa.paper.claims.mlm_electra import _fig6
 from papa.paper.claims.rules import ClaimReading
@@ -37,12 +37,8 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
     runs' stored predictions add the evaluation set's uncertainty. A λ ranking is read only where `stability`
     (model, task, spearman) has its row at ρ ≥ `STABLE_RHO`; `chance` (model, task, chance) puts drops on a scale
     from chance."""
-    results, left_out = split_learning(results, learns)
-    decoders = decoder_models(results) if len(results) else set()
-    is_decoder, left_decoder = results["model"].isin(decoders), left_out["model"].isin(decoders)
-    encoder_run = _Run(results[~is_decoder], out_dir, stability, chance, left_out=left_out[~left_decoder])
-    decoder_run = _Run(results[is_decoder], out_dir, stability, chance, decoders=True,
-                       left_out=left_out[left_decoder])
+    encoder_run, decoder_run = _runs(results, learns, out_dir, stability, chance)
+    decoders = not decoder_run.results.empty
     readers = {"fig2_half": _fig2_half, "fig2_all": _fig2_all, "fig3": _fig3, "table1": _table1,
                "table2": _table2, "fig5": _fig5, "fig6": _fig6}
     readings = _pattern_readings(patterns or {}, intervals or {})
@@ -58,6 +54,16 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
     return sorted(readings, key=lambda r: order.index(r.claim))
 
 
+def _runs(results: pd.DataFrame, learns: pd.DataFrame | None, out_dir: str | Path | None,
+          stability: pd.DataFrame | None, chance: pd.DataFrame | None) -> tuple[_Run, _Run]:
+    """The encoders' rows and the causal LMs' as the claims read them (`read_claims`'s arguments)."""
+    results, left_out = split_learning(results, learns)
+    decoders = decoder_models(results) if len(results) else set()
+    is_decoder, left_decoder = results["model"].isin(decoders), left_out["model"].isin(decoders)
+    return (_Run(results[~is_decoder], out_dir, stability, chance, left_out=left_out[~left_decoder]),
+            _Run(results[is_decoder], out_dir, stability, chance, decoders=True, left_out=left_out[left_decoder]))
+
+
 def read_tables(out_dir: str | Path, names: Sequence[str]) -> pd.DataFrame | None:
     """The tables `names` under ``<out_dir>/tables/`` that the run wrote, together (None: none)."""
     tables = [pd.read_csv(path) for name in names if (path := Path(out_dir) / "tables" / f"{name}.csv").is_file()]
@@ -71,6 +77,14 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
     keeping the rows of `profile`, `layout` and `dtype` when given (a folder may hold several runs' rows), and those
     whose probe read its inputs as `probe_inputs` (None: as each model's grids do by default,
     `papa.probing.standardize.probe_inputs_for`)."""
+    tables = _run_tables(out_dir, profile=profile, layout=layout, dtype=dtype, probe_inputs=probe_inputs)
+    return read_claims(tables["results"], tables["patterns"], tables["learns"], out_dir=Path(out_dir),
+                       stability=tables["stability"], chance=tables["chance"], intervals=tables["intervals"])
+
+
+def _run_tables(out_dir: str | Path, *, profile: str | None = None, layout: str | None = None,
+                dtype: str | None = None, probe_inputs: str | None = None) -> dict:
+    """What `run_claims` reads of a run's output folder, by `read_claims`'s argument names."""
     from papa.runs.results import ResultsTable
 
     out = Path(out_dir)
@@ -85,9 +99,19 @@ def run_claims(out_dir: str | Path, *, profile: str | None = None, layout: str |
                 for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
     intervals = {path.stem.removeprefix("fig4_pattern_intervals_"): pd.read_csv(path, index_col=0)
                  for path in sorted((out / "tables").glob("fig4_pattern_intervals_*.csv"))}
-    return read_claims(results, patterns, read_learns(out), out_dir=out,
-                       stability=run_agreement(out), chance=read_tables(out, CHANCE_TABLES),
-                       intervals=intervals)
+    return dict(results=results, patterns=patterns, learns=read_learns(out), stability=run_agreement(out),
+                chance=read_tables(out, CHANCE_TABLES), intervals=intervals)
+
+
+def profile_selection_comparisons(out_dir: str | Path, profile: str | Path) -> pd.DataFrame:
+    """Every comparison Fig. 5's claim counts on the encoders a run of `profile` ran (rows as `profile_claims`
+    reads them), as `papa.paper.claims.head_selection.comparison_table` lays them out: what Fig. 5 draws."""
+    from papa.runs.profiles import get_profile
+
+    prof = get_profile(profile)
+    tables = _run_tables(out_dir, profile=prof.name, layout=prof.layout, dtype=DEFAULT_DTYPE)
+    encoders, _ = _runs(tables["results"], tables["learns"], Path(out_dir), tables["stability"], tables["chance"])
+    return comparison_table(selection_comparisons(encoders))
 
 
 def run_agreement(out_dir: str | Path) -> pd.DataFrame | None:

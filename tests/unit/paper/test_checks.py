@@ -65,3 +65,30 @@ def test_ordered_columns(capsys):
         check_table(intervals.assign(high=[0.25, 0.8]), "intervals", ordered=("low", "value", "high"))
     with pytest.raises(TableCheckError, match="no column 'middle'"):
         check_table(intervals, "intervals", nan_ok=True, ordered=("low", "middle"))
+
+
+def test_the_profiles_fractions_are_named_not_listed(capsys):
+    """The stored notebooks hold the cpu run's check lines and CI runs the quick profile, which runs fewer fractions:
+    rows or columns that are fractions print the same line on both."""
+    def means(fractions):
+        index = pd.MultiIndex.from_tuples([("m", "cola", "lambda"), ("m", "sst2", "lambda")],
+                                          names=["model", "task", "selection"])
+        return pd.DataFrame([[0.5] * len(fractions)] * 2, index=index, columns=fractions)
+
+    def ranks(fractions):
+        index = pd.MultiIndex.from_tuples([("m", "sst2", f) for f in fractions],
+                                          names=["model", "task", "fraction_label"])
+        return pd.DataFrame({"lambda": 1, "random": 2}, index=index)
+
+    check_table(means(["1", "1/2", "0"]), "means", between=(-1, 1))
+    check_table(ranks(["1/2"]), "ranks", between=(1, 2))
+    quick = capsys.readouterr().out
+    check_table(means(["1", "1/2", "1/8", "1/16", "0"]), "means", between=(-1, 1))
+    check_table(ranks(["1/2", "1/8", "1/16"]), "ranks", between=(1, 2))
+    assert capsys.readouterr().out == quick == (
+        "means: 2 rows (by model, task, selection: m/cola/lambda, m/sst2/lambda) x columns [the profile's fractions]; "
+        "every value in [-1, 1]\n"
+        "ranks: rows (by model, task, fraction_label: m/sst2/*; * = each of the profile's fractions) x 2 columns "
+        "[lambda, random]; every value in [1, 2]\n")
+    check_table(ranks(["1/2"]).rename(index={"sst2": "cola"}, level="task"), "ranks", between=(1, 2))
+    assert "m/cola/*" in capsys.readouterr().out  # what is not a fraction is still listed

@@ -489,6 +489,34 @@ def test_another_profiles_ranking_is_its_own_part_gated_by_its_own_draws(tmp_pat
     assert best["λ beats every other method, λ of the full profile"].verdict != "not read"
 
 
+def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
+    """Fig. 5 and its claim read one list (`selection_comparisons`): each member of the claim's tallies is a row of
+    the figure's table with its difference, and a ranking the gate does not read is drawn too, with the reason."""
+    from papa.paper import figures
+    from papa.paper.claims import comparison_table, selection_comparisons
+    from papa.paper.claims.reading import _runs
+
+    table = ResultsTable(tmp_path / "r.csv")
+    table.append(_rows(_drawn_means()))
+    stable = _pairs("sst2", _every_pair(_FOUR, 0.95))  # the grid's rankings agree; the full profile's has one draw
+    encoders, _ = _runs(table.read(), None, tmp_path, stable, None)
+    readings = {r.claim: r for r in read_claims(table.read(), stability=stable)}
+    counted = {m.name for part in readings["fig5"].parts for m in part.members}
+    found = selection_comparisons(encoders)
+    assert counted and counted == {c.name for c in found if not c.gate}
+    full = [c for c in found if c.profile == "full"]
+    assert full and all("one draw" in c.gate for c in full)  # drawn hollow, not counted
+    rows = comparison_table(found)
+    assert len(rows) == len(found) and set(rows.kind) == {"lambda_beats"}  # no reversed λ ran
+    beats = rows[(rows.kind == "lambda_beats") & (rows.method == "random") & (rows.profile == "")].iloc[0]
+    assert beats.difference == pytest.approx(0.89 - (0.80 + 0.84 + 0.78) / 3, abs=0.01)
+    assert beats.low < beats.difference < beats.high
+    fig = figures.selection_differences(rows)
+    assert len(fig.axes) == 2  # one panel per λ ranking (the grid's, the full profile's) and kind of comparison
+    drawn = sum(len(line.get_xdata()) for ax in fig.axes for line in ax.lines if line.get_marker() == "o")
+    assert drawn == len(rows)  # every comparison is a point
+
+
 def test_an_example_illustrates_its_verdict(tmp_path):
     """At 4befcb8 "holds on 1 of 5" was illustrated with an inconclusive member."""
     from papa.paper.claims import Part, _settle_anywhere, _tally

@@ -32,8 +32,10 @@ def folder(tmp_path, tiny):
                                       layout="sep_last", progress=False)
         constants.save(tmp_path / "quick" / "constants" / f"c{n}.safetensors")
     lambdas = torch.tensor([[0.9, 0.2, 0.6, 0.4], [0.3, 0.8, 0.1, 0.7]])
-    HeadRanking.from_lambdas(lambdas, signature=model_signature(model, "tiny-bert"), task="toy", max_length=12,
-                             layout="sep_last").save(tmp_path / "quick" / "rankings" / "r.safetensors")
+    for draw, examples, lam in (("", 12, lambdas), ("-part1", 6, lambdas.flip(0))):  # the grid's, half the data
+        HeadRanking.from_lambdas(lam, signature=model_signature(model, "tiny-bert"), task="toy", max_length=12,
+                                 layout="sep_last", profile="quick", examples=examples, seed=0).save(
+            tmp_path / "quick" / "rankings" / f"r{draw}.safetensors")
     (tmp_path / "quick" / "constants" / "not-constants.safetensors").write_bytes(b"garbage")  # skipped
     return tmp_path
 
@@ -48,7 +50,9 @@ def test_find_artifacts_lists_constants_and_rankings_by_model(folder):
     assert found.models == ["tiny-bert"]
     assert list(found.constants["tiny-bert"]) == ["toy · n=12 · sep_last (quick/constants)",
                                                   "toy · n=16 · sep_last (quick/constants)"]
-    assert list(found.rankings["tiny-bert"]) == ["toy · n=12 · sep_last (quick/rankings)"]
+    # each draw of a task under its own label: profile and draw (another part of the data, another seed)
+    assert sorted(found.rankings["tiny-bert"]) == ["toy · quick part1 · n=12 · sep_last (quick/rankings)",
+                                                   "toy · quick seed0 · n=12 · sep_last (quick/rankings)"]
 
 
 def test_any_model_with_constants_shows_up(tmp_path, folder):
@@ -95,7 +99,8 @@ def test_clicking_a_thumbnail_picks_the_head(explorer):
 
 
 def test_lambda_of_the_head_when_a_ranking_exists(explorer):
-    assert explorer.ranking_choice.value == "toy · n=12 · sep_last (quick/rankings)"  # the matching one, chosen
+    # the matching one learned on the most examples (the whole training set, as the paper learns λ), chosen
+    assert explorer.ranking_choice.value == "toy · quick seed0 · n=12 · sep_last (quick/rankings)"
     explorer.grid.selected = [1, 2]
     state = explorer.render()
     assert state["lambda"] == pytest.approx(0.1)
@@ -156,3 +161,35 @@ def test_explorer_needs_constants(tmp_path):
         HeadExplorer(tmp_path)
     with pytest.raises(InputError, match="no average constants"):
         HeadExplorer(Artifacts(constants={}))
+
+
+def test_it_opens_on_the_given_model_and_its_tasks_largest_constants(tmp_path, tiny):
+    """A clone holds the quick run's constants beside the cpu run's and a decoder's: the explorer opens on the model
+    asked for, on the task's constants averaged over the most sentences, wherever they sort."""
+    model, tok = tiny
+    for folder, corpus, sentences in (("a_quick", "sst2:train[:8]", 8), ("b_cpu", "sst2:train[random:12]", 12),
+                                      ("c_cpu", "mlm:train[random:24]", 24)):
+        constants = extract_constants(model, tok, Corpus(corpus, (TEXTS * 6)[:sentences]), max_length=12,
+                                      model_name="tiny-bert", layout="sep_last", progress=False)
+        constants.save(tmp_path / folder / "constants" / "c.safetensors")
+    meta = ConstantsMetadata(kind="average", max_length=8, layout="sep_last", corpus="lm",
+                             model=dataclasses.replace(model_signature(tiny_model("llama"), "acme/tiny-llama"),
+                                                       model_type="llama"))
+    ConstantMatrices(torch.full((2, 4, 8, 8), 1 / 8), meta, counts=torch.ones(8, 8, dtype=torch.float64)).save(
+        tmp_path / "a_decoder" / "llama.safetensors")
+    assert find_artifacts(tmp_path).models[0] == "acme/tiny-llama"  # what it opened on before
+    explorer = HeadExplorer(tmp_path, loader=lambda name: tiny, model="tiny-bert", task="sst2")
+    assert explorer.model_choice.value == "tiny-bert" and explorer.choice.value.endswith("(b_cpu/constants)")
+    assert explorer.constants.metadata.num_examples == 12
+    assert HeadExplorer(tmp_path, loader=lambda name: tiny, model="tiny-bert").choice.value.endswith("(c_cpu/constants)")
+
+
+def test_the_head_view_sits_beside_the_grid_and_a_picture_stands_in_for_the_widgets(explorer):
+    import base64
+
+    view = [w for w in explorer.widget.children if explorer.grid in getattr(w, "children", ())]
+    assert len(view) == 1 and explorer.image in view[0].children[1].children  # the grid's row holds the head view
+    bundle = explorer._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG"
+    assert bundle["text/plain"].startswith("head explorer: tiny-bert")

@@ -1,4 +1,4 @@
-"""The section notebooks' shape: a parameters cell with the common names, quick defaults, no logic in cells."""
+"""The section notebooks' shape: a parameters cell with the common names, the cpu run's values, no logic in cells."""
 from __future__ import annotations
 
 import ast
@@ -13,6 +13,7 @@ from papa.core.errors import InputError
 from papa.reproduce.batch import Batch
 from papa.reproduce.notebooks import (NOTEBOOKS, PROFILE_PARAMETERS, as_lab_writes, notebook_parameters,
                                       portable_paths)
+from papa.reproduce.stored import STORED_PROFILE
 from papa.reproduce.timings import read_run
 
 # Seeds and fractions are the profile's (papa.runs.profiles): no notebook takes them, so a profile file rules.
@@ -30,11 +31,12 @@ def _parameters(nb) -> dict:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_has_parameters_and_quick_defaults(name):
+def test_notebook_has_parameters_and_the_stored_runs_values(name):
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
     params = _parameters(nb)
     assert COMMON <= set(params)
-    assert params["profile"] == "quick" and params["out_dir"] == "../artifacts/quick" and params["force"] is False
+    assert params["profile"] == STORED_PROFILE and params["out_dir"] == f"../artifacts/{STORED_PROFILE}"
+    assert params["force"] is False and params["data_dir"] is None
     assert not {"seeds", "fractions"} & set(params)
     # Every parameter is read by a later cell (a parameter no cell uses would be silently ignored).
     used = {node.id for c in nb.cells if c.cell_type == "code" and "parameters" not in c.metadata.get("tags", [])
@@ -63,7 +65,8 @@ def test_stored_notebooks_hold_outputs_of_a_run():
 def test_parameters_for_profiles(tmp_path):
     quick = notebook_parameters("02_main_results", Batch("quick", out_dir=tmp_path, data_dir="d", force=True))
     assert quick == {"profile": "quick", "out_dir": str(tmp_path.resolve()), "device": "cpu", "force": True,
-                     "data_dir": "d"}
+                     "data_dir": "d", "ranking_draws": []}  # the stored (cpu) notebook draws λ again; quick does not
+    assert notebook_parameters("06_head_selection", Batch("quick", out_dir=tmp_path))["random_draws"] == 0
     # Inside the clone the output folder is given relative to notebooks/, where the notebooks run.
     inside = notebook_parameters("02_main_results", Batch("cpu", out_dir=REPO / "artifacts" / "cpu"))
     assert inside["out_dir"] == "../artifacts/cpu" and inside["profile"] == "cpu"

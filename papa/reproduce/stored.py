@@ -1,0 +1,150 @@
+"""The notebooks in ``notebooks/``: the cpu run's executed copies, and the quick copies CI executes from them.
+
+A reader opens the section notebooks to see the paper's sections with their results, so the notebooks in git hold
+the outputs of the committed CPU-scale run (`STORED_PROFILE`): `store_run_notebooks` writes each executed notebook of
+that run (``artifacts/cpu/notebooks/NAME.ipynb``) back into ``notebooks/`` with its parameters cell saying what ran,
+no progress bar and metadata as JupyterLab writes it. Their parameters are then the cpu run's, and every other
+profile states what it changes (`papa.reproduce.notebooks.PROFILE_PARAMETERS`).
+
+CI executes the same notebooks at the quick profile (`quick_notebook`: the stored notebook with the quick profile's
+parameters injected, exactly as ``papa reproduce --profile quick`` runs it; the root ``conftest.py`` hands it to
+nbval), and nbval compares only the outputs that are the same on every profile and CPU: the cells tagged
+``nbval-check-output`` (`COMPARED`), i.e. the check lines (`papa.paper.checks`) and 01's input layouts.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import re
+from pathlib import Path
+
+from papa.core.artifacts import atomic_path
+from papa.core.errors import InputError
+from papa.core.vocabulary import NOTEBOOKS
+from papa.reproduce.batch import NOTEBOOK_DIR, Batch
+
+#: The profile whose executed notebooks ``notebooks/`` stores (its run is committed under ``artifacts/cpu``).
+STORED_PROFILE = "cpu"
+
+#: The tag of a cell whose output nbval compares (it runs with ``--nbval-lax``: no other output is compared).
+COMPARED = "nbval-check-output"
+
+#: Parameters the stored cell keeps as written, whatever the run injected: where the data is is the reader's machine's
+#: ($PAPA_DATA_DIR), not the run's.
+_KEPT = ("data_dir",)
+
+#: A progress bar as tqdm writes it to a stream ("12%|█▏  | 3/25 [00:01<00:09, ...]").
+_BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+ \[")
+
+
+def store_run_notebooks(run_dir: str | Path, notebook_dir: str | Path = NOTEBOOK_DIR) -> list[Path]:
+    """Write each executed section notebook of the run in `run_dir` (``<run_dir>/notebooks/NAME.ipynb``) into
+    `notebook_dir` as the stored notebook (`stored_notebook`); returns the paths written. Every section must have
+    been executed, by this profile's run, before anything is written."""
+    run_dir, notebook_dir = Path(run_dir), Path(notebook_dir)
+    executed = {name: run_dir / "notebooks" / f"{name}.ipynb" for name in NOTEBOOKS}
+    missing = [n for n, p in executed.items() if not p.is_file()]
+    if missing:
+        raise InputError(f"{run_dir} holds no executed notebook for {', '.join(missing)}: run "
+                         f"`papa reproduce --profile {STORED_PROFILE} --out {run_dir}` first")
+    stored = {name: stored_notebook(path) for name, path in executed.items()}
+    written = []
+    for name, nb in stored.items():
+        target = notebook_dir / f"{name}.ipynb"
+        with atomic_path(target) as tmp:
+            Path(tmp).write_text(json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n",
+                                 encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def stored_notebook(executed: str | Path) -> dict:
+    """The executed notebook at `executed` as ``notebooks/`` stores it: papermill's injected values written into the
+    parameters cell (the cell says what ran) and the injected cell dropped, progress bars dropped from the outputs,
+    papermill's run metadata dropped. Refused unless it ran at `STORED_PROFILE`."""
+    nb = json.loads(Path(executed).read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    injected = [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]
+    params = [c for c in cells if "parameters" in c["metadata"].get("tags", [])]
+    if len(params) != 1 or len(injected) > 1:
+        raise InputError(f"{executed} has {len(params)} parameters cells and {len(injected)} injected ones: "
+                         "not a notebook papa reproduce executed")
+    values = _assigned("".join(injected[0]["source"])) if injected else {}
+    values = {k: v for k, v in values.items() if k not in _KEPT}
+    source = with_values("".join(params[0]["source"]), values)
+    profile = _assigned(source).get("profile")
+    if profile != STORED_PROFILE:
+        raise InputError(f"{executed} ran at profile {profile!r}; notebooks/ stores the {STORED_PROFILE} run's")
+    params[0]["source"] = source.splitlines(keepends=True)
+    nb["cells"] = [c for c in cells if c not in injected]
+    for cell in nb["cells"]:
+        cell["metadata"].pop("papermill", None)
+        cell["metadata"].pop("execution", None)
+        if cell["cell_type"] == "code":
+            cell["outputs"] = [o for o in cell["outputs"] if not is_progress_bar(o)]
+    nb["metadata"].pop("papermill", None)
+    return nb
+
+
+def is_progress_bar(output: dict) -> bool:
+    """Whether a cell output is a progress bar: a tqdm line on a stream, or a widget bar (it would show the state it
+    was saved in, not where it ended)."""
+    if output.get("output_type") == "stream":
+        return bool(_BAR.search("".join(output.get("text", ""))))
+    view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+    text = "".join(output.get("data", {}).get("text/plain", ""))
+    return view is not None and ("HBox" in text or _BAR.search(text) is not None)
+
+
+def with_values(source: str, values: dict) -> str:
+    """A parameters cell's `source` with each name in `values` assigned that literal instead (its comment kept); names
+    the cell does not assign are refused (papermill would add them, a stored cell would not say them)."""
+    lines = source.splitlines()
+    spans = {s.targets[0].id: s for s in ast.parse(source).body if isinstance(s, ast.Assign)}
+    unknown = sorted(set(values) - set(spans))
+    if unknown:
+        raise InputError(f"the parameters cell assigns no {', '.join(unknown)}")
+    for name, statement in sorted(spans.items(), key=lambda kv: -kv[1].lineno):  # bottom up: line numbers hold
+        if name not in values or values[name] == ast.literal_eval(statement.value):
+            continue
+        last = lines[statement.end_lineno - 1]
+        comment = last[statement.end_col_offset:].strip()
+        code = f"{name} = {literal(values[name])}"
+        if comment:  # at the column it was at, or two spaces after a longer value
+            at = len(last) - len(last[statement.end_col_offset:].lstrip())
+            code = (code.ljust(at) if len(code) < at else code + "  ") + comment
+        lines[statement.lineno - 1:statement.end_lineno] = [code]
+    return "\n".join(lines) + ("\n" if source.endswith("\n") else "")
+
+
+def literal(value: object) -> str:
+    """`value` (a str, number, bool, None or a list of them) as the notebooks write a parameter: strings in double
+    quotes."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    return repr(value)
+
+
+def _assigned(source: str) -> dict:
+    return {s.targets[0].id: ast.literal_eval(s.value) for s in ast.parse(source).body
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
+
+
+def quick_notebook(path: str | Path, out_dir: str | Path):
+    """The stored notebook at `path` (an nbformat node) with the quick profile's parameters injected as ``papa
+    reproduce --profile quick --out out_dir`` injects them (papermill's injected-parameters cell): what CI executes.
+    A notebook that is not a section (the explorer) is returned as stored."""
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    from papa.reproduce.notebooks import notebook_parameters
+
+    path = Path(path)
+    nb = load_notebook_node(str(path))  # as papermill reads it: every cell has its tags list
+    if path.stem not in NOTEBOOKS:
+        return nb
+    batch = Batch(profile="quick", out_dir=out_dir, notebook_dir=path.parent)
+    params = notebook_parameters(path.stem, batch)
+    return parameterize_notebook(nb, params, kernel_name="python3", language="python")

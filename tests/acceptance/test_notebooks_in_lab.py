@@ -1,0 +1,88 @@
+"""The section notebooks as a reader first sees them: JupyterLab in headless Chromium opens each stored notebook and
+shows the cpu run's outputs (its first line, its figures), and opening it does not mark it modified.
+
+Needs Debian's ``chromium`` (README prerequisites; `.ci/run` installs it); skipped, saying so, without it. The test
+serves a copy of notebooks/ (Lab writes nothing into the clone) and keeps a screenshot of each notebook in its
+temporary folder.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from conftest import REPO
+from papa.core.vocabulary import NOTEBOOKS
+from papa.reproduce.stored import STORED_PROFILE
+
+pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("lab")
+    shutil.copytree(REPO / "notebooks", root / "notebooks")
+    port = _free_port()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / "config")}
+    with open(root / "lab.log", "wb") as log:
+        server = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.ip=127.0.0.1",
+             "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
+             f"--ServerApp.root_dir={root}", f"--LabApp.workspaces_dir={root / 'workspaces'}",
+             f"--LabApp.user_settings_dir={root / 'settings'}"],
+            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert server.poll() is None, f"JupyterLab exited with {server.returncode}: see {root / 'lab.log'}"
+            try:
+                with urllib.request.urlopen(url + "lab", timeout=5) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                assert time.monotonic() < deadline, "JupyterLab did not start within 120 s"
+                time.sleep(0.5)
+        yield url, root
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_lab_shows_the_cpu_runs_outputs_and_leaves_the_notebooks_unmodified(chromium, lab):
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
+    url, root = lab
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(120_000)
+            for name in NOTEBOOKS:
+                page.goto(f"{url}lab/tree/notebooks/{name}.ipynb?reset")  # only this notebook open
+                first = page.locator(".jp-OutputArea-output:visible").filter(has_text="Outputs below: profile").first
+                first.wait_for()
+                assert first.inner_text().startswith(f"Outputs below: profile {STORED_PROFILE}, "), name
+                page.wait_for_timeout(3_000)  # what Lab would rewrite on open marks the tab within this
+                tab = page.locator(".lm-TabBar-tab.jp-mod-current")
+                assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), f"Lab marks {name} modified"
+                stored = (REPO / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8")
+                if '"image/png"' in stored:  # Tables 1 and 2 (04, 05) draw none
+                    page.locator(".jp-RenderedImage img:visible").first.wait_for()  # Lab renders what it stores
+                page.screenshot(path=root / f"{name}.png")
+        finally:
+            browser.close()

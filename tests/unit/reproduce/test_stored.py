@@ -1,0 +1,127 @@
+"""The stored notebooks are the cpu run's, and CI executes them at the quick profile comparing only what every profile
+and CPU print alike (papa.reproduce.stored, the root conftest.py, pyproject's nbval options)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from conftest import REPO
+from papa.core.errors import InputError
+from papa.core.vocabulary import NOTEBOOKS
+from papa.reproduce.stored import (COMPARED, STORED_PROFILE, is_progress_bar, quick_notebook, store_run_notebooks,
+                                   stored_notebook, with_values)
+
+PARAMETERS = ('model = "m"                      # which model\n'
+              'sentences = ["a b",\n'
+              '             "c d"]\n'
+              'profile = "quick"                # quick | cpu\n'
+              'out_dir = "../artifacts/quick"   # where\n'
+              'data_dir = None\n'
+              'draws = []                       # more draws')
+
+
+def test_with_values_rewrites_the_assignments_and_keeps_the_comments():
+    source = with_values(PARAMETERS, {"profile": "cpu", "out_dir": "../artifacts/cpu", "draws": ["part1", "seed1"],
+                                      "sentences": ["x"], "model": "m"})
+    assert source.splitlines() == [
+        'model = "m"                      # which model',  # unchanged: as written
+        'sentences = ["x"]',
+        'profile = "cpu"                  # quick | cpu',
+        'out_dir = "../artifacts/cpu"     # where',
+        'data_dir = None',
+        'draws = ["part1", "seed1"]       # more draws']
+    assert with_values(PARAMETERS, {"draws": ["part1", "part2", "seed1"]}).endswith(
+        'draws = ["part1", "part2", "seed1"]  # more draws')
+    with pytest.raises(InputError, match="assigns no seeds"):
+        with_values(PARAMETERS, {"seeds": 3})
+
+
+def _executed(profile: str = STORED_PROFILE) -> dict:
+    """A notebook as papa reproduce leaves it: the parameters cell, papermill's injected one, outputs with a bar."""
+    nb = nbformat.v4.new_notebook()
+    params = nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]})
+    injected = nbformat.v4.new_code_cell(f'profile = "{profile}"\nout_dir = "../artifacts/{profile}"\n'
+                                         'data_dir = "$PAPA_DATA_DIR"\ndraws = ["part1"]\n',
+                                         metadata={"tags": ["injected-parameters"], "papermill": {"duration": 1}})
+    work = nbformat.v4.new_code_cell("run()", metadata={"papermill": {"duration": 2}, "execution": {"iopub.status.busy": "2026-11-28T18:00:00Z"}}, outputs=[
+        nbformat.v4.new_output("stream", name="stderr", text="cola grid:  40%|████      | 10/25 [00:01<00:02, 5.0it/s]"),
+        nbformat.v4.new_output("stream", name="stderr", text="a warning worth reading\n"),
+        nbformat.v4.new_output("stream", name="stdout", text="done\n")])
+    nb.cells = [params, injected, work]
+    nb.metadata["papermill"] = {"parameters": {"profile": profile}}
+    return json.loads(nbformat.writes(nb))
+
+
+def test_a_stored_notebook_says_what_ran_and_holds_no_bar(tmp_path):
+    path = tmp_path / "02_main_results.ipynb"
+    path.write_text(json.dumps(_executed()), encoding="utf-8")
+    nb = stored_notebook(path)
+    assert len(nb["cells"]) == 2 and "papermill" not in nb["metadata"]
+    params = "".join(nb["cells"][0]["source"])
+    assert 'profile = "cpu"                  # quick | cpu' in params and 'draws = ["part1"]' in params
+    assert "data_dir = None" in params  # the reader's data, not the run's
+    work = nb["cells"][1]
+    assert work["metadata"] == {}
+    assert ["".join(o["text"]) for o in work["outputs"]] == ["a warning worth reading\n", "done\n"]
+    path.write_text(json.dumps(_executed("quick")), encoding="utf-8")
+    with pytest.raises(InputError, match="ran at profile 'quick'"):
+        stored_notebook(path)
+
+
+def test_storing_a_run_needs_every_section_executed(tmp_path):
+    (tmp_path / "run" / "notebooks").mkdir(parents=True)
+    (tmp_path / "run" / "notebooks" / "01_method.ipynb").write_text(json.dumps(_executed()), encoding="utf-8")
+    with pytest.raises(InputError, match="no executed notebook for 02_main_results"):
+        store_run_notebooks(tmp_path / "run", tmp_path / "stored")
+    assert not (tmp_path / "stored").exists()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_the_stored_notebooks_are_the_cpu_runs(name):
+    nb = json.loads((REPO / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8"))
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert not any("injected-parameters" in c["metadata"].get("tags", []) for c in code)
+    assert not any(is_progress_bar(o) for c in code for o in c["outputs"]), f"{name}: a progress bar is stored"
+    first = "".join("".join(o.get("text", "")) for c in code for o in c["outputs"] if o["output_type"] == "stream")
+    assert first.startswith(f"Outputs below: profile {STORED_PROFILE}, "), first[:200]
+    assert any(COMPARED in c["metadata"].get("tags", []) for c in code), f"{name}: nbval would compare nothing"
+    for cell in code:  # every check line is compared: it is the same on every profile and CPU (papa.paper.checks)
+        if "checks.check_table(" in "".join(cell["source"]):
+            assert COMPARED in cell["metadata"].get("tags", [])
+
+
+def test_ci_runs_the_stored_notebook_at_the_quick_profile():
+    nb = quick_notebook(REPO / "notebooks" / "06_head_selection.ipynb", REPO / "artifacts" / "quick")
+    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
+    assert len(injected) == 1
+    values = {}
+    exec(injected[0].source, {}, values)  # papermill's own lines: plain assignments
+    assert values["profile"] == "quick" and values["out_dir"] == "../artifacts/quick"
+    assert values["ranking_draws"] == [] and values["random_draws"] == 0 and values["other_rankings"] == []
+    explorer = quick_notebook(REPO / "notebooks" / "explorer.ipynb", REPO / "artifacts" / "quick")
+    assert not any("injected-parameters" in c.metadata.get("tags", []) for c in explorer.cells)
+
+
+@pytest.mark.slow
+def test_nbval_as_configured_compares_the_tagged_cells_and_fails_on_an_error(tmp_path):
+    """With the repository's nbval options, a compared cell whose output changed fails, a cell not compared may
+    print anything, and a cell that raises fails wherever it is."""
+    def run(cells) -> int:
+        nb = nbformat.v4.new_notebook(cells=cells)
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        (tmp_path / "t.ipynb").write_text(nbformat.writes(nb), encoding="utf-8")
+        (tmp_path / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval-lax",
+                               "--nbval-current-env", "t.ipynb"], cwd=tmp_path, capture_output=True).returncode
+
+    def cell(source, text, compared):
+        return nbformat.v4.new_code_cell(source, execution_count=1, metadata={"tags": [COMPARED]} if compared else {},
+                                         outputs=[nbformat.v4.new_output("stream", text=text)])
+
+    assert run([cell("print('a line')", "a line\n", True), cell("print(2)", "1\n", False)]) == 0
+    assert run([cell("print('a line')", "another line\n", True)]) == 1
+    assert run([cell("raise ValueError('broken')", "", False)]) == 1
