@@ -73,8 +73,11 @@ def _metric_name(rows: pd.DataFrame) -> str:
     return METRIC_NAMES.get(metric, metric)
 
 
-def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "") -> plt.Figure:
-    """Fig. 2 (and 5, 6): one panel per task, metric vs fraction with the 95% interval, one line per `by` value."""
+def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "", learns: pd.DataFrame | None = None,
+                    unread: dict[str, str] | None = None) -> plt.Figure:
+    """Fig. 2 (and 5, 6): one panel per task, metric vs fraction with the 95% interval, one line per `by` value.
+    With `learns` (`papa.paper.sections.probes_learn`), a task whose probe does not beat its majority class shows
+    that class's score as a dashed line and says it is not read; `unread` gives other tasks' reasons (task: why)."""
     if curves.empty:
         raise ValueError("no results to plot: run the section's grid first")
     tasks = list(dict.fromkeys(curves["task"]))
@@ -89,13 +92,28 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "")
                 _curve(ax, group, labels, short_model(key) if by == "model" else str(key), shift=shift,
                        color=plt.get_cmap("tab10")(lines.index(key) % 10))
         _fraction_axis(ax, labels)
-        ax.set_title(task)
+        why = (unread or {}).get(task)
+        below = _below_majority(learns, task, set(rows["model"]))
+        if below is not None:
+            ax.axhline(below, color="0.45", linestyle="--", linewidth=1, label="majority class")
+            why = why or f"probe ≤ majority class ({below:.3f}): not read"
+        ax.set_title(task + (f"\n{why}" if why else ""), fontsize=10 if why else None)
         ax.set_ylabel(_metric_name(rows))
     if title:
         fig.suptitle(title)
     fig.tight_layout()
     _legend_outside(fig, axes)
     return fig
+
+
+def _below_majority(learns: pd.DataFrame | None, task: str, models: set[str]) -> float | None:
+    """The majority class's score on `task` where the probe of one of `models` does not beat it (None: all do, or
+    no table)."""
+    if learns is None or learns.empty:
+        return None
+    table = learns.reset_index()
+    rows = table[(table["task"] == task) & table["model"].isin(models)]
+    return float(rows["majority"].iloc[0]) if len(rows) and not rows["learns"].astype(bool).all() else None
 
 
 def selection_differences(comparisons: pd.DataFrame, *, title: str = "") -> plt.Figure:

@@ -221,21 +221,29 @@ def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def fraction_claims_summary(claims: pd.DataFrame) -> str:
-    """One line reading `fraction_claims` for Fig. 2's two claims; says so where a profile lacks fraction 1/2 or 0."""
-    parts = []
-    if "relative_drop_at_0" in claims:
-        rel = claims["relative_drop_at_0"]
-        tasks = list(dict.fromkeys(claims.index.get_level_values("task"))) if "task" in claims.index.names else []
-        over = f" over {', '.join(tasks)}" if tasks else ""
-        parts.append(f"mean relative drop at 0{over} = {rel.mean():.1%}, max = {rel.max():.1%} (every task this table "
-                     "holds; the claims average the tasks whose probe learns)")
+def fraction_claims_summary(claims: pd.DataFrame, learns: pd.DataFrame | None = None) -> str:
+    """One line reading `fraction_claims` for Fig. 2's two claims, over the tasks it names; with `learns`
+    (`probes_learn`) over those whose probe beats its majority baseline, as the claims and Fig. 3 read them (one number
+    per quantity), naming the tasks left out. Says so where a profile lacks fraction 1/2 or 0."""
+    left_out: list[str] = []
+    if learns is not None and "task" in claims.index.names:
+        learned = {(short_model(m), t) for (m, t), ok in learns["learns"].items() if ok}
+        keep = [(m, t) in learned for m, t in zip(claims.index.get_level_values("model"),
+                                                   claims.index.get_level_values("task"))]
+        left_out = list(dict.fromkeys(claims.index.get_level_values("task")[[not k for k in keep]]))
+        claims = claims[keep]
+    tasks = list(dict.fromkeys(claims.index.get_level_values("task"))) if "task" in claims.index.names else []
+    over = f" over {', '.join(tasks)}" if tasks else ""
+    if claims.empty:
+        parts = ["no task's probe beats its majority baseline: neither claim can be read"]
     else:
-        parts.append("no fraction 0 in this profile: the relative drop at 0 cannot be read")
-    if "drop_at_half" in claims:
-        parts.append(f"largest drop at 1/2 = {claims['drop_at_half'].max():.3f}")
-    else:
-        parts.append("no fraction 1/2 in this profile: the drop at 1/2 cannot be read")
+        parts = [f"mean relative drop at 0{over} = {claims['relative_drop_at_0'].mean():.1%}, max = "
+                 f"{claims['relative_drop_at_0'].max():.1%}" if "relative_drop_at_0" in claims else
+                 "no fraction 0 in this profile: the relative drop at 0 cannot be read",
+                 f"largest drop at 1/2{over} = {claims['drop_at_half'].max():.3f}" if "drop_at_half" in claims else
+                 "no fraction 1/2 in this profile: the drop at 1/2 cannot be read"]
+    if left_out:
+        parts.append(f"left out: {', '.join(left_out)} (the probe does not beat its majority baseline)")
     return "ours: " + "; ".join(parts)
 
 
@@ -393,9 +401,10 @@ def lambda_settling(out_dir: str, model: str, task: str, profile: str = PAPER_ST
 def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAPER_STEPS_PROFILE,
                        profile: str = "cpu", draws: Sequence[tuple[int, int]] = ((0, 0), (1, 0), (0, 1), (0, 2))
                        ) -> pd.DataFrame | None:
-    """How `profile`'s λ rankings of `model` on `task` (one row per draw saved: λ's seed and training part) agree
-    with `reference`'s: Spearman's ρ, the heads kept in common at `AGREEMENT_FRACTIONS` (chance: the fraction
-    itself), and each one's steps and λ spread; None where the reference ranking is not saved."""
+    """How `profile`'s λ rankings of `model` on `task` (one row per draw saved: λ's seed and training part), and
+    `reference`'s own other draws, agree with `reference`'s ranking: Spearman's ρ, the heads kept in common at
+    `AGREEMENT_FRACTIONS` (chance: the fraction itself), and each one's steps and λ spread; None where the reference
+    ranking is not saved."""
     from papa.method.rankings import load_ranking
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import lambda_movement, ranking_agreement
@@ -405,13 +414,14 @@ def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAP
         return None
     ref = load_ranking(reference_path)
     rows = []
-    for seed, part in draws:
-        path = saved_ranking_path(out_dir, model, task, profile, seed=seed, part=part)
+    compared = [(profile, d) for d in draws] + [(reference, d) for d in draws if d != (0, 0)]
+    for whose, (seed, part) in compared:
+        path = saved_ranking_path(out_dir, model, task, whose, seed=seed, part=part)
         if not path.is_file():
             continue
         other = load_ranking(path)
         agreement = ranking_agreement(other.lambdas, ref.lambdas, fractions=AGREEMENT_FRACTIONS)
-        rows.append({"profile": profile, "seed": seed, "part": part, "steps": other.metadata.get("steps"),
+        rows.append({"profile": whose, "seed": seed, "part": part, "steps": other.metadata.get("steps"),
                      "examples": other.metadata.get("examples"),
                      "lambda_spread": lambda_movement(other.lambdas)["lambda_spread"],
                      "spearman": agreement["spearman"],

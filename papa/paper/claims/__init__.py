@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from papa.paper.claims.constant_patterns import FIG4
 from papa.paper.claims.decoders import DECODER_EVIDENCE, DECODER_NOTEBOOK, decoder_models
-from papa.paper.claims.mlm_electra import DECODER_POINTS, MLM_PRETRAINED, OBJECTIVE_NAMES, PAPER_MLM_NATS
+from papa.paper.claims.mlm_electra import (DECODER_POINTS, MLM_PRETRAINED, OBJECTIVE_NAMES, PAPER_MLM_NATS,
+                                           unread_objectives)
 from papa.paper.claims.notes import (CPU_RUN_RESULTS, format_claims, headed_claims, profile_uncertainty_note,
                                      section_claims, smoke_run_first, smoke_run_note, stability_note,
                                      uncertainty_note)
@@ -40,4 +41,4 @@ __all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_clai
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note", "SelectionComparison", "selection_comparisons", "comparison_table",
-           "profile_selection_comparisons"]
+           "profile_selection_comparisons", "unread_objectives"]

@@ -32,6 +32,15 @@ def _own_objective(task: str, model: str, decoders: bool) -> bool:
     return task in ("lm", "lm_probe") if decoders else task == "mlm" and short_model(model) in MLM_PRETRAINED
 
 
+def unread_objectives(models: list[str] | set[str]) -> dict[str, str]:
+    """For Fig. 6's figure: the MLM panel's reason where none of the encoders `models` was pretrained with MLM (the
+    claim reads MLM only for the paper's MLM-pretrained encoders); {} where one was."""
+    others = sorted({short_model(m) for m in models} - set(MLM_PRETRAINED))
+    if not others or len(others) < len(set(models)):
+        return {}
+    return {"mlm": f"not read: {', '.join(others)} not pretrained with MLM"}
+
+
 def _random_too(run: _Run, model: str, task: str, label: str) -> str:
     """Where the run scored `task` at `label` in random order too (notebook 08's LM): its score, so that a size read
     in λ order is seen beside another order's ("" where it did not)."""

@@ -4,13 +4,14 @@ are."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
+from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
 from papa.paper.claims.reading import profile_claims, run_agreement
 from papa.paper.claims.rules import LAMBDA_CLAIMS, STABLE_RHO, ClaimReading
 from papa.paper.claims.scores import _label
@@ -50,8 +51,20 @@ def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> s
         return smoke_run_first(profile, f"No claim of the paper is read by {notebook}.")
     head = smoke_run_first(profile, profile_uncertainty_note(out_dir, profile))
     if any(r.claim in LAMBDA_CLAIMS for r in readings):
-        head += " " + stability_note(out_dir)
+        head += " " + stability_note(out_dir, _notebook_models(out_dir, profile, notebook))
     return headed_claims(head, readings, out_dir)
+
+
+def _notebook_models(out_dir: str | Path, profile: str | Path, notebook: str) -> set[str]:
+    """The models whose claims `notebook` reads on a run of `profile`: the causal LMs for the decoders' notebook, the
+    encoders for every other."""
+    from papa.runs.profiles import get_profile
+    from papa.runs.results import ResultsTable
+
+    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    models = set(rows.model[rows.profile == get_profile(profile).name])
+    decoders = decoder_models(rows[rows.model.isin(models)]) if models else set()
+    return decoders if notebook == DECODER_NOTEBOOK else models - decoders
 
 
 def headed_claims(head: str, readings: Sequence[ClaimReading], out_dir: str | Path) -> str:
@@ -84,12 +97,14 @@ def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
             f"seeds' variance only, not the evaluation examples'.{orders}")
 
 
-def stability_note(out_dir: str | Path) -> str:
-    """One sentence on the run's λ rankings: per task (and profile, where another's ranking ran) the range of
-    Spearman's ρ over every pair of its draws (`run_agreement`), and which fall below `STABLE_RHO` on some pair
-    (their λ-dependent parts are not read), or that no pair was measured."""
+def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -> str:
+    """One sentence on the run's λ rankings (of `models`; None: every model's): per task (and profile, where
+    another's ranking ran) the range of Spearman's ρ over every pair of its draws (`run_agreement`), and which fall
+    below `STABLE_RHO` on some pair (their λ-dependent parts are not read), or that no pair was measured."""
     table = run_agreement(out_dir)
-    if table is None:
+    if table is not None and models is not None:
+        table = table[table.model.isin(set(models))]
+    if table is None or table.empty:
         return ("The λ rankings' stability was not measured (no second draw of a ranking beside it, no "
                 "tables/ranking_stability.csv): the parts that rest on them are not read.")
     table = table.assign(profile=table.profile.astype(object).where(table.profile.notna(), ""))

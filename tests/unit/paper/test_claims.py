@@ -308,6 +308,11 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     chance = pd.DataFrame({"model": ["org/decoder"] * 3, "task": ["lm", "lm_probe", "sst2"],
                            "chance": [-10.0, -10.0, 0.5]})
     sections.save_table(chance.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
+    # each notebook's note names its own models' rankings (at 4befcb8 notebook 02's listed notebook 08's)
+    encoders = " ".join(section_claims(run_dir, "quick", "02_main_results").split())
+    decoders = " ".join(section_claims(run_dir, "quick", "08_decoders").split())
+    assert "Spearman's ρ: sst2 0.95 (2 draws), ner 0.95 (2 draws), all at least 0.8." in encoders
+    assert "Spearman's ρ: lm 0.90 (2 draws), sst2 0.90 (2 draws), all at least 0.8." in decoders
     theirs = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"].decoder
     parts = {p.name: p for p in theirs.parts}
     # at 1/2 the probe loses 12.5%, the LM 25%: a gap of 12.5 points, paired by seed
@@ -528,3 +533,11 @@ def test_an_example_illustrates_its_verdict(tmp_path):
     assert settled.verdict == "holds"
     assert settled.numbers == ("holds on 1 of 2 (Holm over 2, smallest adjusted p 0.000) (e.g. improves (sst2) "
                                "+0.030 [+0.020, +0.040])")
+
+
+def test_fig6s_figure_says_why_its_mlm_panel_is_not_read():
+    from papa.paper.claims import unread_objectives
+
+    assert unread_objectives(["sentence-transformers/all-MiniLM-L6-v2"]) == {
+        "mlm": "not read: all-MiniLM-L6-v2 not pretrained with MLM"}
+    assert unread_objectives(["roberta-base", "sentence-transformers/all-MiniLM-L6-v2"]) == {}  # RoBERTa's is read

@@ -34,6 +34,23 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
         figures.fraction_curves(_curves().iloc[0:0])
 
 
+def test_fig2_marks_a_task_whose_probe_does_not_learn_and_fig6_an_unread_objective():
+    """At 4befcb8 Fig. 2 drew MRPC's curve like any other although no claim reads it (its probe does not beat the
+    majority class), and Fig. 6's MLM panel did not say that a model not pretrained with MLM is not read there."""
+    learns = pd.DataFrame({"model": ["org/a", "org/b", "org/a", "org/b"], "task": ["sst2", "sst2", "mlm", "mlm"],
+                           "majority": [0.85, 0.85, 0.0, 0.0], "learns": [True, False, True, True]}) \
+        .set_index(["model", "task"])
+    fig = figures.fraction_curves(_curves(), learns=learns, unread={"mlm": "not read: b not pretrained with MLM"})
+    sst2, mlm = [ax for ax in fig.axes if ax.get_visible()]
+    assert sst2.get_title() == "sst2\nprobe ≤ majority class (0.850): not read"
+    dashed = [line for line in sst2.lines if line.get_linestyle() == "--"]
+    assert len(dashed) == 1 and tuple(dashed[0].get_ydata()) == (0.85, 0.85)
+    assert mlm.get_title() == "mlm\nnot read: b not pretrained with MLM"
+    assert not [line for line in mlm.lines if line.get_linestyle() == "--"]  # both probes learn there
+    every = figures.fraction_curves(_curves(), learns=learns.assign(learns=True))
+    assert [ax.get_title() for ax in every.axes if ax.get_visible()] == ["sst2", "mlm"]
+
+
 def test_heatmaps_crop_and_save_deterministically(tmp_path):
     matrices = torch.rand(2, 3, 16, 16)
     fig = figures.constant_heatmaps(matrices, [(0, 1), (1, 2)], length=5)

@@ -67,11 +67,28 @@ def test_claims_summary_reads_any_fractions(results):
     claims = sections.fraction_claims(sections.main_curves(results))
     line = sections.fraction_claims_summary(claims)
     # the tasks it averages are named: at 4befcb8 it read 5.3% beside the claims' 6.7% without saying MRPC was in it
-    assert "mean relative drop at 0 over sst2 = 10.0%" in line and "largest drop at 1/2 = 0.010" in line
+    assert "mean relative drop at 0 over sst2 = 10.0%" in line and "largest drop at 1/2 over sst2 = 0.010" in line
     without_half = sections.fraction_claims_summary(claims.drop(columns=["at_half", "drop_at_half"]))
     assert "no fraction 1/2 in this profile" in without_half and "relative drop at 0 over sst2 = 10.0%" in without_half
     without_zero = sections.fraction_claims_summary(claims.drop(columns=["at_0", "relative_drop_at_0"]))
-    assert "no fraction 0 in this profile" in without_zero and "drop at 1/2 = 0.010" in without_zero
+    assert "no fraction 0 in this profile" in without_zero and "drop at 1/2 over sst2 = 0.010" in without_zero
+
+
+def test_claims_summary_reads_the_tasks_the_claims_read(results):
+    """One number per quantity: with the probes' table the line averages the tasks whose probe learns, as the claims
+    and Fig. 3 do, and names the tasks it leaves out (at 4befcb8 notebook 02 printed 5.3% with MRPC beside the
+    claims' 6.7% without it)."""
+    other = results[results.task == "sst2"].assign(task="mrpc", value=lambda r: r.value * 0.5)
+    curves = sections.main_curves(pd.concat([results, other]))
+    claims = sections.fraction_claims(curves)
+    learns = pd.DataFrame({"learns": [True, False]},
+                          index=pd.MultiIndex.from_tuples([("m", "sst2"), ("m", "mrpc")], names=["model", "task"]))
+    line = sections.fraction_claims_summary(claims, learns)
+    assert "mean relative drop at 0 over sst2 = 10.0%" in line and "largest drop at 1/2 over sst2 = 0.010" in line
+    assert line.endswith("left out: mrpc (the probe does not beat its majority baseline)")
+    assert sections.performance_vs_drop(curves, learns=learns).loc[0, "relative_drop"] == pytest.approx(0.10)
+    none = sections.fraction_claims_summary(claims, learns.assign(learns=False))
+    assert "neither claim can be read" in none and "left out: mrpc, sst2" in none
 
 
 def test_tables(results):

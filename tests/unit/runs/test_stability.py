@@ -176,6 +176,10 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
     assert table[["profile", "seed", "part", "steps"]].values.tolist() == [
         ["rank-test", 0, 0, 2], ["rank-test", 0, 1, 2], ["rank-test-long", 0, 0, 6]]
     assert table.spearman.between(-1, 1).all() and table.spearman.iloc[-1] == 1.0
+    learn_ranking(replace(cfg, profile="rank-test-long"), part=1, progress=False)  # the reference's own other draw
+    table = sections.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
+    assert table[["profile", "seed", "part"]].values.tolist()[2:] == [["rank-test-long", 0, 1],
+                                                                     ["rank-test-long", 0, 0]]
     note = sections.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert note.startswith("The rank-test-long profile's λ ranking of tiny-bert on sst2: 6 optimizer steps")
     from papa.paper.claim_pages import paper_steps_ranking
