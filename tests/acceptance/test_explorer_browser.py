@@ -8,42 +8,20 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import nbformat
 import pytest
 import torch
 
+from conftest import free_port, local_server
+
 pytestmark = [pytest.mark.integration, pytest.mark.acceptance]
 
 REPO = Path(__file__).resolve().parents[2]
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 HEAD_VIEW = "img.widget-image"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _serving(url: str, server: subprocess.Popen, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            raise AssertionError(f"Voilà exited with {server.returncode} before serving the explorer")
-        try:
-            with urllib.request.urlopen(url, timeout=5) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"Voilà did not serve the explorer within {timeout:.0f}s")
 
 
 @pytest.fixture
@@ -75,23 +53,13 @@ def explorer_notebook(tmp_path, minilm):
 @pytest.fixture
 def voila(explorer_notebook, tmp_path):
     pytest.importorskip("voila", reason="voila is not installed (it is a test dependency: pip install -e '.[test]')")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    with open(tmp_path / "voila.log", "wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "voila", str(explorer_notebook), "--no-browser", f"--port={port}",
-             "--Voila.ip=127.0.0.1", "--Voila.tornado_settings={'xsrf_cookies': False}"],
-            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    try:
-        url = f"http://127.0.0.1:{port}/"
-        _serving(url, server, 90)
+    command = [sys.executable, "-m", "voila", str(explorer_notebook), "--no-browser", f"--port={port}",
+               "--Voila.ip=127.0.0.1", "--Voila.tornado_settings={'xsrf_cookies': False}"]
+    with local_server(command, f"http://127.0.0.1:{port}/", name="Voilà", log=tmp_path / "voila.log", timeout=90,
+                      cwd=tmp_path, env=env) as url:
         yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
 
 
 def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_path):

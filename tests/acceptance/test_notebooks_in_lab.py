@@ -9,59 +9,30 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
-import subprocess
 import sys
-import time
-import urllib.request
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, free_port, local_server
 from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.stored import STORED_PROFILE
 
 pytestmark = [pytest.mark.acceptance, pytest.mark.slow]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(REPO / "notebooks", root / "notebooks")
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "JUPYTER_CONFIG_DIR": str(root / "config")}
-    with open(root / "lab.log", "wb") as log:
-        server = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}", "--ServerApp.ip=127.0.0.1",
-             "--IdentityProvider.token=", "--ServerApp.password=", "--ServerApp.disable_check_xsrf=True",
-             f"--ServerApp.root_dir={root}", f"--LabApp.workspaces_dir={root / 'workspaces'}",
-             f"--LabApp.user_settings_dir={root / 'settings'}"],
-            cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert server.poll() is None, f"JupyterLab exited with {server.returncode}: see {root / 'lab.log'}"
-            try:
-                with urllib.request.urlopen(url + "lab", timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                assert time.monotonic() < deadline, "JupyterLab did not start within 120 s"
-                time.sleep(0.5)
-        yield url, root
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    command = [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root", f"--port={port}",
+               "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
+               "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root}",
+               f"--LabApp.workspaces_dir={root / 'workspaces'}", f"--LabApp.user_settings_dir={root / 'settings'}"]
+    with local_server(command, f"http://127.0.0.1:{port}/lab", name="JupyterLab", log=root / "lab.log", timeout=120,
+                      cwd=root, env=env):
+        yield f"http://127.0.0.1:{port}/", root
 
 
 def test_lab_shows_the_cpu_runs_outputs_and_leaves_the_notebooks_unmodified(chromium, lab):

@@ -49,9 +49,10 @@ def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> s
     readings = profile_claims(out_dir, profile, [notebook])
     if not readings:
         return smoke_run_first(profile, f"No claim of the paper is read by {notebook}.")
-    head = smoke_run_first(profile, profile_uncertainty_note(out_dir, profile))
+    models = _notebook_models(out_dir, profile, notebook)
+    head = smoke_run_first(profile, profile_uncertainty_note(out_dir, profile, models))
     if any(r.claim in LAMBDA_CLAIMS for r in readings):
-        head += " " + stability_note(out_dir, _notebook_models(out_dir, profile, notebook))
+        head += " " + stability_note(out_dir, models)
     return headed_claims(head, readings, out_dir)
 
 
@@ -72,13 +73,15 @@ def headed_claims(head: str, readings: Sequence[ClaimReading], out_dir: str | Pa
     return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out_dir)])
 
 
-def profile_uncertainty_note(out_dir: str | Path, profile: str | Path) -> str:
-    """`uncertainty_note` on the rows a run of `profile` wrote to `out_dir`'s results.csv."""
+def profile_uncertainty_note(out_dir: str | Path, profile: str | Path, models: Collection[str] | None = None) -> str:
+    """`uncertainty_note` on the rows a run of `profile` wrote to `out_dir`'s results.csv (those of `models`; None:
+    every model's)."""
     from papa.runs.profiles import get_profile
     from papa.runs.results import ResultsTable
 
     rows = ResultsTable(Path(out_dir) / "results.csv").read()
-    return uncertainty_note(out_dir, rows[rows.profile == get_profile(profile).name])
+    rows = rows[rows.profile == get_profile(profile).name]
+    return uncertainty_note(out_dir, rows if models is None else rows[rows.model.isin(set(models))])
 
 
 def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:

@@ -308,9 +308,12 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     chance = pd.DataFrame({"model": ["org/decoder"] * 3, "task": ["lm", "lm_probe", "sst2"],
                            "chance": [-10.0, -10.0, 0.5]})
     sections.save_table(chance.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
-    # each notebook's note names its own models' rankings (at 4befcb8 notebook 02's listed notebook 08's)
+    # each notebook's notes name its own models' rankings and drawn orders (at 4befcb8 notebook 02's listed notebook
+    # 08's rankings, and 08's the encoders' draws)
+    ResultsTable(run_dir / "results.csv").append(_rows({("sst2", "average", "task", "random@1", "1/2"): 0.81}))
     encoders = " ".join(section_claims(run_dir, "quick", "02_main_results").split())
     decoders = " ".join(section_claims(run_dir, "quick", "08_decoders").split())
+    assert "drawn more than once (random@1)" in encoders and "drawn more than once" not in decoders
     assert "Spearman's ρ: sst2 0.95 (2 draws), ner 0.95 (2 draws), all at least 0.8." in encoders
     assert "Spearman's ρ: lm 0.90 (2 draws), sst2 0.90 (2 draws), all at least 0.8." in decoders
     theirs = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"].decoder
