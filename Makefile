@@ -36,13 +36,13 @@ reproduce: install
 
 # The notebooks in git hold the cpu run's outputs (papa.reproduce.stored): re-execute its notebooks on the committed
 # run (every probe run cached: minutes) and store them in notebooks/; the explorer is executed in place (no progress
-# bars: a stored bar shows the state it was saved in).
+# bars: a stored bar shows the state it was saved in) and stored with the picture of its widgets.
 notebooks: install
 	$(VENV)/bin/papa reproduce --profile cpu --out artifacts/cpu
 	$(PY) -c "from papa.reproduce.stored import store_run_notebooks; store_run_notebooks('artifacts/cpu')"
 	cd notebooks && PAPA_PROGRESS=0 HF_HUB_DISABLE_PROGRESS_BARS=1 TQDM_DISABLE=1 ../$(PY) -m jupyter nbconvert --to notebook --execute --inplace \
 		--ExecutePreprocessor.timeout=3600 explorer.ipynb
-	$(PY) -c "from papa.reproduce.notebooks import as_lab_writes; as_lab_writes('notebooks/explorer.ipynb')"
+	$(PY) -c "from papa.reproduce.stored import store_picture_of_widgets; store_picture_of_widgets('notebooks/explorer.ipynb')"
 
 # The documentation site, into site/ (mkdocs.yml): strict, so a broken link or a missing reference fails. The two
 # variables silence the MkDocs 2.0 banners of Material and mkdocs-gen-files, which concern no build here.

@@ -3,12 +3,6 @@ any path under the root, so `pytest notebooks/` gets it as `make test` does)."""
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -92,38 +86,3 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     skipped = getattr(config, "_papa_notebooks_skipped", None)
     if skipped:
         terminalreporter.write_line(f"{skipped[0]} notebook cells skipped: {skipped[1]}")
-
-
-def free_port() -> int:
-    """A TCP port free on localhost now, for a test's own server."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextmanager
-def local_server(command: list[str], url: str, *, name: str, log: Path, timeout: float, **popen) -> Iterator[str]:
-    """Start `command` (a server on localhost: JupyterLab, Voilà), its stderr into `log`; yield `url` once it answers
-    200, and stop the server after (a browser test's fixture). Fails naming `name` and `log` when it exits or does not
-    answer within `timeout` seconds."""
-    with open(log, "wb") as stderr:
-        server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=stderr, **popen)
-    try:
-        deadline = time.monotonic() + timeout
-        while True:
-            assert server.poll() is None, f"{name} exited with {server.returncode}: see {log}"
-            try:
-                with urllib.request.urlopen(url, timeout=5) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            assert time.monotonic() < deadline, f"{name} did not answer within {timeout:.0f} s: see {log}"
-            time.sleep(0.5)
-        yield url
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()

@@ -449,7 +449,8 @@ def _path_names(notebook_dir: Path, data_dir: str | None) -> dict[str, str]:
 
 
 _WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-_WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+#: The MIME type of a widget's view in an output (its model lives in the kernel, or in the notebook's widget state).
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def as_lab_writes(notebook: str | Path) -> bool:
@@ -472,8 +473,8 @@ def as_lab_writes(notebook: str | Path) -> bool:
             pass  # a kernel not installed here: left as it was written
     state = meta.get("widgets", {}).get(_WIDGET_STATE, {}).get("state")
     if state is not None:
-        shown = {out["data"][_WIDGET_VIEW]["model_id"] for cell in nb.get("cells", [])
-                 for out in cell.get("outputs", []) if _WIDGET_VIEW in out.get("data", {})}
+        shown = {out["data"][WIDGET_VIEW]["model_id"] for cell in nb.get("cells", [])
+                 for out in cell.get("outputs", []) if WIDGET_VIEW in out.get("data", {})}
         kept, todo = set(), [m for m in shown if m in state]
         while todo:  # a shown widget's children, layouts and styles are referenced as "IPY_MODEL_<id>"
             model = todo.pop()

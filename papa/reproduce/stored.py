@@ -22,6 +22,7 @@ from papa.core.artifacts import atomic_path
 from papa.core.errors import InputError
 from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.batch import NOTEBOOK_DIR, Batch
+from papa.reproduce.notebooks import WIDGET_VIEW, as_lab_writes, notebook_parameters
 
 #: The profile whose executed notebooks ``notebooks/`` stores (its run is committed under ``artifacts/cpu``).
 STORED_PROFILE = "cpu"
@@ -86,12 +87,31 @@ def stored_notebook(executed: str | Path) -> dict:
     return nb
 
 
+def store_picture_of_widgets(notebook: str | Path) -> bool:
+    """Keep, of each output that shows widgets beside a picture of them (the explorer,
+    `papa.paper.explorer.HeadExplorer`), the picture alone, and the metadata as JupyterLab writes it
+    (`papa.reproduce.notebooks.as_lab_writes`, which drops the widget state no output shows any more): GitHub, the docs
+    site and JupyterLab show the picture until the notebook runs, where a stored widget view would show nothing
+    without its kernel. Returns whether the file changed."""
+    notebook = Path(notebook)
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    pictured = [out for cell in nb.get("cells", []) for out in cell.get("outputs", [])
+                if WIDGET_VIEW in out.get("data", {}) and "image/png" in out["data"]]
+    for out in pictured:
+        del out["data"][WIDGET_VIEW]
+    if pictured:
+        with atomic_path(notebook) as tmp:
+            Path(tmp).write_text(json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False) + "\n",
+                                 encoding="utf-8")
+    return as_lab_writes(notebook) or bool(pictured)
+
+
 def is_progress_bar(output: dict) -> bool:
     """Whether a cell output is a progress bar: a tqdm line on a stream, or a widget bar (it would show the state it
     was saved in, not where it ended)."""
     if output.get("output_type") == "stream":
         return bool(_BAR.search("".join(output.get("text", ""))))
-    view = output.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+    view = output.get("data", {}).get(WIDGET_VIEW)
     text = "".join(output.get("data", {}).get("text/plain", ""))
     return view is not None and ("HBox" in text or _BAR.search(text) is not None)
 
@@ -138,8 +158,6 @@ def quick_notebook(path: str | Path, out_dir: str | Path):
     A notebook that is not a section (the explorer) is returned as stored."""
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
-
-    from papa.reproduce.notebooks import notebook_parameters
 
     path = Path(path)
     nb = load_notebook_node(str(path))  # as papermill reads it: every cell has its tags list

@@ -125,3 +125,28 @@ def test_nbval_as_configured_compares_the_tagged_cells_and_fails_on_an_error(tmp
     assert run([cell("print('a line')", "a line\n", True), cell("print(2)", "1\n", False)]) == 0
     assert run([cell("print('a line')", "another line\n", True)]) == 1
     assert run([cell("raise ValueError('broken')", "", False)]) == 1
+
+
+def test_the_stored_explorer_is_a_picture_until_it_runs(tmp_path):
+    """A widget view stored without its kernel shows nothing on GitHub or the docs site (and nbconvert prefers it to
+    the picture beside it), so the stored explorer keeps the picture alone, and no widget state."""
+    from papa.reproduce.stored import store_picture_of_widgets
+
+    view = {"model_id": "box", "version_major": 2, "version_minor": 0}
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {
+        "version_major": 2, "version_minor": 0, "state": {"box": {"model_name": "VBoxModel", "state": {}}}}}
+    nb.cells = [nbformat.v4.new_code_cell("explorer", outputs=[nbformat.v4.new_output(
+        "execute_result", execution_count=1, data={"application/vnd.jupyter.widget-view+json": view,
+                                                   "image/png": "iVBORw0KGgo=", "text/plain": "explorer"})])]
+    path = tmp_path / "explorer.ipynb"
+    nbformat.write(nb, path)
+    assert store_picture_of_widgets(path) is True
+    written = json.loads(path.read_text(encoding="utf-8"))
+    assert set(written["cells"][0]["outputs"][0]["data"]) == {"image/png", "text/plain"}
+    assert "widgets" not in written["metadata"]
+    assert store_picture_of_widgets(path) is False  # as stored
+    stored = json.loads((REPO / "notebooks" / "explorer.ipynb").read_text(encoding="utf-8"))
+    outputs = [o for c in stored["cells"] for o in c.get("outputs", [])]
+    assert [set(o.get("data", {})) for o in outputs] == [{"image/png", "text/plain"}]  # the committed one: a picture
