@@ -156,8 +156,8 @@ def selection_differences(comparisons: pd.DataFrame, *, title: str = "") -> plt.
             _fraction_axis(ax, labels)
             ax.set_ylabel(kind, fontsize=9)
             if row == 0:
-                ax.set_title(f"{short_model(model) + ', ' if several else ''}{task}, {whose}" + ("\n" + "\n".join(textwrap.wrap(f"not read: {gate}", 60))
-                                                   if gate else ""), fontsize=9)
+                why = "\n" + "\n".join(textwrap.wrap(f"not read: {gate}", 60)) if gate else ""
+                ax.set_title(f"{short_model(model) + ', ' if several else ''}{task}, {whose}{why}", fontsize=9)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

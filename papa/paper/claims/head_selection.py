@@ -91,7 +91,8 @@ def comparison_table(comparisons: list[SelectionComparison]) -> pd.DataFrame:
     for c in comparisons:
         low, high = c.estimate.interval()
         rows.append({"model": c.model, "task": c.task, "fraction": c.fraction, "profile": c.profile or "",
-                     "kind": c.kind, "comparison": COMPARISON_NAMES[c.kind], "method": c.method, "difference": c.estimate.value,
+                     "kind": c.kind, "comparison": COMPARISON_NAMES[c.kind], "method": c.method,
+                     "difference": c.estimate.value,
                      "low": low if math.isfinite(low) else None, "high": high if math.isfinite(high) else None,
                      "gate": c.gate or ""})
     return pd.DataFrame(rows, columns=["model", "task", "fraction", "profile", "kind", "comparison", "method",

@@ -47,8 +47,10 @@ def _executed(profile: str = STORED_PROFILE) -> dict:
     injected = nbformat.v4.new_code_cell(f'profile = "{profile}"\nout_dir = "../artifacts/{profile}"\n'
                                          'data_dir = "$PAPA_DATA_DIR"\ndraws = ["part1"]\n',
                                          metadata={"tags": ["injected-parameters"], "papermill": {"duration": 1}})
-    work = nbformat.v4.new_code_cell("run()", metadata={"papermill": {"duration": 2}, "execution": {"iopub.status.busy": "2026-11-28T18:00:00Z"}}, outputs=[
-        nbformat.v4.new_output("stream", name="stderr", text="cola grid:  40%|████      | 10/25 [00:01<00:02, 5.0it/s]"),
+    run_meta = {"papermill": {"duration": 2}, "execution": {"iopub.status.busy": "2026-11-28T18:00:00Z"}}
+    bar = "cola grid:  40%|████      | 10/25 [00:01<00:02, 5.0it/s]"
+    work = nbformat.v4.new_code_cell("run()", metadata=run_meta, outputs=[
+        nbformat.v4.new_output("stream", name="stderr", text=bar),
         nbformat.v4.new_output("stream", name="stderr", text="a warning worth reading\n"),
         nbformat.v4.new_output("stream", name="stdout", text="done\n")])
     nb.cells = [params, injected, work]
