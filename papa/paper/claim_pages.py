@@ -282,12 +282,26 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
         elif got.spearman.min() < gate:
             answer = f"**not stable** (a pair at ρ {got.spearman.min():.2f} < {gate})"
         elif len(halves) and "seed1" in draws:
-            answer = f"stable across data and seed (every pair ≥ {gate})"
+            answer = f"stable across data and seed (every pair ≥ {gate}{_at_the_edge(got, gate)})"
         else:
             missing = "no second seed yet" if len(halves) else "the disjoint halves not learned yet"
-            answer = f"stable so far; {missing}"
+            answer = f"stable so far{_at_the_edge(got, gate)}; {missing}"
         pairs = ", ".join(f"{a}–{b} {r:.2f}" for a, b, r in zip(others.a, others.b, others.spearman))
         lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(draws) or '–'} | "
                      f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | {pairs or '–'} | "
                      f"{'; '.join(settle) or '–'} | {answer} |")
     return "\n".join(lines)
+
+
+#: How close above the gate a pair of draws is said to pass "at the gate's edge" (its ρ then printed to three places:
+#: two would show the gate itself).
+GATE_EDGE = 0.01
+
+
+def _at_the_edge(pairs: pd.DataFrame, gate: float) -> str:
+    """For `paper_protocol_answer`: where the least agreeing pair (a, b, spearman) of draws that pass `gate` passes it
+    by less than `GATE_EDGE`, the words saying so; "" otherwise."""
+    low = pairs.loc[pairs.spearman.idxmin()]
+    if low.spearman - gate >= GATE_EDGE:
+        return ""
+    return f" ({low.a}–{low.b} at ρ {low.spearman:.3f}: at the gate's edge)"

@@ -78,3 +78,10 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     assert "seed0–part1 1.00, seed0–part2 -1.00" in rows["MRPC"]
     assert rows["SST-2"].endswith("| 1.00 | seed0–part1 1.00, seed0–part2 1.00 | – | stable so far; no second seed yet |")
     assert rows["CoLA"].endswith("| not measured |")
+    # a pair that passes the gate by less than GATE_EDGE is said to, with three places (two would print the gate)
+    near = base.flatten().clone()
+    for i, j in ((0, 4), (1, 3), (5, 7), (8, 10)):  # Σd² = 56 over 12 heads: ρ = 1 − 6·56 / (12·143) = 0.804
+        near[[i, j]] = near[[j, i]]
+    save("pos", "", base), save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
+    pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
+    assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); no second seed yet |")
