@@ -227,9 +227,9 @@ def fraction_claims_summary(claims: pd.DataFrame, learns: pd.DataFrame | None = 
     per quantity), naming the tasks left out. Says so where a profile lacks fraction 1/2 or 0."""
     left_out: list[str] = []
     if learns is not None and "task" in claims.index.names:
-        learned = {(short_model(m), t) for (m, t), ok in learns["learns"].items() if ok}
-        keep = [(m, t) in learned for m, t in zip(claims.index.get_level_values("model"),
-                                                   claims.index.get_level_values("task"))]
+        skip = {(short_model(m), t) for m, t in not_learning(learns)}  # as split_learning: no baseline, kept
+        keep = [(m, t) not in skip for m, t in zip(claims.index.get_level_values("model"),
+                                                    claims.index.get_level_values("task"))]
         left_out = list(dict.fromkeys(claims.index.get_level_values("task")[[not k for k in keep]]))
         claims = claims[keep]
     tasks = list(dict.fromkeys(claims.index.get_level_values("task"))) if "task" in claims.index.names else []

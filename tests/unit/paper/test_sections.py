@@ -87,6 +87,8 @@ def test_claims_summary_reads_the_tasks_the_claims_read(results):
     assert "mean relative drop at 0 over sst2 = 10.0%" in line and "largest drop at 1/2 over sst2 = 0.010" in line
     assert line.endswith("left out: mrpc (the probe does not beat its majority baseline)")
     assert sections.performance_vs_drop(curves, learns=learns).loc[0, "relative_drop"] == pytest.approx(0.10)
+    no_baseline = sections.fraction_claims_summary(claims, learns.drop(index=("m", "sst2")))
+    assert "over sst2 = 10.0%" in no_baseline  # a task with no baseline stays, as split_learning keeps it for the claims
     none = sections.fraction_claims_summary(claims, learns.assign(learns=False))
     assert "neither claim can be read" in none and "left out: mrpc, sst2" in none
 
