@@ -284,8 +284,10 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
         elif len(halves) and "seed1" in draws:
             answer = f"stable across data and seed (every pair ≥ {gate}{_at_the_edge(got, gate)})"
         else:
-            missing = "no second seed yet" if len(halves) else "the disjoint halves not learned yet"
-            answer = f"stable so far{_at_the_edge(got, gate)}; {missing}"
+            missing = [what for learned, what in ((len(halves) > 0, "the disjoint halves"),
+                                                  ("seed0" in draws, "the whole set"),
+                                                  ("seed1" in draws, "a second seed")) if not learned]
+            answer = f"stable so far{_at_the_edge(got, gate)}; not learned yet: {', '.join(missing)}"
         pairs = ", ".join(f"{a}–{b} {r:.2f}" for a, b, r in zip(others.a, others.b, others.spearman))
         lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(draws) or '–'} | "
                      f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | {pairs or '–'} | "

@@ -76,12 +76,15 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
             paper_protocol_answer(tmp_path, 0.8, "org/m", ("mrpc", "sst2", "cola")).splitlines()[2:]}
     assert "**not stable across data** (disjoint halves ρ -1.00 < 0.8)" in rows["MRPC"]
     assert "seed0–part1 1.00, seed0–part2 -1.00" in rows["MRPC"]
-    assert rows["SST-2"].endswith("| 1.00 | seed0–part1 1.00, seed0–part2 1.00 | – | stable so far; no second seed yet |")
+    assert rows["SST-2"].endswith("| 1.00 | seed0–part1 1.00, seed0–part2 1.00 | – | stable so far; not learned yet: a second seed |")
     assert rows["CoLA"].endswith("| not measured |")
+    save("ner", "-part1", base), save("ner", "-part2", base ** 2)  # the halves alone: say which draws are still owed
+    ner = paper_protocol_answer(tmp_path, 0.8, "org/m", ("ner",)).splitlines()[2]
+    assert ner.endswith("| 1.00 | – | – | stable so far; not learned yet: the whole set, a second seed |")
     # a pair that passes the gate by less than GATE_EDGE is said to, with three places (two would print the gate)
     near = base.flatten().clone()
     for i, j in ((0, 4), (1, 3), (5, 7), (8, 10)):  # Σd² = 56 over 12 heads: ρ = 1 − 6·56 / (12·143) = 0.804
         near[[i, j]] = near[[j, i]]
     save("pos", "", base), save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
     pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
-    assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); no second seed yet |")
+    assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); not learned yet: a second seed |")
