@@ -192,6 +192,13 @@ def paper_protocol_block() -> str:
                                  ("cola", "sst2", "mrpc", "ner", "pos"))
 
 
+def profile_agreement_block() -> str:
+    """Issue 51's comparison: how far the cpu profile's short-trained λ rankings are from the paper-protocol ones."""
+    from papa.paper.claim_pages import profile_agreement
+
+    return profile_agreement(CPU_RUN, "sentence-transformers/all-MiniLM-L6-v2", ("cola", "sst2", "mrpc", "ner", "pos"))
+
+
 def draws_time_block() -> str:
     """What drawing the head orders again cost in the committed run: the runs of the draws (their rows' run time) and
     the λ rankings learned for them (their learning curves' seconds)."""
@@ -373,6 +380,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "draws-time": (DOCS / "results.md", draws_time_block),
     "ranking-agreement": (DOCS / "results.md", ranking_agreement_block),
     "paper-protocol": (DOCS / "results.md", paper_protocol_block),
+    "profile-agreement": (DOCS / "results.md", profile_agreement_block),
     "claims": (DOCS / "results.md", claims_block),
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "cpu-rerun-time": (DOCS / "notebooks.md", notebook_time_block),

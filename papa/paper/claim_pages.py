@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -15,6 +16,9 @@ from papa.core.vocabulary import PAPER_FRACTIONS
 from papa.paper.claims import ClaimReading, Part
 from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
 from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ
+
+if TYPE_CHECKING:
+    import torch
 
 #: A short name per claim, for headings and the README.
 TITLES = {"fig2_half": "half the heads input-dependent", "fig2_all": "every head constant",
@@ -293,6 +297,46 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
                      f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | {pairs or '–'} | "
                      f"{'; '.join(settle) or '–'} | {answer} |")
     return "\n".join(lines)
+
+
+#: The draws a profile may have learned of a ranking, as (seed, part): the whole subset, a second seed, two halves.
+RANKING_DRAWS = ((0, 0), (1, 0), (0, 1), (0, 2))
+
+
+def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], reference: str = "full",
+                      other: str = "cpu") -> str:
+    """How far `other`'s λ rankings (short-trained) are from `reference`'s (the paper's protocol), task by task:
+    Spearman's ρ over every pair of an `other` draw and a `reference` draw, beside each profile's own pairs, so that
+    the distance reads against the noise of a draw. Read only: from the rankings saved under `out_dir`."""
+    from papa.method.rankings import load_ranking
+    from papa.paper.grids import saved_ranking_path
+    from papa.probing.convergence import spearman
+    from papa.runs.stability import draw_name
+
+    def draws(task: str, profile: str) -> dict[str, torch.Tensor]:
+        paths = {draw_name(seed, part): saved_ranking_path(str(out_dir), model, task, profile, seed=seed, part=part)
+                 for seed, part in RANKING_DRAWS}
+        return {name: load_ranking(path).lambdas for name, path in paths.items() if path.is_file()}
+
+    def span(values: list[float]) -> str:
+        if not values:
+            return "–"
+        low, high = min(values), max(values)
+        return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f} to {high:.2f}"
+
+    def within(got: dict) -> list[float]:
+        names = list(got)
+        return [spearman(got[a], got[b]) for i, a in enumerate(names) for b in names[i + 1:]]
+
+    lines = [f"| task | {other} draws | {reference} draws | ρ within {other} | ρ within {reference} | "
+             f"ρ, {other} vs {reference} (every pair) | ρ, seed0 vs seed0 |", "|---|---|---|---|---|---|---|"]
+    for task in tasks:
+        short, paper = draws(task, other), draws(task, reference)
+        across = [spearman(a, b) for a in short.values() for b in paper.values()]
+        same = (f"{spearman(short['seed0'], paper['seed0']):.2f}" if "seed0" in short and "seed0" in paper else "–")
+        lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(short) or '–'} | {', '.join(paper) or '–'} | "
+                     f"{span(within(short))} | {span(within(paper))} | {span(across)} | {same} |")
+    return "\n".join(lines).replace("-0.00", "0.00")
 
 
 #: How close above the gate a pair of draws is said to pass "at the gate's edge" (its ρ then printed to three places:

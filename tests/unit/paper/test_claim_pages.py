@@ -88,3 +88,29 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     save("pos", "", base), save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
     pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
     assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); not learned yet: a second seed |")
+
+
+def test_profile_agreement_reads_every_pair_across_the_two_profiles(tmp_path):
+    """How far the short-trained rankings are from the paper-protocol ones: ρ over every (cpu draw, full draw) pair,
+    beside each profile's own pairs; a profile with no draws of a task shows dashes, not a number."""
+    import torch
+
+    from papa.method.rankings import HeadRanking
+    from papa.paper.claim_pages import profile_agreement
+    from papa.paper.grids import saved_ranking_path
+
+    base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
+    swapped = base.flatten().flip(0).reshape(3, 4)  # ρ = −1 with base
+
+    def save(task: str, profile: str, lambdas, seed: int = 0, part: int = 0) -> None:
+        path = saved_ranking_path(str(tmp_path), "org/m", task, profile, seed=seed, part=part)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        HeadRanking.from_lambdas(lambdas, task=task, profile=profile, model_name="org/m").save(path)
+
+    save("sst2", "cpu", base), save("sst2", "cpu", base ** 2, seed=1)
+    save("sst2", "full", swapped), save("sst2", "full", swapped, part=1)
+    save("cola", "cpu", base)
+    rows = {line.split(" | ")[0].strip("| "): line for line in
+            profile_agreement(tmp_path, "org/m", ("sst2", "cola")).splitlines()[2:]}
+    assert rows["SST-2"] == "| SST-2 | seed0, seed1 | seed0, part1 | 1.00 | 1.00 | -1.00 | -1.00 |"
+    assert rows["CoLA"] == "| CoLA | seed0 | – | – | – | – | – |"
