@@ -299,10 +299,6 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
     return "\n".join(lines)
 
 
-#: The draws a profile may have learned of a ranking, as (seed, part): the whole subset, a second seed, two halves.
-RANKING_DRAWS = ((0, 0), (1, 0), (0, 1), (0, 2))
-
-
 def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], reference: str = "full",
                       other: str = "cpu") -> str:
     """How far `other`'s λ rankings (short-trained) are from `reference`'s (the paper's protocol), task by task:
@@ -311,7 +307,7 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
     from papa.method.rankings import load_ranking
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import spearman
-    from papa.runs.stability import draw_name
+    from papa.runs.stability import RANKING_DRAWS, draw_name
 
     def draws(task: str, profile: str) -> dict[str, torch.Tensor]:
         paths = {draw_name(seed, part): saved_ranking_path(str(out_dir), model, task, profile, seed=seed, part=part)

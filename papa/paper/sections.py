@@ -399,16 +399,18 @@ def lambda_settling(out_dir: str, model: str, task: str, profile: str = PAPER_ST
 
 
 def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAPER_STEPS_PROFILE,
-                       profile: str = "cpu", draws: Sequence[tuple[int, int]] = ((0, 0), (1, 0), (0, 1), (0, 2))
-                       ) -> pd.DataFrame | None:
-    """How `profile`'s λ rankings of `model` on `task` (one row per draw saved: λ's seed and training part), and
-    `reference`'s own other draws, agree with `reference`'s ranking: Spearman's ρ, the heads kept in common at
+                       profile: str = "cpu", draws: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame | None:
+    """How `profile`'s λ rankings of `model` on `task` (one row per saved draw of `draws`, (seed, part) pairs; None:
+    `papa.runs.stability.RANKING_DRAWS`), and `reference`'s own other draws, agree with `reference`'s ranking:
+    Spearman's ρ, the heads kept in common at
     `AGREEMENT_FRACTIONS` (chance: the fraction itself), and each one's steps and λ spread; None where the reference
     ranking is not saved."""
     from papa.method.rankings import load_ranking
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import lambda_movement, ranking_agreement
+    from papa.runs.stability import RANKING_DRAWS
 
+    draws = RANKING_DRAWS if draws is None else draws
     reference_path = saved_ranking_path(out_dir, model, task, reference)
     if not reference_path.is_file():
         return None

@@ -54,6 +54,10 @@ _DRAW = re.compile(r"^(?P<group>.+?)(?:-part(?P<part>\d+))?(?:-seed(?P<seed>\d+)
 AGREEMENT_COLUMNS = ("model", "task", "profile", "a", "b", "spearman", "ranking")
 
 
+#: The draws of a λ ranking a reproduction learns, as (seed, part): the grid's own, a second seed, two disjoint parts.
+RANKING_DRAWS: tuple[tuple[int, int], ...] = ((0, 0), (1, 0), (0, 1), (0, 2))
+
+
 def draw_name(seed: int = 0, part: int = 0) -> str:
     """A draw of a λ ranking as the agreement table names it: ``seed0`` (the grid's), ``seed1``, ``part1``, or
     ``part1-seed1``."""
