@@ -307,7 +307,7 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
     from papa.method.rankings import load_ranking
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import spearman
-    from papa.runs.stability import RANKING_DRAWS, draw_name
+    from papa.runs.stability import RANKING_DRAWS, draw_agreement, draw_name
 
     def draws(task: str, profile: str) -> dict[str, torch.Tensor]:
         paths = {draw_name(seed, part): saved_ranking_path(str(out_dir), model, task, profile, seed=seed, part=part)
@@ -320,9 +320,11 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
         low, high = min(values), max(values)
         return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f} to {high:.2f}"
 
-    def within(got: dict) -> list[float]:
-        names = list(got)
-        return [spearman(got[a], got[b]) for i, a in enumerate(names) for b in names[i + 1:]]
+    agreement = draw_agreement(Path(out_dir) / "rankings")
+
+    def within(task: str, profile: str) -> list[float]:
+        group = saved_ranking_path(str(out_dir), model, task, profile).name  # every draw's pairs share its name
+        return agreement[agreement.ranking == group].spearman.tolist()
 
     lines = [f"| task | {other} draws | {reference} draws | ρ within {other} | ρ within {reference} | "
              f"ρ, {other} vs {reference} (every pair) | ρ, seed0 vs seed0 |", "|---|---|---|---|---|---|---|"]
@@ -331,7 +333,7 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
         across = [spearman(a, b) for a in short.values() for b in paper.values()]
         same = (f"{spearman(short['seed0'], paper['seed0']):.2f}" if "seed0" in short and "seed0" in paper else "–")
         lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(short) or '–'} | {', '.join(paper) or '–'} | "
-                     f"{span(within(short))} | {span(within(paper))} | {span(across)} | {same} |")
+                     f"{span(within(task, other))} | {span(within(task, reference))} | {span(across)} | {same} |")
     return "\n".join(lines).replace("-0.00", "0.00")
 
 
