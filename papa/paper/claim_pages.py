@@ -307,18 +307,12 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
     from papa.method.rankings import load_ranking
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import spearman
-    from papa.runs.stability import RANKING_DRAWS, draw_agreement, draw_name
+    from papa.runs.stability import RANKING_DRAWS, draw_agreement, draw_name, rho_span
 
     def draws(task: str, profile: str) -> dict[str, torch.Tensor]:
         paths = {draw_name(seed, part): saved_ranking_path(str(out_dir), model, task, profile, seed=seed, part=part)
                  for seed, part in RANKING_DRAWS}
         return {name: load_ranking(path).lambdas for name, path in paths.items() if path.is_file()}
-
-    def span(values: list[float]) -> str:
-        if not values:
-            return "–"
-        low, high = min(values), max(values)
-        return f"{low:.2f}" if f"{low:.2f}" == f"{high:.2f}" else f"{low:.2f} to {high:.2f}"
 
     agreement = draw_agreement(Path(out_dir) / "rankings")
 
@@ -333,7 +327,8 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
         across = [spearman(a, b) for a in short.values() for b in paper.values()]
         same = (f"{spearman(short['seed0'], paper['seed0']):.2f}" if "seed0" in short and "seed0" in paper else "–")
         lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(short) or '–'} | {', '.join(paper) or '–'} | "
-                     f"{span(within(task, other))} | {span(within(task, reference))} | {span(across)} | {same} |")
+                     f"{rho_span(within(task, other))} | {rho_span(within(task, reference))} | "
+                     f"{rho_span(across)} | {same} |")
     return "\n".join(lines).replace("-0.00", "0.00")
 
 

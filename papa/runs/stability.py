@@ -64,6 +64,15 @@ def draw_name(seed: int = 0, part: int = 0) -> str:
     return "-".join([f"part{part}"] * bool(part) + [f"seed{seed}"] * bool(seed or not part))
 
 
+def rho_span(values: Sequence[float]) -> str:
+    """Spearman's ρ over some pairs of draws as the pages print it: one value, or the lowest to the highest (one
+    value where both round alike), or "–" when no pair was measured."""
+    if len(values) == 0:
+        return "–"
+    low, high = f"{min(values):.2f}", f"{max(values):.2f}"
+    return low if low == high else f"{low} to {high}"
+
+
 def draw_of(file_name: str) -> str:
     """The draw (`draw_name`) a ranking file's name says it is."""
     match = _DRAW.match(file_name)

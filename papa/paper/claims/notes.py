@@ -15,6 +15,7 @@ from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
 from papa.paper.claims.reading import profile_claims, run_agreement
 from papa.paper.claims.rules import LAMBDA_CLAIMS, STABLE_RHO, ClaimReading
 from papa.paper.claims.scores import _label
+from papa.runs.stability import rho_span
 from papa.runs.statistics import NOT_READ
 
 
@@ -117,8 +118,7 @@ def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -
     for (model, task, profile), rhos in groups:
         name = _label(model, task, 2 if many else 1) + (f" ({profile})" if profile else "")
         draws = len(set(table.a[rhos.index]) | set(table.b[rhos.index]))
-        span = f"{rhos.min():.2f}" if len(rhos) == 1 else f"{rhos.min():.2f} to {rhos.max():.2f}"
-        each.append(f"{name} {span} ({draws} draws)")
+        each.append(f"{name} {rho_span(rhos.tolist())} ({draws} draws)")
         if not rhos.min() >= STABLE_RHO:
             below.append(name)
     tail = (f"; some pair below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below

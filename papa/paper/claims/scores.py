@@ -19,7 +19,7 @@ from papa.method.selection import parse_selection
 from papa.paper.claims.rules import STABLE_RHO
 from papa.paper.sections import DOWNSTREAM_TASKS, short_model
 from papa.runs.compare import RunScores
-from papa.runs.stability import AGREEMENT_COLUMNS, draw_name
+from papa.runs.stability import AGREEMENT_COLUMNS, draw_name, rho_span
 from papa.runs.statistics import Estimate, Scores, estimate, over_orders
 
 
@@ -74,8 +74,8 @@ class _Run(RunScores):
             return None
         if len(rhos) == 1:
             return f"{whose}s of two draws ({', '.join(names)}) agree at ρ = {low:.2f} < {STABLE_RHO}"
-        return (f"{whose}s of {len(names)} draws ({', '.join(names)}) agree at ρ {low:.2f} to "
-                f"{max(rhos.values()):.2f}: some pair below {STABLE_RHO}")
+        return (f"{whose}s of {len(names)} draws ({', '.join(names)}) agree at ρ {rho_span(list(rhos.values()))}: "
+                f"some pair below {STABLE_RHO}")
 
     def _pairs(self, model: str, task: str, profile: str | None) -> pd.DataFrame:
         """The agreement rows of (`model`, `task`)'s rankings learned by `profile` (None: the grid's profile, and

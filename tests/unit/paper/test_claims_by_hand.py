@@ -161,3 +161,19 @@ def test_sometimes_needs_one_place_that_survives_holm():
     assert sometimes(0.01).verdict == INCONCLUSIVE
     assert sometimes(0.005).verdict == HOLDS
     assert sometimes(0.005).parts[0].numbers.startswith("holds on 1 of 4 (Holm over 4, smallest adjusted p 0.020)")
+
+
+def test_a_claim_whose_parts_disagree_reads_as_its_weakest_part_and_prints_each():
+    """A sentence with two parts, one that holds and one that fails beyond Holm (2 × 0.001 < 0.025): the claim does
+    not hold, and its line prints both parts with their own verdicts; with the failing part inconclusive instead, the
+    claim is inconclusive, never "holds"."""
+    def claim(p_fails):
+        verdict = DOES_NOT_HOLD if p_fails < ALPHA else INCONCLUSIVE
+        return _read([_member("beats zeros (sst2)", HOLDS, 1e-6, 1 - 1e-6),
+                      _member("beats uniform (sst2)", verdict, 1 - p_fails, p_fails)])
+
+    mixed = claim(0.001)
+    assert mixed.verdict == DOES_NOT_HOLD
+    assert [p.verdict for p in mixed.parts] == [HOLDS, DOES_NOT_HOLD]
+    assert "beats zeros (sst2):  (holds)" in mixed.ours and "beats uniform (sst2):  (does not hold)" in mixed.ours
+    assert claim(0.2).verdict == INCONCLUSIVE

@@ -217,3 +217,12 @@ def test_a_grid_on_the_whole_split_draws_its_parts_as_two_halves(cfg, tmp_path, 
     assert (whole.metadata["examples"], first.metadata["examples"], second.metadata["examples"]) == (11, 6, 5)
     with pytest.raises(InputError, match="part 1 or 2"):
         learn_ranking(whole_cfg, part=3, progress=False)
+
+
+def test_a_range_of_rho_prints_one_value_where_both_ends_round_alike():
+    from papa.runs.stability import rho_span
+
+    assert rho_span([]) == "–"
+    assert rho_span([0.5]) == "0.50"
+    assert rho_span([0.881, 0.17, 0.5]) == "0.17 to 0.88"
+    assert rho_span([0.9401, 0.9449]) == "0.94"
