@@ -101,14 +101,17 @@ def order_draws(method: str, variants: Sequence[str]) -> list[str]:
     return [parse_selection(f"{method}@{v}").name for v in variants]
 
 
-def main_results(models: Sequence[str], tasks: Sequence[str], ranking_draws: Sequence[str] = ()) -> dict[str, Grids]:
+def main_results(models: Sequence[str], tasks: Sequence[str], ranking_draws: Sequence[str] = (),
+                 other_rankings: Sequence[str] = (), out_dir: str | None = None) -> dict[str, Grids]:
     """Fig. 2 and 3 (notebook 02): λ-selected average constants at the profile's fractions, and the profile's
     learning curves of the original-attention probe; with `ranking_draws` (e.g. ["part1", "part2", "seed1"]) the λ
-    rankings of those draws at 1/2 too, so that Fig. 2's "no major drop" holds the ranking's own variance."""
+    rankings of those draws at 1/2 too, so that Fig. 2's "no major drop" holds the ranking's own variance; with
+    `other_rankings` (e.g. ["full"]) the rankings those profiles learned, at 1/2, on the tasks where they are saved
+    under `out_dir` (`learned_grids`)."""
     declared = {"results": _grids(models, tasks), "sizes": _grids(models, tasks, runner="curves")}
     if ranking_draws:
         declared["draws"] = _grids(models, tasks, fractions=["1/2"], selections=order_draws("lambda", ranking_draws))
-    return declared
+    return {**declared, **learned_grids(["lambda"], models, tasks, other_rankings, out_dir, fractions=["1/2"])}
 
 
 def alternative_matrices(models: Sequence[str], tasks: Sequence[str], kinds: Sequence[str]) -> dict[str, Grids]:
@@ -132,15 +135,14 @@ def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequenc
     ranked methods under those other λ rankings too, with `random_draws` that many more random permutations
     (random@1, ...): the draws Fig. 5's claim averages over (`papa.paper.claims`). With `other_rankings`, the ranked
     methods under the rankings those profiles learned (e.g. ["full"]: λ at the paper's step count, hours of λ
-    learning of its own), for those whose every ranking is saved under `out_dir` (`learned_rankings`)."""
+    learning of its own), on the tasks where they are saved under `out_dir` (`learned_grids`)."""
     declared = {"results": _grids(models, tasks, selections=list(methods))}
     ranked = [m for m in methods if m in RANKED]
-    learned = learned_rankings(other_rankings, models, tasks, out_dir) if out_dir is not None else []
-    draws = [*(d for m in ranked for d in order_draws(m, [*ranking_draws, *learned])),
+    draws = [*(d for m in ranked for d in order_draws(m, ranking_draws)),
              *(order_draws("random", [str(k) for k in range(1, random_draws + 1)]) if "random" in methods else [])]
     if draws:
         declared["draws"] = _grids(models, tasks, fractions=_mid_fractions(), selections=draws)
-    return declared
+    return {**declared, **learned_grids(ranked, models, tasks, other_rankings, out_dir, fractions=_mid_fractions())}
 
 
 def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, seed: int = 0, part: int = 0) -> Path:
@@ -160,12 +162,37 @@ def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, see
     return Path(out_dir) / "rankings" / name.filename
 
 
-def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str], out_dir: str) -> list[str]:
-    """Those of `profiles` that have saved a λ ranking under `out_dir` for every model and task
-    (`saved_ranking_path`): another profile's ranking is read by a grid, never learned by it (`papa rank --profile
-    <name>` learns it)."""
-    return [p for p in profiles
-            if all(saved_ranking_path(out_dir, m, t, p).is_file() for m in models for t in tasks)]
+def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str],
+                     out_dir: str) -> dict[str, tuple[str, ...]]:
+    """Each of `profiles` that has saved a λ ranking under `out_dir` (`saved_ranking_path`) for every model of some
+    of `tasks`, with those tasks: another profile's ranking is read by a grid, never learned by it (`papa rank
+    --profile <name> --task <task>` learns it, a task at a time)."""
+    saved = {p: tuple(t for t in tasks if all(saved_ranking_path(out_dir, m, t, p).is_file() for m in models))
+             for p in profiles}
+    return {p: found for p, found in saved.items() if found}
+
+
+#: The key a section's declaration gives the grid of another profile's λ ranking: ``ranking@full``.
+LEARNED_PREFIX = "ranking@"
+
+
+def learned_grids(methods: Sequence[str], models: Sequence[str], tasks: Sequence[str], profiles: Sequence[str],
+                  out_dir: str | None, fractions: Sequence[str]) -> dict[str, Grids]:
+    """The ranked `methods` under the λ rankings `profiles` learned, at `fractions`: one grid per profile, over the
+    tasks where its ranking is saved (`learned_rankings`); none without `out_dir` or a ranked method."""
+    if out_dir is None or not methods:
+        return {}
+    return {LEARNED_PREFIX + p: _grids(models, saved, fractions=list(fractions),
+                                       selections=[d for m in methods for d in order_draws(m, [p])])
+            for p, saved in learned_rankings(profiles, models, tasks, out_dir).items()}
+
+
+def run_orders(declared: Mapping[str, Grids], **options) -> pd.DataFrame | None:
+    """Run (`run`, with its `options`) every grid of `declared` that draws a head order again: the profile's own
+    other draws ("draws") and other profiles' rankings (`learned_grids`); their rows together, None where it declares
+    none."""
+    drawn = [g for key, g in declared.items() if key == "draws" or key.startswith(LEARNED_PREFIX)]
+    return pd.concat([run(g, **options) for g in drawn], ignore_index=True) if drawn else None
 
 
 def _mid_fractions() -> list[str]:

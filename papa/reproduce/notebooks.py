@@ -42,7 +42,7 @@ class NotebookFailed(PapaError):
 # Per profile, per notebook: the parameters that differ from the notebook's own, which are the cpu run's
 # (`papa.reproduce.stored`: notebooks/ stores that run). Besides these, every batch injects the profile, the output
 # and data directories, the device and force (`injected_parameters`).
-_NO_DRAWS = {"02_main_results": {"ranking_draws": []},
+_NO_DRAWS = {"02_main_results": {"ranking_draws": [], "other_rankings": []},
              "06_head_selection": {"ranking_draws": [], "random_draws": 0, "other_rankings": []}}
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
     # the smoke run draws each head order once

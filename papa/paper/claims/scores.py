@@ -60,6 +60,7 @@ class _Run(RunScores):
         drawn = {draw_name(s.seed, s.part) for s in map(parse_selection, selections)}
         names = sorted(drawn | set(pairs.a) | set(pairs.b), key=_draw_order)
         whose = f"{task}'s λ ranking" + ("" if profile is None else f" of the {profile} profile")
+        theirs = f"{task}'s " + ("" if profile is None else f"{profile}-profile ") + "λ rankings"
         if len(names) < 2:
             return f"{whose}: stability not measured (one draw: no second seed's or training part's ranking)"
         rhos = {}
@@ -73,8 +74,8 @@ class _Run(RunScores):
         if low >= STABLE_RHO:
             return None
         if len(rhos) == 1:
-            return f"{whose}s of two draws ({', '.join(names)}) agree at ρ = {low:.2f} < {STABLE_RHO}"
-        return (f"{whose}s of {len(names)} draws ({', '.join(names)}) agree at ρ {rho_span(list(rhos.values()))}: "
+            return f"{theirs} of two draws ({', '.join(names)}) agree at ρ = {low:.2f} < {STABLE_RHO}"
+        return (f"{theirs} of {len(names)} draws ({', '.join(names)}) agree at ρ {rho_span(list(rhos.values()))}: "
                 f"some pair below {STABLE_RHO}")
 
     def _pairs(self, model: str, task: str, profile: str | None) -> pd.DataFrame:

@@ -495,6 +495,11 @@ def test_another_profiles_ranking_is_its_own_part_gated_by_its_own_draws(tmp_pat
     assert parts["drop at 1/2 (sst2, λ of the full profile)"].numbers.endswith("(1 order)")
     best = {p.name: p for p in readings["fig5"].parts if "full" in p.name}
     assert best["λ beats every other method, λ of the full profile"].verdict != "not read"
+    apart = pd.concat([stable, _pairs("sst2", {("seed0", "seed1"): 0.5}, profile="full")])
+    readings = _read(_rows(_drawn_means(draws)), tmp_path / "apart", stability=apart)
+    half = {p.name: p for p in readings["fig2_half"].parts}["drop at 1/2 (sst2, λ of the full profile)"]
+    assert half.verdict == "not read"
+    assert half.numbers == "sst2's full-profile λ rankings of two draws (seed0, seed1) agree at ρ = 0.50 < 0.8"
 
 
 def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):

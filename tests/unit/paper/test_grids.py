@@ -2,6 +2,7 @@
 profile's ranking declared only where it was learned."""
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 from papa.core.errors import InputError
@@ -25,13 +26,39 @@ def test_draws_of_each_order_are_declared_at_the_fractions_where_an_order_matter
         order_draws("first_to_last", ["1"])
 
 
-def test_another_profiles_ranking_is_declared_once_it_is_saved_for_every_task(tmp_path):
+def test_another_profiles_ranking_is_declared_on_the_tasks_where_it_is_saved(tmp_path):
+    """`papa rank --profile full` learns a task at a time: a grid reads the tasks whose ranking is saved, in a grid of
+    its own, and the other tasks run without it (before, one task without a ranking kept it off every task)."""
     rankings = tmp_path / "rankings"
     rankings.mkdir()
     name = RankingName(MINILM, "sst2", "average", "task", 64, "full", "official").filename
     (rankings / name).write_bytes(b"")
-    assert learned_rankings(["full", "cpu"], [MINILM], ["sst2"], str(tmp_path)) == ["full"]
-    assert learned_rankings(["full"], [MINILM], ["sst2", "cola"], str(tmp_path)) == []  # CoLA's is not saved
-    declared = head_selection([MINILM], ["sst2"], ["lambda", "random"], other_rankings=["full"],
-                              out_dir=str(tmp_path))
-    assert declared["draws"].selections == ("lambda@full",)
+    assert learned_rankings(["full", "cpu"], [MINILM], ["sst2"], str(tmp_path)) == {"full": ("sst2",)}
+    assert learned_rankings(["full"], [MINILM], ["cola", "sst2"], str(tmp_path)) == {"full": ("sst2",)}
+    assert learned_rankings(["full"], [MINILM], ["cola"], str(tmp_path)) == {}
+    declared = head_selection([MINILM], ["cola", "sst2"], ["lambda", "random", "reversed_lambda"],
+                              other_rankings=["full"], out_dir=str(tmp_path))
+    assert set(declared) == {"results", "ranking@full"}
+    assert declared["ranking@full"].tasks == ("sst2",)
+    assert declared["ranking@full"].selections == ("lambda@full", "reversed_lambda@full")
+    assert declared["ranking@full"].fractions == ("1/2", "1/8", "1/16")
+    main = main_results([MINILM], ["cola", "sst2"], ["part1"], ["full"], str(tmp_path))
+    assert main["draws"].tasks == ("cola", "sst2") and main["draws"].selections == ("lambda@part1",)
+    assert main["ranking@full"].tasks == ("sst2",) and main["ranking@full"].selections == ("lambda@full",)
+    assert main["ranking@full"].fractions == ("1/2",)
+    assert "ranking@full" not in main_results([MINILM], ["cola"], [], ["full"], str(tmp_path))
+    assert "ranking@full" not in main_results([MINILM], ["sst2"], [], ["full"])  # no output folder to look in
+
+
+def test_run_orders_runs_every_grid_that_draws_an_order_again_and_nothing_else(monkeypatch, tmp_path):
+    from papa.paper import grids
+
+    rankings = tmp_path / "rankings"
+    rankings.mkdir()
+    (rankings / RankingName(MINILM, "sst2", "average", "task", 64, "full", "official").filename).write_bytes(b"")
+    declared = main_results([MINILM], ["sst2"], ["part1"], ["full"], str(tmp_path))
+    ran = []
+    monkeypatch.setattr(grids, "run", lambda g, **options: ran.append(g.selections) or pd.DataFrame({"n": [1]}))
+    rows = grids.run_orders(declared, profile="cpu", out_dir=str(tmp_path))
+    assert ran == [("lambda@part1",), ("lambda@full",)] and len(rows) == 2
+    assert grids.run_orders(main_results([MINILM], ["sst2"]), profile="cpu", out_dir=str(tmp_path)) is None
