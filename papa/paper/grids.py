@@ -187,11 +187,16 @@ def learned_grids(methods: Sequence[str], models: Sequence[str], tasks: Sequence
             for p, saved in learned_rankings(profiles, models, tasks, out_dir).items()}
 
 
+def draws_an_order(key: str) -> bool:
+    """Whether a declaration's grid `key` draws a head order again: the profile's own other draws ("draws") or
+    another profile's ranking (`learned_grids`)."""
+    return key == "draws" or key.startswith(LEARNED_PREFIX)
+
+
 def run_orders(declared: Mapping[str, Grids], **options) -> pd.DataFrame | None:
-    """Run (`run`, with its `options`) every grid of `declared` that draws a head order again: the profile's own
-    other draws ("draws") and other profiles' rankings (`learned_grids`); their rows together, None where it declares
-    none."""
-    drawn = [g for key, g in declared.items() if key == "draws" or key.startswith(LEARNED_PREFIX)]
+    """Run (`run`, with its `options`) every grid of `declared` that draws a head order again (`draws_an_order`);
+    their rows together, None where it declares none."""
+    drawn = [g for key, g in declared.items() if draws_an_order(key)]
     return pd.concat([run(g, **options) for g in drawn], ignore_index=True) if drawn else None
 
 

@@ -213,7 +213,7 @@ def test_a_notebook_runs_what_its_section_declares(name):
     """`papa jobs` lists a notebook's jobs from its section's declaration (papa.paper.grids.SECTION_GRIDS) without
     running the notebook, so the notebook must run exactly that: its declaration called once, each grid it declares
     run through `grids.run`, and no grid runner called any other way."""
-    from papa.paper.grids import LEARNED_PREFIX, SECTION_GRIDS, section_grids
+    from papa.paper.grids import SECTION_GRIDS, draws_an_order, section_grids
     from papa.reproduce.notebooks import notebook_grids
     from papa.reproduce.notebooks import default_parameters
 
@@ -232,7 +232,7 @@ def test_a_notebook_runs_what_its_section_declares(name):
     values = default_parameters(name)
     declared = section_grids(name, {**values, "out_dir": str(REPO / "notebooks" / values["out_dir"])})
     # the grids that draw an order again (the profile's other draws, other profiles' rankings) run together
-    orders = {k for k in declared if k == "draws" or k.startswith(LEARNED_PREFIX)}
+    orders = {k for k in declared if draws_an_order(k)}
     if orders:
         assert source.count("grids.run_orders(declared") == 1 and not orders & set(run)
     assert set(declared) - orders <= set(run)
