@@ -255,7 +255,8 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
                           profile: str = "full") -> str:
     """Issue 51's plain answer, task by task: is `model`'s λ order a property of the model at the paper's protocol
     (`profile`'s rankings: the whole training set and its draws, `--part 1/2` and `--seed 1`), by every pair of those
-    draws at `gate`, and how many steps its curve took to settle (`papa.probing.convergence.settled_at`)."""
+    draws at `gate`, and how many steps its curve took to settle (`papa.probing.convergence.settled_at`) of how many
+    minutes of λ learning (the curve's clock, carried across a resume)."""
     from papa.method.rankings import load_ranking
     from papa.probing.convergence import SETTLED_RHO, settled_at, settling_curve
     from papa.runs.lambda_curves import load_curve
@@ -265,7 +266,7 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
     table = table[(table.model == model) & (table.profile == profile)]
     lines = [f"| task | draws at the paper's protocol | ρ, disjoint halves | ρ, other pairs (seed0: the whole set) | "
              f"steps to settle "
-             f"(ρ ≥ {SETTLED_RHO} with the final ranking) | answer |", "|---|---|---|---|---|---|"]
+             f"(ρ ≥ {SETTLED_RHO} with the final ranking; minutes of λ learning, by the curve's clock) | answer |", "|---|---|---|---|---|---|"]
     for task in tasks:
         got = table[table.task == task]
         draws = sorted(set(got.a) | set(got.b))
@@ -278,7 +279,8 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
             if ranking.get("profile") == profile and ranking.get("model_name") == model:
                 at, last = settled_at(settling_curve(trace)), trace.steps[-1]
                 settle.append(f"{draw_of(meta['ranking'])}: "
-                              + (f"{at:,} of {last:,}" if at is not None else f"not before its last ({last:,})"))
+                              + (f"{at:,} of {last:,}" if at is not None else f"not before its last ({last:,})")
+                              + f" ({trace.seconds[-1] / 60:.0f} min)")
         if not draws:
             answer = "not measured" if not settle else "learned once: no pair to measure"
         elif len(halves) and halves.iloc[0] < gate:

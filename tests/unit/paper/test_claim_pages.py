@@ -88,6 +88,17 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     save("pos", "", base), save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
     pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
     assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); not learned yet: a second seed |")
+    # each draw's curve: the step it settled at, of its last, and the minutes of λ learning its clock recorded
+    from papa.probing.ranking import LambdaTrace
+    from papa.runs.lambda_curves import curve_path, save_curve
+
+    trace = LambdaTrace(every=100)
+    trace.record(100, swapped, 60.0), trace.record(200, base, 150.0), trace.record(300, base, 240.0)
+    ranking = tmp_path / "org-m__pos__lambda-average-task-official-n64-full.safetensors"
+    curve_path(ranking).parent.mkdir()
+    save_curve(curve_path(ranking), trace, ranking.name)
+    pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
+    assert "| seed0: 200 of 300 (4 min) |" in pos
 
 
 def test_profile_agreement_reads_every_pair_across_the_two_profiles(tmp_path):
