@@ -255,8 +255,8 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
                           profile: str = "full") -> str:
     """Issue 51's plain answer, task by task: is `model`'s λ order a property of the model at the paper's protocol
     (`profile`'s rankings: the whole training set and its draws, `--part 1/2` and `--seed 1`), by every pair of those
-    draws at `gate`, and how many steps its curve took to settle (`papa.probing.convergence.settled_at`) of how many
-    minutes of λ learning (the curve's clock, carried across a resume)."""
+    draws at `gate`, how many steps its curve took to settle (`papa.probing.convergence.settled_at`), and the minutes
+    of λ learning its curve's clock recorded (carried across a resume)."""
     from papa.method.rankings import load_ranking
     from papa.probing.convergence import SETTLED_RHO, settled_at, settling_curve
     from papa.runs.lambda_curves import load_curve
@@ -265,8 +265,8 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
     table = draw_agreement(rankings_dir)
     table = table[(table.model == model) & (table.profile == profile)]
     lines = [f"| task | draws at the paper's protocol | ρ, disjoint halves | ρ, other pairs (seed0: the whole set) | "
-             f"steps to settle "
-             f"(ρ ≥ {SETTLED_RHO} with the final ranking; minutes of λ learning, by the curve's clock) | answer |", "|---|---|---|---|---|---|"]
+             f"steps to settle (ρ ≥ {SETTLED_RHO} with the final ranking; minutes of λ learning, by the curve's "
+             f"clock) | answer |", "|---|---|---|---|---|---|"]
     for task in tasks:
         got = table[table.task == task]
         draws = sorted(set(got.a) | set(got.b))

@@ -2,6 +2,8 @@
 apart, a partly read claim says how much was read."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from papa.paper.claim_pages import claim_by_claim, curve_table, decoder_claims, notebook_time, results_in_brief
@@ -65,9 +67,10 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
     swapped = base.flatten().flip(0).reshape(3, 4)  # ρ = −1 with base
 
-    def save(task: str, suffix: str, lambdas, profile: str = "full") -> None:
-        HeadRanking.from_lambdas(lambdas, task=task, profile=profile, model_name="org/m").save(
-            tmp_path / f"org-m__{task}__lambda-average-task-official-n64-{profile}{suffix}.safetensors")
+    def save(task: str, suffix: str, lambdas, profile: str = "full") -> Path:
+        path = tmp_path / f"org-m__{task}__lambda-average-task-official-n64-{profile}{suffix}.safetensors"
+        HeadRanking.from_lambdas(lambdas, task=task, profile=profile, model_name="org/m").save(path)
+        return path
 
     save("mrpc", "", base), save("mrpc", "-part1", base), save("mrpc", "-part2", swapped)
     save("sst2", "", base), save("sst2", "-part1", base ** 2), save("sst2", "-part2", base ** 3)
@@ -85,7 +88,8 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     near = base.flatten().clone()
     for i, j in ((0, 4), (1, 3), (5, 7), (8, 10)):  # Σd² = 56 over 12 heads: ρ = 1 − 6·56 / (12·143) = 0.804
         near[[i, j]] = near[[j, i]]
-    save("pos", "", base), save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
+    ranking = save("pos", "", base)
+    save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
     pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
     assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); not learned yet: a second seed |")
     # each draw's curve: the step it settled at, of its last, and the minutes of λ learning its clock recorded
@@ -94,7 +98,6 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
 
     trace = LambdaTrace(every=100)
     trace.record(100, swapped, 60.0), trace.record(200, base, 150.0), trace.record(300, base, 240.0)
-    ranking = tmp_path / "org-m__pos__lambda-average-task-official-n64-full.safetensors"
     curve_path(ranking).parent.mkdir()
     save_curve(curve_path(ranking), trace, ranking.name)
     pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
