@@ -56,14 +56,15 @@ bench: install
 
 # The GPU check (issue 54, benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs into
 # .gpu-stage/ and prints the command to run there. On a CUDA machine with papa's dependencies: `make gpu-check`
-# writes artifacts/gpu/<date>-<device>/ (then `python docs/gen_measurements.py`); SMOKE=1 runs the same steps on the
-# CPU at tiny sizes into artifacts/gpu_smoke/. CHECK_PY: the venv's python when there is one, else python3.
+# runs the steps the newest artifacts/gpu/ folder of that device lacks, or every step into a new
+# artifacts/gpu/<date>-<device>/ (then `python docs/gen_measurements.py`); SMOKE=1 runs the same steps on the CPU at
+# tiny sizes into artifacts/gpu_smoke/. CHECK_PY: the venv's python when there is one, else python3.
 CHECK_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
 gpu-stage: install
 	$(PY) benchmarks/gpu_check.py stage
 
 gpu-check:
-	$(CHECK_PY) benchmarks/gpu_check.py run $(if $(SMOKE),--smoke)
+	$(CHECK_PY) benchmarks/gpu_check.py run --fill $(if $(SMOKE),--smoke)
 
 lock: install
 	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^papa' | sed 's/+cpu$$//'; } > constraints.new

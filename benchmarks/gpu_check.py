@@ -14,11 +14,15 @@ transformers and tokenizers (`--wheels`). It refuses a tree over the transfer's 
 `run` executes `STEPS` in order of priority, each a benchmark script's own `main` in this process: the speed
 table (benchmarks/bench.py in float32 and bf16, eager and compiled; MiniLM and BERT-base, n = 128 and 512), the
 cost (benchmarks/full_cost.py parts B and A in bf16, then part B in float32) and the estimate (benchmarks/
-grid_estimate.py). A step whose usual time no longer fits the budget is skipped and named; `--steps` runs chosen
-steps into an existing folder. After every step the folder's record (`check.json`: the machine, the code's commit,
-each step's command, status and seconds) is rewritten, and with `--archive` the whole folder is packed again, so
-a run stopped at any point leaves every step it finished. docs/gen_measurements.py renders the newest committed
-folder into docs/performance.md and docs/scaling.md; `goals` reads the issue's targets off it.
+grid_estimate.py). A step whose usual time no longer fits the budget is skipped and named. `--fill` (the printed
+command's) completes the newest committed folder of this machine's device, running only its steps not ok, and
+starts a new folder when that one is complete or there is none; `--steps` runs chosen steps into an existing folder.
+A folder holds one device's rows: a call on another device, or a smoke run into a GPU folder, is refused. After
+every step the folder's record (`check.json`: the machine; each call's command, the code's commit it ran and its
+machine's software; each step's call, command, status and seconds) is rewritten, and with `--archive` the whole
+folder is packed again, so a run stopped at any point leaves every step it finished. docs/gen_measurements.py
+renders the newest committed folder into docs/performance.md and docs/scaling.md; `goals` reads the issue's targets
+off it.
 """
 from __future__ import annotations
 
@@ -215,13 +219,14 @@ def _commit(repo: Path) -> dict:
 
 
 def device_command(stage: Path, wheels: bool, limit_s: int = 570) -> str:
-    """The command a lent machine runs, from the checkout's root: the wheels into /tmp/site, then the check, its
-    folder packed into $OUT after every step."""
+    """The command a lent machine runs, from the checkout's root: the wheels into /tmp/site, then the check with
+    `--fill` (the steps its device's newest committed folder lacks, else a new folder), packed into $OUT after every
+    step."""
     rel = stage.resolve().relative_to(REPO) if stage.resolve().is_relative_to(REPO) else stage
     install = (f"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "
                f"{rel}/wheels/*.whl && " if wheels else "")
     return (f"{install}export PYTHONPATH={'/tmp/site:' if wheels else ''}$PWD && timeout {limit_s} python3 "
-            f"benchmarks/gpu_check.py run --stage {rel} --archive $OUT/gpu_check.tar.gz")
+            f"benchmarks/gpu_check.py run --fill --stage {rel} --archive $OUT/gpu_check.tar.gz")
 
 
 def stage(out: Path, hub: Path, data_dir: Path, rows: int, wheels: bool, python: str) -> dict:
@@ -378,9 +383,35 @@ def default_out(machine: dict, smoke: bool) -> Path:
     return GPU_ROOT / f"{datetime.now(timezone.utc):%Y-%m-%d}-{'-'.join(p for p in slug.split('-') if p)}"
 
 
-def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budget: float, archive: Path | None
-        ) -> dict:
-    """Run `steps` into `out` (module docstring); returns the record written to `out/check.json`."""
+def folder_refusal(record: dict, machine: dict, smoke: bool) -> str | None:
+    """Why a folder whose record is `record` cannot take this machine's steps (its rows come from one device, smoke
+    or not), or None."""
+    held = record.get("machine", {}).get("device")
+    if bool(record.get("smoke")) != smoke or held != machine["device"]:
+        kind = lambda is_smoke: "a smoke run" if is_smoke else "measurements"  # noqa: E731
+        return (f"it holds {kind(bool(record.get('smoke')))} on {held}, and this call makes {kind(smoke)} on "
+                f"{machine['device']}")
+    return None
+
+
+def fill_target(machine: dict, smoke: bool, root: Path | None = None) -> tuple[Path | None, list[str]]:
+    """Where `--fill` runs: (the newest folder under `root` (default `GPU_ROOT`) made on this machine's device, and
+    its steps not yet ok, in `STEPS` order) when that folder has such steps; else (None, every step) for a new
+    folder."""
+    root = GPU_ROOT if root is None else root
+    for folder in sorted((p.parent for p in root.glob("*/check.json")), key=lambda p: p.name, reverse=True):
+        record = read_check(folder)
+        if folder_refusal(record, machine, smoke) is None:
+            done = {s["name"] for s in record["steps"] if s["status"] == "ok"}
+            missing = [name for name in STEP_NAMES if name not in done]
+            return (folder, missing) if missing else (None, list(STEP_NAMES))
+    return None, list(STEP_NAMES)
+
+
+def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budget: float, archive: Path | None,
+        fill: bool = False) -> dict:
+    """Run `steps` into `out` (module docstring); with `fill`, only those of `fill_target`'s steps, into its folder.
+    Returns the record written to `out/check.json`."""
     import torch
 
     if not smoke and not torch.cuda.is_available():
@@ -390,28 +421,49 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
             raise SystemExit(f"gpu_check run: {where} is missing: run `make gpu-stage` (gpu_check.py stage) first")
     os.environ.update(PAPA_PROGRESS="0", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     machine = describe_machine(cuda=not smoke)
-    out = out or default_out(machine, smoke)
-    out.mkdir(parents=True, exist_ok=True)
+    if fill:
+        out, names = fill_target(machine, smoke)
+        steps = [s for s in steps if s.name in names]
+    filled, out = fill and out is not None, out or default_out(machine, smoke)
+    if fill:
+        print(f"gpu_check run --fill: {_shown(out)}, {'the steps it lacks' if filled else 'every step'}: "
+              f"{', '.join(s.name for s in steps)}", flush=True)
     path = out / "check.json"
-    record = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"steps": []}
+    record = read_check(out) if path.is_file() else None
+    why = folder_refusal(record, machine, smoke) if record else None
+    if why:
+        raise SystemExit(f"gpu_check run: {_shown(out)} cannot take this call's steps: {why}. A folder's rows come "
+                         "from one device: leave out --out (a new folder per date and device), or pass --fill")
+    out.mkdir(parents=True, exist_ok=True)
+    record = record or {"steps": [], "machine": machine}
+    if any("call" not in s for s in record["steps"]):
+        # a record from before each call kept its code: its steps keep the code it named (its latest call's)
+        record.setdefault("earlier_source", record["source"])
+        for s in record["steps"]:
+            s.setdefault("call", None)
     manifest = json.loads((stage_dir / "manifest.json").read_text(encoding="utf-8"))
-    # a later call (--steps, into the same folder) adds to the record: each call's command stays
+    # a later call (--steps or --fill, into the same folder) adds to the record: each call keeps its command, the
+    # code it ran (the stage's commit) and its machine's software, and each step names the call that ran it
     call = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "command": "python benchmarks/gpu_check.py " + " ".join(_shown(Path(a)) if os.path.isabs(a) else a
                                                                    for a in sys.argv[1:]),
-            "budget_s": budget if budget != float("inf") else None}  # JSON has no infinity
-    record.update(format=FORMAT, machine=machine, source=manifest["source"], staged=manifest, smoke=smoke,
-                  calls=[*record.get("calls", []), call])
+            "budget_s": budget if budget != float("inf") else None,  # JSON has no infinity
+            "source": manifest["source"], "machine": machine}
+    calls = [*record.get("calls", []), call]
+    # `machine` stays the folder's first (its device is every call's); `source` is the latest call's; a step's `call`
+    # indexes `calls` (None: one of the calls before `earlier_source`'s record kept each call's code)
+    record.update(format=FORMAT, source=manifest["source"], staged=manifest, smoke=smoke, calls=calls)
     start = time.perf_counter()
     for step in steps:
         left = budget - (time.perf_counter() - start)
         if step.usual_s > left:
             entry = {"name": step.name, "script": step.script, "status": "skipped",
                      "why": f"{max(left, 0):.0f} s of the {budget:.0f} s budget left; it takes about "
-                            f"{step.usual_s:.0f} s (run it with --steps {step.name})", "seconds": 0.0}
+                            f"{step.usual_s:.0f} s (run it with --fill, or --steps {step.name})", "seconds": 0.0}
         else:
             argv = step_argv(step, smoke, stage_dir / "hub", stage_dir / "data", out)
             entry = run_step(step, argv, out / "logs" / f"{step.name}.log")
+        entry["call"] = len(calls) - 1
         record["steps"] = [s for s in record["steps"] if s["name"] != step.name] + [entry]
         record["imports"] = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names))
         _write_json(path, record)
@@ -505,8 +557,13 @@ def main(argv: list[str] | None = None) -> int:
     rn.add_argument("--smoke", action="store_true", help="the CPU at tiny sizes: the code paths, not the numbers")
     rn.add_argument("--budget", type=float, default=None, help="seconds (default 480; --smoke no limit)")
     rn.add_argument("--steps", nargs="+", choices=STEP_NAMES, default=None, help="only these steps")
+    rn.add_argument("--fill", action="store_true",
+                    help="run the steps the newest folder of this device lacks (not ok) into it; when it lacks none, "
+                         "or there is none, every step into a new folder (the command `stage` prints)")
     rn.add_argument("--archive", type=Path, default=None, help="pack the folder into this .tar.gz after every step")
     args = parser.parse_args(argv)
+    if args.verb == "run" and args.fill and (args.out or args.steps):
+        parser.error("--fill chooses the folder and the steps itself: pass it without --out and --steps")
     if args.verb == "stage":
         if args.data_dir is None or not Path(args.data_dir).is_dir():
             parser.error("no data directory: pass --data-dir or set PAPA_DATA_DIR (glue_data/, conll2003/, wikitext/)")
@@ -518,7 +575,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     steps = [s for s in STEPS if args.steps is None or s.name in args.steps]
     budget = args.budget if args.budget is not None else (float("inf") if args.smoke else 480.0)
-    record = run(steps, args.out, args.stage, args.smoke, budget, args.archive)
+    record = run(steps, args.out, args.stage, args.smoke, budget, args.archive, fill=args.fill)
     print("\n| step | status | seconds |\n|---|---|---|")
     for s in record["steps"]:
         print(f"| {s['name']} | {s['status']}{': ' + s['why'] if s.get('why') else ''} | {s['seconds']:.1f} |")

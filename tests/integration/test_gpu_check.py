@@ -53,6 +53,7 @@ def smoke(tmp_path_factory, data_dir, hub_dir):
 def test_the_printed_command_runs_every_step_from_the_staged_checkout_alone(smoke):
     done = smoke["done"]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "gpu_check run --fill: artifacts/gpu_smoke, every step" in done.stdout  # no folder to complete there
     record = gpu_check.read_check(smoke["out"])
     assert [s["name"] for s in record["steps"]] == list(gpu_check.STEP_NAMES)
     assert {s["status"] for s in record["steps"]} == {"ok"}, [s for s in record["steps"] if s["status"] != "ok"]
