@@ -386,7 +386,7 @@ def default_out(machine: dict, smoke: bool) -> Path:
 def folder_refusal(record: dict, machine: dict, smoke: bool) -> str | None:
     """Why a folder whose record is `record` cannot take this machine's steps (its rows come from one device, smoke
     or not), or None."""
-    held = record.get("machine", {}).get("device")
+    held = record["machine"].get("device")
     if bool(record.get("smoke")) != smoke or held != machine["device"]:
         kind = lambda is_smoke: "a smoke run" if is_smoke else "measurements"  # noqa: E731
         return (f"it holds {kind(bool(record.get('smoke')))} on {held}, and this call makes {kind(smoke)} on "
@@ -398,8 +398,7 @@ def fill_target(machine: dict, smoke: bool, root: Path | None = None) -> tuple[P
     """Where `--fill` runs: (the newest folder under `root` (default `GPU_ROOT`) made on this machine's device, and
     its steps not yet ok, in `STEPS` order) when that folder has such steps; else (None, every step) for a new
     folder."""
-    root = GPU_ROOT if root is None else root
-    for folder in sorted((p.parent for p in root.glob("*/check.json")), key=lambda p: p.name, reverse=True):
+    for folder in checked_folders(GPU_ROOT if root is None else root):
         record = read_check(folder)
         if folder_refusal(record, machine, smoke) is None:
             done = {s["name"] for s in record["steps"] if s["status"] == "ok"}
@@ -422,12 +421,12 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
     os.environ.update(PAPA_PROGRESS="0", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     machine = describe_machine(cuda=not smoke)
     if fill:
-        out, names = fill_target(machine, smoke)
+        found, names = fill_target(machine, smoke)
         steps = [s for s in steps if s.name in names]
-    filled, out = fill and out is not None, out or default_out(machine, smoke)
-    if fill:
-        print(f"gpu_check run --fill: {_shown(out)}, {'the steps it lacks' if filled else 'every step'}: "
+        out = found or default_out(machine, smoke)
+        print(f"gpu_check run --fill: {_shown(out)}, {'the steps it lacks' if found else 'every step'}: "
               f"{', '.join(s.name for s in steps)}", flush=True)
+    out = out or default_out(machine, smoke)
     path = out / "check.json"
     record = read_check(out) if path.is_file() else None
     why = folder_refusal(record, machine, smoke) if record else None
@@ -474,12 +473,16 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
 
 # ---- reading a folder (docs/gen_measurements.py) ----------------------------------------------------------------
 
+def checked_folders(root: Path) -> list[Path]:
+    """The folders under `root` a check wrote (they hold a check.json), newest first: by the date their names start
+    with (on one date, the last name in order)."""
+    return sorted((p.parent for p in root.glob("*/check.json")), key=lambda p: p.name, reverse=True)
+
+
 def latest(root: Path = GPU_ROOT) -> Path | None:
-    """The newest folder a full (not smoke) check wrote under `root`, by the date its name starts with (on one date,
-    the last name in order)."""
-    found = [p.parent for p in root.glob("*/check.json")]
-    found = [p for p in found if not json.loads((p / "check.json").read_text(encoding="utf-8")).get("smoke")]
-    return max(found, key=lambda p: p.name, default=None)
+    """The newest folder a full (not smoke) check wrote under `root` (`checked_folders`' order)."""
+    return next((p for p in checked_folders(root)
+                 if not json.loads((p / "check.json").read_text(encoding="utf-8")).get("smoke")), None)
 
 
 def read_check(folder: Path) -> dict:
