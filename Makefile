@@ -54,17 +54,20 @@ BENCH_ARGS ?=
 bench: install
 	$(PY) benchmarks/bench.py $(BENCH_ARGS)
 
-# The GPU check (issue 54, benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs into
-# .gpu-stage/ and prints the command to run there. On a CUDA machine with papa's dependencies: `make gpu-check`
-# runs the steps the newest artifacts/gpu/ folder of that device lacks, or every step into a new
-# artifacts/gpu/<date>-<device>/ (then `python docs/gen_measurements.py`); SMOKE=1 runs the same steps on the CPU at
-# tiny sizes into artifacts/gpu_smoke/. CHECK_PY: the venv's python when there is one, else python3.
+# The GPU check (issues 54 and 72, benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs
+# into .gpu-stage/ and prints the one command to run there. On a CUDA machine: `make gpu-check` runs that command, one
+# call of at most 7 minutes (a hard timeout): the staged wheels installed, the steps the newest artifacts/gpu/ folder
+# of that device lacks (or every step into a new artifacts/gpu/<date>-<device>/), the folder packed into
+# $(GPU_OUT)/gpu_check.tar.gz whatever happens (then `python docs/gen_measurements.py`); SMOKE=1 runs the same steps
+# on the CPU at tiny sizes into artifacts/gpu_smoke/. CHECK_PY: the venv's python when there is one, else python3.
 CHECK_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+GPU_OUT ?= $(if $(OUT),$(OUT),.gpu-stage/out)
 gpu-stage: install
 	$(PY) benchmarks/gpu_check.py stage
 
 gpu-check:
-	$(CHECK_PY) benchmarks/gpu_check.py run --fill $(if $(SMOKE),--smoke)
+	mkdir -p $(GPU_OUT)
+	OUT=$(abspath $(GPU_OUT)) bash -c "$$($(CHECK_PY) benchmarks/gpu_check.py command --python $(CHECK_PY) $(if $(SMOKE),--smoke))"
 
 lock: install
 	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^papa' | sed 's/+cpu$$//'; } > constraints.new

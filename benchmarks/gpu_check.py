@@ -1,28 +1,29 @@
-"""One GPU check (issue 54): the GPU speed table and the full grid's cost from one command, into one folder.
+"""One GPU check (issues 54 and 72): the GPU speed table and the full grid's cost from one command, into one folder.
 
     make gpu-stage          # here: stage what must travel into .gpu-stage/ and print the command to run there
-    make gpu-check          # on a CUDA machine: every step below, within --budget seconds (default 480)
+    make gpu-check          # on a CUDA machine: one call (7 minutes at most) of the steps its folder lacks
     make gpu-check SMOKE=1  # anywhere: the same steps on the CPU at tiny sizes (tests/integration/test_gpu_check.py)
 
 `stage` copies into one ignored folder what the steps read and a lent GPU machine lacks: the configs and tokenizers
-of the models timed (roberta-base and roberta-large for the cost, all-MiniLM-L6-v2 without its weights: every model
-is built from its config with seeded random weights, since time does not depend on their values), the data files
-in their original formats (SST-2 and WikiText whole, since part A extracts SST-2's constants over every sentence;
-of every other task a seeded random subset of `--rows` examples, in file order), and wheels of the pinned
+of the models timed (bert-base-uncased, roberta-base and roberta-large, all-MiniLM-L6-v2 without its weights: every
+model is built from its config with seeded random weights, since time does not depend on their values), the data
+files in their original formats (SST-2 and WikiText whole, since part A extracts SST-2's constants over every
+sentence; of every other task a seeded random subset of `--rows` examples, in file order), and wheels of the pinned
 transformers and tokenizers (`--wheels`). It refuses a tree over the transfer's 64 MiB and prints the command.
 
-`run` executes `STEPS` in order of priority, each a benchmark script's own `main` in this process: the speed
-table (benchmarks/bench.py in float32 and bf16, eager and compiled; MiniLM and BERT-base, n = 128 and 512), the
-cost (benchmarks/full_cost.py parts B and A in bf16, then part B in float32) and the estimate (benchmarks/
-grid_estimate.py). A step whose usual time no longer fits the budget is skipped and named. `--fill` (the printed
-command's) completes the newest committed folder of this machine's device, running only its steps not ok, and
-starts a new folder when that one is complete or there is none; `--steps` runs chosen steps into an existing folder.
-A folder holds one device's rows: a call on another device, or a smoke run into a GPU folder, is refused. After
-every step the folder's record (`check.json`: the machine; each call's command, the code's commit it ran and its
-machine's software; each step's call, command, status and seconds) is rewritten, and with `--archive` the whole
-folder is packed again, so a run stopped at any point leaves every step it finished. docs/gen_measurements.py
-renders the newest committed folder into docs/performance.md and docs/scaling.md; `goals` reads the issue's targets
-off it.
+`run` first installs the staged wheels (into the stage's site/, put first on the path, their versions checked
+against the pins), then executes `gpu_steps.STEPS` in order of priority, each a benchmark script's own `main` in
+this process (the CUDA tests in a child process). A step whose usual time no longer fits the call's budget is
+skipped and named. `--fill` (the printed command's) completes the newest committed folder of this machine's
+device, running only its steps not ok, and starts a new folder when that one is complete or there is none;
+`--steps` runs chosen steps into an existing folder. A folder holds one device's rows: a call on another device, or
+a smoke run into a GPU folder, is refused. After every step the folder's record (`check.json`: the machine; each
+call's command, the code's commit it ran and its machine's software; each step's call, command, status and
+seconds) is rewritten, and with `--archive` the whole folder is packed again. One call runs under a hard limit
+(`gpu_steps.CALL_LIMIT_S`): its SIGTERM marks the step it stopped "interrupted", writes the record and packs the
+folder; `pack`, which the printed command runs after the call whatever happened, packs it again (a SIGKILL leaves
+no time for the handler). docs/gen_measurements.py renders the newest committed folder into docs/performance.md
+and docs/scaling.md; `goals` reads the issues' targets off it.
 """
 from __future__ import annotations
 
@@ -32,13 +33,12 @@ import io
 import json
 import os
 import platform
-import random
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
@@ -46,207 +46,18 @@ from pathlib import Path
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
+from gpu_stage import STAGE, device_command, stage  # noqa: E402
+from gpu_steps import CALL_BUDGET_S, CALL_LIMIT_S, PYTEST, STEP_NAMES, STEPS, Step  # noqa: E402
 
 #: Record format of `check.json`.
 FORMAT = 1
-STAGE = REPO / ".gpu-stage"
 GPU_ROOT = REPO / "artifacts" / "gpu"
-#: What one call to a lent machine may carry (the working tree and the staged folder together).
-TRANSFER_LIMIT = 64 * 2**20
-#: Staged models: the folder name under hub/, and where its config comes from (`--hub` or the installed package).
-HUB_MODELS = ("roberta-base", "roberta-large")
-MINILM = "minilm"
-WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot", ".pt", ".gguf")
-#: Tasks whose files travel whole: part A extracts SST-2's constants over all of it; WikiText is one corpus of articles.
-WHOLE = ("sst2", "mlm")
-#: Carried as wheels: papa pins other versions than the CUDA image's (transformers 5.17, tokenizers 0.23.2 there),
-#: and seqeval (NER's and POS's metric, which part B's evaluations compute) is not there at all; it is published as a
-#: source archive only, so its wheel is built here.
-WHEELS = ("transformers", "tokenizers")
-BUILT_WHEELS = ("seqeval",)
+#: Where `run` notes, under the stage, the folder it writes: `pack` reads it after the call.
+LAST_FOLDER = "last_folder.txt"
 #: papa's declared dependencies the lent machines' CUDA image lacks (device KINDS list, 2026-11-17) and nothing
 #: carries: the check must not import them (tests/integration/test_gpu_check.py reads the smoke run's imports).
 NOT_ON_GPU_IMAGE = ("datasets", "evaluate", "nbformat", "papermill", "ipykernel", "ipywidgets", "anywidget",
                     "jupyter_client", "traitlets", "submitit", "gguf", "jupyterlab")
-
-
-@dataclass(frozen=True)
-class Step:
-    """One benchmark call: `script`'s main with `args` (placeholders {hub}, {data}, {out}), then `gpu` on a CUDA
-    machine or `smoke` on the CPU; `usual_s` is its time on one H100, rounded up from the check.json of
-    artifacts/gpu/2026-11-28-nvidia-h100-80gb-hbm3 where the step finished there and a guess where it did not (the
-    compiled benches, part B in float32), by which `run` skips what the budget can no longer hold."""
-
-    name: str
-    script: str
-    args: tuple[str, ...]
-    gpu: tuple[str, ...]
-    smoke: tuple[str, ...]
-    usual_s: float
-
-
-_MINILM_DATA = ("--minilm", "{hub}/minilm", "--data-dir", "{data}")
-_BENCH_GPU = ("--device", "cuda", "--batch", "64", "16")
-_BENCH_SMOKE = ("--device", "cpu", "--tiny", "--lengths", "16", "--batch", "2", "--repeats", "1")
-_COMPILED_SMOKE = (*_BENCH_SMOKE, "--models", "minilm", "--compile", "eager")
-_COST = ("--hub", "{hub}", "--data-dir", "{data}")
-# The smoke's cost runs in float32 whatever the step's precision (the last --precision wins): bf16 autocast on a CPU
-# without bf16 units tripled its time (the MLM probe's backward), and bench_bf16 already runs papa's paths under it.
-_COST_SMOKE = ("--device", "cpu", "--tiny", "--steps", "1", "--repeats", "1", "--sample", "16", "--forward-batch", "2",
-               "--forward-batches", "1", "--precision", "float32")
-#: In order of priority: the eager table, the cost in bf16 (the goals' precision) and its estimate, then compiled
-#: tables and the float32 cost.
-STEPS = (
-    Step("bench_fp32", "bench", (*_MINILM_DATA, "--json", "{out}/bench_fp32.json"),
-         (*_BENCH_GPU, "--repeats", "5"), (*_BENCH_SMOKE, "--grid-size", "4"), 60),
-    Step("bench_bf16", "bench", (*_MINILM_DATA, "--dtype", "bf16", "--json", "{out}/bench_bf16.json"),
-         (*_BENCH_GPU, "--repeats", "5"), (*_BENCH_SMOKE, "--grid-size", "0"), 60),
-    Step("cost_b_bf16", "full_cost", (*_COST, "--parts", "B", "--precision", "bf16", "--json",
-                                      "{out}/full_cost_b_bf16.json"), ("--device", "cuda"), _COST_SMOKE, 260),
-    Step("cost_a_bf16", "full_cost", (*_COST, "--parts", "A", "--sizes", "base", "--precision", "bf16", "--json",
-                                      "{out}/full_cost_a_bf16.json"),
-         ("--device", "cuda", "--train-examples", "4096"), (*_COST_SMOKE, "--limit", "16"), 90),
-    Step("estimate_bf16", "estimate", ("{out}/full_cost_b_bf16.json", "{out}/full_cost_a_bf16.json"), (), (), 5),
-    Step("bench_bf16_compiled", "bench", (*_MINILM_DATA, "--dtype", "bf16", "--grid-size", "0", "--json",
-                                          "{out}/bench_bf16_compiled.json"),
-         (*_BENCH_GPU, "--repeats", "3", "--compile"), _COMPILED_SMOKE, 150),
-    Step("bench_fp32_compiled", "bench", (*_MINILM_DATA, "--grid-size", "0", "--json",
-                                          "{out}/bench_fp32_compiled.json"),
-         (*_BENCH_GPU, "--repeats", "3", "--compile"), _COMPILED_SMOKE, 150),
-    Step("cost_b_fp32", "full_cost", (*_COST, "--parts", "B", "--json", "{out}/full_cost_b_fp32.json"),
-         ("--device", "cuda"), _COST_SMOKE, 300),
-)
-STEP_NAMES = tuple(s.name for s in STEPS)
-
-
-# ---- staging (here) ---------------------------------------------------------------------------------------------
-
-def _tsv_subset(text: str, header: bool, rows: int, rng: random.Random) -> tuple[str, int, int]:
-    """(`rows` random lines of a TSV after its header, in file order; lines kept; lines there were)."""
-    lines = text.splitlines(keepends=True)
-    head, body = (lines[:1], lines[1:]) if header else ([], lines)
-    keep = sorted(rng.sample(range(len(body)), min(rows, len(body))))
-    return "".join(head + [body[i] for i in keep]), len(keep), len(body)
-
-
-def _conll_subset(text: str, rows: int, rng: random.Random) -> tuple[str, int, int]:
-    """(`rows` random sentences, blank-line separated blocks, in order after one document start; kept; there were)."""
-    blocks = [b for b in text.split("\n\n") if b.strip() and not b.startswith("-DOCSTART-")]
-    keep = sorted(rng.sample(range(len(blocks)), min(rows, len(blocks))))
-    return "-DOCSTART- -X- O O\n\n" + "".join(blocks[i].strip("\n") + "\n\n" for i in keep), len(keep), len(blocks)
-
-
-def stage_data(data_dir: Path, out: Path, rows: int, seed: int = 0) -> dict[str, str]:
-    """The local files every staged task reads, under `out` at their paths below `data_dir`: whole for `WHOLE`,
-    else `rows` seeded random examples. Returns what each file holds."""
-    from papa.tasks.registry import get_task
-    from full_cost import GRID_TASKS
-
-    held = {}
-    for task in GRID_TASKS:
-        source = get_task(task).local
-        for name in (source.train_file, source.eval_file):
-            src, dst = data_dir / name, out / name
-            if not src.is_file() or name in held:
-                continue  # MNLI is not in this data directory: part B times it on MRPC's lengths
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            text = src.read_text(encoding="utf-8")
-            rng = random.Random(f"{seed}:{name}")
-            if task in WHOLE:
-                shutil.copyfile(src, dst)
-                held[name] = "whole"
-                continue
-            small, kept, there = (_conll_subset(text, rows, rng) if source.reader == "conll"
-                                  else _tsv_subset(text, source.header, rows, rng))
-            dst.write_text(small, encoding="utf-8")
-            held[name] = f"{kept:,} of {there:,} examples, drawn at random (seed {seed}), in file order"
-    return held
-
-
-def stage_models(hub: Path, out: Path) -> dict[str, str]:
-    """Config and tokenizer files of `HUB_MODELS` (from `hub`) and of MiniLM (the installed package), no weights."""
-    from papa.method.models import DEFAULT_MODEL, resolve_model_path
-
-    sources = {name: hub / name for name in HUB_MODELS}
-    sources[MINILM] = Path(resolve_model_path(DEFAULT_MODEL))
-    for name, src in sources.items():
-        if not (src / "config.json").is_file():
-            raise SystemExit(f"gpu_check stage: no config.json in {src}: pass --hub, the folder holding "
-                             f"{', '.join(HUB_MODELS)}/")
-        (out / name).mkdir(parents=True, exist_ok=True)
-        for f in src.iterdir():
-            if f.is_file() and f.suffix not in WEIGHT_SUFFIXES:
-                shutil.copyfile(f, out / name / f.name)
-    return {name: str(src.name if name != MINILM else DEFAULT_MODEL) for name, src in sources.items()}
-
-
-def download_wheels(out: Path, python: str) -> list[str]:
-    """Wheels of `WHEELS` (for CPython `python` on x86-64 Linux) and `BUILT_WHEELS` (pure Python, built here), at the
-    versions installed here: papa's pins."""
-    pins = [f"{name}=={metadata.version(name)}" for name in WHEELS]
-    built = [f"{name}=={metadata.version(name)}" for name in BUILT_WHEELS]
-    out.mkdir(parents=True, exist_ok=True)
-    platforms = [a for p in ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
-                 for a in ("--platform", p)]
-    pip = [sys.executable, "-m", "pip"]
-    subprocess.run([*pip, "download", "--quiet", "--no-deps", "--only-binary=:all:", "--python-version", python,
-                    "--implementation", "cp", *platforms, "-d", str(out), *pins], check=True)
-    subprocess.run([*pip, "wheel", "--quiet", "--no-deps", "-w", str(out), *built], check=True)
-    return pins + built
-
-
-def travelling_files(repo: Path) -> list[str]:
-    """What a call to a lent machine copies of `repo` (relative paths): tracked files and untracked ones git does not
-    ignore."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
-                            capture_output=True, check=True).stdout.decode().split("\0")
-    return [rel for rel in listed if rel and (repo / rel).is_file()]
-
-
-def _tree_bytes(repo: Path) -> int:
-    return sum((repo / rel).stat().st_size for rel in travelling_files(repo))
-
-
-def _folder_bytes(folder: Path) -> int:
-    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
-
-
-def _commit(repo: Path) -> dict:
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True).stdout.strip()
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    return {"commit": git("rev-parse", "HEAD") or None, "dirty": dirty}
-
-
-def device_command(stage: Path, wheels: bool, limit_s: int = 570) -> str:
-    """The command a lent machine runs, from the checkout's root: the wheels into /tmp/site, then the check with
-    `--fill` (the steps its device's newest committed folder lacks, else a new folder), packed into $OUT after every
-    step."""
-    rel = stage.resolve().relative_to(REPO) if stage.resolve().is_relative_to(REPO) else stage
-    install = (f"python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site "
-               f"{rel}/wheels/*.whl && " if wheels else "")
-    return (f"{install}export PYTHONPATH={'/tmp/site:' if wheels else ''}$PWD && timeout {limit_s} python3 "
-            f"benchmarks/gpu_check.py run --fill --stage {rel} --archive $OUT/gpu_check.tar.gz")
-
-
-def stage(out: Path, hub: Path, data_dir: Path, rows: int, wheels: bool, python: str) -> dict:
-    """Stage everything `run` reads into `out` (module docstring); refuse when the tree outgrows the transfer."""
-    if out.exists():
-        shutil.rmtree(out)
-    manifest = {"format": FORMAT, "made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "source": _commit(REPO), "models": stage_models(hub, out / "hub"),
-                "data": stage_data(data_dir, out / "data", rows), "rows": rows,
-                "wheels": download_wheels(out / "wheels", python) if wheels else []}
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    inside = out.resolve().is_relative_to(REPO)
-    total = _folder_bytes(out) + (_tree_bytes(REPO) if inside else 0)
-    manifest["bytes"] = total
-    if total > TRANSFER_LIMIT:
-        raise SystemExit(f"gpu_check stage: the working tree and {out} come to {total / 2**20:.1f} MiB, over the "
-                         f"{TRANSFER_LIMIT / 2**20:.0f} MiB a call carries: stage fewer --rows, or --no-wheels "
-                         "(the image's transformers then), or commit fewer large files")
-    return manifest
-
 
 # ---- running (on the GPU) ---------------------------------------------------------------------------------------
 
@@ -321,6 +132,8 @@ def _estimate(argv: list[str]) -> int:
 def _main_of(script: str):
     if script == "estimate":
         return _estimate
+    if script == "pytest":
+        return PYTEST
     return __import__(script).main
 
 
@@ -352,7 +165,7 @@ def run_step(step: Step, argv: list[str], log: Path) -> dict:
             if code:
                 status, why = "failed", f"exit status {code}"
         except BaseException as exc:  # noqa: BLE001 -- one step's failure must not lose the others
-            if isinstance(exc, KeyboardInterrupt):
+            if isinstance(exc, (KeyboardInterrupt, CallStopped)):
                 raise
             first_line = (str(exc).strip().splitlines() or [""])[0]  # a traceback's context is in the log
             status, why = "failed", f"{type(exc).__name__}: {first_line}"
@@ -407,26 +220,39 @@ def fill_target(machine: dict, smoke: bool, root: Path | None = None) -> tuple[P
     return None, list(STEP_NAMES)
 
 
-def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budget: float, archive: Path | None,
-        fill: bool = False) -> dict:
-    """Run `steps` into `out` (module docstring); with `fill`, only those of `fill_target`'s steps, into its folder.
-    Returns the record written to `out/check.json`."""
-    import torch
+class CallStopped(BaseException):
+    """The call's hard limit (SIGTERM from `timeout`) stopped it: the step in flight is recorded as interrupted."""
 
-    if not smoke and not torch.cuda.is_available():
-        raise SystemExit("gpu_check run: no CUDA device here; --smoke runs the same steps on the CPU at tiny sizes")
-    for where in (stage_dir / "hub", stage_dir / "data"):
-        if not where.is_dir():
-            raise SystemExit(f"gpu_check run: {where} is missing: run `make gpu-stage` (gpu_check.py stage) first")
-    os.environ.update(PAPA_PROGRESS="0", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    machine = describe_machine(cuda=not smoke)
-    if fill:
-        found, names = fill_target(machine, smoke)
-        steps = [s for s in steps if s.name in names]
-        out = found or default_out(machine, smoke)
-        print(f"gpu_check run --fill: {_shown(out)}, {'the steps it lacks' if found else 'every step'}: "
-              f"{', '.join(s.name for s in steps)}", flush=True)
-    out = out or default_out(machine, smoke)
+
+def _stop_on_sigterm(signum, frame) -> None:
+    PYTEST.stop()
+    raise CallStopped
+
+
+def use_staged_wheels(stage_dir: Path, pins: list[str]) -> list[str]:
+    """Install the stage's wheels into its site/ (once per machine), put it first on the path (this process's and its
+    children's) and check that the pinned versions are the ones imported; returns the pins. Nothing staged: []."""
+    wheels = sorted((stage_dir / "wheels").glob("*.whl"))
+    if not wheels:
+        return []
+    site = (stage_dir / "site").resolve()
+    if not (site / ".installed").is_file():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, wheels)], check=True)
+        (site / ".installed").write_text("\n".join(w.name for w in wheels), encoding="utf-8")
+    sys.path.insert(0, str(site))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    wrong = [f"{pin} ({metadata.version(pin.split('==')[0])} found)" for pin in pins
+             if metadata.version(pin.split("==")[0]) != pin.split("==")[1]]
+    if wrong:
+        raise SystemExit(f"gpu_check run: the staged wheels did not take: {', '.join(wrong)}; delete {site} and "
+                         "run again")
+    return pins
+
+
+def _open_record(out: Path, machine: dict, smoke: bool, manifest: dict, budget: float) -> tuple[dict, int]:
+    """`out`'s record with this call added (a new record when there is none), and the call's index; a folder of
+    another device, or smoke where this is not, is refused."""
     path = out / "check.json"
     record = read_check(out) if path.is_file() else None
     why = folder_refusal(record, machine, smoke) if record else None
@@ -440,7 +266,6 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
         record.setdefault("earlier_source", record["source"])
         for s in record["steps"]:
             s.setdefault("call", None)
-    manifest = json.loads((stage_dir / "manifest.json").read_text(encoding="utf-8"))
     # a later call (--steps or --fill, into the same folder) adds to the record: each call keeps its command, the
     # code it ran (the stage's commit) and its machine's software, and each step names the call that ran it
     call = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -452,23 +277,80 @@ def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budge
     # `machine` stays the folder's first (its device is every call's); `source` is the latest call's; a step's `call`
     # indexes `calls` (None: one of the calls before `earlier_source`'s record kept each call's code)
     record.update(format=FORMAT, source=manifest["source"], staged=manifest, smoke=smoke, calls=calls)
+    return record, len(calls) - 1
+
+
+def _save(record: dict, out: Path, step: dict, archive: Path | None) -> None:
+    """`step`'s entry into the record (replacing an earlier one of its name), written, and the folder packed."""
+    record["steps"] = [s for s in record["steps"] if s["name"] != step["name"]] + [step]
+    record["imports"] = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names))
+    _write_json(out / "check.json", record)
+    if archive is not None:
+        _pack(out, archive)
+
+
+def run(steps: list[Step], out: Path | None, stage_dir: Path, smoke: bool, budget: float, archive: Path | None,
+        fill: bool = False) -> dict:
+    """Run `steps` into `out` (module docstring); with `fill`, only those of `fill_target`'s steps, into its folder.
+    Returns the record written to `out/check.json`."""
+    for where in (stage_dir / "hub", stage_dir / "data"):
+        if not where.is_dir():
+            raise SystemExit(f"gpu_check run: {where} is missing: run `make gpu-stage` (gpu_check.py stage) first")
+    manifest = json.loads((stage_dir / "manifest.json").read_text(encoding="utf-8"))
+    use_staged_wheels(stage_dir, manifest.get("wheels", []))  # before anything imports transformers
+    import torch
+
+    if not smoke and not torch.cuda.is_available():
+        raise SystemExit("gpu_check run: no CUDA device here; --smoke runs the same steps on the CPU at tiny sizes")
+    os.environ.update(PAPA_PROGRESS="0", HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    machine = describe_machine(cuda=not smoke)
+    if fill:
+        found, names = fill_target(machine, smoke)
+        steps = [s for s in steps if s.name in names]
+        out = found or default_out(machine, smoke)
+        print(f"gpu_check run --fill: {_shown(out)}, {'the steps it lacks' if found else 'every step'}: "
+              f"{', '.join(s.name for s in steps)}", flush=True)
+    out = out or default_out(machine, smoke)
+    record, call = _open_record(out, machine, smoke, manifest, budget)
+    (stage_dir / LAST_FOLDER).write_text(str(out.resolve()), encoding="utf-8")  # what `pack` packs after the call
     start = time.perf_counter()
-    for step in steps:
-        left = budget - (time.perf_counter() - start)
-        if step.usual_s > left:
-            entry = {"name": step.name, "script": step.script, "status": "skipped",
-                     "why": f"{max(left, 0):.0f} s of the {budget:.0f} s budget left; it takes about "
-                            f"{step.usual_s:.0f} s (run it with --fill, or --steps {step.name})", "seconds": 0.0}
-        else:
-            argv = step_argv(step, smoke, stage_dir / "hub", stage_dir / "data", out)
-            entry = run_step(step, argv, out / "logs" / f"{step.name}.log")
-        entry["call"] = len(calls) - 1
-        record["steps"] = [s for s in record["steps"] if s["name"] != step.name] + [entry]
-        record["imports"] = sorted({m.split(".")[0] for m in sys.modules} - set(sys.stdlib_module_names))
-        _write_json(path, record)
-        if archive is not None:
-            _pack(out, archive)
+    previous = signal.signal(signal.SIGTERM, _stop_on_sigterm)
+    try:
+        for step in steps:
+            left = budget - (time.perf_counter() - start)
+            if step.usual_s > left:
+                entry = {"name": step.name, "script": step.script, "status": "skipped",
+                         "why": f"{max(left, 0):.0f} s of the {budget:.0f} s budget left; it takes about "
+                                f"{step.usual_s:.0f} s (the next call with --fill runs it)", "seconds": 0.0}
+            else:
+                argv = step_argv(step, smoke, stage_dir / "hub", stage_dir / "data", out)
+                began = time.perf_counter()
+                try:
+                    entry = run_step(step, argv, out / "logs" / f"{step.name}.log")
+                except CallStopped:
+                    _save(record, out, {"name": step.name, "script": step.script, "argv": argv, "call": call,
+                                        "status": "interrupted", "seconds": round(time.perf_counter() - began, 1),
+                                        "why": "the call's hard limit stopped it (the next call with --fill runs it)"},
+                          archive)
+                    raise SystemExit(124) from None
+            entry["call"] = call
+            _save(record, out, entry, archive)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     return record
+
+
+def pack(stage_dir: Path, archive: Path) -> Path | None:
+    """Pack the folder the last `run` from `stage_dir` wrote into `archive` (after a call, whatever ended it);
+    None when no run started."""
+    marker = stage_dir / LAST_FOLDER
+    if not marker.is_file():
+        return None
+    folder = Path(marker.read_text(encoding="utf-8").strip())
+    if not folder.is_dir():
+        return None
+    _pack(folder, archive)
+    return folder
 
 
 # ---- reading a folder (docs/gen_measurements.py) ----------------------------------------------------------------
@@ -558,13 +440,30 @@ def main(argv: list[str] | None = None) -> int:
     rn.add_argument("--out", type=Path, default=None,
                     help="the folder (default artifacts/gpu/<date>-<device>; --smoke artifacts/gpu_smoke)")
     rn.add_argument("--smoke", action="store_true", help="the CPU at tiny sizes: the code paths, not the numbers")
-    rn.add_argument("--budget", type=float, default=None, help="seconds (default 480; --smoke no limit)")
+    rn.add_argument("--budget", type=float, default=None,
+                    help=f"seconds the steps may plan for (default {CALL_BUDGET_S}, one call's share of its "
+                         f"{CALL_LIMIT_S} s hard limit; --smoke no limit)")
     rn.add_argument("--steps", nargs="+", choices=STEP_NAMES, default=None, help="only these steps")
     rn.add_argument("--fill", action="store_true",
                     help="run the steps the newest folder of this device lacks (not ok) into it; when it lacks none, "
                          "or there is none, every step into a new folder (the command `stage` prints)")
     rn.add_argument("--archive", type=Path, default=None, help="pack the folder into this .tar.gz after every step")
+    cm = sub.add_parser("command", help="print the one command a call runs (what `make gpu-check` runs)")
+    cm.add_argument("--stage", type=Path, default=STAGE)
+    cm.add_argument("--python", default="python3", help="the interpreter the command names")
+    cm.add_argument("--smoke", action="store_true")
+    pk = sub.add_parser("pack", help="after a call, whatever ended it: pack the folder its run wrote into --archive")
+    pk.add_argument("--stage", type=Path, default=STAGE)
+    pk.add_argument("--archive", type=Path, required=True)
     args = parser.parse_args(argv)
+    if args.verb == "command":
+        print(device_command(args.stage, args.python, args.smoke))
+        return 0
+    if args.verb == "pack":
+        folder = pack(args.stage, args.archive)
+        print(f"gpu_check pack: {_shown(folder)} into {_shown(args.archive)}" if folder else
+              "gpu_check pack: no run started from this stage: nothing to pack")
+        return 0
     if args.verb == "run" and args.fill and (args.out or args.steps):
         parser.error("--fill chooses the folder and the steps itself: pass it without --out and --steps")
     if args.verb == "stage":
@@ -573,11 +472,11 @@ def main(argv: list[str] | None = None) -> int:
         manifest = stage(args.stage, args.hub, Path(args.data_dir), args.rows, args.wheels, args.python)
         print(f"Staged {args.stage} ({manifest['bytes'] / 2**20:.1f} MiB with the working tree). On a lent GPU "
               f"machine, carrying {args.stage.name}, run from the checkout's root:\n\n"
-              f"    {device_command(args.stage, args.wheels)}\n\nthen unpack gpu_check.tar.gz under artifacts/gpu/ "
+              f"    {device_command(args.stage)}\n\nthen unpack gpu_check.tar.gz under artifacts/gpu/ "
               "and run `python docs/gen_measurements.py`.")
         return 0
     steps = [s for s in STEPS if args.steps is None or s.name in args.steps]
-    budget = args.budget if args.budget is not None else (float("inf") if args.smoke else 480.0)
+    budget = args.budget if args.budget is not None else (float("inf") if args.smoke else float(CALL_BUDGET_S))
     record = run(steps, args.out, args.stage, args.smoke, budget, args.archive, fill=args.fill)
     print("\n| step | status | seconds |\n|---|---|---|")
     for s in record["steps"]:

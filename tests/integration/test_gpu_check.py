@@ -18,6 +18,7 @@ from conftest import REPO
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "docs"))
 import gpu_check  # noqa: E402
+import gpu_stage  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -38,14 +39,13 @@ def smoke(tmp_path_factory, data_dir, hub_dir):
     repo = _checkout_copy(root / "repo")
     stage = repo / ".gpu-stage"
     manifest = gpu_check.stage(stage, hub_dir, data_dir, rows=64, wheels=False, python="3.12")
-    command = gpu_check.device_command(stage, wheels=False)
+    # The printed command, with the smoke flag and this interpreter (the machine's python3 is its own): what
+    # `make gpu-check SMOKE=1` runs.
+    command = gpu_check.device_command(stage, python=sys.executable, smoke=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PAPA_", "HF_"))}
-    env.update(PYTHONPATH=str(repo), OUT=str(root / "out"))
+    env.update(OUT=str(root / "out"))
     (root / "out").mkdir()
-    # The printed command, with the smoke flag and this interpreter (the machine's python3 is its own).
-    run = command.replace("python3 benchmarks/gpu_check.py run",
-                          f"{sys.executable} benchmarks/gpu_check.py run --smoke")
-    done = subprocess.run(run, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
+    done = subprocess.run(command, shell=True, cwd=repo, env=env, capture_output=True, text=True, timeout=900)
     return {"root": root, "repo": repo, "manifest": manifest, "done": done, "out": repo / "artifacts" / "gpu_smoke",
             "archive": root / "out" / "gpu_check.tar.gz"}
 
@@ -109,7 +109,7 @@ def test_the_docs_blocks_render_from_the_folder(smoke):
 
 
 def test_a_stage_over_the_transfer_limit_is_refused(tmp_path, data_dir, hub_dir, monkeypatch):
-    monkeypatch.setattr(gpu_check, "TRANSFER_LIMIT", 1024)
+    monkeypatch.setattr(gpu_stage, "TRANSFER_LIMIT", 1024)
     with pytest.raises(SystemExit, match="over the 0 MiB a call carries"):
         gpu_check.stage(tmp_path / "stage", hub_dir, data_dir, rows=8, wheels=False, python="3.12")
 

@@ -1,0 +1,135 @@
+"""The GPU check's steps (benchmarks/gpu_check.py), in order of priority, and the limits of one call to a lent machine.
+
+A lent machine gives a session about 15 minutes of device time; one call may run 7 minutes under a hard timeout
+(`CALL_LIMIT_S`). The check is therefore cut into calls: each runs the steps its folder still lacks, in `STEPS` order,
+as many as `CALL_BUDGET_S` holds by their `usual_s`, and the next call (`--fill`) goes on where it stopped. The first
+steps measure what issue 72 changed (the CUDA tests of the compiled and graphed steps, the steps' speed, the stores'
+fetch at the grid's shapes, the bench at the grid's shapes and a saturating batch); the older rows follow.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The hard limit of one call (the device tool's 7 minutes), and the share of it the steps may plan for: the rest is
+#: the wheels' install, the imports, describing the machine and packing the folder, with a margin for a step that
+#: runs over its usual time.
+CALL_LIMIT_S = 420
+CALL_BUDGET_S = 330
+#: Seconds between the hard limit's SIGTERM and its SIGKILL: the check's own handler writes and packs in that time.
+KILL_AFTER_S = 15
+
+
+@dataclass(frozen=True)
+class Step:
+    """One benchmark call: `script`'s main with `args` (placeholders {hub}, {data}, {out}), then `gpu` on a CUDA
+    machine or `smoke` on the CPU; `usual_s` is its time on one H100: rounded up from the check.json of
+    artifacts/gpu/2026-11-28-nvidia-h100-80gb-hbm3 where the step finished there, a guess where it did not (named
+    in `GUESSED`), by which `run` skips what the budget can no longer hold."""
+
+    name: str
+    script: str
+    args: tuple[str, ...]
+    gpu: tuple[str, ...]
+    smoke: tuple[str, ...]
+    usual_s: float
+
+
+#: Steps whose `usual_s` no GPU has measured yet (the next folder's check.json replaces the guess).
+GUESSED = ("cuda_tests", "steps_bf16", "store_grid", "bench_grid", "bench_bf16_compiled", "bench_fp32_compiled",
+           "cost_b_fp32")
+
+#: The test files whose CUDA cases (compiled and graphed steps, compiled attached models) only a GPU runs.
+CUDA_TESTS = ("tests/unit/method/test_compile.py", "tests/unit/probing/test_step_modes.py")
+
+_MINILM_DATA = ("--minilm", "{hub}/minilm", "--data-dir", "{data}")
+_BENCH_GPU = ("--device", "cuda", "--batch", "64", "16")
+_BENCH_SMOKE = ("--device", "cpu", "--tiny", "--lengths", "16", "--batch", "2", "--repeats", "1")
+_COMPILED_SMOKE = (*_BENCH_SMOKE, "--models", "minilm", "--compile", "eager")
+_COST = ("--hub", "{hub}", "--data-dir", "{data}")
+# The smoke's cost runs in float32 whatever the step's precision (the last --precision wins): bf16 autocast on a CPU
+# without bf16 units tripled its time (the MLM probe's backward), and bench_bf16 already runs papa's paths under it.
+_COST_SMOKE = ("--device", "cpu", "--tiny", "--steps", "1", "--repeats", "1", "--sample", "16", "--forward-batch", "2",
+               "--forward-batches", "1", "--precision", "float32")
+
+#: In order of priority: what issue 72 changed (its tests, the steps, the stores, the bench at the grid's shapes),
+#: then the eager table, the cost in bf16 (the goals' precision) and its estimate, then the compiled tables and the
+#: float32 cost.
+STEPS = (
+    Step("cuda_tests", "pytest", ("--junit", "{out}/cuda_tests.xml", *CUDA_TESTS),
+         ("--test-device", "cuda"), ("--test-device", "cpu", "--collect-only"), 100),
+    Step("steps_bf16", "steps", ("--hub", "{hub}", "--json", "{out}/steps_bf16.json"),
+         ("--device", "cuda", "--dtype", "bf16"), ("--device", "cpu", "--smoke"), 80),
+    Step("store_grid", "feature_store", ("--json", "{out}/store_grid.json"),
+         ("--device", "cuda", "--shapes", "grid"), ("--device", "cpu", "--smoke"), 50),
+    Step("bench_grid", "bench", (*_MINILM_DATA, "--hub", "{hub}", "--grid-shapes", "--dtype", "bf16", "--grid-size",
+                                 "0", "--json", "{out}/bench_grid.json"),
+         ("--device", "cuda", "--repeats", "3"), (*_BENCH_SMOKE, "--grid-size", "0"), 90),
+    Step("bench_fp32", "bench", (*_MINILM_DATA, "--json", "{out}/bench_fp32.json"),
+         (*_BENCH_GPU, "--repeats", "5"), (*_BENCH_SMOKE, "--grid-size", "4"), 60),
+    Step("bench_bf16", "bench", (*_MINILM_DATA, "--dtype", "bf16", "--json", "{out}/bench_bf16.json"),
+         (*_BENCH_GPU, "--repeats", "5"), (*_BENCH_SMOKE, "--grid-size", "0"), 60),
+    Step("cost_b_bf16", "full_cost", (*_COST, "--parts", "B", "--precision", "bf16", "--json",
+                                      "{out}/full_cost_b_bf16.json"), ("--device", "cuda"), _COST_SMOKE, 260),
+    Step("cost_a_bf16", "full_cost", (*_COST, "--parts", "A", "--sizes", "base", "--precision", "bf16", "--json",
+                                      "{out}/full_cost_a_bf16.json"),
+         ("--device", "cuda", "--train-examples", "4096"), (*_COST_SMOKE, "--limit", "16"), 90),
+    Step("estimate_bf16", "estimate", ("{out}/full_cost_b_bf16.json", "{out}/full_cost_a_bf16.json"), (), (), 5),
+    Step("bench_bf16_compiled", "bench", (*_MINILM_DATA, "--dtype", "bf16", "--grid-size", "0", "--json",
+                                          "{out}/bench_bf16_compiled.json"),
+         (*_BENCH_GPU, "--repeats", "3", "--compile"), _COMPILED_SMOKE, 150),
+    Step("bench_fp32_compiled", "bench", (*_MINILM_DATA, "--grid-size", "0", "--json",
+                                          "{out}/bench_fp32_compiled.json"),
+         (*_BENCH_GPU, "--repeats", "3", "--compile"), _COMPILED_SMOKE, 150),
+    Step("cost_b_fp32", "full_cost", (*_COST, "--parts", "B", "--json", "{out}/full_cost_b_fp32.json"),
+         ("--device", "cuda"), _COST_SMOKE, 300),
+)
+STEP_NAMES = tuple(s.name for s in STEPS)
+
+
+class PytestStep:
+    """The `pytest` step's main: the CUDA test files in a child process (nbval's options left out: the GPU image has
+    no nbval), with ``PAPA_TEST_DEVICE`` set, its output printed into the step's log and a JUnit report written.
+    The child is remembered so that the call's hard limit can stop it (`stop`)."""
+
+    child: subprocess.Popen | None = None
+
+    def __call__(self, argv: list[str]) -> int:
+        device, junit, collect, files = _pytest_args(argv)
+        env = {**os.environ, "PAPA_TEST_DEVICE": device, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        command = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rs",
+                   f"--junitxml={junit}", *(["--collect-only"] if collect else []), *files]
+        print("$ PAPA_TEST_DEVICE=" + device + " " + " ".join(command[1:]), flush=True)
+        self.child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for line in self.child.stdout:
+            print(line, end="", flush=True)
+        code = self.child.wait()
+        self.child = None
+        return code
+
+    def stop(self) -> None:
+        """Stop the child process, if one runs."""
+        if self.child is not None and self.child.poll() is None:
+            self.child.kill()
+
+
+def _pytest_args(argv: list[str]) -> tuple[str, str, bool, list[str]]:
+    """(test device, JUnit path, collect only, test files) of the pytest step's arguments, checked."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="gpu_check pytest step")
+    parser.add_argument("--test-device", choices=("cpu", "cuda"), required=True)
+    parser.add_argument("--junit", type=Path, required=True)
+    parser.add_argument("--collect-only", action="store_true")
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args(argv)
+    missing = [f for f in args.files if not Path(f).is_file()]
+    if missing:
+        raise FileNotFoundError(f"test files not in this checkout: {', '.join(missing)}")
+    return args.test_device, str(args.junit), args.collect_only, args.files
+
+
+PYTEST = PytestStep()
