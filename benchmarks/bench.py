@@ -254,14 +254,35 @@ class Row:
     target: str = ""
     met: bool | None = None
     note: str = ""
+    batch: int | None = None              # sequences per batch, where the row's differs from the run's
+    flops_per_seq: float | None = None    # `bench_flops` / `papa.method.cost`
+    tflops: float | None = None           # seq/s × FLOPs per sequence
+    peak_share: float | None = None       # of the device's dense peak in the run's precision (`peaks.py`)
+    launch_bound: bool | None = None      # under `peaks.LAUNCH_BOUND_SHARE` of that peak
+
+
+def arithmetic(row: Row, peak: float | None, count: bool = True) -> None:
+    """Fill `row`'s FLOPs per sequence (where it has none: `bench_flops`, when `count`), TFLOP/s, share of `peak` and
+    launch-bound mark."""
+    from bench_flops import row_flops_per_seq
+    from peaks import launch_bound, share_of_peak
+
+    if row.flops_per_seq is None and count:
+        row.flops_per_seq = row_flops_per_seq(row.model, row.what, row.n)
+    if row.flops_per_seq and row.seq_s:
+        row.tflops = row.seq_s * row.flops_per_seq / 1e12
+        row.peak_share, row.launch_bound = share_of_peak(row.tflops, peak), launch_bound(row.tflops, peak)
 
 
 @dataclass
 class Report:
     rows: list[Row] = field(default_factory=list)
+    peak: float | None = None   # the device's dense peak in the run's precision (TFLOP/s); None on a CPU
+    count: bool = True          # count FLOPs by model label (not for --tiny: the labels name the real sizes)
 
     def add(self, *args, **kwargs) -> Row:
         row = Row(*args, **kwargs)
+        arithmetic(row, self.peak, self.count)
         self.rows.append(row)
         print(_format_row(row), flush=True)
         return row
@@ -274,12 +295,13 @@ def _fmt(x: float | None, spec: str) -> str:
 def _format_row(r: Row) -> str:
     verdict = "" if r.met is None else ("met" if r.met else "**not met**")
     ratio = "" if r.ratio is None else f"{r.ratio:.2f}× {r.ratio_of}".strip()
-    return (f"| {r.model} | {r.n} | {r.what} | {_fmt(r.seq_s, '.1f')} | {ratio} | {_fmt(r.peak_mib, '.0f')} | "
-            f"{r.target} | {verdict} | {r.note} |")
+    share = "" if r.peak_share is None else f"{r.peak_share:.1%}{', launch-bound' if r.launch_bound else ''}"
+    return (f"| {r.model} | {r.n} | {r.what} | {_fmt(r.seq_s, '.1f')} | {_fmt(r.tflops, '.1f')} | {share} | {ratio} | "
+            f"{_fmt(r.peak_mib, '.0f')} | {r.target} | {verdict} | {r.note} |")
 
 
-HEADER = ("| model | n | what | seq/s | ratio | peak MiB | target | verdict | note |\n"
-          "|---|---|---|---|---|---|---|---|---|")
+HEADER = ("| model | n | what | seq/s | TFLOP/s | % of peak | ratio | peak MiB | target | verdict | note |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 # ---- what every part times: one model at one length ---------------------------------------------------------------
@@ -542,157 +564,6 @@ def bench_model(case: Case, texts: list[str], compile_backend: str | None = None
     encoder.lambda_step()
 
 
-# ---- the decoder: capture and scoring text, parts 1 and 2 -------------------------------------------------------
-
-def decoder_texts(tokenizer, paragraphs: list[str], n: int, count: int) -> list[str]:
-    """`count` texts of at least `n` tokens, each consecutive paragraphs joined by newlines (as a causal LM scores a
-    document: full windows, no padding). Raises when the paragraphs run out."""
-    texts, start = [], 0
-    while len(texts) < count:
-        end = start
-        while True:
-            end += 1
-            if end > len(paragraphs):
-                raise ValueError(f"{len(paragraphs)} paragraphs give only {len(texts)} texts of {n} tokens")
-            joined = "\n".join(paragraphs[start:end])
-            if len(tokenizer(joined)["input_ids"]) >= n:
-                break
-        texts.append(joined)
-        start = end
-    return texts
-
-
-LOGITS_CHUNK_BYTES = 16 << 20  # logits scored at once: a [B, n, vocab] tensor is 200 MB at B·n = 1024
-
-
-def _score(m, b) -> float:
-    """Score text: the negative log-likelihood of every real token after the first. The backbone's hidden states go
-    through the LM head a chunk of positions at a time (`LOGITS_CHUNK_BYTES` of logits, as a scorer of long texts
-    does); every position's logits are computed, as ``model(...).logits`` would."""
-    from papa.method.architectures import backbone
-
-    hidden = backbone(m)(**b, use_cache=False).last_hidden_state[:, :-1].flatten(0, 1)
-    targets = b["input_ids"][:, 1:].flatten()
-    real = b["attention_mask"][:, 1:].flatten()
-    head = m.get_output_embeddings()
-    rows = max(1, LOGITS_CHUNK_BYTES // (4 * head.out_features))
-    total = 0.0
-    for r in range(0, hidden.shape[0], rows):
-        nll = torch.nn.functional.cross_entropy(head(hidden[r:r + rows]).float(), targets[r:r + rows],
-                                                reduction="none")
-        total += float((nll * real[r:r + rows]).sum())
-    return total
-
-
-def score_pass(model, batches: list[dict[str, torch.Tensor]], autocast) -> None:
-    """Score every batch's text (`_score`) without gradient, under `autocast`."""
-    with torch.no_grad(), autocast():
-        for b in batches:
-            _score(model, b)
-
-
-class DecoderBench(ModelBench):
-    """Part 1 (capture vs the plain forward and the naive method, on the backbone's hidden states) and part 2 (scoring
-    text with every head constant, Q/K dropped, vs the original; also hidden states alone) on a causal LM."""
-
-    layout = "standard"
-    forward_kwargs = {"use_cache": False}
-
-    def __init__(self, case: Case, paragraphs: list[str]):
-        from papa.method.architectures import backbone
-
-        super().__init__(case, decoder_texts(case.tokenizer, paragraphs, case.n, case.batch_size * case.n_batches))
-        self.plain_bb, self.work_bb = backbone(self.plain), backbone(self.work)
-
-    def capture(self) -> None:
-        """Part 1 on hidden states (what extraction needs), and capture through the whole model (LM head included);
-        the captured averages become the constants."""
-        from papa.method.architectures import backbone
-
-        c, ctrl = self.case, self.ctrl
-        eager = self.naive_copy()
-        sums = torch.zeros(ctrl.num_layers, ctrl.num_heads, c.n, c.n, dtype=torch.float64, device=c.device)
-        naive = partial(naive_pass, backbone(eager), self.batches, c.autocast, sums, use_cache=False)
-        with ctrl.capturing(c.n):  # the model's first timing call is discarded (see EncoderBench.capture)
-            t = self.time({"plain": self.run(self.plain_bb), "capture": self.run(self.work_bb),
-                           "capture_lm": self.run(self.work), "naive": naive}, warmup=c.repeats + 1)
-            mem = {k: peak_mib(fn_one, c.device) for k, fn_one in (
-                ("plain", self.run(self.plain_bb)), ("capture", self.run(self.work_bb)), ("naive", naive))}
-        sums.zero_()
-        naive()
-        with ctrl.capturing(c.n) as stats:
-            self.run(self.work_bb)()
-        agree = float((stats.sums.to(c.device) - sums).abs().max() / sums.abs().max())
-        accumulator_mib = stats.sums.numel() * stats.sums.element_size() / 2**20
-        self.add("plain forward (sdpa), hidden states", self.seqs / t["plain"], peak_mib=mem["plain"])
-        self.add("capture (papa), hidden states", self.seqs / t["capture"], t["plain"] / t["capture"], "of plain",
-                 mem["capture"], "≥ 0.85× plain", t["plain"] / t["capture"] >= 0.85,
-                 f"sums equal naive's to {agree:.0e} (relative); float64 accumulator {accumulator_mib:.0f} MiB, "
-                 "allocated once per corpus")
-        self.add("capture through the LM head (the whole model)", self.seqs / t["capture_lm"],
-                 t["plain"] / t["capture_lm"], "of plain", note="what capture costs when the whole LM runs (the "
-                 "vocabulary projection is thrown away); extract_constants runs the backbone, the row above")
-        ok = t["naive"] / t["capture"] >= 2 and (mem["capture"] or 0) < (mem["naive"] or float("inf"))
-        self.add("naive (eager, output_attentions)", self.seqs / t["naive"], t["naive"] / t["capture"],
-                 "capture faster", mem["naive"], "capture ≥ 2× naive, less memory", ok)
-        ctrl.set_constants(stats.to_constants(ctrl.signature, layout="standard"))
-        del eager, naive, stats, sums
-        gc.collect()
-
-    def score(self) -> None:
-        """Part 2: scoring text (LM head) and hidden states, every head constant with Q/K dropped, vs the original;
-        detaches papa from the work copy."""
-        from papa.method.attention_free import query_key_dropped_while
-
-        c, ctrl = self.case, self.ctrl
-        score, score_const = (partial(score_pass, m, self.batches, c.autocast) for m in (self.plain, self.work))
-        ctrl.keep_all()
-        ctrl.replace()
-        with query_key_dropped_while(ctrl):
-            t = self.time({"score": score, "score_const": score_const, "hidden": self.run(self.plain_bb),
-                           "hidden_const": self.run(self.work_bb)})
-            mem = {"score": peak_mib(score, c.device), "score_const": peak_mib(score_const, c.device)}
-        ctrl.keep_all()
-        papa.detach(self.work)
-        del score_const
-        self.work = None
-        gc.collect()
-        self._score_rows(t, mem)
-
-    def _score_rows(self, t: dict[str, float], mem: dict[str, float | None]) -> None:
-        """Part 2's rows, each against its whole-model MAC ceiling (with the LM head for scoring, without it for
-        hidden states)."""
-        from papa.method.cost import config_ceiling, head_speedup, model_cost, model_shape
-
-        cfg, n, seqs = self.case.model.config, self.case.n, self.seqs
-        tokens = sum(int(b["attention_mask"].sum()) for b in self.batches)
-        shape = model_shape(cfg)
-        head = head_speedup(n, shape.head_dim)
-        grouped = shape.num_kv_heads < shape.num_heads
-        for key, label, lm_head in (("score", "score text (LM head, log-probs)", True),
-                                    ("hidden", "hidden states (no LM head)", False)):
-            ceiling = config_ceiling(cfg, n, lm_head=lm_head)
-            triangular = config_ceiling(cfg, n, lm_head=lm_head, triangular=True)
-            # What papa's own path can reach (full n² products on both sides): K kept where keys are grouped.
-            papa_path = model_cost(cfg, n, lm_head=lm_head).total / model_cost(
-                cfg, n, replaced_share=1.0, kv_replaced_share=0.0 if grouped else 1.0, lm_head=lm_head).total
-            self.add(f"{label}, original", seqs / t[key], peak_mib=mem.get(key),
-                     note=f"{tokens / t[key]:.0f} tokens/s; {tokens} real tokens in {seqs * n} slots")
-            speed = t[key] / t[f"{key}_const"]
-            self.add(f"{label}, all heads constant, Q/K dropped", seqs / t[f"{key}_const"], speed, "of plain",
-                     mem.get(f"{key}_const"), f"≥ 95% of ceiling {ceiling:.2f}×", speed >= 0.95 * ceiling,
-                     f"{speed / ceiling:.0%} of ceiling; {tokens / t[f'{key}_const']:.0f} tokens/s; MAC ceiling "
-                     f"{ceiling:.3f}× (full n² products; {triangular:.3f}× triangular; {papa_path:.3f}× with K kept, "
-                     f"as papa's grouped-query path runs), §3.4 head-level {head:.2f}×")
-
-
-def bench_decoder(case: Case, paragraphs: list[str]) -> None:
-    """Parts 1 and 2 on a causal LM at one length (`DecoderBench`), on windows of consecutive `paragraphs`."""
-    decoder = DecoderBench(case, paragraphs)
-    decoder.capture()
-    decoder.score()
-
-
 # ---- part 4: the probing grid with and without stored features ---------------------------------------------------
 
 class ProbeGrid:
@@ -838,6 +709,16 @@ def _parser() -> argparse.ArgumentParser:
                         help="smoke run only: the encoders shrunk to 2 layers of width 64 (TINY), random weights")
     parser.add_argument("--data-dir", default=None, help="local data directory (default: $PAPA_DATA_DIR)")
     parser.add_argument("--json", default=None, help="also write the rows to this JSON file")
+    parser.add_argument("--headline", nargs="*", default=None, choices=("bert-base", "roberta-large"),
+                        help="only the headline (bench_headline.py): these models (default both; RoBERTa-large from "
+                             "--hub) at the grid's shapes and a saturating batch, with FLOPs and % of peak")
+    parser.add_argument("--hub", default=None, metavar="DIR",
+                        help="folder holding roberta-large/ (and bert-base-uncased/, else BERT-base is built with "
+                             "MiniLM's tokenizer): configs and tokenizers, random weights")
+    parser.add_argument("--saturate-tokens", type=int, default=None,
+                        help="tokens per call of the headline's saturating shape (default 65,536)")
+    parser.add_argument("--batch-tokens", type=int, default=None,
+                        help="most tokens in one batch of the saturating shape (default 16,384)")
     parser.add_argument("--compile", nargs="?", const="inductor", default=None, metavar="BACKEND",
                         help="also time the encoders' plain forward, capture, attention-free and 1/2 replacement "
                              "under torch.compile (default backend inductor; e.g. aot_eager)")
@@ -866,6 +747,8 @@ def _bench_models(args: argparse.Namespace, suite: Suite, minilm, tok, texts: li
     for which in args.models:
         if which == "smollm2":
             decoder, dec_tok = load_model("smollm2", device=suite.device)
+            from bench_decoder import bench_decoder
+
             for n in args.lengths:
                 bench_decoder(suite.case("SmolLM2-135M", decoder, dec_tok, n), paragraphs)
             del decoder
@@ -878,6 +761,35 @@ def _bench_models(args: argparse.Namespace, suite: Suite, minilm, tok, texts: li
         if which != "minilm":
             del model
             gc.collect()
+
+
+def _headline(args: argparse.Namespace, suite: Suite, tok) -> None:
+    """`--headline`: its models at the grid's shapes and a saturating batch (`bench_headline`)."""
+    import bench_headline as bh
+    from papa.method.models import load_model
+
+    shapes = bh.headline_shapes(tokens=args.saturate_tokens or bh.SATURATING_TOKENS,
+                                batch_tokens=args.batch_tokens or bh.BATCH_TOKENS)
+    texts, _ = texts_for(max(s.batch * s.batches for s in shapes), args.data_dir)
+    models = []
+    with tempfile.TemporaryDirectory(prefix="papa-headline-") as tmp:
+        for which in args.headline:
+            folder = Path(args.hub or "") / ("bert-base-uncased" if which == "bert-base" else which)
+            if args.hub and folder.is_dir():
+                model, model_tok = load_model(str(random_model_dir(folder, Path(tmp) / which, tiny=args.tiny)),
+                                              device=suite.device)
+            elif which == "bert-base":
+                model, model_tok = bert_base(len(tok), tiny=args.tiny).to(suite.device), tok
+            else:
+                raise SystemExit(f"bench: --headline {which} needs --hub DIR holding {which}/")
+            models.append(("BERT-base (random)" if which == "bert-base" else "RoBERTa-large (random)", model,
+                           model_tok))
+
+    def case_for(label: str, model, model_tok, shape) -> Case:
+        return Case(label, model, model_tok, shape.n, shape.batch, shape.batches, suite.repeats, suite.autocast,
+                    suite.device, suite.report)
+
+    bh.bench_headline(case_for, models, shapes, texts)
 
 
 def _write_json(args: argparse.Namespace, argv: list[str] | None, suite: Suite, inputs: str, minilm_source: str
@@ -906,8 +818,15 @@ def main(argv: list[str] | None = None) -> int:
     device = resolve_device(args.device)
     dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[args.dtype]
     autocast = partial(torch.autocast, device.type, dtype=dtype) if dtype is not None else nullcontext
+    from peaks import peak_tflops
+
+    peak = peak_tflops(torch.cuda.get_device_name(device), args.dtype) if device.type == "cuda" else None
     suite = Suite(device, autocast, args.repeats or (1 if args.quick else 3), args.batches,
-                  batch_sizes(args.lengths, args.batch, args.quick), Report())
+                  batch_sizes(args.lengths, args.batch, args.quick), Report(peak=peak, count=not args.tiny))
+    if args.headline is not None:  # the headline alone: MiniLM's tokenizer only for a BERT-base built here
+        args.headline = args.headline or ["bert-base", "roberta-large"]
+        built = "bert-base" in args.headline and not (args.hub and (Path(args.hub) / "bert-base-uncased").is_dir())
+        args.models, args.grid_size = ["bert-base"] if built else [], 0
     encoders = [m for m in args.models if m != "smollm2"]
     grid_size = args.grid_size if args.grid_size is not None else (0 if not encoders else 8 if args.quick else 32)
     minilm, tok, minilm_source = _minilm(args, device, bool(encoders or grid_size))
@@ -921,7 +840,10 @@ def main(argv: list[str] | None = None) -> int:
           f"repeats {suite.repeats}, batch {', '.join(f'{bs} at n = {n}' for n, bs in suite.batch_for.items())}, "
           f"{suite.n_batches} batches per pass; inputs: {source}\n")
     print(HEADER, flush=True)
-    _bench_models(args, suite, minilm, tok, texts, paragraphs)
+    if args.headline is not None:
+        _headline(args, suite, tok)
+    else:
+        _bench_models(args, suite, minilm, tok, texts, paragraphs)
     if grid_size:
         bench_grid(minilm, tok, grid_size, grid_size, autocast, suite.report, args.data_dir)
     print("\n" + HEADER)

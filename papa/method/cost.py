@@ -202,6 +202,53 @@ def config_ceiling(shape_or_config, n: int, *, replaced_share: float = 1.0, kv_r
                                  lm_head=lm_head, triangular=triangular).total
 
 
+# ---- FLOPs of a pass and of a step (issue 72) ---------------------------------------------------------------------
+# A FLOP is half a multiply-accumulate. A backbone's pass counts its layers' MACs; a training step through a frozen
+# backbone (λ, trained constants, the plain step: no weight takes a gradient, the gradient flows through the
+# activations) adds the backward pass, in which each projection and the feed-forward block compute their input's
+# gradient once (no weight gradient) and QKᵀ and the mixing product twice (both operands are activations; for trained
+# constants the gradient of C and of V). λ mixes every head as λ·(A·V) + (1 − λ)·(C·V): two mixing products.
+
+
+def backward_macs(layer: LayerCost) -> int:
+    """MACs of one layer's backward pass through its activations with frozen weights (see above)."""
+    linear = layer.qk_projections + layer.v_projection + layer.output + layer.feed_forward
+    return linear + 2 * (layer.scores + layer.mixing)
+
+
+def _pass_layer(shape_or_config, n: int, replaced_share: float, mixed: bool) -> tuple[LayerCost, int]:
+    shape = _shape(shape_or_config)
+    layer = shape_layer_cost(shape, n, replaced_share=replaced_share)
+    if mixed:  # A·V and C·V both computed
+        layer = LayerCost(layer.qk_projections, layer.v_projection, layer.scores, 2 * layer.mixing, layer.output,
+                          layer.feed_forward)
+    return layer, shape.num_layers
+
+
+def pass_flops(shape_or_config, n: int, *, replaced_share: float = 0.0, mixed: bool = False) -> int:
+    """FLOPs of one sequence of n tokens through the backbone's layers (no LM head), `replaced_share` of the heads
+    constant with their Q/K dropped, or every head mixed (`mixed`, λ)."""
+    layer, layers = _pass_layer(shape_or_config, n, replaced_share, mixed)
+    return 2 * layers * layer.total
+
+
+def step_flops(shape_or_config, n: int, *, replaced_share: float = 0.0, mixed: bool = False) -> int:
+    """FLOPs of one sequence's training step through the frozen backbone: its pass (`pass_flops`) and the backward
+    through its activations (`backward_macs`); the probe's are `probe_flops`."""
+    layer, layers = _pass_layer(shape_or_config, n, replaced_share, mixed)
+    return 2 * layers * (layer.total + backward_macs(layer))
+
+
+def probe_flops(kind: str, layers: int, hidden: int, read: float, labels: int, *, step: bool = False) -> float:
+    """FLOPs of a probe (`papa.probing.probes`) on one example whose `read` positions it reads, over `layers` hidden
+    states of width `hidden`: a sentence or pair probe pools them per layer and runs its 2-layer MLP (hidden width
+    `hidden`) once, a token or MLM probe runs it on every read position. ``step``: its training step, the forward
+    and a backward of twice its MACs (the weights' gradients and the inputs')."""
+    mlp = layers * hidden * hidden + hidden * labels
+    macs = layers * read * hidden + mlp if kind in ("sentence", "pair") else read * mlp
+    return 2 * macs * (3 if step else 1)
+
+
 def config_speedups(config, n: int, *, lm_head: bool = False, triangular: bool = False) -> dict[str, float]:
     """Both ratios for a transformers config: the section-3.4 head-level one (at the config's head size) and the
     whole-model ceiling with every head constant (`config_ceiling`; the same as `model_speedup_ceiling` for a

@@ -122,11 +122,12 @@ def test_the_estimate_is_printed_beside_the_floor(capsys, tmp_path):
     out = capsys.readouterr().out
     est = grid_estimate.estimate(json.loads(path.read_text()))
     h = 3600.0
-    for model, v in est["per_model"].items():
-        assert f"| {model} | {v['floor'] / h:.1f} | {v['estimate'] / h:.1f} | {v['estimate'] / v['floor']:.2f} |" in out
+    for model, v in est["per_model"].items():  # a test device: no peak, so no FLOP floor and no share of it
+        assert (f"| {model} | {v['flops_needed'] / 1e15:,.0f} | – | – | {v['estimate'] / h:.1f} | – | "
+                f"{v['tflops']:.1f} | – | {v['floor'] / h:.1f} | {v['backbone'] / h:.1f} |") in out
     t = est["totals"]
-    assert (f"| **all** | **{t['floor'] / h:.1f}** | **{t['estimate'] / h:.1f}** | "
-            f"**{t['estimate'] / t['floor']:.2f}** | **{t['backbone'] / h:.1f}** |") in out
+    assert (f"| **all** | **{t['flops_needed'] / 1e15:,.0f}** | **–** | **–** | **{t['estimate'] / h:.1f}** | **–** | "
+            f"**{t['tflops']:.1f}** | **–** | **{t['floor'] / h:.1f}** | **{t['backbone'] / h:.1f}** |") in out
     assert t["floor"] < t["estimate"] < t["backbone"]
 
 
