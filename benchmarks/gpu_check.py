@@ -47,6 +47,7 @@ BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 sys.path.insert(0, str(BENCHMARKS))
 from gpu_stage import STAGE, device_command, stage  # noqa: E402
+from grid_prediction import GOALS  # noqa: E402
 from gpu_steps import CALL_BUDGET_S, CALL_LIMIT_S, PYTEST, STEP_NAMES, STEPS, Step  # noqa: E402
 
 #: Record format of `check.json`.
@@ -375,13 +376,15 @@ def read_check(folder: Path) -> dict:
     return record
 
 
-#: Issue 54's targets for the estimate: (goal, model or None for the whole grid, hours, estimate / floor).
-HOUR_GOALS = (("BERT-base, every section, in bf16: under 2 GPU-hours", "bert-base-uncased", 2.0, None),
-              ("BERT-base, every section, in bf16: within 1.5× its floor", "bert-base-uncased", None, 1.5),
-              ("the whole grid, in bf16: under 40 GPU-hours", None, 40.0, None))
+#: The estimate's targets (issue 72, one owner: `grid_prediction.GOALS`): (goal, model or None for the whole grid,
+#: hours, estimate / FLOP floor at 40% of the dense peak), read in bf16.
+HOUR_GOALS = GOALS
 #: The speed table's targets read here: (goal, what the bench row starts with), each in float32 and bf16, eager.
 SPEED_GOALS = (("capture ≥ 0.85× the plain forward", "capture (papa)"),
                ("attention-free ≥ 95% of its MAC ceiling", "attention-free"))
+#: Issue 72's targets of the bench at the grid's shapes (bench_grid.json): (goal, the variant its saturating rows name).
+SATURATING_GOALS = (("capture ≥ 0.85× the plain forward at a saturating batch", "capture (papa)"),
+                    ("1/2 heads ≥ 1.0× the plain forward at a saturating batch", "1/2 input-dependent"))
 
 
 def _hour_goal(goal: str, model: str | None, hours: float | None, ratio: float | None, est: dict) -> dict:
@@ -390,9 +393,21 @@ def _hour_goal(goal: str, model: str | None, hours: float | None, ratio: float |
         return {"goal": goal, "value": f"the estimate is in {est.get('precision')}", "met": None}
     if hours is not None:
         value = part["estimate"] / 3600
-        return {"goal": goal, "value": f"{value:.1f} h", "met": value < hours}
-    value = part["estimate"] / part["floor"]
+        return {"goal": goal, "value": f"{value:.1f} h", "met": value <= hours}
+    value = part["estimate"] / part["flop_floor_40_s"]
     return {"goal": goal, "value": f"{value:.2f}×", "met": value <= ratio}
+
+
+def _saturating_goals(folder: Path) -> list[dict]:
+    """`SATURATING_GOALS` as `folder`'s bench at the grid's shapes reads them (met None where it did not run)."""
+    path = folder / "bench_grid.json"
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else []
+    found = []
+    for goal, what in SATURATING_GOALS:
+        read = [r for r in rows if "saturating" in r["what"] and what in r["what"] and r["met"] is not None]
+        value = ", ".join(f"{r['model'].removesuffix(' (random)')}: {r['ratio']:.2f}×" for r in read)
+        found.append({"goal": goal, "value": value or "not run", "met": all(r["met"] for r in read) if read else None})
+    return found
 
 
 def folder_estimate(folder: Path) -> tuple[dict, dict] | None:
@@ -406,7 +421,7 @@ def folder_estimate(folder: Path) -> tuple[dict, dict] | None:
 
 
 def goals(folder: Path) -> list[dict]:
-    """Issue 54's goals as `folder` reads them: {goal, value, met}; met is None where a step did not run."""
+    """Issues 54's and 72's goals as `folder` reads them: {goal, value, met}; met is None where a step did not run."""
     found = []
     est = (folder_estimate(folder) or (None, None))[1]
     for goal, model, hours, ratio in HOUR_GOALS:
@@ -420,7 +435,7 @@ def goals(folder: Path) -> list[dict]:
             value = ", ".join(f"{r['model'].removesuffix(' (random)')} n = {r['n']}: {r['ratio']:.2f}×" for r in read)
             found.append({"goal": f"{goal}, {'float32' if dtype == 'fp32' else dtype}", "value": value or "not run",
                           "met": all(r["met"] for r in read) if read else None})
-    return found
+    return found + _saturating_goals(folder)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -345,19 +345,18 @@ def gpu_table_block(folder: Path | None = None) -> str:
 
 
 def gpu_estimate_block(folder: Path | None = None) -> str:
-    """The full grid's estimate from the newest GPU check's cost (grid_estimate.py's tables as it printed them), and
-    the estimate's goals."""
+    """The full grid's estimate from the newest GPU check's cost (grid_estimate.py's tables as it prints them, its
+    goals' table among them: now, and as issue 72's changes predict)."""
     folder = _gpu_folder(folder)
     if folder is None:
         return NO_GPU_RUN
     gc = _gpu_check()
-    hours = [g for g in gc.goals(folder) if g["goal"] in {h[0] for h in gc.HOUR_GOALS}]
     made = gc.folder_estimate(folder)
     import grid_estimate  # beside gpu_check, on the path _gpu_check set
 
     printed = ("`python benchmarks/grid_estimate.py` over the folder's cost files:\n\n"
                f"{grid_estimate.report(*made).strip()}" if made else "The estimate step did not run.")
-    return "\n".join([_gpu_header(gc, folder), "", printed, "", *_goal_rows(hours)])
+    return "\n".join([_gpu_header(gc, folder), "", printed])
 
 
 #: The layers from the top (`tests/unit/test_layering.py` has them from the bottom).
