@@ -41,6 +41,11 @@ from papa.tasks.registry import POSITION_KINDS
 WARMUP_STEPS = 2
 #: The backend of the ``compiled`` mode (tests pass ``aot_eager``, which generates no code).
 DEFAULT_BACKEND = "inductor"
+#: Graphs the compiled step's loss may hold (the compiler's ``recompile_limit`` while it runs; its default is 8).
+#: Probes of one shape share a graph (their parameters are the graph's inputs), but a grid adds one per head
+#: configuration its backbone trains in (trained constants at each fraction) and batch shape (the ragged last batch);
+#: under ``fullgraph=True`` the compiler's default limit would stop a grid after its fourth such point.
+COMPILED_GRAPHS = 256
 
 Batch = tuple[torch.Tensor, ...]
 #: What a step computes from a batch's device tensors: (features [B, L+1, n, d], attention mask [B, n], labels).
@@ -227,7 +232,7 @@ class CompiledStep:
             self._warm(batch)
         if device.type == "cuda":
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
-        with _uncached_autocast(device):
+        with _uncached_autocast(device), torch._dynamo.config.patch(recompile_limit=COMPILED_GRAPHS):
             loss = self.loss(*batch)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
