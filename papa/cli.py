@@ -12,9 +12,9 @@ from pathlib import Path
 
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS,
                                    DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION,
-                                   JOB_ACTIONS, LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES,
+                                   DEFAULT_STEP_MODE, JOB_ACTIONS, LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES,
                                    PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS, PROFILE_NAMES, REPRODUCTION_LAYOUT,
-                                   ROUNDINGS, SELECTION_METHODS, SPLITS, SUBMITIT_CLUSTERS)
+                                   ROUNDINGS, SELECTION_METHODS, SPLITS, STEP_MODES, SUBMITIT_CLUSTERS)
 from papa.method.models import DEFAULT_MODEL
 from papa.reproduce.batch import Batch
 from papa.tasks.registry import task_names
@@ -46,7 +46,7 @@ def _grid_config(args: argparse.Namespace, **overrides):
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
                   force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
                   probe_inputs=args.probe_inputs, precision=getattr(args, "precision", DEFAULT_PRECISION),
-                  compile=getattr(args, "compile", False),
+                  compile=getattr(args, "compile", False), steps=getattr(args, "steps", DEFAULT_STEP_MODE),
                   batch_order=getattr(args, "batch_order", DEFAULT_BATCH_ORDER),
                   constants_file=getattr(args, "constants_file", None))
     values.update(overrides)
@@ -342,6 +342,11 @@ def _grid_parent() -> argparse.ArgumentParser:
     grid.add_argument("--compile", action="store_true",
                       help="compile the backbone (torch.compile: one graph per head configuration); recorded in "
                            "every row as execution=compiled")
+    grid.add_argument("--steps", default=DEFAULT_STEP_MODE, choices=STEP_MODES,
+                      help=f"how each training step runs (default: {DEFAULT_STEP_MODE!r}, the reference): 'graphed' "
+                           "replays a CUDA graph of the whole step (CUDA only), 'compiled' compiles it "
+                           "(torch.compile, reduce-overhead); results equal eager's within float rounding; recorded "
+                           "in a row's extra as steps=<mode> when not eager (papa.probing.step_modes)")
     grid.add_argument("--batch-order", default=DEFAULT_BATCH_ORDER, choices=BATCH_ORDERS,
                       help=f"{DEFAULT_BATCH_ORDER!r} (default, the protocol's): each seed shuffles the whole split "
                            "every epoch; 'blocks': the backbone runs over a block of examples once per epoch and "

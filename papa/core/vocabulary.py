@@ -89,6 +89,11 @@ DEFAULT_PRECISION = PRECISIONS[0]
 # Whether a grid's backbone runs eagerly (the default) or compiled (`--compile`: one graph per head configuration).
 EXECUTIONS = ("eager", "compiled")
 DEFAULT_EXECUTION = EXECUTIONS[0]
+# How each optimizer step of a probe's training runs (`--steps`, papa.probing.step_modes): eagerly (the default, the
+# reference), replayed from a CUDA graph captured once per batch shape ("graphed", CUDA only), or compiled
+# (torch.compile, mode "reduce-overhead": CUDA graphs under the compiler on a GPU).
+STEP_MODES = ("eager", "graphed", "compiled")
+DEFAULT_STEP_MODE = STEP_MODES[0]
 
 # ---- the paper's tasks and models --------------------------------------------------------------------------------
 

@@ -194,13 +194,28 @@ class FeatureSource:
 
     def __call__(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features, attention_mask, labels) of the examples `idx`, on the model's device."""
+        return self.from_fetched(*self.fetch(idx))
+
+    def fetch(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """What the examples `idx` need on the model's device before `from_fetched` gives their features: the stored
+        features, or the backbone's inputs (attention mask, labels, then each model input)."""
         idx = idx.cpu()  # the split lives on the CPU
         inputs, labels = self.data.batch(idx)
         mask = inputs["attention_mask"].to(self.device)
         if self.store is not None:
-            feats = self.store.get(idx, self.device)
-        else:
-            with torch.set_grad_enabled(self.trainable_backbone and torch.is_grad_enabled()):
-                feats = hidden_features(self.model, {k: v.to(self.device) for k, v in inputs.items()},
-                                        self.data.last_layer_only)
-        return feats, mask, labels.to(self.device)
+            return self.store.get(idx, self.device), mask, labels.to(self.device)
+        return (mask, labels.to(self.device), *(inputs[k].to(self.device) for k in self._input_names()))
+
+    def from_fetched(self, *batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(features, attention_mask, labels) from what `fetch` gave: the stored features as they are, else the
+        backbone's pass over the inputs (with a gradient when the backbone trains). A training step of
+        `papa.probing.step_modes` calls it inside its graph, so that a trainable backbone's pass is captured too."""
+        if self.store is not None:
+            return batch
+        mask, labels, *values = batch
+        with torch.set_grad_enabled(self.trainable_backbone and torch.is_grad_enabled()):
+            feats = hidden_features(self.model, dict(zip(self._input_names(), values)), self.data.last_layer_only)
+        return feats, mask, labels
+
+    def _input_names(self) -> tuple[str, ...]:
+        return tuple(self.data.inputs)

@@ -18,25 +18,33 @@ from papa.probing.checkpoint import TrainingCheckpoint
 from papa.probing.features import FeatureSource, padded_features
 from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
-from papa.probing.probes import IGNORE_INDEX, LMHeadProbe, SentenceProbe, TokenProbe, mlm_probe, probe_loss
+from papa.core.vocabulary import DEFAULT_STEP_MODE
+from papa.probing.probes import IGNORE_INDEX, LMHeadProbe, SentenceProbe, TokenProbe, mlm_probe
+from papa.probing.step_modes import (DEFAULT_BACKEND, check_step_mode, fetcher, given_features, make_step,
+                                     new_optimizer, step_logits)
 from papa.tasks.metrics import compute_metric
-from papa.tasks.registry import POSITION_KINDS, TaskSpec
+from papa.tasks.registry import TaskSpec
 
 
 @dataclass(frozen=True)
 class TrainSettings:
     """How one probe is trained: Table 3's values by default (`from_task`). `extra_learning_rate` is that of the
-    parameters trained beside the probe (`train_probe`'s `extra_parameters`, e.g. λ's θ; None: `learning_rate`)."""
+    parameters trained beside the probe (`train_probe`'s `extra_parameters`, e.g. λ's θ; None: `learning_rate`).
+    `step_mode` is how each optimizer step runs (`papa.probing.step_modes`: eager, the reference, by default;
+    graphed or compiled), `step_backend` the compiler backend of the compiled mode."""
 
     learning_rate: float
     batch_size: int
     epochs: int
     extra_learning_rate: float | None = None
+    step_mode: str = DEFAULT_STEP_MODE
+    step_backend: str = DEFAULT_BACKEND
 
     @classmethod
-    def from_task(cls, spec: TaskSpec, epochs: int | None = None) -> "TrainSettings":
+    def from_task(cls, spec: TaskSpec, epochs: int | None = None,
+                  step_mode: str = DEFAULT_STEP_MODE) -> "TrainSettings":
         h = spec.hparams
-        return cls(h.learning_rate, h.batch_size, h.epochs if epochs is None else epochs)
+        return cls(h.learning_rate, h.batch_size, h.epochs if epochs is None else epochs, step_mode=step_mode)
 
 
 def make_probe(spec: TaskSpec, model, max_length: int, vocab_size: int | None = None) -> nn.Module:
@@ -55,20 +63,6 @@ def make_probe(spec: TaskSpec, model, max_length: int, vocab_size: int | None = 
     if spec.vocabulary_targets:  # MLM and LM probe: a vocabulary-sized decoder trained from scratch on every layer
         return mlm_probe(layers, d, vocab_size or model.config.vocab_size)
     raise ValueError(f"task {spec.name!r} has unknown kind {spec.kind!r}")
-
-
-def _loss_kind(kind: str) -> str:
-    return "sentence" if kind in ("sentence", "pair") else kind
-
-
-def _forward(probe: nn.Module, kind: str, feats, mask, labels):
-    """(logits, labels) aligned for the loss. Token-level kinds classify only the positions that have a target:
-    the others' logits would be ignored by the loss and the metric, and computing them is most of a token probe's
-    time (one labelled sub-token per word, a few per 128 slots)."""
-    if kind in POSITION_KINDS:
-        select = labels != IGNORE_INDEX
-        return probe(feats, mask, select=select), labels[select]
-    return probe(feats, mask), labels
 
 
 def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: TrainSettings, *, seed: int,
@@ -118,8 +112,12 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
     if block_examples < settings.batch_size:
         raise ValueError(f"blocks of {block_examples} examples hold less than one batch of {settings.batch_size}")
     block_examples -= block_examples % settings.batch_size  # whole batches: a seed's batches never straddle blocks
-    members = [(probe, torch.optim.AdamW(probe.parameters(), lr=settings.learning_rate, weight_decay=0.0),
-                torch.Generator().manual_seed(seed), []) for probe, seed in zip(probes, seeds)]
+    mode = _checked_mode(settings, probes)
+    members = []
+    for probe, seed in zip(probes, seeds):
+        optimizer = new_optimizer(mode, [{"params": list(probe.parameters()), "lr": settings.learning_rate}])
+        step = make_step(mode, probe, optimizer, kind, given_features, backend=settings.step_backend)
+        members.append((probe, step, torch.Generator().manual_seed(seed), []))
     for probe, *_ in members:
         probe.train()
     n = len(data)
@@ -132,11 +130,11 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
             feats = padded_features(model, data, block)
             inputs, labels = data.batch(block)
             mask, labels = inputs["attention_mask"].to(feats.device), labels.to(feats.device)
-            for probe, optimizer, generator, losses in members:
+            for probe, step, generator, losses in members:
                 order = torch.randperm(len(block), generator=generator)
                 for first in range(0, len(block), settings.batch_size):
                     rows = order[first:first + settings.batch_size].to(feats.device)
-                    losses.append(_step(probe, optimizer, kind, feats[rows], mask[rows], labels[rows]))
+                    losses.append(step((feats[rows], mask[rows], labels[rows])))
             bar.update(1)
     bar.close()
     for probe, *_ in members:
@@ -144,14 +142,10 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
     return [torch.stack(losses).tolist() for *_, losses in members]
 
 
-def _step(probe: nn.Module, optimizer, kind: str, feats, mask, labels) -> torch.Tensor:
-    """One optimizer step on a batch; its loss, left on the device (a read per step would wait for it)."""
-    logits, targets = _forward(probe, kind, feats, mask, labels)
-    loss = probe_loss(_loss_kind(kind), logits, targets)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return loss.detach()
+def _checked_mode(settings: TrainSettings, probes: Sequence[nn.Module]) -> str:
+    """The settings' step mode, refused (`check_step_mode`) where the probes' device cannot run it."""
+    device = next((p.device for probe in probes for p in probe.parameters()), torch.device("cpu"))
+    return check_step_mode(settings.step_mode, device)
 
 
 @dataclass
@@ -167,13 +161,14 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
            desc: str, on_step: Callable[[int], None] | None = None,
            checkpoint: TrainingCheckpoint | None = None) -> list[list[float]]:
     """The training loop of `train_probe` and `train_probes`: AdamW per member, the members' steps interleaved."""
+    mode = _checked_mode(settings, [m.probe for m in members])
     trained = []
     for m in members:
         groups = [g for g in m.groups if g["params"]]
         if not groups:
             m.probe.eval()
             continue
-        trained.append((m, torch.optim.AdamW(groups, weight_decay=0.0), torch.Generator().manual_seed(m.seed), []))
+        trained.append((m, new_optimizer(mode, groups), torch.Generator().manual_seed(m.seed), []))
     if not trained:
         return [[] for _ in members]
     if checkpoint is not None and len(trained) != 1:
@@ -187,8 +182,12 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
         trained[0][3].extend(resumed.losses)
     bar = tqdm(total=total * len(trained), initial=steps * len(trained), desc=desc, unit="step",
                disable=not progress, leave=False)
+    fetch, features = fetcher(source)
+    # made after the restore: a graph captures the optimizer's state tensors as they are from here on
+    runners = [make_step(mode, m.probe, optimizer, kind, features, backend=settings.step_backend)
+               for m, optimizer, _, _ in trained]
     with nullcontext() if checkpoint is None else checkpoint.stopping_between_steps():
-        _epochs(trained, kind, source, settings, steps, resumed, bar, on_step, checkpoint)
+        _epochs(trained, runners, (fetch, source), settings, steps, resumed, bar, on_step, checkpoint)
     bar.close()
     read = {id(m): torch.stack(losses).tolist() for m, _, _, losses in trained}
     for m in members:
@@ -196,9 +195,11 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
     return [read.get(id(m), []) for m in members]
 
 
-def _epochs(trained: list, kind: str, source: FeatureSource, settings: TrainSettings, steps: int, resumed,
+def _epochs(trained: list, runners: list, reading: tuple, settings: TrainSettings, steps: int, resumed,
             bar, on_step: Callable[[int], None] | None, checkpoint: TrainingCheckpoint | None) -> None:
-    """`_train`'s epochs from step `steps` on (a resumed run's: `resumed`)."""
+    """`_train`'s epochs from step `steps` on (a resumed run's: `resumed`); each member's step is its runner's
+    (`papa.probing.step_modes`) on the batch `fetch` reads (`reading`: fetch and the source)."""
+    fetch, source = reading
     n, per_epoch = len(source.data), _steps_per_epoch(source, settings)
     total = settings.epochs * per_epoch
     for epoch in range(steps // per_epoch, settings.epochs):
@@ -208,8 +209,8 @@ def _epochs(trained: list, kind: str, source: FeatureSource, settings: TrainSett
         else:  # the seed decides the order on any device
             orders = [torch.randperm(n, generator=generator, device="cpu") for _, _, generator, _ in trained]
         for start in range(first * settings.batch_size, n, settings.batch_size):
-            for (m, optimizer, _, losses), order in zip(trained, orders):
-                losses.append(_step(m.probe, optimizer, kind, *source(order[start:start + settings.batch_size])))
+            for (_, _, _, losses), run, order in zip(trained, runners, orders):
+                losses.append(run(fetch(order[start:start + settings.batch_size])))
             steps += 1
             if on_step is not None:
                 on_step(steps)
@@ -243,7 +244,7 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
     for start in range(0, n, batch_size):
         idx = torch.arange(start, min(start + batch_size, n))
         feats, mask, labels = source(idx)
-        logits, targets = _forward(probe, spec.kind, feats, mask, labels)
+        logits, targets = step_logits(probe, spec.kind, feats, mask, labels)
         if spec.vocabulary_targets:
             if return_predictions:
                 batch_loss, loss, tokens = _example_losses(logits, targets, labels)
@@ -279,7 +280,7 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
 def _example_losses(logits: torch.Tensor, targets: torch.Tensor, labels: torch.Tensor
                     ) -> tuple[float, torch.Tensor, torch.Tensor]:
     """The batch's summed cross-entropy, with each row's sum (float64, CPU) and number of scored tokens, from the
-    selected positions' logits (in row order, as `_forward` selects them).
+    selected positions' logits (in row order, as `step_logits` selects them).
 
     `cross_entropy` is `nll_loss` of `log_softmax` (so ATen computes it, on every device): the batch's sum is the
     one `cross_entropy(reduction="sum")` gives, bit for bit, and the vocabulary-sized softmax runs once, not twice.

@@ -35,7 +35,7 @@ import torch
 from papa.core import distributed
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
-from papa.core.vocabulary import PAPER_PROBE_INPUTS, RANKED
+from papa.core.vocabulary import DEFAULT_STEP_MODE, PAPER_PROBE_INPUTS, RANKED
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.precision import backbone_autocast, compiled_backbone, matmul_precision
 from papa.method.selection import num_input_dependent, parse_selection, replaced_heads, replacement_order
@@ -161,7 +161,7 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
     (papa.probing.feature_store), then the seeds' probes trained together over the store (`train_probes`: each as
     it would be alone)."""
     cfg, key = s.cfg, point.key
-    settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
+    settings = TrainSettings.from_task(s.spec, epochs=point.epochs, step_mode=cfg.steps)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
     blocks = training and point.config["batch_order"] == "blocks"
     standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
@@ -220,7 +220,7 @@ def _run_trained(s: Session, point: _Point, seeds: list[int], ids: dict[int, str
     alone, from the initial constants."""
     cfg, ctrl, key = s.cfg, s.controller, point.key
     initial = ctrl.constants.detach().clone()
-    settings = TrainSettings.from_task(s.spec, epochs=point.epochs)
+    settings = TrainSettings.from_task(s.spec, epochs=point.epochs, step_mode=cfg.steps)
     statistics = None  # of the features at the initial constants, once per point (papa.probing.standardize)
     for seed in seeds:
         start = time.perf_counter()
@@ -276,7 +276,15 @@ def _record(s: Session, point: _Point, seed: int, run: str, value: float, predic
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": store in STORED, "feature_store": store})])
+                           "features_cached": store in STORED, "feature_store": store, **_steps_record(s)})])
+
+
+def _steps_record(s: Session) -> dict[str, str]:
+    """How the run's training steps ran, for its row's `extra` (papa.probing.step_modes): nothing for eager steps,
+    the reference, so rows and their pages stay as they were; else ``steps``. The step mode changes results by float
+    rounding at most, so it is recorded but not hashed into the run id: a point finished in one mode is not run again
+    in another (``force`` runs it again)."""
+    return {} if s.cfg.steps == DEFAULT_STEP_MODE else {"steps": s.cfg.steps}
 
 
 def statistics_path(out_dir: str | Path, point_id: str) -> Path:

@@ -12,7 +12,7 @@ from papa.core import distributed
 from papa.core.errors import InputError
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
-from papa.core.vocabulary import PAPER_PROBE_INPUTS, RANKED
+from papa.core.vocabulary import DEFAULT_STEP_MODE, PAPER_PROBE_INPUTS, RANKED
 from papa.method.rankings import HeadRanking, load_ranking
 from papa.method.selection import parse_selection
 from papa.probing.checkpoint import TrainingCheckpoint
@@ -46,7 +46,7 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     rank_data = subset(s.train, prof.rank_limit, prof.sample)
     if part:
         rank_data = _disjoint_rank_data(s, len(rank_data), part)
-    settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs)
+    settings = TrainSettings.from_task(s.spec, epochs=prof.rank_epochs, step_mode=cfg.steps)
     lambda_lr = prof.rank_lr or settings.learning_rate
     wanted = {"examples": len(rank_data), "epochs": settings.epochs, "learning_rate": settings.learning_rate,
               "lambda_learning_rate": lambda_lr, "probe_inputs": cfg.probe_inputs}
@@ -64,6 +64,8 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     checkpoint = None
     if distributed.world_size() == 1:  # one process owns the file; distributed λ learning starts over
         identity = {"ranking": path.name, "task": cfg.task, "seed": seed, **wanted}
+        if cfg.steps != DEFAULT_STEP_MODE:  # a run resumes in the arithmetic it started in (eager's identity as it was)
+            identity["steps"] = cfg.steps
         checkpoint = TrainingCheckpoint(checkpoint_path(path), identity)
         if cfg.force:
             checkpoint.remove()

@@ -19,7 +19,7 @@ from papa.core.errors import Arg, InputError
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_PRECISION,
-                                  NONE)
+                                  DEFAULT_STEP_MODE, NONE)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
@@ -31,6 +31,7 @@ from papa.method.selection import ROUNDINGS, fraction_label, parse_selection
 from papa.probing.feature_store import check_settings as check_feature_settings
 from papa.probing.features import EncodedTask, encode_task
 from papa.probing.standardize import probe_inputs_for
+from papa.probing.step_modes import check_step_mode
 from papa.runs.constants_cache import ConstantsSource, cached_average_constants
 from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.runs.results import ResultsTable
@@ -46,7 +47,8 @@ class GridConfig:
     takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16); `probe_inputs`
     None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
     papa.probing.standardize); `precision` and `compile` say how the backbone runs (papa.method.precision: float32
-    and eager, the protocol's, by default); `batch_order` the order of the probes' training batches (`BATCH_ORDERS`:
+    and eager, the protocol's, by default); `steps` how each training step runs (papa.probing.step_modes: eager by
+    default; graphed, CUDA only, or compiled); `batch_order` the order of the probes' training batches (`BATCH_ORDERS`:
     "blocks" for features that fit no store, papa.probing.training.train_probes_in_blocks); `constants_file` the
     average constants to use (a file `papa extract` wrote for this model, length and layout) instead of those the grid
     extracts (`constants_source`); runs on a file over another corpus record that corpus."""
@@ -69,6 +71,7 @@ class GridConfig:
     probe_inputs: str | None = None
     precision: str = DEFAULT_PRECISION
     compile: bool = False
+    steps: str = DEFAULT_STEP_MODE
     batch_order: str = DEFAULT_BATCH_ORDER
     constants_file: str | None = None
 
@@ -120,6 +123,7 @@ def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfi
     check_precision(cfg.precision, device)
     if not isinstance(cfg.compile, bool):
         raise InputError(f"compile must be True or False, got {cfg.compile!r}")
+    check_step_mode(cfg.steps, device)
     if cfg.batch_order not in BATCH_ORDERS:
         fix = Arg("batch_order", DEFAULT_BATCH_ORDER)
         raise InputError(f"unknown batch order {cfg.batch_order!r}: choose one of {', '.join(BATCH_ORDERS)} (give "

@@ -184,6 +184,12 @@ CASES: dict[str, dict] = {
         sites={("method/precision.py", "precision"), ("method/precision.py", "device")},
         library_says=["precision='float32'", "precision='bf16'", "device='cuda'"],
         cli_says=["--precision float32", "--precision bf16", "--device cuda"]),
+    "graphed steps on the CPU": dict(
+        library=lambda tmp, mp: GridConfig(task="sst2", steps="graphed").resolved(),
+        cli=lambda tmp: ["probe", "--task", "sst2", "--steps", "graphed", "--out", str(tmp / "out"), "--quiet"],
+        sites={("probing/step_modes.py", "steps"), ("probing/step_modes.py", "device")},
+        library_says=["steps='eager'", "steps='compiled'", "device='cuda'"],
+        cli_says=["--steps eager", "--steps compiled", "--device cuda"]),
     "unknown batch order": dict(
         library=lambda tmp, mp: GridConfig(task="sst2", batch_order="shuffled").resolved(),
         cli=None,  # argparse's choices refuse it first

@@ -1,0 +1,281 @@
+"""Training steps without launch overhead (issue 72): eager vs graphed vs compiled steps at the grid's shapes.
+
+    python benchmarks/steps.py --hub DIR --device cuda --json steps.json [--precision bf16] [--peak-tflops 989]
+    python benchmarks/steps.py --smoke --device cpu --json smoke.json      # tiny sizes, under a minute on a CPU
+
+DIR holds the paper's model folders (``bert-base-uncased/``, ``roberta-large/``: config.json and tokenizer files);
+the models are built from their configs with seeded random weights (time does not depend on the weights' values).
+Each task runs at Table 3's batch size and length (`papa.tasks.registry`), on synthetic rows (a quarter padding).
+
+Three steps (`kind`), each in every step mode (`papa.probing.step_modes`: eager, graphed on CUDA, compiled):
+
+* ``stored``: a probe's step over stored features (half the heads replaced when they were stored), as a frozen grid
+  point's seeds train;
+* ``lambda``: a λ step (every head mixed, θ and the probe trained, backward through the backbone);
+* ``trainable``: a trained-constants step (every head replaced by trainable constants, Q/K dropped where the model
+  allows), under the precision's autocast as the runner runs it.
+
+A kind's modes are timed in one round-robin call (`bench.interleaved`: medians of `--repeats` rounds of `--steps`
+steps after an untimed round that compiles and captures), so every ratio to eager divides two medians of one call.
+FLOPs per step are counted, not measured: the backbone's multiply-accumulates (`papa.method.cost.model_cost`, every
+slot) x 2 for the forward, x 2 again for λ and trained constants (the backward to the activations, no weight
+gradients), plus the probe's forward and backward (x 3); TFLOP/s divides them by the median step, and the share of
+peak divides that by the device's dense peak (`--peak-tflops`, else `PEAKS` by device name and precision).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from contextlib import nullcontext
+from pathlib import Path
+from types import SimpleNamespace
+
+import torch
+
+import papa
+from papa.core.vocabulary import PRECISIONS, STEP_MODES
+from papa.method.attention_free import query_key_dropped_while
+from papa.method.constants import data_free_constants
+from papa.method.cost import model_cost
+from papa.method.precision import backbone_autocast, check_precision
+from papa.method.selection import heads_to_replace, replacement_order
+from papa.probing.features import FeatureSource
+from papa.probing.step_modes import DEFAULT_BACKEND, check_step_mode, fetcher, make_step, new_optimizer
+from papa.probing.training import make_probe
+from papa.tasks.registry import POSITION_KINDS, get_task
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import _cpu_name, interleaved  # noqa: E402  (the suite's timing call: round-robin medians, warm-up discarded)
+from full_cost import synthetic_task  # noqa: E402
+
+MODELS = ("bert-base-uncased", "roberta-large")
+TASKS = ("sst2", "mnli", "ner")       # a sentence task, Table 3's longest (n = 256, batch 8), a token task
+KINDS = ("stored", "lambda", "trainable")
+#: Dense peaks in TFLOP/s (no sparsity) by a device-name fragment and precision: float32 on CUDA cores, TF32 and
+#: bf16 on tensor cores (NVIDIA's data sheets, SXM parts).
+PEAKS = {("H100", "float32"): 67.0, ("H100", "tf32"): 494.7, ("H100", "bf16"): 989.4,
+         ("H200", "float32"): 67.0, ("H200", "tf32"): 494.7, ("H200", "bf16"): 989.4,
+         ("A100", "float32"): 19.5, ("A100", "tf32"): 156.0, ("A100", "bf16"): 312.0}
+#: --smoke: a tiny BERT, short rows, small batches (every code path, no hub folder needed).
+SMOKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000,
+             max_position_embeddings=64)
+SMOKE_SHAPE = {"n": 16, "batch_size": 4}
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--hub", type=Path, help="folder of the models' config folders (not needed with --smoke)")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--models", nargs="+", default=list(MODELS))
+    p.add_argument("--tasks", nargs="+", default=list(TASKS))
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    p.add_argument("--modes", nargs="+", default=None, choices=STEP_MODES,
+                   help="default: every mode the device runs (graphed only on CUDA)")
+    p.add_argument("--precision", default="float32", choices=PRECISIONS)
+    p.add_argument("--backend", default=None, help=f"compiled mode's backend (default {DEFAULT_BACKEND}; "
+                                                   "--smoke: aot_eager, which generates no code)")
+    p.add_argument("--steps", type=int, default=None, help="steps per timed call (default 10; --smoke 3)")
+    p.add_argument("--repeats", type=int, default=None, help="timed rounds, medians (default 3; --smoke 2)")
+    p.add_argument("--peak-tflops", type=float, default=None, help="the device's dense peak (default: PEAKS)")
+    p.add_argument("--smoke", action="store_true", help="a tiny model and shapes: every path in under a minute")
+    p.add_argument("--json", type=Path, required=True, help="where to write the rows")
+    return p.parse_args(argv)
+
+
+def check(args: argparse.Namespace) -> argparse.Namespace:
+    """Every input checked before any work; the defaults that depend on others filled in."""
+    if args.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: CUDA is not available here; give --device cpu")
+    args.modes = args.modes or [m for m in STEP_MODES if m != "graphed" or args.device == "cuda"]
+    for mode in args.modes:
+        try:
+            check_step_mode(mode, args.device)
+        except ValueError as exc:
+            raise SystemExit(f"--modes {mode}: {exc}") from None
+    try:
+        check_precision(args.precision, args.device)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
+    for name, default, smoke in (("steps", 10, 3), ("repeats", 3, 2)):
+        if getattr(args, name) is None:
+            setattr(args, name, smoke if args.smoke else default)
+        if getattr(args, name) < 1:
+            raise SystemExit(f"--{name} must be at least 1, got {getattr(args, name)}")
+    if args.peak_tflops is not None and not args.peak_tflops > 0:
+        raise SystemExit(f"--peak-tflops must be positive, got {args.peak_tflops}")
+    for task in args.tasks:
+        if not get_task(task).trains_probe:
+            raise SystemExit(f"--tasks {task}: it trains no probe, so it has no training step")
+    if not args.smoke:
+        if args.hub is None or not args.hub.is_dir():
+            raise SystemExit(f"--hub {args.hub}: give the folder holding the models' config folders (or --smoke)")
+        missing = [m for m in args.models if not (args.hub / m.replace("/", "--") / "config.json").is_file()]
+        if missing:
+            raise SystemExit(f"no config.json for {', '.join(missing)} under --hub {args.hub}")
+    if not args.json.parent.is_dir():
+        raise SystemExit(f"--json {args.json}: its folder {args.json.parent} does not exist")
+    args.backend = args.backend or ("aot_eager" if args.smoke else DEFAULT_BACKEND)
+    return args
+
+
+def build(name: str, args: argparse.Namespace):
+    """(label, model in eval mode on the device, pad id) of a random-weight model from its config."""
+    from transformers import AutoConfig, AutoModel, BertConfig
+
+    config = BertConfig(**SMOKE) if args.smoke else AutoConfig.from_pretrained(args.hub / name.replace("/", "--"))
+    torch.manual_seed(0)
+    model = AutoModel.from_config(config).to(args.device).eval()
+    return ("tiny-bert" if args.smoke else name), model, config.pad_token_id or 0
+
+
+def peak(args: argparse.Namespace) -> float | None:
+    """The device's dense peak in TFLOP/s: --peak-tflops, else `PEAKS`' entry for its name, else None."""
+    if args.peak_tflops is not None:
+        return args.peak_tflops
+    if args.device != "cuda":
+        return None
+    name = torch.cuda.get_device_name()
+    return next((v for (part, precision), v in PEAKS.items() if part in name and precision == args.precision), None)
+
+
+def step_flops(model, spec, kind: str, n: int, batch: int, num_labels: int) -> float:
+    """FLOPs of one step (module docstring): backbone forward (and backward to activations), probe fwd + bwd."""
+    cfg = model.config
+    layers, d = cfg.num_hidden_layers + 1, cfg.hidden_size
+    if spec.kind in POSITION_KINDS:  # every slot classified, as the graphed and compiled steps do
+        probe_macs = n * (layers * d * d + d * num_labels)
+    else:
+        probe_macs = layers * n * d + layers * d * d + d * num_labels
+    flops = 3 * 2 * probe_macs * batch
+    if kind != "stored":
+        replaced = 1.0 if kind == "trainable" else 0.0
+        flops += 2 * 2 * model_cost(cfg, n, replaced_share=replaced).total * batch
+    return float(flops)
+
+
+class KindBench:
+    """One model, task and kind: the heads set as the runner sets them, the batches, one trained probe per mode."""
+
+    def __init__(self, model, ctrl, task: str, kind: str, args: argparse.Namespace, pad: int):
+        self.model, self.ctrl, self.kind, self.args = model, ctrl, kind, args
+        self.spec = get_task(task)
+        h = self.spec.hparams
+        self.n, self.bs = (SMOKE_SHAPE["n"], SMOKE_SHAPE["batch_size"]) if args.smoke else (h.max_length, h.batch_size)
+        vocab = model.config.vocab_size
+        self.data = synthetic_task(self.spec, SimpleNamespace(pad_token_id=pad), self.bs * args.steps, self.n, vocab)
+        self.num_labels = vocab if self.spec.vocabulary_targets else self.spec.num_labels
+        self.batches = [torch.arange(i, i + self.bs) for i in range(0, len(self.data), self.bs)]
+
+    def heads(self) -> list:
+        """Set the kind's heads; the parameters its step trains beside the probe."""
+        ctrl = self.ctrl
+        ctrl.set_constants(data_free_constants("toeplitz", ctrl.signature, self.n), trainable=self.kind == "trainable")
+        ctrl.keep_all()
+        if self.kind == "stored":  # the features a frozen point stores: half the heads replaced
+            order = replacement_order("random", ctrl.num_layers, ctrl.num_heads, seed=0)
+            ctrl.replace(heads_to_replace(order, "1/2", ctrl.num_layers, ctrl.num_heads, "down"))
+            return []
+        if self.kind == "lambda":
+            ctrl.mix()
+            return [ctrl.theta]
+        ctrl.replace()
+        return [ctrl.constants]
+
+    def runner(self, mode: str, source, extra: list):
+        """A timed call of `mode`: `--steps` steps of a fresh probe (its own optimizer and step) over the batches."""
+        torch.manual_seed(0)
+        probe = make_probe(self.spec, self.model, self.n, self.num_labels).to(self.args.device).train()
+        groups = [{"params": list(probe.parameters()), "lr": self.spec.hparams.learning_rate}]
+        if extra:
+            groups.append({"params": extra, "lr": self.spec.hparams.learning_rate})
+        fetch, features = fetcher(source)
+        step = make_step(mode, probe, new_optimizer(mode, groups), self.spec.kind, features, backend=self.args.backend)
+
+        def run() -> None:
+            with backbone_autocast(self.args.precision, self.args.device) if self.kind != "stored" else nullcontext():
+                for idx in self.batches:
+                    step(fetch(idx))
+        return run
+
+    def source(self) -> FeatureSource:
+        """The kind's features: stored once (on the device, or in host memory on a CPU), or the backbone's pass."""
+        if self.kind != "stored":
+            return FeatureSource(self.model, self.data, trainable_backbone=True, progress=False)
+        with backbone_autocast(self.args.precision, self.args.device):
+            return FeatureSource(self.model, self.data, trainable_backbone=False, progress=False,
+                                 folder=Path(tempfile.gettempdir()),
+                                 store="device" if self.args.device == "cuda" else "host")
+
+    def time(self) -> dict[str, float]:
+        """Median seconds per step of every mode, in one timing call."""
+        extra = self.heads()
+        dropped = query_key_dropped_while(self.ctrl, where_possible=True) if self.kind == "trainable" else nullcontext()
+        with dropped:
+            source = self.source()
+            variants = {mode: self.runner(mode, source, extra) for mode in self.args.modes}
+            t = interleaved(variants, self.args.repeats, torch.device(self.args.device), warmup=1)
+            source.close()
+        return {mode: seconds / len(self.batches) for mode, seconds in t.items()}
+
+
+def rows_of(label: str, model, task: str, kind: str, t: dict[str, float], args: argparse.Namespace,
+            bench: KindBench) -> list[dict]:
+    """The JSON rows of one kind's modes (module docstring)."""
+    flops = step_flops(model, bench.spec, kind, bench.n, bench.bs, bench.num_labels)
+    top = peak(args)
+    rows = []
+    for mode, seconds in t.items():
+        tflops = flops / seconds / 1e12
+        rows.append({"model": label, "task": task, "kind": kind, "mode": mode, "n": bench.n, "batch_size": bench.bs,
+                     "precision": args.precision, "device": _device_name(args.device), "backend": args.backend,
+                     "steps": args.steps, "repeats": args.repeats, "step_s": seconds, "flops_per_step": flops,
+                     "tflops": tflops, "peak_tflops": top, "peak_share": None if top is None else tflops / top,
+                     "speedup_vs_eager": t["eager"] / seconds if "eager" in t else None})
+    return rows
+
+
+def _device_name(device: str) -> str:
+    return torch.cuda.get_device_name() if device == "cuda" else _cpu_name()
+
+
+def table(rows: list[dict]) -> str:
+    """The rows as a Markdown table."""
+    def fmt(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+    lines = ["| model | task | n | batch | kind | mode | ms/step | × eager | TFLOP/s | % of peak |",
+             "|---|---|---:|---:|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        share = None if r["peak_share"] is None else 100 * r["peak_share"]
+        lines.append(f"| {r['model']} | {r['task']} | {r['n']} | {r['batch_size']} | {r['kind']} | {r['mode']} | "
+                     f"{1e3 * r['step_s']:.2f} | {fmt(r['speedup_vs_eager'], '.2f')} | {r['tflops']:.3f} | "
+                     f"{fmt(share, '.2f')} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = check(_arguments(argv))
+    models = ["tiny-bert"] if args.smoke else args.models
+    tasks = ["sst2", "ner"] if args.smoke and args.tasks == list(TASKS) else args.tasks
+    rows = []
+    for name in models:
+        label, model, pad = build(name, args)
+        ctrl = papa.attach(model)
+        try:
+            for task in tasks:
+                for kind in args.kinds:
+                    bench = KindBench(model, ctrl, task, kind, args, pad)
+                    torch._dynamo.reset()  # each kind compiles its own graphs
+                    rows += rows_of(label, model, task, kind, bench.time(), args, bench)
+                    print(table(rows[-len(args.modes):]).split("\n", 2)[-1], flush=True)
+        finally:
+            ctrl.detach()
+    print(table(rows))
+    args.json.write_text(json.dumps({"format": 1, "smoke": args.smoke, "rows": rows}, indent=1))
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

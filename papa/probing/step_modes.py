@@ -1,0 +1,266 @@
+"""How one optimizer step of a probe's training runs (issue 72): eagerly, replayed from a CUDA graph, or compiled.
+
+Every step of a probe's training (a plain probe over stored features, λ learning, trained constants) is one
+forward pass, its loss, the backward pass and an AdamW step. Run eagerly, each is hundreds of small kernel launches,
+and a step costs the same 2-4 ms per layer whatever the batch: the GPU waits on the launches. The modes
+(`STEP_MODES`):
+
+* ``eager``: the reference, the step as it always ran (`eager_step`), bit for bit.
+* ``graphed``: CUDA graphs. The first batches of the fixed layout's shape run eagerly (on a side stream, as CUDA
+  graph capture asks), then forward, loss, backward and the optimizer's step are captured once into a graph whose
+  inputs are static buffers; every later batch of that shape is copied into the buffers and the graph replayed.
+  AdamW is made ``capturable`` (its step count lives on the device). A batch of another shape (the ragged last batch
+  of an epoch) runs the same step eagerly, with the same optimizer and its state. CUDA only.
+* ``compiled``: `torch.compile` of the forward and loss (``fullgraph=True``; ``mode="reduce-overhead"`` with the
+  inductor backend, CUDA graphs on a GPU), and of the optimizer's step; one graph per batch shape.
+
+The graphed and compiled steps need static shapes: a probe of a kind labelled slot by slot (`POSITION_KINDS`)
+scores every position of the batch and the loss ignores the unlabelled ones (`step_logits` with ``dense``), where
+the eager step scores only the labelled positions (a data-dependent shape). The loss is the same function; the
+floats are equal within rounding, not bit for bit. Likewise a capturable AdamW computes its bias corrections on the
+device, in float32, rather than in Python: graph replay is bit for bit the graphed mode's own eager step (the same
+kernels), and within rounding of the ``eager`` mode. Under autocast each graphed or compiled step runs in an autocast
+of its own without the cast cache (a cached cast of a trained weight would be stale after its first update).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from contextlib import nullcontext
+from functools import partial
+
+import torch
+from torch import nn
+
+from papa.core.errors import Arg, InputError
+from papa.core.vocabulary import DEFAULT_STEP_MODE, STEP_MODES
+from papa.probing.probes import IGNORE_INDEX, probe_loss
+from papa.tasks.registry import POSITION_KINDS
+
+#: Eager steps of the captured shape before a graph is captured: AdamW's state and the libraries' lazy set-up
+#: (cuBLAS workspaces, autograd's streams) exist before capture, as CUDA graphs require.
+WARMUP_STEPS = 2
+#: The backend of the ``compiled`` mode (tests pass ``aot_eager``, which generates no code).
+DEFAULT_BACKEND = "inductor"
+#: Graphs the compiled step's loss may hold (the compiler's ``recompile_limit`` while it runs; its default is 8).
+#: Probes of one shape share a graph (their parameters are the graph's inputs), but a grid adds one per head
+#: configuration its backbone trains in (trained constants at each fraction) and batch shape (the ragged last batch);
+#: under ``fullgraph=True`` the compiler's default limit would stop a grid after its fourth such point.
+COMPILED_GRAPHS = 256
+
+Batch = tuple[torch.Tensor, ...]
+#: What a step computes from a batch's device tensors: (features [B, L+1, n, d], attention mask [B, n], labels).
+Features = Callable[..., tuple[torch.Tensor, torch.Tensor, torch.Tensor]]
+
+
+def check_step_mode(mode: str, device: str | torch.device) -> str:
+    """`mode` if it is known and can run on `device`; else an `InputError` saying what to give, before any work."""
+    if mode not in STEP_MODES:
+        fix = Arg("steps", DEFAULT_STEP_MODE)
+        raise InputError(f"unknown step mode {mode!r}: choose one of {', '.join(STEP_MODES)} (give {fix} for the "
+                         "reference)", advice=[fix])
+    if mode == "graphed" and torch.device(device).type != "cuda":
+        eager, compiled, cuda = Arg("steps", "eager"), Arg("steps", "compiled"), Arg("device", "cuda")
+        raise InputError(f"step mode 'graphed' replays CUDA graphs, and this run is on {device}: give {eager} or "
+                         f"{compiled}, or {cuda}", advice=[eager, compiled, cuda])
+    return mode
+
+
+def loss_kind(kind: str) -> str:
+    """The `probe_loss` kind of a task kind (a sentence pair is scored as a sentence)."""
+    return "sentence" if kind in ("sentence", "pair") else kind
+
+
+def step_logits(probe: nn.Module, kind: str, feats: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, *,
+                dense: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+    """(logits, labels) aligned for the loss. Token-level kinds classify only the positions that have a target: the
+    others' logits would be ignored by the loss and the metric, and computing them is most of a token probe's time
+    (one labelled sub-token per word, a few per 128 slots). With `dense` every position is classified (a static
+    shape, for graphs and the compiler) and the loss ignores the unlabelled ones."""
+    if kind in POSITION_KINDS and not dense:
+        select = labels != IGNORE_INDEX
+        return probe(feats, mask, select=select), labels[select]
+    return probe(feats, mask), labels
+
+
+def eager_step(probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, feats: torch.Tensor,
+               mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """One optimizer step on a batch; its loss, left on the device (a read per step would wait for it)."""
+    logits, targets = step_logits(probe, kind, feats, mask, labels)
+    loss = probe_loss(loss_kind(kind), logits, targets)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+def new_optimizer(mode: str, groups: Sequence[dict]) -> torch.optim.AdamW:
+    """The AdamW (no weight decay, as Table 3's setup) a step of `mode` updates: capturable for ``graphed``."""
+    if mode == "graphed":
+        return torch.optim.AdamW(groups, weight_decay=0.0, capturable=True)
+    return torch.optim.AdamW(groups, weight_decay=0.0)
+
+
+def fetcher(source) -> tuple[Callable[[torch.Tensor], Batch], Features]:
+    """How a step reads `source` (a `papa.probing.features.FeatureSource`, or any callable of example indices giving
+    (features, mask, labels)): `fetch(idx)`, the batch's device tensors, and `features(*batch)`, what the step
+    computes from them (for a trainable backbone the backbone's pass, so that a graph or the compiler holds it)."""
+    fetch, features = getattr(source, "fetch", None), getattr(source, "from_fetched", None)
+    if fetch is None or features is None:
+        return source, given_features
+    return fetch, features
+
+
+def given_features(feats: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The `Features` of a batch that is already (features, mask, labels): a source without `fetch`."""
+    return feats, mask, labels
+
+
+def _dense_loss(probe: nn.Module, kind: str, features: Features, *batch: torch.Tensor) -> torch.Tensor:
+    """The step's loss from a batch's device tensors, in static shapes (`step_logits` with ``dense``)."""
+    feats, mask, labels = features(*batch)
+    logits, targets = step_logits(probe, kind, feats, mask, labels, dense=True)
+    return probe_loss(loss_kind(kind), logits, targets)
+
+
+def _uncached_autocast(device: torch.device):
+    """The autocast in force on `device`'s type again, without the cast cache (module docstring); none if off."""
+    kind = device.type
+    if not torch.is_autocast_enabled(kind):
+        return nullcontext()
+    return torch.autocast(kind, dtype=torch.get_autocast_dtype(kind), cache_enabled=False)
+
+
+class EagerStep:
+    """The reference step (`eager_step`): features from the batch, then the probe's step."""
+
+    def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features):
+        self.probe, self.optimizer, self.kind, self.features = probe, optimizer, kind, features
+
+    def __call__(self, batch: Batch) -> torch.Tensor:
+        """One step on `batch`; its loss on the device."""
+        return eager_step(self.probe, self.optimizer, self.kind, *self.features(*batch))
+
+
+class GraphedStep:
+    """Steps replayed from a CUDA graph captured on the first batch shape seen (the fixed layout's), after
+    `warmup` eager steps of that shape; other shapes step eagerly with the same optimizer (module docstring)."""
+
+    def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
+                 warmup: int = WARMUP_STEPS):
+        if not all(g.get("capturable") for g in optimizer.param_groups):
+            raise ValueError("a graphed step needs a capturable optimizer: make it with new_optimizer('graphed', ...)")
+        self.probe, self.optimizer, self.kind, self.features = probe, optimizer, kind, features
+        self.warmup, self.warm = warmup, 0
+        self.shape: tuple | None = None           # the batch shape the graph is (to be) captured for
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static: Batch = ()
+        self.static_loss: torch.Tensor | None = None
+        self.replays = 0
+
+    def __call__(self, batch: Batch) -> torch.Tensor:
+        """One step on `batch`; its loss on the device (a copy: the graph's own is overwritten by the next replay)."""
+        shape = tuple((tuple(t.shape), t.dtype, t.device) for t in batch)
+        if self.shape is None:
+            self.shape = shape
+        if shape != self.shape:
+            return self._eager(batch)  # the ragged last batch: same kernels as the graph's, same optimizer state
+        if self.graph is None:
+            if self.warm < self.warmup:
+                self.warm += 1
+                return self._eager(batch, side_stream=True)
+            self._capture(batch)
+        for buffer, value in zip(self.static, batch):
+            buffer.copy_(value)
+        self.graph.replay()
+        self.replays += 1
+        return self.static_loss.clone()
+
+    def _eager(self, batch: Batch, side_stream: bool = False) -> torch.Tensor:
+        """The step run eagerly, in the graph's own arithmetic (its loss formulation, the capturable optimizer)."""
+        if not side_stream:
+            return self._eager_step(batch)
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            loss = self._eager_step(batch)
+        torch.cuda.current_stream().wait_stream(stream)
+        return loss
+
+    def _eager_step(self, batch: Batch) -> torch.Tensor:
+        with _uncached_autocast(batch[0].device):
+            loss = _dense_loss(self.probe, self.kind, self.features, *batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer.step()
+        return loss.detach()
+
+    def _capture(self, batch: Batch) -> None:
+        """Capture forward, loss, backward and the optimizer's step on static copies of `batch`'s tensors. The
+        gradients are unset first, so the captured backward writes them (into the graph's memory) rather than adding
+        to them; capture launches nothing, the first replay takes the step."""
+        self.static = tuple(t.clone() for t in batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            with _uncached_autocast(batch[0].device):
+                loss = _dense_loss(self.probe, self.kind, self.features, *self.static)
+            loss.backward()
+            self.optimizer.step()
+        self.graph, self.static_loss = graph, loss.detach()
+
+
+class CompiledStep:
+    """Steps whose forward and loss run compiled (`torch.compile`, ``fullgraph=True``, one graph per batch shape:
+    ``dynamic=False``), and the optimizer's step too (`compile_optimizer`). With the inductor backend the mode is
+    ``reduce-overhead`` (CUDA graphs on a GPU; on the CPU it compiles without them)."""
+
+    def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
+                 backend: str = DEFAULT_BACKEND, compile_optimizer: bool = True):
+        options = {"mode": "reduce-overhead"} if backend == "inductor" else {}
+        self.loss = torch.compile(partial(_dense_loss, probe, kind, features), backend=backend, fullgraph=True,
+                                  dynamic=False, **options)
+        self.optimizer, self.probe, self.kind, self.features, self.warmed = optimizer, probe, kind, features, False
+        # The optimizer's step holds Python-side bookkeeping (its state's first creation), so it may break graphs.
+        self.optimizer_step = (torch.compile(optimizer.step, backend=backend, dynamic=False) if compile_optimizer
+                               else optimizer.step)
+
+    def __call__(self, batch: Batch) -> torch.Tensor:
+        """One step on `batch`; its loss on the device (a copy: a CUDA graph's outputs are overwritten later)."""
+        device = batch[0].device
+        if not self.warmed:
+            self._warm(batch)
+        if device.type == "cuda":
+            torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
+        with _uncached_autocast(device), torch._dynamo.config.patch(recompile_limit=COMPILED_GRAPHS):
+            loss = self.loss(*batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        self.optimizer_step()
+        return loss.detach().clone()
+
+    def _warm(self, batch: Batch) -> None:
+        """One pass of the loss outside the compiler, without a gradient or a draw from the generators: libraries set
+        themselves up lazily on a first call (transformers installs the hooks that collect hidden states, under a
+        lock the compiler cannot trace), which must not happen inside the graph."""
+        device = batch[0].device
+        with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+            with _uncached_autocast(device):
+                _dense_loss(self.probe, self.kind, self.features, *batch)
+        self.warmed = True
+
+
+Step = EagerStep | GraphedStep | CompiledStep
+
+
+def make_step(mode: str, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
+              backend: str = DEFAULT_BACKEND) -> Step:
+    """The step of `mode` for one probe and its optimizer (`new_optimizer(mode, ...)`); `features` as `fetcher`
+    gives it. `backend` is the compiled mode's."""
+    if mode == "eager":
+        return EagerStep(probe, optimizer, kind, features)
+    if mode == "graphed":
+        return GraphedStep(probe, optimizer, kind, features, warmup=WARMUP_STEPS)
+    if mode == "compiled":
+        return CompiledStep(probe, optimizer, kind, features, backend=backend)
+    raise InputError(f"unknown step mode {mode!r}: choose one of {', '.join(STEP_MODES)}")
