@@ -71,7 +71,7 @@ FRACTIONS = ("1/2", "1/8", "1/16")
 
 # ---- measurement helpers ----------------------------------------------------------------------------------------
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     """The CPU's model name and core count (platform.processor() is empty on many Linux machines)."""
     try:
         with open("/proc/cpuinfo") as fh:
@@ -796,7 +796,7 @@ def _write_json(args: argparse.Namespace, argv: list[str] | None, suite: Suite, 
                 ) -> None:
     """The run's settings and every row to `--json`."""
     device = suite.device
-    meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
+    meta = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
             "torch": torch.__version__, "dtype": args.dtype, "repeats": suite.repeats, "inputs": inputs,
             "threads": torch.get_num_threads(), "clock": args.clock, "batches": suite.n_batches,
             "batch": {str(n): bs for n, bs in suite.batch_for.items()}, "minilm": minilm_source, "tiny": args.tiny,

@@ -64,7 +64,7 @@ NOT_ON_GPU_IMAGE = ("datasets", "evaluate", "nbformat", "papermill", "ipykernel"
 
 def describe_machine(cuda: bool) -> dict:
     """The machine, its software and where the code came from."""
-    from bench import _cpu_name
+    from bench import cpu_name
     import torch
 
     versions = {}
@@ -73,7 +73,7 @@ def describe_machine(cuda: bool) -> dict:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             versions[name] = None
-    machine = {"cpu": _cpu_name(), "python": platform.python_version(), "platform": platform.platform(),
+    machine = {"cpu": cpu_name(), "python": platform.python_version(), "platform": platform.platform(),
                "versions": versions, "cuda": torch.version.cuda}
     if cuda:
         props = torch.cuda.get_device_properties(0)

@@ -40,7 +40,7 @@ class Step:
 
 #: Steps whose `usual_s` no GPU has measured yet (the next folder's check.json replaces the guess).
 GUESSED = ("cuda_tests", "steps_bf16", "store_grid", "bench_grid", "bench_bf16_compiled", "bench_fp32_compiled",
-           "cost_b_fp32")
+           "steps_bf16_compiled", "cost_b_fp32")
 
 #: The test files whose CUDA cases (compiled and graphed steps, compiled attached models) only a GPU runs.
 CUDA_TESTS = ("tests/unit/method/test_compile.py", "tests/unit/probing/test_step_modes.py")
@@ -55,14 +55,14 @@ _COST = ("--hub", "{hub}", "--data-dir", "{data}")
 _COST_SMOKE = ("--device", "cpu", "--tiny", "--steps", "1", "--repeats", "1", "--sample", "16", "--forward-batch", "2",
                "--forward-batches", "1", "--precision", "float32")
 
-#: In order of priority: what issue 72 changed (its tests, the steps, the stores, the bench at the grid's shapes),
-#: then the eager table, the cost in bf16 (the goals' precision) and its estimate, then the compiled tables and the
-#: float32 cost.
+#: In order of priority: what issue 72 changed (its tests, the eager and graphed steps, the stores, the bench at the
+#: grid's shapes), then the eager table, the cost in bf16 (the goals' precision) and its estimate, then the compiled
+#: tables and steps and the float32 cost.
 STEPS = (
     Step("cuda_tests", "pytest", ("--junit", "{out}/cuda_tests.xml", *CUDA_TESTS),
          ("--test-device", "cuda"), ("--test-device", "cpu", "--collect-only"), 100),
-    Step("steps_bf16", "steps", ("--hub", "{hub}", "--json", "{out}/steps_bf16.json"),
-         ("--device", "cuda", "--dtype", "bf16"), ("--device", "cpu", "--smoke"), 80),
+    Step("steps_bf16", "steps", ("--hub", "{hub}", "--precision", "bf16", "--json", "{out}/steps_bf16.json"),
+         ("--device", "cuda", "--modes", "eager", "graphed"), ("--device", "cpu", "--smoke", "--modes", "eager"), 80),
     Step("store_grid", "feature_store", ("--json", "{out}/store_grid.json"),
          ("--device", "cuda", "--shapes", "grid"), ("--device", "cpu", "--smoke"), 50),
     Step("bench_grid", "bench", ("--minilm", "{hub}/minilm", "--hub", "{hub}", "--headline", "--dtype", "bf16",
@@ -85,6 +85,10 @@ STEPS = (
     Step("bench_fp32_compiled", "bench", (*_MINILM_DATA, "--grid-size", "0", "--json",
                                           "{out}/bench_fp32_compiled.json"),
          (*_BENCH_GPU, "--repeats", "3", "--compile"), _COMPILED_SMOKE, 150),
+    Step("steps_bf16_compiled", "steps", ("--hub", "{hub}", "--precision", "bf16", "--tasks", "sst2", "ner",
+                                          "--json", "{out}/steps_bf16_compiled.json"),
+         ("--device", "cuda", "--modes", "eager", "compiled"),
+         ("--device", "cpu", "--smoke", "--modes", "eager", "compiled", "--kinds", "lambda", "--tasks", "sst2"), 240),
     Step("cost_b_fp32", "full_cost", (*_COST, "--parts", "B", "--json", "{out}/full_cost_b_fp32.json"),
          ("--device", "cuda"), _COST_SMOKE, 300),
 )

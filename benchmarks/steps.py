@@ -17,10 +17,9 @@ Three steps (`kind`), each in every step mode (`papa.probing.step_modes`: eager,
 
 A kind's modes are timed in one round-robin call (`bench.interleaved`: medians of `--repeats` rounds of `--steps`
 steps after an untimed round that compiles and captures), so every ratio to eager divides two medians of one call.
-FLOPs per step are counted, not measured: the backbone's multiply-accumulates (`papa.method.cost.model_cost`, every
-slot) x 2 for the forward, x 2 again for λ and trained constants (the backward to the activations, no weight
-gradients), plus the probe's forward and backward (x 3); TFLOP/s divides them by the median step, and the share of
-peak divides that by the device's dense peak (`--peak-tflops`, else `PEAKS` by device name and precision).
+FLOPs per step are counted, not measured (`flops_per_step`, with `papa.method.cost`'s `step_flops` and
+`probe_flops`, as the grid's estimate counts them); TFLOP/s divides them by the median step, and the share of peak
+divides that by the device's dense peak (`--peak-tflops`, else `benchmarks/peaks.py` by device name and precision).
 """
 from __future__ import annotations
 
@@ -38,26 +37,22 @@ import papa
 from papa.core.vocabulary import PRECISIONS, STEP_MODES
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
-from papa.method.cost import model_cost
+from papa.method.cost import probe_flops, step_flops
 from papa.method.precision import backbone_autocast, check_precision
 from papa.method.selection import heads_to_replace, replacement_order
 from papa.probing.features import FeatureSource
 from papa.probing.step_modes import DEFAULT_BACKEND, check_step_mode, fetcher, make_step, new_optimizer
 from papa.probing.training import make_probe
-from papa.tasks.registry import POSITION_KINDS, get_task
+from papa.tasks.registry import get_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import _cpu_name, interleaved  # noqa: E402  (the suite's timing call: round-robin medians, warm-up discarded)
+from bench import cpu_name, interleaved  # noqa: E402  (the suite's timing call: round-robin medians, warm-up discarded)
 from full_cost import synthetic_task  # noqa: E402
+from peaks import peak_tflops  # noqa: E402
 
 MODELS = ("bert-base-uncased", "roberta-large")
 TASKS = ("sst2", "mnli", "ner")       # a sentence task, Table 3's longest (n = 256, batch 8), a token task
 KINDS = ("stored", "lambda", "trainable")
-#: Dense peaks in TFLOP/s (no sparsity) by a device-name fragment and precision: float32 on CUDA cores, TF32 and
-#: bf16 on tensor cores (NVIDIA's data sheets, SXM parts).
-PEAKS = {("H100", "float32"): 67.0, ("H100", "tf32"): 494.7, ("H100", "bf16"): 989.4,
-         ("H200", "float32"): 67.0, ("H200", "tf32"): 494.7, ("H200", "bf16"): 989.4,
-         ("A100", "float32"): 19.5, ("A100", "tf32"): 156.0, ("A100", "bf16"): 312.0}
 #: --smoke: a tiny BERT, short rows, small batches (every code path, no hub folder needed).
 SMOKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000,
              max_position_embeddings=64)
@@ -78,7 +73,8 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
                                                    "--smoke: aot_eager, which generates no code)")
     p.add_argument("--steps", type=int, default=None, help="steps per timed call (default 10; --smoke 3)")
     p.add_argument("--repeats", type=int, default=None, help="timed rounds, medians (default 3; --smoke 2)")
-    p.add_argument("--peak-tflops", type=float, default=None, help="the device's dense peak (default: PEAKS)")
+    p.add_argument("--peak-tflops", type=float, default=None,
+                   help="the device's dense peak (default: benchmarks/peaks.py)")
     p.add_argument("--smoke", action="store_true", help="a tiny model and shapes: every path in under a minute")
     p.add_argument("--json", type=Path, required=True, help="where to write the rows")
     return p.parse_args(argv)
@@ -131,28 +127,23 @@ def build(name: str, args: argparse.Namespace):
 
 
 def peak(args: argparse.Namespace) -> float | None:
-    """The device's dense peak in TFLOP/s: --peak-tflops, else `PEAKS`' entry for its name, else None."""
+    """The device's dense peak in TFLOP/s: --peak-tflops, else `peaks.DEVICES`' entry for its name, else None."""
     if args.peak_tflops is not None:
         return args.peak_tflops
     if args.device != "cuda":
         return None
-    name = torch.cuda.get_device_name()
-    return next((v for (part, precision), v in PEAKS.items() if part in name and precision == args.precision), None)
+    return peak_tflops(torch.cuda.get_device_name(), args.precision)
 
 
-def step_flops(model, spec, kind: str, n: int, batch: int, num_labels: int) -> float:
-    """FLOPs of one step (module docstring): backbone forward (and backward to activations), probe fwd + bwd."""
+def flops_per_step(model, spec, kind: str, n: int, batch: int, num_labels: int) -> float:
+    """FLOPs of one step (module docstring, `papa.method.cost`): the probe's forward and backward over every slot
+    (the graphed and compiled steps classify every position), and for λ and trained constants the backbone's pass
+    and its backward to the activations (λ: both mixing products; trained constants: every head constant)."""
     cfg = model.config
-    layers, d = cfg.num_hidden_layers + 1, cfg.hidden_size
-    if spec.kind in POSITION_KINDS:  # every slot classified, as the graphed and compiled steps do
-        probe_macs = n * (layers * d * d + d * num_labels)
-    else:
-        probe_macs = layers * n * d + layers * d * d + d * num_labels
-    flops = 3 * 2 * probe_macs * batch
-    if kind != "stored":
-        replaced = 1.0 if kind == "trainable" else 0.0
-        flops += 2 * 2 * model_cost(cfg, n, replaced_share=replaced).total * batch
-    return float(flops)
+    probe = probe_flops(spec.kind, cfg.num_hidden_layers + 1, cfg.hidden_size, n, num_labels, step=True)
+    backbone = 0 if kind == "stored" else step_flops(cfg, n, replaced_share=1.0 if kind == "trainable" else 0.0,
+                                                     mixed=kind == "lambda")
+    return float(batch * (probe + backbone))
 
 
 class KindBench:
@@ -223,7 +214,7 @@ class KindBench:
 def rows_of(label: str, model, task: str, kind: str, t: dict[str, float], args: argparse.Namespace,
             bench: KindBench) -> list[dict]:
     """The JSON rows of one kind's modes (module docstring)."""
-    flops = step_flops(model, bench.spec, kind, bench.n, bench.bs, bench.num_labels)
+    flops = flops_per_step(model, bench.spec, kind, bench.n, bench.bs, bench.num_labels)
     top = peak(args)
     rows = []
     for mode, seconds in t.items():
@@ -237,7 +228,7 @@ def rows_of(label: str, model, task: str, kind: str, t: dict[str, float], args: 
 
 
 def _device_name(device: str) -> str:
-    return torch.cuda.get_device_name() if device == "cuda" else _cpu_name()
+    return torch.cuda.get_device_name() if device == "cuda" else cpu_name()
 
 
 def table(rows: list[dict]) -> str:
