@@ -5,8 +5,9 @@ CUDA matmuls and convolutions use TensorFloat-32 (10-bit mantissa inputs, float3
 backbone's forward passes under bfloat16 autocast, its features handed to the probe in float32, the probe itself
 trained in float32; ``bf16_store`` runs the backbone as ``float32`` does and keeps a frozen point's stored features
 (both splits) in bfloat16, half the bytes, read back as float32 (`papa.probing.feature_store`; trained constants'
-points store theirs in float32, as their training reads the backbone in float32). ``compiled`` compiles the backbone in place (`torch.compile`): an attached model compiles to one
-graph per head configuration (tests/unit/method/test_compile.py), so a grid compiles once per point.
+points store theirs in float32, as their training reads the backbone in float32). ``compiled`` compiles the
+backbone in place (`torch.compile`): an attached model compiles to one graph per head configuration
+(tests/unit/method/test_compile.py), so a grid compiles once per point.
 """
 from __future__ import annotations
 

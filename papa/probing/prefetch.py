@@ -23,7 +23,7 @@ def stored_steps(store: FeatureStore, orders: Sequence[torch.Tensor], start: int
     """Each step of one epoch from example `start` of the orders on: the batch of every order (one per seed), each
     order[a:a + batch_size] as `store.get` gives it, with its mask and labels (`mask`, `labels`: the split's, on
     `device`). The steps' examples of all seeds are gathered at once; from a store in host memory to an accelerator
-    they go in one transfer on a side stream, the next step's issued before this one is handed out."""
+    their read rows go in one transfer on a side stream, the next step's issued before this one is handed out."""
     taken = torch.stack([order.cpu() for order in orders])  # [seeds, N]
     at_device = taken.to(device)  # once per epoch: the steps index mask and labels where they are
     at_home = taken.to(store.home)
@@ -49,39 +49,52 @@ def _issue(store: FeatureStore, copier: "_SideCopier | None", at_home: torch.Ten
 
 
 class _SideCopier:
-    """Two pinned staging buffers taking turns: a step's rows are gathered into one on the host and copied to the
-    device on a side stream, which the step's stream waits for before it reads them."""
+    """Two pinned staging buffers taking turns: a step's read rows (only those: a pad's zeros are made on the device)
+    are gathered into one on the host, with each slot's place among them, and copied to the device on a side
+    stream, which the step's stream waits for before it reads them."""
 
     def __init__(self, store: FeatureStore, device: torch.device, rows: int):
         self.store, self.device = store, device
         self.stream = torch.cuda.Stream(device)
-        shape = (rows, store.layers, store.hidden)
+        shape = (rows + 1, store.layers, store.hidden)  # + a zero row for the slots the probe does not read
         self.buffers = [torch.empty(shape, dtype=store.dtype, pin_memory=True) for _ in range(2)]
+        self.places = [torch.empty(rows, dtype=torch.long, pin_memory=True) for _ in range(2)]
         self.done: list[torch.cuda.Event | None] = [None, None]
         self.turn = 0
 
-    def issue(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event]:
-        """Gather `idx`'s rows into the next buffer (once its last copy has left it) and copy them on the side."""
+    def issue(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.cuda.Event]:
+        """Gather `idx`'s read rows into the next buffer (once its last copy has left it) and copy them, with each
+        slot's place among them, on the side stream."""
         k = self.turn
         self.turn = 1 - k
         if self.done[k] is not None:
             self.done[k].synchronize()  # the copy two steps back still reads this buffer
-        staged = self.store.gather(idx, out=self.buffers[k][:idx.numel() * self.store.keep.shape[1]])
+        rows = self.store.rows[idx].reshape(-1)
+        read = rows != self.store.plan.kept_positions
+        taken = rows[read]
+        m = taken.numel()
+        torch.index_select(self.store.table, 0, taken, out=self.buffers[k][:m])
+        self.buffers[k][m].zero_()
+        place = self.places[k][:rows.numel()]
+        place.fill_(m)
+        place[read] = torch.arange(m)
         with torch.cuda.stream(self.stream):
-            moved = staged.to(self.device, non_blocking=True)
+            moved = self.buffers[k][:m + 1].to(self.device, non_blocking=True)
+            where = place.to(self.device, non_blocking=True)
             event = torch.cuda.Event()
             event.record(self.stream)
         self.done[k] = event
-        return moved, event
+        return moved, where, event
 
-    def take(self, issued: tuple[torch.Tensor, torch.cuda.Event]) -> torch.Tensor:
-        """The copied rows, for the current stream: it waits for the copy (the host does not), and the allocator
-        keeps their memory until the current stream is done with them."""
-        moved, event = issued
+    def take(self, issued: tuple[torch.Tensor, torch.Tensor, torch.cuda.Event]) -> torch.Tensor:
+        """Every slot's row, on the device, for the current stream: it waits for the copy (the host does not), and
+        the allocator keeps the copied memory until the current stream is done with it."""
+        moved, where, event = issued
         current = torch.cuda.current_stream(self.device)
         current.wait_event(event)
         moved.record_stream(current)
-        return moved
+        where.record_stream(current)
+        return moved[where]
 
 
 def stored_chunks(store: FeatureStore, spans: Sequence[tuple[int, int]], device: torch.device, mask: torch.Tensor,
