@@ -320,7 +320,7 @@ def _fetch_seconds(store: FeatureStore, shape: PathShape, how: str, device: torc
 
 #: (row name, placement, dtype, how) of each path timed; on the CPU the device's rows are left out.
 PATH_ROWS = (("device", "device", "float32", "prefetch"), ("device_bf16", "device", "bfloat16", "prefetch"),
-             ("pinned_host: prefetch, one transfer", "host", "float32", "prefetch"),
+             ("pinned_host: all seeds in one gather", "host", "float32", "prefetch"),
              ("pinned_host: one get per seed", "host", "float32", "get"),
              ("pinned_host_bf16: prefetch", "host", "bfloat16", "prefetch"),
              ("disk: batch by batch", "disk", "float32", "prefetch"),

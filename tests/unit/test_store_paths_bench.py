@@ -18,7 +18,7 @@ def test_the_smoke_run_times_every_path_the_cpu_has(tmp_path, capsys):
     bench_store.main(["--smoke", "--seeds", "2", "--json", str(out), "--folder", str(tmp_path)])
     record = json.loads(out.read_text())
     paths = [row["path"] for row in record["rows"]]
-    assert paths == ["host: prefetch, one transfer", "host: one get per seed", "host_bf16: prefetch",
+    assert paths == ["host: all seeds in one gather", "host: one get per seed", "host_bf16: prefetch",
                      "disk: batch by batch", "disk_streamed: chunks", "disk_streamed_bf16: chunks"]
     # one epoch of 64 examples in batches of 4: 16 steps on every path, chunks included
     assert all(row["steps"] == 16 and row["ms_per_step"] > 0 for row in record["rows"])
