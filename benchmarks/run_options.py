@@ -1,13 +1,15 @@
 """What the backbone's run options do to one task's scores, paired by seed against float32 eager.
 
     python benchmarks/run_options.py --profile cpu --task sst2 --fractions 1 0 --out artifacts/run_options/cpu
+    python benchmarks/run_options.py --profile cpu --task sst2 --fractions 1 --settings float32 bf16_store
+        --out artifacts/run_options/bf16_store    # (one line) bfloat16 stores against float32
 
 Runs the same grid points (`papa.runs.experiment.run_grid`, the profile's seeds, average constants) once per setting
 into one results table: float32 eager (the protocol's), `--precision bf16`, `--compile`, `--batch-order blocks`
-(`--settings` picks; tf32 needs CUDA), then prints each setting − float32 eager per fraction, paired by seed, with
-its 95% interval (seeds and evaluation examples: `papa.runs.compare`) and the smallest difference the comparison
-could detect, beside each setting's wall time. Writes ``comparison.csv`` and ``run_options.json`` (the command, the
-machine, the wall times) beside the table.
+(`--settings` picks; also `--precision bf16_store` and `--batch-order chunks`; tf32 needs CUDA), then prints each
+setting − float32 eager per fraction, paired by seed, with its 95% interval (seeds and evaluation examples:
+`papa.runs.compare`) and the smallest difference the comparison could detect, beside each setting's wall time.
+Writes ``comparison.csv`` and ``run_options.json`` (the command, the machine, the wall times) beside the table.
 """
 from __future__ import annotations
 
@@ -28,9 +30,11 @@ from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.results import ResultsTable
 
 SETTINGS = {"float32": {}, "bf16": {"precision": "bf16"}, "tf32": {"precision": "tf32"},
-            "compiled": {"compile": True}, "blocks": {"batch_order": "blocks"}}
+            "bf16_store": {"precision": "bf16_store"}, "compiled": {"compile": True},
+            "blocks": {"batch_order": "blocks"}, "chunks": {"batch_order": "chunks"}}
 COLUMN = {"bf16": ("precision", "float32", "bf16"), "tf32": ("precision", "float32", "tf32"),
-          "compiled": ("execution", "eager", "compiled"), "blocks": ("batch_order", "per_seed", "blocks")}
+          "bf16_store": ("precision", "float32", "bf16_store"), "compiled": ("execution", "eager", "compiled"),
+          "blocks": ("batch_order", "per_seed", "blocks"), "chunks": ("batch_order", "per_seed", "chunks")}
 
 
 def main(argv: list[str] | None = None) -> None:

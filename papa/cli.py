@@ -338,7 +338,8 @@ def _grid_parent() -> argparse.ArgumentParser:
     grid.add_argument("--precision", default=DEFAULT_PRECISION, choices=PRECISIONS,
                       help=f"how the backbone computes (default: {DEFAULT_PRECISION}, the protocol's): tf32 = "
                            "TensorFloat-32 CUDA matmuls, bf16 = bfloat16 autocast of its forward passes (the probe "
-                           "trains in float32); recorded in every row (papa.method.precision)")
+                           "trains in float32), bf16_store = the backbone in float32 and its stored features kept "
+                           "in bfloat16 (half the bytes); recorded in every row (papa.method.precision)")
     grid.add_argument("--compile", action="store_true",
                       help="compile the backbone (torch.compile: one graph per head configuration); recorded in "
                            "every row as execution=compiled")
@@ -350,8 +351,11 @@ def _grid_parent() -> argparse.ArgumentParser:
     grid.add_argument("--batch-order", default=DEFAULT_BATCH_ORDER, choices=BATCH_ORDERS,
                       help=f"{DEFAULT_BATCH_ORDER!r} (default, the protocol's): each seed shuffles the whole split "
                            "every epoch; 'blocks': the backbone runs over a block of examples once per epoch and "
-                           "every seed trains on it, shuffling within it (for features that fit no store: a stated "
-                           "change of batch order, recorded in every row)")
+                           "every seed trains on it, shuffling within it (for features that fit no store); 'chunks': "
+                           "the split is stored once (on disk where it fits no memory) and read every epoch in "
+                           "large sequential chunks in an order shared by the seeds, each seed shuffling within a "
+                           "chunk (the backbone runs once per point). Both are a stated change of batch order, "
+                           "recorded in every row")
     return grid
 
 

@@ -77,14 +77,24 @@ DEFAULT_DTYPE = MODEL_DTYPES[0]
 # device, in host memory, in a memory-mapped file under the run's folder; or not kept ("backbone": the backbone runs
 # again for every batch, the path before features were stored). The first three are tried in this order.
 FEATURE_STORES = ("device", "host", "disk", "backbone")
+# Where a split's features live while a point's probes train, as `papa.probing.feature_store.choose_path` names it:
+# on the device, in pinned host memory (the model on an accelerator: the next batches copied on a side stream), in
+# host memory (the model on the CPU), in a memory-mapped file read batch by batch, or on disk read in large
+# sequential chunks (batch order "chunks"). A path of features stored in bfloat16 ends in BF16_SUFFIX.
+STORE_PATHS = ("device", "pinned_host", "host", "disk", "disk_streamed")
+BF16_SUFFIX = "_bf16"
 # The order a point's probes see their training batches (`--batch-order`): each seed shuffles the whole split every
 # epoch (the protocol's), or the split is cut into blocks the backbone runs over once per epoch and each seed
-# shuffles within a block ("blocks": for features that fit no store; a stated change of batch order).
-BATCH_ORDERS = ("per_seed", "blocks")
+# shuffles within a block ("blocks": for features that fit no store; a stated change of batch order), or the split is
+# stored once (on disk where it fits no memory) and read every epoch in large sequential chunks, in an order of
+# chunks shared by every seed, each seed shuffling within a chunk ("chunks": the backbone runs once per point; a
+# stated change of batch order).
+BATCH_ORDERS = ("per_seed", "blocks", "chunks")
 DEFAULT_BATCH_ORDER = BATCH_ORDERS[0]
-# How a grid point's run is computed (`--precision`): float32 throughout (the default), TF32 matmuls (CUDA), or bf16
-# autocast of the backbone's forward.
-PRECISIONS = ("float32", "tf32", "bf16")
+# How a grid point's run is computed (`--precision`): float32 throughout (the default), TF32 matmuls (CUDA), bf16
+# autocast of the backbone's forward, or the backbone in float32 with its stored features kept in bfloat16
+# ("bf16_store": half the bytes; the probe reads them rounded to bfloat16 and trains in float32).
+PRECISIONS = ("float32", "tf32", "bf16", "bf16_store")
 DEFAULT_PRECISION = PRECISIONS[0]
 # Whether a grid's backbone runs eagerly (the default) or compiled (`--compile`: one graph per head configuration).
 EXECUTIONS = ("eager", "compiled")

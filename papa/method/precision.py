@@ -3,8 +3,11 @@
 Both are run options, recorded in every result row; the defaults (float32, eager) are the protocol's. ``tf32`` lets
 CUDA matmuls and convolutions use TensorFloat-32 (10-bit mantissa inputs, float32 accumulation); ``bf16`` runs the
 backbone's forward passes under bfloat16 autocast, its features handed to the probe in float32, the probe itself
-trained in float32. ``compiled`` compiles the backbone in place (`torch.compile`): an attached model compiles to one
-graph per head configuration (tests/unit/method/test_compile.py), so a grid compiles once per point.
+trained in float32; ``bf16_store`` runs the backbone as ``float32`` does and keeps a frozen point's stored features
+(both splits) in bfloat16, half the bytes, read back as float32 (`papa.probing.feature_store`; trained constants'
+points store theirs in float32, as their training reads the backbone in float32). ``compiled`` compiles the
+backbone in place (`torch.compile`): an attached model compiles to one graph per head configuration
+(tests/unit/method/test_compile.py), so a grid compiles once per point.
 """
 from __future__ import annotations
 
@@ -42,6 +45,11 @@ def matmul_precision(precision: str) -> Iterator[None]:
         yield
     finally:
         torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = saved
+
+
+def feature_dtype(precision: str) -> str:
+    """What a frozen point's feature store keeps its values in under `precision` (`STORE_DTYPES`' names)."""
+    return "bfloat16" if precision == "bf16_store" else "float32"
 
 
 def backbone_autocast(precision: str, device: str | torch.device):

@@ -3,20 +3,29 @@
 Only the positions a probe reads are kept: the real tokens of a sentence probe's inputs (it zeroes the pads before it
 pools), the labelled positions of a token, MLM, LM or next-token probe's (it classifies only those). They are kept in
 float32, as the backbone gave them, so a batch read back is bit for bit the padded batch the probe would have read,
-zeros in the positions it never reads. Kept flat, [kept positions, L+1, d], with each example's first row, they take a
-fraction of the padded size (SST-2's sentences fill about a fifth of its 64 slots).
+zeros in the positions it never reads; ``--precision bf16_store`` keeps them in bfloat16 instead (half the bytes,
+read back as float32: a stated option, recorded in the rows). Kept flat, [kept positions, L+1, d], with each example's
+first row, they take a fraction of the padded size (SST-2's sentences fill about a fifth of its 64 slots).
 
-Where they go is decided from their size before the first forward pass (`plan_store`), in this order:
+Where they go is decided from their size before the first forward pass (`plan_store`; the pure rule is
+`store_path`, and `choose_path` is the grid's policy an estimate can call without a device), in this order:
 
-* ``device``: on an accelerator, when they fit ``PAPA_FEATURE_DEVICE_GB`` (by default 40% of its free memory);
-* ``host``: in memory, when they fit ``PAPA_FEATURE_CACHE_GB`` (by default 60% of the memory available);
+* ``device``: on an accelerator, when they fit ``PAPA_FEATURE_DEVICE_GB`` (by default 40% of its free memory); a
+  batch is one gather on the device from a map of every example's rows made once (`FeatureStore.rows`), so a step
+  does no work on the host and waits for nothing;
+* ``host``: in memory, when they fit ``PAPA_FEATURE_CACHE_GB`` (by default 60% of the memory available); pinned when
+  the model is on an accelerator (path ``pinned_host``), where `papa.probing.prefetch` gathers every seed's next
+  batch in one gather and copies it in one transfer on a side stream, a step ahead;
 * ``disk``: in a memory-mapped file under the run's folder, when they fit ``PAPA_FEATURE_DISK_GB`` (by default 90%
   of the free space there); the file is written under a temporary name, renamed when complete, and removed when the
   store is closed (``PAPA_KEEP_FEATURES=1`` keeps it, with a JSON file saying what it holds; a process killed
-  mid-point leaves its file, which nothing reads again: delete ``<out>/features/``);
+  mid-point leaves its file, which nothing reads again: delete ``<out>/features/``). Batch order ``chunks`` reads it
+  in large sequential chunks (path ``disk_streamed``: `papa.probing.training.train_probes_in_chunks`), the protocol's
+  order batch by batch;
 
 and when none fits, one error says what each budget was and what to do. ``PAPA_FEATURE_STORE`` forces a placement
-(``backbone``: keep nothing and run the backbone again for every batch, the path before features were stored).
+(``backbone``: keep nothing and run the backbone again for every batch, the path before features were stored; never
+taken unless asked).
 """
 from __future__ import annotations
 
@@ -25,6 +34,7 @@ import os
 import shutil
 import tempfile
 import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,7 +43,8 @@ import psutil
 import torch
 
 from papa.core.errors import InputError
-from papa.core.vocabulary import FEATURE_STORES
+from papa.core.progress import tqdm
+from papa.core.vocabulary import BF16_SUFFIX, DEFAULT_BATCH_ORDER, FEATURE_STORES, STORE_PATHS
 from papa.probing.probes import IGNORE_INDEX
 
 CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"
@@ -43,6 +54,10 @@ STORE_ENV = "PAPA_FEATURE_STORE"
 KEEP_ENV = "PAPA_KEEP_FEATURES"
 BYTES_PER_VALUE = 4  # float32: what the probes read, bit for bit
 STORED = FEATURE_STORES[:3]  # the placements that keep the features, in the order they are tried
+#: The dtypes a store keeps its values in: float32 (the default: bit for bit) and bfloat16 (``bf16_store``).
+STORE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+#: The batch order that reads a stored split in chunks (`papa.probing.training.train_probes_in_chunks`).
+CHUNKS = "chunks"
 
 
 def read_positions(kind: str, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -126,6 +141,51 @@ def block_examples(layers: int, length: int, hidden: int, device: torch.device, 
     return int(min(max(fit - fit % batch_size, batch_size), whole))
 
 
+def _path_name(placement: str, *, accelerator: bool, batch_order: str, bf16: bool) -> str:
+    """The `STORE_PATHS` name of `placement` (+ ``_bf16``)."""
+    name = {"device": "device", "host": "pinned_host" if accelerator else "host",
+            "disk": "disk_streamed" if batch_order == CHUNKS else "disk"}[placement]
+    return name + (BF16_SUFFIX if bf16 else "")
+
+
+def _check_budgets(budgets: Mapping[str, int]) -> None:
+    unknown = set(budgets) - set(STORED)
+    if unknown or any(not isinstance(b, int) or b < 0 for b in budgets.values()):
+        raise InputError(f"budgets {dict(budgets)!r}: give bytes >= 0 for some of {', '.join(STORED)} (no 'device' "
+                         "key: no accelerator)")
+
+
+def store_path(kept_bytes: int, budgets: Mapping[str, int], *, batch_order: str = DEFAULT_BATCH_ORDER,
+               bf16: bool = False, places: tuple[str, ...] = STORED) -> str | None:
+    """The path one split takes: the first of `places` (device, host, disk) whose budget in `budgets` (bytes; no
+    ``device`` key: the model is on the CPU) holds its `kept_bytes` of float32 features (half of them stored in
+    bfloat16, `bf16`), named as `STORE_PATHS` (+ ``_bf16``); None when none holds them. Pure: no device needed."""
+    _check_budgets(budgets)
+    if kept_bytes < 0:
+        raise InputError(f"kept_bytes={kept_bytes}: give the float32 features' size in bytes, >= 0")
+    size = kept_bytes // 2 if bf16 else kept_bytes
+    for placement in places:
+        if placement in budgets and size <= budgets[placement]:
+            return _path_name(placement, accelerator="device" in budgets, batch_order=batch_order, bf16=bf16)
+    return None
+
+
+def choose_path(kept_bytes: int, budgets: Mapping[str, int], *, allow_bf16: bool = False,
+                batch_order: str = DEFAULT_BATCH_ORDER) -> str | None:
+    """The path a configuration's split takes in a grid run for it: float32 where it fits memory (device, then
+    host); else, with `allow_bf16`, bfloat16 where that fits memory (the configuration run with ``--precision
+    bf16_store``); else on disk, float32 then bfloat16 (streamed in chunks with `batch_order` ``chunks``, else read
+    batch by batch); None when nothing holds it. `budgets` as `store_path`'s. The runner takes `store_path` with the
+    grid's own precision; this is the rule an estimate applies per configuration."""
+    memory = tuple(p for p in STORED if p != "disk")
+    tries = [(False, memory)] + [(True, memory)] * allow_bf16 + [(False, ("disk",))] + [(True, ("disk",))] * allow_bf16
+    for bf16, places in tries:
+        path = store_path(kept_bytes, budgets, batch_order=batch_order, bf16=bf16, places=places)
+        if path is not None:
+            return path
+    return None
+
+
 @dataclass(frozen=True)
 class StorePlan:
     """Where one split's features go, and why: decided before the first forward pass (`plan_store`)."""
@@ -137,32 +197,52 @@ class StorePlan:
     padded_bytes: int     # what every padded position would take
     budget_bytes: int | None  # the budget of the chosen placement (None: nothing is stored)
     folder: Path | None = None  # where a disk store's file goes
+    dtype: str = "float32"      # what the values are kept in (STORE_DTYPES)
+    accelerator: bool = False   # the model is on an accelerator: host memory is pinned
+    batch_order: str = DEFAULT_BATCH_ORDER
 
     @property
     def stored(self) -> bool:
         return self.placement != "backbone"
 
+    @property
+    def path(self) -> str:
+        """The `STORE_PATHS` name of the path the features take (+ ``_bf16``); ``backbone`` when none is stored."""
+        if not self.stored:
+            return "backbone"
+        return _path_name(self.placement, accelerator=self.accelerator, batch_order=self.batch_order,
+                          bf16=self.dtype == "bfloat16")
+
     def line(self, desc: str) -> str:
         """The decision in one line."""
         what = (f"{desc}: {self.examples:,} examples, {self.kept_positions:,} positions the probe reads: "
-                f"{_gib(self.kept_bytes)} of float32 features (padded: {_gib(self.padded_bytes)})")
+                f"{_gib(self.kept_bytes)} of {self.dtype} features (padded: {_gib(self.padded_bytes)})")
         if self.placement == "backbone":
             return f"{what}: not stored, the backbone runs again for every batch ({STORE_ENV}=backbone)"
-        where = {"device": "on the device", "host": "in host memory",
+        where = {"device": "on the device", "host": "in pinned host memory" if self.accelerator else "in host memory",
                  "disk": f"in a memory-mapped file under {self.folder}"}[self.placement]
-        return f"{what}: stored {where} (budget {_gib(self.budget_bytes)})"
+        streamed = ", read in sequential chunks" if self.batch_order == CHUNKS else ""
+        return f"{what}: stored {where}{streamed} (budget {_gib(self.budget_bytes)}; path {self.path})"
 
 
-def check_settings(device: str | torch.device | None = None) -> None:
+def check_settings(device: str | torch.device | None = None, batch_order: str = DEFAULT_BATCH_ORDER) -> None:
     """The feature store's settings from the environment (``PAPA_FEATURE_*``) checked as `plan_store` reads them,
     for a run to refuse them before it loads a model or does any work; `device`, where known, rules out a forced
-    ``device`` placement on the CPU."""
+    ``device`` placement on the CPU, and batch order ``chunks``, which reads a stored split, a forced ``backbone``."""
     for name in (CACHE_BUDGET_ENV, DEVICE_BUDGET_ENV, DISK_BUDGET_ENV):
         _env_budget(name)
     forced = _forced_store()
     if forced == "device" and device is not None and torch.device(device).type == "cpu":
         raise InputError(f"{STORE_ENV}=device: the model is on the CPU, so host memory is its device: give "
                          f"{STORE_ENV}=host")
+    _check_chunks(forced, batch_order)
+
+
+def _check_chunks(forced: str | None, batch_order: str) -> None:
+    if batch_order == CHUNKS and forced == "backbone":
+        raise InputError(f"batch order 'chunks' reads the training split from its store in chunks, and "
+                         f"{STORE_ENV}=backbone stores nothing: unset {STORE_ENV} (or give host or disk), or give "
+                         "another batch order")
 
 
 def _forced_store(forced: str | None = None) -> str | None:
@@ -174,49 +254,63 @@ def _forced_store(forced: str | None = None) -> str | None:
     return forced
 
 
+def store_budgets(device: torch.device, folder: Path) -> dict[str, int]:
+    """Each placement's budget for one split now (bytes): no ``device`` key on the CPU (`store_path`'s input)."""
+    budgets = {} if device.type == "cpu" else {"device": device_budget_bytes(device)}
+    return {**budgets, "host": cache_budget_bytes(), "disk": disk_budget_bytes(folder)}
+
+
 def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.device, *, folder: Path | None = None,
-               forced: str | None = None, desc: str = "features") -> StorePlan:
-    """Where the features at `keep`'s positions ([N, n] bool) go: the first of device, host and disk whose budget
-    they fit (or `forced`, default ``PAPA_FEATURE_STORE``); an `InputError` when none fits. A disk store goes under
-    `folder` (None: the system's temporary folder)."""
+               forced: str | None = None, desc: str = "features", dtype: str = "float32",
+               batch_order: str = DEFAULT_BATCH_ORDER) -> StorePlan:
+    """Where the features at `keep`'s positions ([N, n] bool), kept in `dtype` (`STORE_DTYPES`), go: the first of
+    device, host and disk whose budget they fit (`store_path`; or `forced`, default ``PAPA_FEATURE_STORE``); an
+    `InputError` when none fits. A disk store goes under `folder` (None: the system's temporary folder); `batch_order`
+    says how the split will be read (``chunks``: in sequential chunks)."""
     forced = _forced_store(forced)
+    _check_chunks(forced, batch_order)
+    if dtype not in STORE_DTYPES:
+        raise InputError(f"feature dtype {dtype!r}: choose one of {', '.join(STORE_DTYPES)}")
     kept = int(keep.sum())
-    kept_bytes = kept * layers * hidden * BYTES_PER_VALUE
-    padded = keep.numel() * layers * hidden * BYTES_PER_VALUE
+    width = layers * hidden * STORE_DTYPES[dtype].itemsize
+    kept_bytes, padded = kept * width, keep.numel() * width
     folder = Path(folder) if folder is not None else Path(tempfile.gettempdir())
 
     def plan(placement: str, budget: int | None) -> StorePlan:
-        return StorePlan(placement, keep.shape[0], kept, kept_bytes, padded, budget, folder)
+        return StorePlan(placement, keep.shape[0], kept, kept_bytes, padded, budget, folder, dtype,
+                         device.type == "cuda", batch_order)
 
     if forced == "backbone":
         return plan("backbone", None)
-    budgets = {"device": lambda: device_budget_bytes(device), "host": cache_budget_bytes,
-               "disk": lambda: disk_budget_bytes(folder)}
     if forced is not None:
         if forced == "device" and device.type == "cpu":
             raise InputError(f"{STORE_ENV}=device: the model is on the CPU, so host memory is its device: give "
                              f"{STORE_ENV}=host")
-        return plan(forced, budgets[forced]())
-    seen = {}
-    for placement in STORED:
-        if placement == "device" and device.type == "cpu":
-            continue
-        seen[placement] = budgets[placement]()
-        if kept_bytes <= seen[placement]:
-            return plan(placement, seen[placement])
-    budget_text = ", ".join(f"{p} {_gib(b)}" for p, b in seen.items())
+        return plan(forced, store_budgets(device, folder)[forced])
+    budgets = store_budgets(device, folder)
+    for placement in STORED:  # store_path's order, with each budget kept for the plan's line
+        if placement in budgets and kept_bytes <= budgets[placement]:
+            return plan(placement, budgets[placement])
+    budget_text = ", ".join(f"{p} {_gib(b)}" for p, b in budgets.items())
     raise InputError(
-        f"{desc}: the features the probe reads take {_gib(kept_bytes)} ({kept:,} positions of {keep.shape[0]:,} "
-        f"examples), more than every budget ({budget_text}; disk = free space under {folder}). Raise "
-        f"{CACHE_BUDGET_ENV} or {DISK_BUDGET_ENV} (GiB) if the machine has room, use fewer examples, train in "
-        "blocks (the grid's batch order 'blocks': the backbone runs once per example and epoch and every seed trains "
-        "on its block; a stated change of batch order, recorded in the rows), or set "
-        f"{STORE_ENV}=backbone to run the backbone again for every batch of every epoch and seed (same results, "
-        "much slower).")
+        f"{desc}: the features the probe reads take {_gib(kept_bytes)} of {dtype} ({kept:,} positions of "
+        f"{keep.shape[0]:,} examples), more than every budget ({budget_text}; disk = free space under {folder}). "
+        f"Raise {CACHE_BUDGET_ENV} or {DISK_BUDGET_ENV} (GiB) if the machine has room (on disk, the grid's batch "
+        "order 'chunks' reads them in large sequential chunks: the backbone runs once per point; a stated change of "
+        "batch order, recorded in the rows), keep them in bfloat16 (--precision bf16_store: half the bytes, a stated "
+        "option recorded in the rows), use fewer examples, train in blocks (the grid's batch order 'blocks': the "
+        "backbone runs once per example and epoch and every seed trains on its block; a stated change of batch "
+        f"order, recorded in the rows), or set {STORE_ENV}=backbone to run the backbone again for every batch of "
+        "every epoch and seed (same results, much slower).")
 
 
 class FeatureStore:
-    """The features at `keep`'s positions of one split, filled batch by batch (`put`) and read back padded (`get`)."""
+    """The features at `keep`'s positions of one split, filled batch by batch (`put`) and read back padded (`get`,
+    or `gather` + `padded` in two halves, or `read_range` + `padded` for a range of examples in one sequential read).
+
+    The values sit in a table of the kept rows and one zero row after them; `rows` maps every example's slot to its
+    row of the table (the zero row where the probe reads nothing), made once and kept where the table is, so a batch
+    is one gather of a shape known in advance: no count, no mask and no index computed on the host per batch."""
 
     def __init__(self, plan: StorePlan, keep: torch.Tensor, layers: int, hidden: int, device: torch.device,
                  desc: str = "features"):
@@ -225,27 +319,37 @@ class FeatureStore:
         self.plan, self.layers, self.hidden = plan, layers, hidden
         self.keep = keep.bool().cpu()
         counts = self.keep.sum(dim=1)
-        self._counts = counts
         self._starts = torch.cumsum(counts, 0) - counts
-        shape = (plan.kept_positions, layers, hidden)
+        self.dtype = STORE_DTYPES[plan.dtype]
+        kept = plan.kept_positions
+        self.home = device if plan.placement == "device" else torch.device("cpu")
+        self.rows = torch.where(self.keep, self._starts[:, None] + self.keep.cumsum(1) - 1,
+                                torch.full((), kept)).to(self.home)
+        shape = (kept + 1, layers, hidden)  # the last row stays zero: what the probe reads at unread slots
         self.path: Path | None = None
         self._tmp: Path | None = None
         self._finalizer = None
         self._mapped = None
-        self.home = device if plan.placement == "device" else torch.device("cpu")
+        self.pinned = False
         if plan.placement == "disk":
             plan.folder.mkdir(parents=True, exist_ok=True)
             stem = "".join(c if c.isalnum() else "-" for c in desc).strip("-") or "features"
-            self.path = plan.folder / f"{stem}-{os.getpid()}-{id(self):x}.f32"
-            self._tmp = self.path.with_suffix(".f32.tmp")
-            # np.memmap cannot map an empty file: a split without a read position gets one unused row
-            self._mapped = np.memmap(self._tmp, dtype=np.float32, mode="w+", shape=(max(shape[0], 1), *shape[1:]))
-            self.values = torch.from_numpy(self._mapped)[:shape[0]]
+            suffix = ".f32" if self.dtype == torch.float32 else ".bf16"
+            self.path = plan.folder / f"{stem}-{os.getpid()}-{id(self):x}{suffix}"
+            self._tmp = self.path.with_suffix(suffix + ".tmp")
+            # numpy has no bfloat16: its bits are mapped as uint16 and viewed as bfloat16 (a new file reads zeros)
+            np_dtype = np.float32 if self.dtype == torch.float32 else np.uint16
+            self._mapped = np.memmap(self._tmp, dtype=np_dtype, mode="w+", shape=shape)
+            self.table = torch.from_numpy(self._mapped).view(self.dtype)
             keep_file = os.environ.get(KEEP_ENV, "").strip() not in ("", "0")
             self._finalizer = weakref.finalize(self, _remove, None if keep_file else [self._tmp, self.path,
                                                                                        self._meta_path()])
         else:
-            self.values = torch.empty(shape, dtype=torch.float32, device=self.home)
+            self.pinned = plan.placement == "host" and plan.accelerator
+            self.table = _empty(shape, self.dtype, self.home, pinned=self.pinned, desc=desc)
+            self.pinned = self.table.is_pinned()
+            self.table[kept].zero_()
+        self.values = self.table[:kept]
 
     def _meta_path(self) -> Path | None:
         return None if self.path is None else self.path.with_suffix(".json")
@@ -256,7 +360,7 @@ class FeatureStore:
         at = tuple(i.to(features.device) for i in self.keep[start:stop].nonzero(as_tuple=True))  # found on the host
         rows = features.permute(0, 2, 1, 3)[at]  # [kept in these examples, L+1, d], in row-major order
         first = int(self._starts[start]) if start < len(self._starts) else 0
-        self.values[first:first + rows.shape[0]] = rows.to(self.values.device, torch.float32)
+        self.values[first:first + rows.shape[0]] = rows.to(self.values.device, self.dtype)
 
     def finish(self) -> None:
         """Every example is in: a disk store's file gets its final name (and a JSON file saying what it holds)."""
@@ -265,33 +369,64 @@ class FeatureStore:
         self._mapped.flush()
         os.replace(self._tmp, self.path)
         meta = {"examples": self.plan.examples, "kept_positions": self.plan.kept_positions, "layers": self.layers,
-                "hidden": self.hidden, "dtype": "float32", "layout": "[kept positions, L+1, d], row-major"}
+                "hidden": self.hidden, "dtype": self.plan.dtype,
+                "layout": "[kept positions + 1 zero row, L+1, d], row-major"}
         tmp_meta = self._meta_path().with_suffix(".json.tmp")
         tmp_meta.write_text(json.dumps(meta, sort_keys=True))
         os.replace(tmp_meta, self._meta_path())
         self._tmp = None
 
+    def gather(self, idx: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The table's rows of examples `idx`, slot by slot, [len(idx) * n, L+1, d] in the store's dtype where the
+        table is (into `out`, e.g. a pinned staging buffer, when given): zero rows at the slots the probe never
+        reads."""
+        rows = self.rows[idx.to(self.rows.device)].reshape(-1)
+        return torch.index_select(self.table, 0, rows, out=out) if out is not None else self.table[rows]
+
+    def padded(self, gathered: torch.Tensor, device: torch.device, *, non_blocking: bool = False) -> torch.Tensor:
+        """Float32 padded features [B, L+1, n, d] on `device` from `gather`'s rows (B = rows / n)."""
+        n = self.keep.shape[1]
+        moved = gathered.to(device, non_blocking=non_blocking).to(torch.float32)
+        return moved.view(-1, n, self.layers, self.hidden).permute(0, 2, 1, 3).contiguous()
+
     def get(self, idx: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """Padded features [B, L+1, n, d] of examples `idx` on `device`: the stored values at the read positions,
-        zeros elsewhere."""
-        idx = idx.cpu()
-        keep = self.keep[idx]
-        counts = self._counts[idx]
-        # each example's rows: its start + 0..count-1
-        base = torch.repeat_interleave(self._starts[idx], counts)
-        offset = torch.arange(base.shape[0]) - torch.repeat_interleave(torch.cumsum(counts, 0) - counts, counts)
-        values = self.values[(base + offset).to(self.values.device)].to(device)
-        out = torch.zeros(len(idx), self.layers, keep.shape[1], self.hidden, dtype=torch.float32, device=device)
-        # integer positions found on the host: a boolean mask on an accelerator would wait for it to count them
-        at = tuple(i.to(device) for i in keep.nonzero(as_tuple=True))
-        out.permute(0, 2, 1, 3)[at] = values
-        return out
+        """Padded features [B, L+1, n, d] of examples `idx` on `device`, in float32: the stored values at the read
+        positions, zeros elsewhere."""
+        return self.padded(self.gather(idx), device)
+
+    def read_range(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Examples `start`..`stop`-1 in one sequential read: (their rows and a zero row after them, where the
+        table is, in pinned memory where that is the host and the model is on an accelerator; each slot's row among
+        them, [stop - start, n]), for `padded(rows[index])`."""
+        first = int(self._starts[start])
+        last = int(self._starts[stop]) if stop < len(self._starts) else self.plan.kept_positions
+        block = _empty((last - first + 1, self.layers, self.hidden), self.dtype, self.home,
+                       pinned=self.plan.accelerator, desc="a chunk", quiet=True)
+        block[:-1].copy_(self.table[first:last])
+        block[-1].zero_()
+        index = self.rows[start:stop]
+        return block, torch.where(index == self.plan.kept_positions, last - first, index - first)
 
     def close(self) -> None:
         """Free the store; a disk store's file is removed (unless ``PAPA_KEEP_FEATURES=1``)."""
-        self.values = self._mapped = None
+        self.values = self.table = self.rows = self._mapped = None
         if self._finalizer is not None:
             self._finalizer()
+
+
+def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, *, pinned: bool, desc: str,
+           quiet: bool = False) -> torch.Tensor:
+    """An uninitialised tensor; in pinned host memory with `pinned` (a copy from it to an accelerator runs without
+    the host), else, or where pinning fails (said unless `quiet`), in pageable memory."""
+    if pinned and device.type == "cpu":
+        try:
+            return torch.empty(shape, dtype=dtype, pin_memory=True)
+        except RuntimeError as error:  # pinning is refused beyond what the OS lets a process lock
+            if not quiet:
+                tqdm.write(f"{desc}: could not pin {_gib(int(np.prod(shape)) * dtype.itemsize)} of host memory "
+                           f"({str(error).splitlines()[0]}); kept in pageable memory, so each copy to the device "
+                           "waits for the host")
+    return torch.empty(shape, dtype=dtype, device=device)
 
 
 def _remove(paths: list[Path | None] | None) -> None:

@@ -8,7 +8,7 @@ in host memory or in a memory-mapped file, whichever budget it fits first).
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +17,11 @@ import torch
 from papa.core import distributed
 from papa.core.errors import InputError
 from papa.core.progress import tqdm
+from papa.core.vocabulary import DEFAULT_BATCH_ORDER
 from papa.method.architectures import backbone, is_causal
 from papa.method.layout import encode
 from papa.probing.feature_store import FeatureStore, StorePlan, plan_store, read_positions
+from papa.probing.prefetch import Batch, stored_chunks, stored_steps
 from papa.probing.probes import IGNORE_INDEX
 from papa.tasks.data import Example
 from papa.tasks.mlm_masking import mask_tokens
@@ -150,12 +152,15 @@ class FeatureSource:
 
     A frozen backbone runs once over the split, when the source is made, and what the probe reads is stored
     (`papa.probing.feature_store`: on the device, in host memory or on disk, decided from the size first and said in
-    one line with `progress`); every epoch and seed then reads the store. `folder` is where a disk store goes (a
-    grid's: ``<out>/features``); `store` forces a placement (default ``PAPA_FEATURE_STORE``). `close` frees it.
+    one line with `progress`); every epoch and seed then reads the store (`steps`, `chunks`). `folder` is where a
+    disk store goes (a grid's: ``<out>/features``); `store` forces a placement (default ``PAPA_FEATURE_STORE``);
+    `dtype` is what the store keeps (float32, or bfloat16 for ``--precision bf16_store``); `batch_order` how the
+    split will be read (``chunks``: in sequential chunks). `close` frees it.
     """
 
     def __init__(self, model, data: EncodedTask, *, trainable_backbone: bool, progress: bool = True,
-                 desc: str = "features", folder: Path | None = None, store: str | None = None):
+                 desc: str = "features", folder: Path | None = None, store: str | None = None,
+                 dtype: str = "float32", batch_order: str = DEFAULT_BATCH_ORDER):
         self.model, self.data = model, data
         self.device = next(model.parameters()).device
         self.trainable_backbone = trainable_backbone
@@ -165,10 +170,14 @@ class FeatureSource:
             return
         keep = read_positions(data.kind, data.inputs["attention_mask"], data.labels)
         layers, hidden = feature_layers(model, data.last_layer_only), model.config.hidden_size
-        self.plan = plan_store(keep, layers, hidden, self.device, folder=folder, forced=store, desc=desc)
+        self.plan = plan_store(keep, layers, hidden, self.device, folder=folder, forced=store, desc=desc, dtype=dtype,
+                               batch_order=batch_order)
         if progress and distributed.is_main():
             tqdm.write(self.plan.line(desc))
         if self.plan.stored:
+            # the split's masks and labels, small, where the steps read them: a step indexes them on the device
+            self._mask = data.inputs["attention_mask"].to(self.device)
+            self._labels = data.labels.to(self.device)
             self.store = FeatureStore(self.plan, keep, layers, hidden, self.device, desc=desc)
             try:
                 _fill(model, data, self.store, progress=progress, desc=desc)
@@ -180,6 +189,11 @@ class FeatureSource:
     def cached(self) -> bool:
         """Whether the features are stored (the backbone ran once), rather than computed for every batch."""
         return self.store is not None
+
+    @property
+    def path(self) -> str:
+        """The path the features take (`papa.probing.feature_store.StorePlan.path`; "backbone" when not stored)."""
+        return self.plan.path if self.plan is not None else "backbone"
 
     @property
     def placement(self) -> str:
@@ -219,3 +233,27 @@ class FeatureSource:
 
     def _input_names(self) -> tuple[str, ...]:
         return tuple(self.data.inputs)
+
+    def steps(self, orders: Sequence[torch.Tensor], start: int, batch_size: int) -> Iterator[Iterable[Batch]]:
+        """Each step of one epoch from example `start` on: every order's batch (order[a:a + batch_size], one order
+        per seed), each as `fetch` gives it (a step computes its features with `from_fetched`). From a store, all
+        seeds' batches are read at once, a step ahead (`papa.probing.prefetch.stored_steps`); from the backbone, each
+        batch is fetched only when taken (a trained backbone changes between two seeds' steps)."""
+        n = len(self.data)
+        if self.store is not None:
+            yield from stored_steps(self.store, orders, start, batch_size, self.device, self._mask, self._labels)
+            return
+        for a in range(start, n, batch_size):
+            yield (self.fetch(order[a:a + batch_size]) for order in orders)
+
+    def chunks(self, size: int, seed: int) -> Iterator[Batch]:
+        """The stored split in chunks of `size` consecutive examples, in an order of chunks `seed` draws: each
+        chunk's padded features, mask and labels, read in one sequential read (batch order ``chunks``)."""
+        if self.store is None:
+            raise InputError("batch order 'chunks' reads a stored split, and this one is not stored (a trained "
+                             "backbone, or PAPA_FEATURE_STORE=backbone): give another batch order")
+        n = len(self.data)
+        starts = list(range(0, n, size))
+        order = torch.randperm(len(starts), generator=torch.Generator().manual_seed(seed)).tolist()
+        spans = [(starts[i], min(starts[i] + size, n)) for i in order]
+        yield from stored_chunks(self.store, spans, self.device, self._mask, self._labels)

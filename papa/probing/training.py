@@ -6,7 +6,7 @@ weights and the batch order, so a run is deterministic on the CPU.
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
 
@@ -98,15 +98,34 @@ def train_probes(probes: Sequence[nn.Module], kind: str, source: FeatureSource, 
 BLOCK_ORDER_SEED = 0
 
 
+def train_probes_in_chunks(probes: Sequence[nn.Module], kind: str, source: FeatureSource, settings: TrainSettings, *,
+                           seeds: Sequence[int], chunk_examples: int, progress: bool = True,
+                           desc: str = "train probes") -> list[list[float]]:
+    """Train one probe per seed on a stored split read in chunks (batch order ``chunks``): every epoch the chunks of
+    `chunk_examples` consecutive examples (whole batches) come in one order shared by every seed
+    (`BLOCK_ORDER_SEED` + epoch), each read from the store in one sequential read, and every seed takes its steps on
+    a chunk in its own shuffle of it, as `train_probes_in_blocks` does on a block. The backbone ran once, when the
+    store was filled; the batches differ from `train_probes`' (a stated change of batch order, recorded in a grid's
+    rows). For a split stored on disk that fits no memory: a read per chunk, not per batch."""
+    if not source.cached:
+        raise InputError("batch order 'chunks' reads a stored split, and this one is not stored (a trained "
+                         "backbone, or PAPA_FEATURE_STORE=backbone): give another batch order")
+    return train_probes_in_blocks(probes, kind, source.model, source.data, settings, seeds=seeds,
+                                  block_examples=chunk_examples, progress=progress, desc=desc,
+                                  read=lambda epoch, size: source.chunks(size, BLOCK_ORDER_SEED + epoch))
+
+
 def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, settings: TrainSettings, *,
                            seeds: Sequence[int], block_examples: int, progress: bool = True,
-                           desc: str = "train probes") -> list[list[float]]:
+                           desc: str = "train probes",
+                           read: Callable[[int, int], Iterable[tuple]] | None = None) -> list[list[float]]:
     """Train one probe per seed where the features fit no store: every epoch the split is shuffled once (the same
     for every seed, `BLOCK_ORDER_SEED` + epoch) and cut into blocks of `block_examples`; the backbone runs once over
     a block and every seed takes its steps on it, shuffling the block's examples in its own order. The backbone
     then runs epochs times over each example instead of seeds x epochs times, and the batches differ from
     `train_probes`' (a seed's order is shuffled within blocks): a stated change of batch order (``batch_order=
-    "blocks"`` in a grid, recorded in its rows)."""
+    "blocks"`` in a grid, recorded in its rows). `read(epoch, block_examples)`, where given, gives each epoch's
+    blocks (features, mask, labels) instead (`train_probes_in_chunks`)."""
     if len(probes) != len(seeds):
         raise ValueError(f"{len(probes)} probes for {len(seeds)} seeds: give one probe per seed")
     if block_examples < settings.batch_size:
@@ -121,18 +140,15 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
     for probe, *_ in members:
         probe.train()
     n = len(data)
-    bar = tqdm(total=settings.epochs * -(-n // block_examples), desc=f"{desc} (blocks)", unit="block",
+    label = "blocks" if read is None else "chunks"
+    bar = tqdm(total=settings.epochs * -(-n // block_examples), desc=f"{desc} ({label})", unit="block",
                disable=not progress, leave=False)
+    read = read or (lambda epoch, size: _backbone_blocks(model, data, size, BLOCK_ORDER_SEED + epoch))
     for epoch in range(settings.epochs):
-        shared = torch.randperm(n, generator=torch.Generator().manual_seed(BLOCK_ORDER_SEED + epoch))
-        for start in range(0, n, block_examples):
-            block = shared[start:start + block_examples]
-            feats = padded_features(model, data, block)
-            inputs, labels = data.batch(block)
-            mask, labels = inputs["attention_mask"].to(feats.device), labels.to(feats.device)
+        for feats, mask, labels in read(epoch, block_examples):
             for probe, step, generator, losses in members:
-                order = torch.randperm(len(block), generator=generator)
-                for first in range(0, len(block), settings.batch_size):
+                order = torch.randperm(len(feats), generator=generator)
+                for first in range(0, len(order), settings.batch_size):
                     rows = order[first:first + settings.batch_size].to(feats.device)
                     losses.append(step((feats[rows], mask[rows], labels[rows])))
             bar.update(1)
@@ -146,6 +162,29 @@ def _checked_mode(settings: TrainSettings, probes: Sequence[nn.Module]) -> str:
     """The settings' step mode, refused (`check_step_mode`) where the probes' device cannot run it."""
     device = next((p.device for probe in probes for p in probe.parameters()), torch.device("cpu"))
     return check_step_mode(settings.step_mode, device)
+
+
+def _backbone_blocks(model, data, size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The blocks of one epoch of batch order ``blocks``: the split shuffled once (`seed`) and cut into blocks of
+    `size`, the backbone run over each block as it is taken."""
+    shared = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    for start in range(0, len(data), size):
+        block = shared[start:start + size]
+        feats = padded_features(model, data, block)
+        inputs, labels = data.batch(block)
+        yield feats, inputs["attention_mask"].to(feats.device), labels.to(feats.device)
+
+
+def _step_batches(source, fetch: Callable, orders: Sequence[torch.Tensor], start: int, batch_size: int
+                  ) -> Iterator[Iterable]:
+    """Each step's batches, one per order, as `fetch` gives them: a `FeatureSource` reads every seed's batch of a
+    step together (`FeatureSource.steps`: from a store in one gather, a step ahead); any other source batch by
+    batch."""
+    if hasattr(source, "steps"):
+        yield from source.steps(orders, start, batch_size)
+        return
+    for a in range(start, len(source.data), batch_size):
+        yield (fetch(order[a:a + batch_size]) for order in orders)
 
 
 @dataclass
@@ -208,9 +247,10 @@ def _epochs(trained: list, runners: list, reading: tuple, settings: TrainSetting
             orders = [resumed.order]
         else:  # the seed decides the order on any device
             orders = [torch.randperm(n, generator=generator, device="cpu") for _, _, generator, _ in trained]
-        for start in range(first * settings.batch_size, n, settings.batch_size):
-            for (_, _, _, losses), run, order in zip(trained, runners, orders):
-                losses.append(run(fetch(order[start:start + settings.batch_size])))
+        # every seed's batches of a step read together (from a store: in one gather, a step ahead)
+        for batches in _step_batches(source, fetch, orders, first * settings.batch_size, settings.batch_size):
+            for (_, _, _, losses), run, batch in zip(trained, runners, batches):
+                losses.append(run(batch))
             steps += 1
             if on_step is not None:
                 on_step(steps)

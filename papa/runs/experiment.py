@@ -37,13 +37,13 @@ from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
 from papa.core.vocabulary import DEFAULT_STEP_MODE, PAPER_PROBE_INPUTS, RANKED
 from papa.method.attention_free import query_key_dropped_while
-from papa.method.precision import backbone_autocast, compiled_backbone, matmul_precision
+from papa.method.precision import backbone_autocast, compiled_backbone, feature_dtype, matmul_precision
 from papa.method.selection import num_input_dependent, parse_selection, replaced_heads, replacement_order
 from papa.probing.feature_store import STORED, block_examples
 from papa.probing.features import EncodedTask, FeatureSource, feature_layers
 from papa.probing.standardize import InputStatistics, input_statistics, save_input_statistics
 from papa.probing.training import (TrainSettings, evaluate_probe, make_probe, train_probe, train_probes,
-                                   train_probes_in_blocks)
+                                   train_probes_in_blocks, train_probes_in_chunks)
 from papa.runs.keys import PointKey, point_key, run_config, trains_constants
 from papa.runs.lambda_ranking import check_saved_rankings, head_ranking
 from papa.runs.predictions_store import save_run_predictions
@@ -160,21 +160,22 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
     """Every seed of a frozen point: one backbone pass over its training and evaluation examples, stored
     (papa.probing.feature_store), then the seeds' probes trained together over the store (`train_probes`: each as
     it would be alone)."""
-    cfg, key = s.cfg, point.key
+    cfg = s.cfg
     settings = TrainSettings.from_task(s.spec, epochs=point.epochs, step_mode=cfg.steps)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
-    blocks = training and point.config["batch_order"] == "blocks"
+    order = point.config["batch_order"] if training else None
+    blocks = order == "blocks"
     standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
-    folder = s.out / "features"
+    folder, dtype = s.out / "features", feature_dtype(cfg.precision)
     train_src = eval_src = None
     try:
         with _autocast(s), phase("features"):
             if training and (standardize or not blocks):  # in blocks, only the statistics read it: streamed
                 train_src = FeatureSource(s.model, point.train, trainable_backbone=False, progress=progress,
                                           desc=f"features {point.label}", folder=folder,
-                                          store="backbone" if blocks else None)
+                                          store="backbone" if blocks else None, dtype=dtype, batch_order=order)
             eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=progress,
-                                     desc="eval features", folder=folder)
+                                     desc="eval features", folder=folder, dtype=dtype)
         start = time.perf_counter()
         with phase("probe training"):
             probes = [_fresh_probe(s, seed) for seed in seeds]
@@ -182,14 +183,8 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
                 statistics = _point_statistics(s, probes[0], train_src, point.config)
                 for probe in probes:
                     probe.set_input_statistics(statistics)
-            desc = f"{cfg.task} {key.constants}/{key.selection} {point.label} seeds {','.join(map(str, seeds))}"
-            if blocks:
-                with _autocast(s):  # the backbone runs here, block by block
-                    train_probes_in_blocks(probes, s.spec.kind, s.model, point.train, settings, seeds=seeds,
-                                           block_examples=_block_examples(s, point, settings), progress=progress,
-                                           desc=desc)
-            elif training:
-                train_probes(probes, s.spec.kind, train_src, settings, seeds=seeds, progress=progress, desc=desc)
+            if training:
+                _train_frozen(s, point, probes, train_src, settings, seeds, progress)
         with phase("evaluation"):
             # nothing trains (LM with the model's own head): every seed scores the same model
             scored = probes if training else probes[:1]
@@ -198,8 +193,9 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
         seconds = (time.perf_counter() - start) / len(seeds)  # the seeds ran together: each gets an equal share
         for seed, (value, predictions) in zip(seeds, outcomes):
             if distributed.is_main():  # every process trained the same probes; one writes them down
+                source = train_src or eval_src
                 _record(s, point, seed, ids[seed], value, predictions, seconds=seconds, epochs=settings.epochs,
-                        store="blocks" if blocks else (train_src or eval_src).placement)
+                        store="blocks" if blocks else source.placement, path="blocks" if blocks else source.path)
             bar.update(1)
     finally:
         for source in (train_src, eval_src):
@@ -207,8 +203,27 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
                 source.close()
 
 
+def _train_frozen(s: Session, point: _Point, probes: list, train_src: FeatureSource | None, settings: TrainSettings,
+                  seeds: list[int], progress: bool) -> None:
+    """The seeds' probes of a frozen point trained together, in the point's batch order: the protocol's over the
+    store (`train_probes`), in blocks the backbone runs over (`train_probes_in_blocks`), or in chunks read from the
+    store (`train_probes_in_chunks`)."""
+    key, order, kind = point.key, point.config["batch_order"], s.spec.kind
+    desc = f"{s.cfg.task} {key.constants}/{key.selection} {point.label} seeds {','.join(map(str, seeds))}"
+    if order == "blocks":
+        with _autocast(s):  # the backbone runs here, block by block
+            train_probes_in_blocks(probes, kind, s.model, point.train, settings, seeds=seeds,
+                                   block_examples=_block_examples(s, point, settings), progress=progress, desc=desc)
+    elif order == "chunks":
+        train_probes_in_chunks(probes, kind, train_src, settings, seeds=seeds,
+                               chunk_examples=_block_examples(s, point, settings), progress=progress, desc=desc)
+    else:
+        train_probes(probes, kind, train_src, settings, seeds=seeds, progress=progress, desc=desc)
+
+
 def _block_examples(s: Session, point: _Point, settings: TrainSettings) -> int:
-    """Examples per block of a point trained in blocks: as many whole batches as the memory budget holds."""
+    """Examples per block (or chunk) of a point trained in blocks (chunks): as many whole batches as the memory
+    budget holds."""
     model = s.model
     layers = feature_layers(model, point.train.last_layer_only)
     return block_examples(layers, s.max_length, model.config.hidden_size, s.controller.theta.device,
@@ -246,7 +261,7 @@ def _run_trained(s: Session, point: _Point, seeds: list[int], ids: dict[int, str
             eval_src.close()
         if distributed.is_main():
             _record(s, point, seed, ids[seed], value, predictions, seconds=time.perf_counter() - start,
-                    epochs=settings.epochs, store="backbone")
+                    epochs=settings.epochs, store="backbone", path="backbone")
         bar.update(1)
 
 
@@ -267,8 +282,9 @@ _RECORDED = ("model", "task", "constants", "constants_corpus", "selection", "fra
 
 
 def _record(s: Session, point: _Point, seed: int, run: str, value: float, predictions, *, seconds: float,
-            epochs: int, store: str) -> None:
-    """One run's predictions file, then its row: a row in the table always has its predictions."""
+            epochs: int, store: str, path: str) -> None:
+    """One run's predictions file, then its row: a row in the table always has its predictions. `store` is where
+    the features were kept (a `FEATURE_STORES` name, or "blocks"), `path` the path they took (`StorePlan.path`)."""
     key = point.key
     recorded = {**{name: point.config[name] for name in _RECORDED}, "seed": seed}
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
@@ -276,7 +292,8 @@ def _record(s: Session, point: _Point, seed: int, run: str, value: float, predic
     s.table.append([ResultRow(
         **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
         run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": store in STORED, "feature_store": store, **_steps_record(s)})])
+                           "features_cached": store in STORED, "feature_store": store, "store_path": path,
+                           **_steps_record(s)})])
 
 
 def _steps_record(s: Session) -> dict[str, str]:

@@ -128,6 +128,11 @@ def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfi
         fix = Arg("batch_order", DEFAULT_BATCH_ORDER)
         raise InputError(f"unknown batch order {cfg.batch_order!r}: choose one of {', '.join(BATCH_ORDERS)} (give "
                          f"{fix} for the protocol's)", advice=[fix])
+    if cfg.precision == "bf16_store" and cfg.batch_order == "blocks":
+        fix = Arg("batch_order", "chunks")
+        raise InputError("precision 'bf16_store' keeps the stored features in bfloat16, and batch order 'blocks' "
+                         f"stores no training features (the backbone runs block by block): give {fix}, or another "
+                         "precision", advice=[fix])
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
     if cfg.constants_file is not None and not Path(cfg.constants_file).is_file():
         given = Arg("constants_file", str(cfg.constants_file))
@@ -183,7 +188,7 @@ def load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, objec
     resolved, prof, spec = resolve_grid(cfg, causal=bool(known))
     check_output_dir(resolved.out_dir)
     device = distributed.process_device(resolved.device)
-    check_feature_settings(resolve_device(device))
+    check_feature_settings(resolve_device(device), resolved.batch_order)
     model, tokenizer = _load_model(resolved.model, device, resolved.dtype)
     if known is None and is_causal(model):
         resolved, prof, spec = resolve_grid(cfg, causal=True)

@@ -240,6 +240,26 @@ def test_blocks_are_a_batch_order_of_their_own(tmp_path, data_dir, monkeypatch, 
     assert len(aggregate(ResultsTable(tmp_path / "results.csv").read())) == 2
 
 
+def test_chunks_store_the_split_once_and_read_it_in_chunks(tmp_path, data_dir, monkeypatch, five_seeds):
+    """batch_order="chunks" with nothing fitting memory: the split goes to disk once (the backbone sees each example
+    once per configuration, as in the protocol's order) and is read in chunks; the rows say so and are runs of
+    their own. bf16_store keeps the stores in bfloat16 (recorded as the precision) and is refused in blocks."""
+    from papa.core.errors import InputError
+
+    passed = _counting_backbone(monkeypatch)
+    monkeypatch.setenv("PAPA_FEATURE_CACHE_GB", str(2 / 2**10))  # 2 KiB: only the disk holds them
+    cfg = _cfg(tmp_path, data_dir, profile=five_seeds, constants=("toeplitz",), fractions=("0",))
+    chunks = run_grid(replace(cfg, batch_order="chunks"), progress=False)
+    extra = chunks["extra"].map(json.loads)
+    assert sum(passed) == 48 + 32 and chunks["batch_order"].eq("chunks").all()
+    assert extra.map(lambda e: e["store_path"]).eq("disk_streamed").all() and len(set(chunks["value"])) > 1
+    half = run_grid(replace(cfg, precision="bf16_store"), progress=False)
+    assert half["precision"].eq("bf16_store").all() and set(half["run_id"]).isdisjoint(chunks["run_id"])
+    assert half["extra"].map(lambda e: json.loads(e)["store_path"]).eq("disk_bf16").all()
+    with pytest.raises(InputError, match="'bf16_store' keeps the stored features in bfloat16"):
+        run_grid(replace(cfg, precision="bf16_store", batch_order="blocks"), progress=False)
+
+
 def test_trained_constants_are_evaluated_as_trained(tmp_path, data_dir, monkeypatch):
     """The evaluation features of a trained-constants run are computed with the constants the probe trained with."""
     import papa

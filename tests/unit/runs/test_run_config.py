@@ -64,7 +64,7 @@ def _profile(name: str, task: str):
 
 
 @pytest.mark.parametrize("table", ["cpu/results.csv", "run_options/cpu/results.csv",
-                                   "cpu_recheck/trained_results.csv"])
+                                   "run_options/bf16_store/results.csv", "cpu_recheck/trained_results.csv"])
 def test_the_committed_runs_have_the_ids_run_config_gives_them(table):
     """The stored run is read by run id: each committed row's id is what today's run_config gives its settings, so
     a rerun finds every run cached (and a change to the key fails here, not in a rerun hours long)."""

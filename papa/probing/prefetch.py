@@ -1,0 +1,114 @@
+"""Batches read from a feature store for the probes' steps: every seed's batch of a step in one gather, and, where the
+store is in host memory and the model on an accelerator, in one copy on a side stream a step ahead.
+
+`stored_steps` serves `papa.probing.training`'s interleaved seeds (`train_probes`: the protocol's batch order) and
+`stored_chunks` its chunks (batch order ``chunks``). On the CPU both run the same code without streams, and every
+batch is, value for value, the padded batch `FeatureStore.get` returns for the same examples
+(tests/unit/probing/test_prefetch.py).
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import torch
+
+from papa.probing.feature_store import FeatureStore
+
+Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (features, attention mask, labels) on the model's device
+
+
+def stored_steps(store: FeatureStore, orders: Sequence[torch.Tensor], start: int, batch_size: int,
+                 device: torch.device, mask: torch.Tensor, labels: torch.Tensor) -> Iterator[list[Batch]]:
+    """Each step of one epoch from example `start` of the orders on: the batch of every order (one per seed), each
+    order[a:a + batch_size] as `store.get` gives it, with its mask and labels (`mask`, `labels`: the split's, on
+    `device`). The steps' examples of all seeds are gathered at once; from a store in host memory to an accelerator
+    their read rows go in one transfer on a side stream, the next step's issued before this one is handed out."""
+    taken = torch.stack([order.cpu() for order in orders])  # [seeds, N]
+    at_device = taken.to(device)  # once per epoch: the steps index mask and labels where they are
+    at_home = taken.to(store.home)
+    n = taken.shape[1]
+    spans = [(a, min(a + batch_size, n)) for a in range(start, n, batch_size)]
+    copier = None
+    if store.home != device and device.type == "cuda":
+        copier = _SideCopier(store, device, rows=len(orders) * batch_size * store.keep.shape[1])
+    pending = None if not spans else _issue(store, copier, at_home, spans[0])
+    for i, (a, b) in enumerate(spans):
+        following = _issue(store, copier, at_home, spans[i + 1]) if i + 1 < len(spans) else None
+        flat = pending if copier is None else copier.take(pending)
+        per_seed = flat.shape[0] // len(orders)
+        yield [(store.padded(flat[k * per_seed:(k + 1) * per_seed], device), mask[at_device[k, a:b]],
+                labels[at_device[k, a:b]]) for k in range(len(orders))]
+        pending = following
+
+
+def _issue(store: FeatureStore, copier: "_SideCopier | None", at_home: torch.Tensor, span: tuple[int, int]):
+    """Start one step's read: every seed's rows in one gather (and, with `copier`, their transfer)."""
+    idx = at_home[:, span[0]:span[1]].reshape(-1)
+    return store.gather(idx) if copier is None else copier.issue(idx)
+
+
+class _SideCopier:
+    """Two pinned staging buffers taking turns: a step's read rows (only those: a pad's zeros are made on the device)
+    are gathered into one on the host, with each slot's place among them, and copied to the device on a side
+    stream, which the step's stream waits for before it reads them."""
+
+    def __init__(self, store: FeatureStore, device: torch.device, rows: int):
+        self.store, self.device = store, device
+        self.stream = torch.cuda.Stream(device)
+        shape = (rows + 1, store.layers, store.hidden)  # + a zero row for the slots the probe does not read
+        self.buffers = [torch.empty(shape, dtype=store.dtype, pin_memory=True) for _ in range(2)]
+        self.places = [torch.empty(rows, dtype=torch.long, pin_memory=True) for _ in range(2)]
+        self.done: list[torch.cuda.Event | None] = [None, None]
+        self.turn = 0
+
+    def issue(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.cuda.Event]:
+        """Gather `idx`'s read rows into the next buffer (once its last copy has left it) and copy them, with each
+        slot's place among them, on the side stream."""
+        k = self.turn
+        self.turn = 1 - k
+        if self.done[k] is not None:
+            self.done[k].synchronize()  # the copy two steps back still reads this buffer
+        rows = self.store.rows[idx].reshape(-1)
+        read = rows != self.store.plan.kept_positions
+        taken = rows[read]
+        m = taken.numel()
+        torch.index_select(self.store.table, 0, taken, out=self.buffers[k][:m])
+        self.buffers[k][m].zero_()
+        place = self.places[k][:rows.numel()]
+        place.fill_(m)
+        place[read] = torch.arange(m)
+        with torch.cuda.stream(self.stream):
+            moved = self.buffers[k][:m + 1].to(self.device, non_blocking=True)
+            where = place.to(self.device, non_blocking=True)
+            event = torch.cuda.Event()
+            event.record(self.stream)
+        self.done[k] = event
+        return moved, where, event
+
+    def take(self, issued: tuple[torch.Tensor, torch.Tensor, torch.cuda.Event]) -> torch.Tensor:
+        """Every slot's row, on the device, for the current stream: it waits for the copy (the host does not), and
+        the allocator keeps the copied memory until the current stream is done with it."""
+        moved, where, event = issued
+        current = torch.cuda.current_stream(self.device)
+        current.wait_event(event)
+        moved.record_stream(current)
+        where.record_stream(current)
+        return moved[where]
+
+
+def stored_chunks(store: FeatureStore, spans: Sequence[tuple[int, int]], device: torch.device, mask: torch.Tensor,
+                  labels: torch.Tensor) -> Iterator[Batch]:
+    """The padded features, mask and labels of each range of examples in `spans`, in that order, each read from the
+    store in one sequential read (`FeatureStore.read_range`), the next range's read running on a thread while the
+    current one is used."""
+    if not spans:
+        return
+    with ThreadPoolExecutor(max_workers=1) as reader:
+        pending = reader.submit(store.read_range, *spans[0])
+        for i, (a, b) in enumerate(spans):
+            block, index = pending.result()
+            if i + 1 < len(spans):
+                pending = reader.submit(store.read_range, *spans[i + 1])
+            rows = block.to(device, non_blocking=True)
+            yield store.padded(rows[index.to(device).reshape(-1)], device), mask[a:b], labels[a:b]
