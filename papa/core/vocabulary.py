@@ -92,9 +92,14 @@ BF16_SUFFIX = "_bf16"
 BATCH_ORDERS = ("per_seed", "blocks", "chunks")
 DEFAULT_BATCH_ORDER = BATCH_ORDERS[0]
 # How a grid point's run is computed (`--precision`): float32 throughout (the default), TF32 matmuls (CUDA), bf16
-# autocast of the backbone's forward, or the backbone in float32 with its stored features kept in bfloat16
-# ("bf16_store": half the bytes; the probe reads them rounded to bfloat16 and trains in float32).
-PRECISIONS = ("float32", "tf32", "bf16", "bf16_store")
+# autocast of the backbone's forward, the backbone in float32 with its stored features kept in bfloat16
+# ("bf16_store": half the bytes; the probe reads them rounded to bfloat16 and trains in float32), or both: bf16
+# autocast of the backbone and its stored features in bfloat16 ("bf16_with_store", where float32 features fit no
+# memory in a bf16 grid).
+PRECISIONS = ("float32", "tf32", "bf16", "bf16_store", "bf16_with_store")
+#: The precisions whose backbone runs under bf16 autocast, and those whose frozen points store bfloat16 features.
+AUTOCAST_PRECISIONS = ("bf16", "bf16_with_store")
+BF16_STORE_PRECISIONS = ("bf16_store", "bf16_with_store")
 DEFAULT_PRECISION = PRECISIONS[0]
 # Whether a grid's backbone runs eagerly (the default) or compiled (`--compile`: one graph per head configuration).
 EXECUTIONS = ("eager", "compiled")

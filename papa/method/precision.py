@@ -5,7 +5,8 @@ CUDA matmuls and convolutions use TensorFloat-32 (10-bit mantissa inputs, float3
 backbone's forward passes under bfloat16 autocast, its features handed to the probe in float32, the probe itself
 trained in float32; ``bf16_store`` runs the backbone as ``float32`` does and keeps a frozen point's stored features
 (both splits) in bfloat16, half the bytes, read back as float32 (`papa.probing.feature_store`; trained constants'
-points store theirs in float32, as their training reads the backbone in float32). ``compiled`` compiles the
+points store theirs in float32, as their training reads the backbone in float32); ``bf16_with_store`` is both,
+bf16 autocast and a bfloat16 store (a bf16 grid whose float32 features fit no memory). ``compiled`` compiles the
 backbone in place (`torch.compile`): an attached model compiles to one graph per head configuration
 (tests/unit/method/test_compile.py), so a grid compiles once per point.
 """
@@ -17,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 import torch
 
 from papa.core.errors import Arg, InputError
-from papa.core.vocabulary import DEFAULT_PRECISION, PRECISIONS
+from papa.core.vocabulary import AUTOCAST_PRECISIONS, BF16_STORE_PRECISIONS, DEFAULT_PRECISION, PRECISIONS
 from papa.method.architectures import backbone
 
 
@@ -49,14 +50,17 @@ def matmul_precision(precision: str) -> Iterator[None]:
 
 def feature_dtype(precision: str) -> str:
     """What a frozen point's feature store keeps its values in under `precision` (`STORE_DTYPES`' names)."""
-    return "bfloat16" if precision == "bf16_store" else "float32"
+    return "bfloat16" if precision in BF16_STORE_PRECISIONS else "float32"
 
 
 def backbone_autocast(precision: str, device: str | torch.device):
-    """The autocast context the backbone's forward passes run in: bfloat16 for ``bf16``, none otherwise."""
-    if precision != "bf16":
+    """The autocast context the backbone's forward passes run in: bfloat16 for `AUTOCAST_PRECISIONS`, none
+    otherwise. Without autocast's cast cache: it keeps the bf16 copy of a trained parameter (trained constants, λ's
+    θ, a probe trained inside the context) until the context exits, so every step after the first would read the
+    values before the optimizer's updates; a frozen weight is never cached, so frozen passes are unchanged."""
+    if precision not in AUTOCAST_PRECISIONS:
         return nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False)
 
 
 @contextmanager

@@ -42,7 +42,7 @@ import numpy as np
 import psutil
 import torch
 
-from papa.core.errors import InputError
+from papa.core.errors import Arg, InputError
 from papa.core.progress import tqdm
 from papa.core.vocabulary import BF16_SUFFIX, DEFAULT_BATCH_ORDER, FEATURE_STORES, STORE_PATHS
 from papa.probing.probes import IGNORE_INDEX
@@ -292,16 +292,18 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
         if placement in budgets and kept_bytes <= budgets[placement]:
             return plan(placement, budgets[placement])
     budget_text = ", ".join(f"{p} {_gib(b)}" for p, b in budgets.items())
+    half, half_fp32 = Arg("precision", "bf16_with_store"), Arg("precision", "bf16_store")
+    chunks, blocks = Arg("batch_order", "chunks"), Arg("batch_order", "blocks")
     raise InputError(
         f"{desc}: the features the probe reads take {_gib(kept_bytes)} of {dtype} ({kept:,} positions of "
         f"{keep.shape[0]:,} examples), more than every budget ({budget_text}; disk = free space under {folder}). "
-        f"Raise {CACHE_BUDGET_ENV} or {DISK_BUDGET_ENV} (GiB) if the machine has room (on disk, the grid's batch "
-        "order 'chunks' reads them in large sequential chunks: the backbone runs once per point; a stated change of "
-        "batch order, recorded in the rows), keep them in bfloat16 (--precision bf16_store: half the bytes, a stated "
-        "option recorded in the rows), use fewer examples, train in blocks (the grid's batch order 'blocks': the "
-        "backbone runs once per example and epoch and every seed trains on its block; a stated change of batch "
-        f"order, recorded in the rows), or set {STORE_ENV}=backbone to run the backbone again for every batch of "
-        "every epoch and seed (same results, much slower).")
+        f"Raise {CACHE_BUDGET_ENV} or {DISK_BUDGET_ENV} (GiB) if the machine has room (on disk, {chunks} reads them "
+        "in large sequential chunks: the backbone runs once per point; a stated change of batch order, recorded in "
+        f"the rows), keep them in bfloat16 ({half}, or {half_fp32} with the backbone in float32: half the bytes, a "
+        f"stated option recorded in the rows), use fewer examples, train in blocks ({blocks}: the backbone runs once "
+        "per example and epoch and every seed trains on its block; a stated change of batch order, recorded in the "
+        f"rows), or set {STORE_ENV}=backbone to run the backbone again for every batch of every epoch and seed (same "
+        "results, much slower).", advice=[chunks, half, half_fp32, blocks])
 
 
 class FeatureStore:

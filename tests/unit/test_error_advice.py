@@ -106,6 +106,14 @@ def _offline(*args, **kwargs):
     raise ConnectionError("the hub cannot be reached")
 
 
+def _no_store_fits(tmp_path: Path, monkeypatch):
+    from papa.probing.feature_store import CACHE_BUDGET_ENV, DISK_BUDGET_ENV, plan_store
+
+    monkeypatch.setenv(CACHE_BUDGET_ENV, "0")
+    monkeypatch.setenv(DISK_BUDGET_ENV, "0")
+    plan_store(torch.ones(2, 4, dtype=torch.bool), 3, 8, torch.device("cpu"), folder=tmp_path)
+
+
 def _afile(tmp_path: Path) -> Path:
     path = tmp_path / "afile"
     path.write_text("keep me")
@@ -190,6 +198,14 @@ CASES: dict[str, dict] = {
         sites={("probing/step_modes.py", "steps"), ("probing/step_modes.py", "device")},
         library_says=["steps='eager'", "steps='compiled'", "device='cuda'"],
         cli_says=["--steps eager", "--steps compiled", "--device cuda"]),
+    "features fit no store": dict(
+        library=lambda tmp, mp: _no_store_fits(tmp, mp),
+        cli=None,  # the CLI reaches it only by a run whose features exceed the machine's memory and disk
+        sites={("probing/feature_store.py", "precision"), ("probing/feature_store.py", "batch_order")},
+        library_says=["batch_order='chunks'", "precision='bf16_with_store'", "precision='bf16_store'",
+                      "batch_order='blocks'"],
+        cli_says=["--batch-order chunks", "--precision bf16_with_store", "--precision bf16_store",
+                  "--batch-order blocks"]),
     "unknown batch order": dict(
         library=lambda tmp, mp: GridConfig(task="sst2", batch_order="shuffled").resolved(),
         cli=None,  # argparse's choices refuse it first

@@ -52,3 +52,28 @@ def test_a_compiled_backbone_is_eager_again_after():
             torch._dynamo.reset()
     assert backbone(model)._compiled_call_impl is None
     torch.testing.assert_close(compiled, plain, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "bf16_with_store"])
+def test_a_trained_parameter_is_read_as_updated_at_every_step_under_autocast(precision):
+    """Autocast's cast cache would keep the bf16 copy of a parameter that trains inside the context (trained
+    constants, λ's θ, a probe), so the second step's forward would read the first step's values."""
+    layer = torch.nn.Linear(4, 4)
+    x = torch.randn(2, 4)
+    with backbone_autocast(precision, "cpu"):
+        before = layer(x)
+        with torch.no_grad():
+            layer.weight.add_(1.0)  # what an optimizer's step does, in place
+        after = layer(x)
+    assert before.dtype == torch.bfloat16
+    assert not torch.equal(before, after)
+    assert torch.equal(after, torch.nn.functional.linear(x.bfloat16(), layer.weight.bfloat16(), layer.bias.bfloat16()))
+
+
+def test_the_store_dtype_follows_the_precision():
+    from papa.method.precision import feature_dtype
+
+    assert [feature_dtype(p) for p in ("float32", "bf16", "bf16_store", "bf16_with_store")] == [
+        "float32", "float32", "bfloat16", "bfloat16"]
+    with backbone_autocast("bf16_store", "cpu"):  # the backbone in float32
+        assert torch.nn.Linear(2, 2)(torch.ones(1, 2)).dtype == torch.float32

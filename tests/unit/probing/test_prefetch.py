@@ -71,14 +71,14 @@ def test_every_seed_gets_the_batch_get_gives_in_order_over_an_epoch_boundary(tas
 
 
 def test_from_the_backbone_each_batch_is_computed_only_when_taken(tmp_path):
-    """A source that stores nothing runs the backbone for a seed's batch when that seed takes it (a trained backbone
-    changes between two seeds' steps), and gives what `source(idx)` gives."""
+    """A source that stores nothing reads a seed's batch when that seed takes it (a trained backbone changes between
+    two seeds' steps: its step runs the backbone, `from_fetched`), and gives what `source(idx)` gives."""
     _, _, source = _source("sst2", "backbone", tmp_path)
     orders = [torch.arange(15), torch.arange(14, -1, -1)]
     for step, batches in zip(range(0, 15, 4), source.steps(orders, 0, 4)):
         assert not isinstance(batches, list)  # lazy
         for order, got in zip(orders, batches):
-            _same(got, source(order[step:step + 4]))
+            _same(source.from_fetched(*got), source(order[step:step + 4]))
 
 
 @pytest.mark.parametrize("store", ["host", "disk"])

@@ -221,20 +221,21 @@ def test_compiled_step_under_inductor_equals_eager_on_cuda(what):
     _assert_same(compiled, _train("bert", what, SETTINGS, "cuda"), exact=False)
 
 
-def test_compiled_steps_of_many_probes_and_shapes_keep_compiling(monkeypatch):
+def test_compiled_steps_of_many_probes_and_shapes_keep_compiling():
     """Probes of one shape share a graph; a grid's head configurations and ragged batches add graphs past the
     compiler's default limit of 8, which under fullgraph=True would fail the run."""
     import torch._dynamo
 
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)  # what a long grid reaches sooner
     torch._dynamo.reset()
+    # what a long grid reaches sooner; the config's own patch (a monkeypatch of this setting does not restore it)
     try:
-        for batch in (4, 3, 2, 5):  # four shapes of one probe kind: four graphs of the same code
-            probe = make_probe(get_task("sst2"), tiny_model("bert"), N)
-            optimizer = step_modes.new_optimizer("compiled", [{"params": list(probe.parameters()), "lr": 1e-2}])
-            step = step_modes.make_step("compiled", probe, optimizer, "sentence", step_modes.given_features,
-                                        backend="aot_eager")
-            feats, mask = torch.randn(batch, 3, N, 32), torch.ones(batch, N, dtype=torch.long)
-            assert torch.isfinite(step((feats, mask, torch.zeros(batch, dtype=torch.long))))
+        with torch._dynamo.config.patch(recompile_limit=2):
+            for batch in (4, 3, 2, 5):  # four shapes of one probe kind: four graphs of the same code
+                probe = make_probe(get_task("sst2"), tiny_model("bert"), N)
+                optimizer = step_modes.new_optimizer("compiled", [{"params": list(probe.parameters()), "lr": 1e-2}])
+                step = step_modes.make_step("compiled", probe, optimizer, "sentence", step_modes.given_features,
+                                            backend="aot_eager")
+                feats, mask = torch.randn(batch, 3, N, 32), torch.ones(batch, N, dtype=torch.long)
+                assert torch.isfinite(step((feats, mask, torch.zeros(batch, dtype=torch.long))))
     finally:
         torch._dynamo.reset()
