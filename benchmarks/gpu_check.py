@@ -123,8 +123,8 @@ def _estimate(argv: list[str]) -> int:
     folder = Path(files[0]).parent
     (folder / "estimate.md").write_text(printed, encoding="utf-8")
     keep = ("precision", "jobs", "points", "preparations", "per_model", "per_task", "totals", "parts", "chain_s",
-            "unfit", "unfit_jobs", "unfit_backbone_s", "unfit_blocks_s")
-    record = {"from": [Path(f).name for f in files], **{k: est[k] for k in keep}}
+            "unfit", "unfit_jobs", "unfit_backbone_s", "unfit_blocks_s", "prediction")
+    record = {"from": [Path(f).name for f in files], **{k: est[k] for k in keep if k in est}}
     _write_json(folder / "estimate.json", record)
     sys.stdout.write(printed)
     return 0

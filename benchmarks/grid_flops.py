@@ -5,23 +5,28 @@ rate and step the row holds, with `papa.method.cost`: every slot of the padded l
 padding), the probe reads the row's `read_per_example` positions. The row's model is RoBERTa-shaped: its layers and
 hidden width, a feed-forward block 4 × as wide, the MLM probe decoding to RoBERTa's vocabulary.
 
-`choose_path` is where a split's features live with the stores of issue 72 (a pure function of bytes and budgets,
-meant to be replaced by the feature store's own choice once one exists on this branch).
+`choose_path` is where a split's features live with the stores of issue 72: the runner's own rule
+(`papa.probing.feature_store.choose_path`) on an accelerator, with the batch order ``chunks`` where a split fits no
+memory and the disk unbounded.
 """
 from __future__ import annotations
 
+from papa.core.vocabulary import BF16_SUFFIX
 from papa.method.cost import encoder_shape, pass_flops, probe_flops, step_flops
 from papa.probing.feature_store import BYTES_PER_VALUE
+from papa.probing.feature_store import choose_path as store_choose_path
 from papa.tasks.registry import get_task
 
 #: len(tokenizer) of roberta-base and roberta-large: the MLM probe's output width in `full_cost.py`.
 ROBERTA_VOCAB = 50265
 #: Bytes of a bf16 value: a store that keeps features in bfloat16 holds half of float32's.
 BF16_BYTES = 2
-#: The paths, in the order `choose_path` tries them: float32 on the device, float32 in pinned host memory (copied to
-#: the device ahead of the step), bfloat16 in pinned host memory, then streamed from disk in chunks (bfloat16 where
-#: allowed).
-PATHS = ("device", "pinned host", "pinned host bf16", "disk streamed")
+#: The paths a split of the grid can take on an accelerator (`papa.core.vocabulary.STORE_PATHS`' names, + ``_bf16``):
+#: float32 on the device or in pinned host memory (copied to the device ahead of the step), the same in bfloat16
+#: (``--precision bf16_with_store``), or streamed from disk in chunks (``--batch-order chunks``).
+PATHS = ("device", "pinned_host", "device_bf16", "pinned_host_bf16", "disk_streamed", "disk_streamed_bf16")
+#: A disk budget no split of the grid reaches: the prediction assumes the node's disk holds any split.
+DISK_UNBOUNDED = 2**60
 
 
 def row_flops(row: dict) -> dict[str, float]:
@@ -50,12 +55,8 @@ def feature_bytes(examples: int, row: dict, value_bytes: int = BYTES_PER_VALUE) 
 
 
 def choose_path(nbytes: float, device_budget: float, host_budget: float, bf16: bool = True) -> tuple[str, int]:
-    """(path, bytes per value) of a split whose features take `nbytes` in float32: the first of `PATHS` whose budget
-    holds it (bfloat16 halves the bytes; only where `bf16` allows it); disk takes any size."""
-    if nbytes <= device_budget:
-        return "device", BYTES_PER_VALUE
-    if nbytes <= host_budget:
-        return "pinned host", BYTES_PER_VALUE
-    if bf16 and nbytes * BF16_BYTES / BYTES_PER_VALUE <= host_budget:
-        return "pinned host bf16", BF16_BYTES
-    return "disk streamed", BF16_BYTES if bf16 else BYTES_PER_VALUE
+    """(path, bytes per value) of a split whose features take `nbytes` in float32 (module docstring): the runner's
+    rule, bfloat16 only where `bf16` allows it."""
+    budgets = {"device": int(device_budget), "host": int(host_budget), "disk": DISK_UNBOUNDED}
+    path = store_choose_path(int(nbytes), budgets, allow_bf16=bf16, batch_order="chunks")
+    return path, BF16_BYTES if path.endswith(BF16_SUFFIX) else BYTES_PER_VALUE

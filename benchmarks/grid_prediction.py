@@ -1,9 +1,10 @@
 """The full grid's estimate with issue 72's changes: a prediction from the committed rates, not a measurement.
 
 The changes: (a) a store for every configuration, no configuration on the backbone path: each split's features go
-where `grid_flops.choose_path` puts them on a node of 1 TiB and of 2 TiB of host memory (device; pinned host memory,
-copied ahead of the step; pinned host memory in bfloat16; disk streamed in chunks; bfloat16 only where the
-backbone runs in bf16); (b) passes and training steps without launch overhead (graphed or compiled).
+where `grid_flops.choose_path` (the runner's rule) puts them on a node of 1 TiB and of 2 TiB of host memory (float32
+on the device or in pinned host memory, copied ahead of the step; the same in bfloat16, ``--precision
+bf16_with_store``; else on disk streamed in chunks, ``--batch-order chunks``, one read per epoch shared by the
+point's seeds); (b) passes and training steps without launch overhead (graphed or compiled).
 
 The model, every time from FLOPs (`grid_flops.row_flops`) and bytes:
 
@@ -14,7 +15,8 @@ The model, every time from FLOPs (`grid_flops.row_flops`) and bytes:
   its path's bandwidth); a λ, trained-constants or plain step: FLOPs / R_step; a probe step: max(FLOPs / R_step,
   its batch's bytes at its path's bandwidth);
 * bandwidths: the device's memory and the host link (`peaks.py`, nominal), disk `DISK_GBPS` (assumed: one NVMe
-  drive's sequential read, not measured), each seed reading its whole split every epoch;
+  drive's sequential read, not measured), the point's seeds sharing each chunk read (`SEEDS`: each reads its own
+  batches of it) where the host paths move each seed's batch;
 * budgets: the device's as `full_cost.py` measured it, pinned host memory `HOST_SHARE` of the node's.
 
 Launch overhead is taken as zero and small steps as running at a large shape's rate: optimistic for the probe's
@@ -22,7 +24,9 @@ steps (a small share of the grid), conservative where a graphed large step beats
 """
 from __future__ import annotations
 
+from papa.core.vocabulary import BF16_SUFFIX
 from papa.probing.feature_store import BYTES_PER_VALUE
+from papa.runs.profiles import get_profile
 
 from bench_flops import row_flops_per_seq, shape_of
 from grid_flops import BF16_BYTES, PATHS, choose_path, feature_bytes, row_flops
@@ -35,6 +39,8 @@ NODES = {"1 TiB": 2**40, "2 TiB": 2**41}
 HOST_SHARE = 0.6
 #: Disk bandwidth assumed for the streamed path (GB/s): not measured.
 DISK_GBPS = 3.0
+#: Seeds of a point of the full profile: they train together, so a chunk streamed from disk is read once for all.
+SEEDS = len(get_profile("full").seeds)
 #: Issue 72's goals: the whole grid's hours, its ratio to the FLOP floor at 40% of peak, BERT-base's hours.
 GOALS = (("whole grid ≤ 25 GPU-hours", None, 25.0, None), ("whole grid ≤ 2× its FLOP floor at 40% of peak", None,
                                                             None, 2.0),
@@ -69,27 +75,28 @@ def arithmetic_rates(bench: dict) -> dict | None:
 
 
 def _bandwidths(device: str) -> dict[str, float]:
-    """Bytes per second of each path on `device` (module docstring)."""
+    """Bytes per second of each path on `device` (module docstring), by the path's name without ``_bf16``."""
     peaks = device_peaks(device)
     hbm, link = (peaks.hbm, peaks.link) if peaks else (float("inf"), float("inf"))
-    return {"device": hbm * 1e9, "pinned host": link * 1e9, "pinned host bf16": link * 1e9,
-            "disk streamed": min(link, DISK_GBPS) * 1e9}
+    return {"device": hbm * 1e9, "pinned_host": link * 1e9, "disk_streamed": min(link, DISK_GBPS) * 1e9}
 
 
-def predicted_row(row: dict, rates: dict, bandwidth: dict[str, float], host_budget: float, bf16: bool) -> dict:
+def predicted_row(row: dict, rates: dict, bandwidth: dict[str, float], host_budget: float) -> dict:
     """`row` with every rate and step predicted (module docstring), its stores keyed by path."""
     f, batch = row_flops(row), row.get("batch_size") or 1
     r_pass, r_step = rates["pass"] * 1e12, rates["step"] * 1e12
     out = dict(row, budget_bytes={"device": row["budget_bytes"].get("device", 0), "host": host_budget},
                fill_seq_per_s={}, stored_step_s={}, stored_eval_seq_per_s={})
     for path in PATHS:
-        value = BF16_BYTES if (path == "pinned host bf16" or (path == "disk streamed" and bf16)) else BYTES_PER_VALUE
-        per_example = feature_bytes(1, row, value) / bandwidth[path]
+        base = path.removesuffix(BF16_SUFFIX)
+        value = BF16_BYTES if path.endswith(BF16_SUFFIX) else BYTES_PER_VALUE
+        per_example = feature_bytes(1, row, value) / bandwidth[base]
+        shared = SEEDS if base == "disk_streamed" else 1  # one read of a chunk for every seed
         out["fill_seq_per_s"][path] = 1 / max(f["fill"] / r_pass, per_example)
-        out["stored_step_s"][path] = max(f["stored_step"] / r_step, batch * per_example)
+        out["stored_step_s"][path] = max(f["stored_step"] / r_step, batch * per_example / shared)
         out["stored_eval_seq_per_s"][path] = 1 / max(f["stored_eval"] / r_pass, per_example)
     for store in ("fill_seq_per_s", "stored_step_s", "stored_eval_seq_per_s"):
-        out[store]["host"] = out[store]["pinned host"]  # what the backbone path and the blocks would read
+        out[store]["host"] = out[store]["pinned_host"]  # what the backbone path and the blocks would read
     out.update(forward_seq_per_s=r_pass / f["forward"], capture_seq_per_s=r_pass / f["capture"],
                **{f"{k}_s": f[k] / r_step for k in ("rerun_step", "lambda_step", "trainable_step", "plain_step")})
     return out
@@ -112,12 +119,14 @@ def predict(cost: dict, est: dict) -> None:
     rates = arithmetic_rates(cost["bench"])
     if rates is None:
         return
-    bf16, bandwidth = cost.get("precision") == "bf16", _bandwidths(cost.get("device", ""))
+    # bfloat16 storage is a stated option in either precision (bf16_with_store, bf16_store): allowed where float32
+    # features fit no memory
+    bandwidth = _bandwidths(cost.get("device", ""))
     est["prediction"] = {"rates": rates, "nodes": {}, "disk_gbps": DISK_GBPS, "host_share": HOST_SHARE}
     for node, memory in NODES.items():
-        rows = [predicted_row(r, rates, bandwidth, HOST_SHARE * memory, bf16) for r in cost["steps"]]
+        rows = [predicted_row(r, rates, bandwidth, HOST_SHARE * memory) for r in cost["steps"]]
         paths: dict[tuple, str] = {}
-        pred = grid_estimate.estimate(dict(cost, steps=rows), choose=_chooser(bf16, paths), predict=False)
+        pred = grid_estimate.estimate(dict(cost, steps=rows), choose=_chooser(True, paths), predict=False)
         est["prediction"]["nodes"][node] = {"totals": pred["totals"], "per_model": pred["per_model"],
                                             "parts": pred["parts"], "unfit": pred["unfit"], "paths": {
                                                 f"{m} {t} {n}": p for (m, t, n), p in sorted(paths.items())}}
