@@ -51,7 +51,8 @@ from papa.method.models import DEFAULT_MODEL
 from papa.probing.feature_store import CACHE_BUDGET_ENV, STORE_ENV, FeatureStore, StorePlan, read_positions
 from papa.probing.prefetch import stored_chunks, stored_steps
 from papa.probing.features import EncodedTask, encode_task, hidden_features
-from papa.probing.training import TrainSettings, _forward, _step, make_probe
+from papa.probing.step_modes import eager_step, step_logits
+from papa.probing.training import TrainSettings, make_probe
 from papa.runs import session
 from papa.runs.experiment import run_grid
 from papa.runs.results import ResultsTable
@@ -99,7 +100,7 @@ def _probe_seconds(model, spec, data, settings: TrainSettings, seeds: int, eval_
     repeats = 200
 
     def step():
-        _step(probe, optimizer, spec.kind, feats, mask, labels)  # the runner's own step
+        eager_step(probe, optimizer, spec.kind, feats, mask, labels)  # the runner's own step
 
     step()  # the first call allocates the optimizer's state
     start = time.perf_counter()
@@ -111,7 +112,7 @@ def _probe_seconds(model, spec, data, settings: TrainSettings, seeds: int, eval_
     with torch.no_grad():
         start = time.perf_counter()
         for _ in range(repeats // 4):
-            _forward(probe, spec.kind, *big)
+            step_logits(probe, spec.kind, *big)
         per_eval = (time.perf_counter() - start) / (repeats // 4)
     return per_step * steps + per_eval * eval_batches * seeds, steps
 

@@ -75,7 +75,7 @@ from papa.tasks.registry import get_task
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 # the suite's timing call (round-robin medians, warm-up discarded) and machine name
-from bench import _cpu_name, interleaved, random_model_dir  # noqa: E402
+from bench import cpu_name, interleaved, random_model_dir  # noqa: E402
 
 #: Version of the JSON this script writes; `grid_estimate.py` refuses files without this format's fields.
 FORMAT = 2
@@ -484,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
 
     device = resolve_device(args.device)
     report = {"format": FORMAT,
-              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else _cpu_name(),
+              "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
               "torch": torch.__version__, "threads": torch.get_num_threads(),
               "command": "python benchmarks/full_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
               "profile": ONE_EPOCH, "precision": args.precision, "tiny": args.tiny, "points": [], "steps": []}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,7 +26,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 def _checkout_copy(dest: Path) -> Path:
     """The files a call to a lent machine copies: tracked, and untracked that git does not ignore."""
-    for rel in gpu_check.travelling_files(REPO):
+    for rel in gpu_stage.travelling_files(REPO):
         if not rel.startswith("artifacts/"):  # the check reads no artifact; notebooks it does
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(REPO / rel, dest / rel)
@@ -38,7 +39,7 @@ def smoke(tmp_path_factory, data_dir, hub_dir):
     root = tmp_path_factory.mktemp("gpu") / "machine"  # no ../shared beside it
     repo = _checkout_copy(root / "repo")
     stage = repo / ".gpu-stage"
-    manifest = gpu_check.stage(stage, hub_dir, data_dir, rows=64, wheels=False, python="3.12")
+    manifest = gpu_stage.stage(stage, hub_dir, data_dir, rows=64, wheels=False, python="3.12")
     # The printed command, with the smoke flag and this interpreter (the machine's python3 is its own): what
     # `make gpu-check SMOKE=1` runs.
     command = gpu_check.device_command(stage, python=sys.executable, smoke=True)
@@ -87,10 +88,17 @@ def test_each_output_holds_what_its_reader_needs(smoke):
     assert {"constants_s", "ranking_s", "lambda_point_s", "trainable_point_s"} <= set(point)
     estimate = json.loads((out / "estimate.json").read_text())
     assert estimate["jobs"] > 0 and estimate["totals"]["estimate"] > 0 and "bert-base-uncased" in estimate["per_model"]
-    for name in ("bench_fp32", "bench_bf16", "bench_fp32_compiled", "bench_bf16_compiled"):
+    for name in ("steps_bf16", "steps_bf16_compiled"):  # the training steps, each mode beside eager
+        rows = json.loads((out / f"{name}.json").read_text())["rows"]
+        assert {r["mode"] for r in rows} == ({"eager", "compiled"} if "compiled" in name else {"eager"})
+    assert json.loads((out / "store_grid.json").read_text())["rows"]  # the stores' fetch
+    collected = re.search(r"(\d+) tests collected", (out / "logs" / "cuda_tests.log").read_text())
+    assert collected and int(collected[1]) > 0  # the CUDA tests' files, collected on the CPU (a GPU runs them)
+    for name in ("bench_fp32", "bench_bf16", "bench_fp32_compiled", "bench_bf16_compiled", "bench_grid"):
         bench = json.loads((out / f"{name}.json").read_text())
         assert bench["tiny"] and any(r["met"] is not None for r in bench["rows"])
         assert ("compiled" in name) == any("compiled" in r["what"] for r in bench["rows"])
+        assert ("grid" in name) == any("saturating" in r["what"] for r in bench["rows"])
 
 
 def test_the_docs_blocks_render_from_the_folder(smoke):
@@ -104,14 +112,16 @@ def test_the_docs_blocks_render_from_the_folder(smoke):
     goals = {g["goal"]: g for g in gpu_check.goals(smoke["out"])}
     for goal, *_ in gpu_check.HOUR_GOALS:  # the smoke's cost ran in float32: a bf16 goal is not read off it
         assert goals[goal]["met"] is None and goals[goal]["value"] == "the estimate is in float32"
-    speed = [g for name, g in goals.items() if name.startswith(tuple(w for w, _ in gpu_check.SPEED_GOALS))]
-    assert len(speed) == 4 and all(isinstance(g["met"], bool) and "MiniLM-L6 n = 16" in g["value"] for g in speed)
+    speed = [goals[f"{w}, {dtype}"] for w, _ in gpu_check.SPEED_GOALS for dtype in ("float32", "bf16")]
+    assert all(isinstance(g["met"], bool) and "MiniLM-L6 n = 16" in g["value"] for g in speed)
+    saturating = [goals[w] for w, _ in gpu_check.SATURATING_GOALS]  # read off the bench at the grid's shapes
+    assert all(isinstance(g["met"], bool) and "RoBERTa-large" in g["value"] for g in saturating)
 
 
 def test_a_stage_over_the_transfer_limit_is_refused(tmp_path, data_dir, hub_dir, monkeypatch):
     monkeypatch.setattr(gpu_stage, "TRANSFER_LIMIT", 1024)
     with pytest.raises(SystemExit, match="over the 0 MiB a call carries"):
-        gpu_check.stage(tmp_path / "stage", hub_dir, data_dir, rows=8, wheels=False, python="3.12")
+        gpu_stage.stage(tmp_path / "stage", hub_dir, data_dir, rows=8, wheels=False, python="3.12")
 
 
 def test_run_without_a_stage_says_what_to_do(tmp_path):
