@@ -483,7 +483,8 @@ def _part_rows(est: dict) -> list[str]:
         rate = tflops(run, t)
         out.append(f"| {part} | {needed / 1e15:,.1f} | {_fmt(at_peak, '.2f')} | "
                    f"{_fmt(None if at_peak is None else at_peak / GOAL_SHARE, '.2f')} | {t / 3600:.1f} | "
-                   f"{run / 1e15:,.1f} | {_fmt(rate, '.1f')} | {_pct(share_of_peak(rate, peak))} | {floor / 3600:.1f} |")
+                   f"{run / 1e15:,.1f} | {_fmt(rate, '.1f')} | {_pct(share_of_peak(rate, peak))} | "
+                   f"{floor / 3600:.1f} |")
     return out
 
 

@@ -7,8 +7,8 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   feature_store_cpu.json``, written by benchmarks/feature_store.py);
 * docs/performance.md, ``cpu-recheck``: committed cpu-profile runs recomputed by today's runner
   (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
-* docs/performance.md, ``run-options``: the run options paired by seed against float32 eager
-  (``artifacts/run_options/cpu/``, written by benchmarks/run_options.py);
+* docs/performance.md, ``run-options`` and ``run-options-bf16-store``: the run options paired by seed against
+  float32 eager (``artifacts/run_options/cpu/`` and ``bf16_store/``, written by benchmarks/run_options.py);
 * docs/results.md ``claims``, README.md ``claims-brief``, docs/decoders.md ``decoder-claims``: the paper's claims as
   the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
   `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time`` and docs/decoders.md ``decoder-table``: that run's
@@ -396,6 +396,8 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "feature-store": (DOCS / "performance.md", feature_store_block),
     "cpu-recheck": (DOCS / "performance.md", recheck_block),
     "run-options": (DOCS / "performance.md", run_options_block),
+    "run-options-bf16-store": (DOCS / "performance.md",
+                               functools.partial(run_options_block, REPO / "artifacts" / "run_options" / "bf16_store")),
     "lambda-full": (DOCS / "results.md", lambda_full_block),
     "draws-time": (DOCS / "results.md", draws_time_block),
     "ranking-agreement": (DOCS / "results.md", ranking_agreement_block),

@@ -339,7 +339,8 @@ def _grid_parent() -> argparse.ArgumentParser:
                       help=f"how the backbone computes (default: {DEFAULT_PRECISION}, the protocol's): tf32 = "
                            "TensorFloat-32 CUDA matmuls, bf16 = bfloat16 autocast of its forward passes (the probe "
                            "trains in float32), bf16_store = the backbone in float32 and its stored features kept "
-                           "in bfloat16 (half the bytes); recorded in every row (papa.method.precision)")
+                           "in bfloat16 (half the bytes), bf16_with_store = both; recorded in every row "
+                           "(papa.method.precision)")
     grid.add_argument("--compile", action="store_true",
                       help="compile the backbone (torch.compile: one graph per head configuration); recorded in "
                            "every row as execution=compiled")

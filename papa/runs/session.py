@@ -18,8 +18,8 @@ from papa.core.artifacts import check_output_dir
 from papa.core.errors import Arg, InputError
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
-from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_PRECISION,
-                                  DEFAULT_STEP_MODE, NONE)
+from papa.core.vocabulary import (BATCH_ORDERS, BF16_STORE_PRECISIONS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER,
+                                  DEFAULT_DTYPE, DEFAULT_PRECISION, DEFAULT_STEP_MODE, NONE)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
@@ -128,9 +128,9 @@ def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfi
         fix = Arg("batch_order", DEFAULT_BATCH_ORDER)
         raise InputError(f"unknown batch order {cfg.batch_order!r}: choose one of {', '.join(BATCH_ORDERS)} (give "
                          f"{fix} for the protocol's)", advice=[fix])
-    if cfg.precision == "bf16_store" and cfg.batch_order == "blocks":
+    if cfg.precision in BF16_STORE_PRECISIONS and cfg.batch_order == "blocks":
         fix = Arg("batch_order", "chunks")
-        raise InputError("precision 'bf16_store' keeps the stored features in bfloat16, and batch order 'blocks' "
+        raise InputError(f"precision {cfg.precision!r} keeps the stored features in bfloat16, and batch order 'blocks' "
                          f"stores no training features (the backbone runs block by block): give {fix}, or another "
                          "precision", advice=[fix])
     dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
