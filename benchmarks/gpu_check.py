@@ -387,6 +387,25 @@ SATURATING_GOALS = (("capture ≥ 0.85× the plain forward at a saturating batch
                     ("1/2 heads ≥ 1.0× the plain forward at a saturating batch", "1/2 input-dependent"))
 
 
+#: Issue 72's target of the training steps: (goal, the step kinds it reads, least speed-up over eager), read off each
+#: steps file (steps_bf16.json: graphed; steps_bf16_compiled.json: compiled), at Table 3's batches.
+STEP_GOAL = ("λ and trained-constant steps ≥ 5× faster than eager bf16 steps", ("lambda", "trainable"), 5.0)
+
+
+def _step_goals(folder: Path) -> list[dict]:
+    """`STEP_GOAL` as `folder`'s step benches read it, one line per mode beside eager (met None where not run)."""
+    goal, kinds, least = STEP_GOAL
+    found = []
+    for name, mode in (("steps_bf16", "graphed"), ("steps_bf16_compiled", "compiled")):
+        path = folder / f"{name}.json"
+        rows = json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else []
+        read = [r for r in rows if r["kind"] in kinds and r["mode"] == mode and r["speedup_vs_eager"] is not None]
+        value = ", ".join(f"{r['model']} {r['task']} {r['kind']}: {r['speedup_vs_eager']:.2f}×" for r in read)
+        found.append({"goal": f"{goal}, {mode}", "value": value or "not run",
+                      "met": all(r["speedup_vs_eager"] >= least for r in read) if read else None})
+    return found
+
+
 def _hour_goal(goal: str, model: str | None, hours: float | None, ratio: float | None, est: dict) -> dict:
     part = est["per_model"][model] if model else est["totals"]
     if est.get("precision") != "bf16":
@@ -435,7 +454,7 @@ def goals(folder: Path) -> list[dict]:
             value = ", ".join(f"{r['model'].removesuffix(' (random)')} n = {r['n']}: {r['ratio']:.2f}×" for r in read)
             found.append({"goal": f"{goal}, {'float32' if dtype == 'fp32' else dtype}", "value": value or "not run",
                           "met": all(r["met"] for r in read) if read else None})
-    return found + _saturating_goals(folder)
+    return found + _saturating_goals(folder) + _step_goals(folder)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -116,6 +116,9 @@ def test_the_docs_blocks_render_from_the_folder(smoke):
     assert all(isinstance(g["met"], bool) and "MiniLM-L6 n = 16" in g["value"] for g in speed)
     saturating = [goals[w] for w, _ in gpu_check.SATURATING_GOALS]  # read off the bench at the grid's shapes
     assert all(isinstance(g["met"], bool) and "RoBERTa-large" in g["value"] for g in saturating)
+    steps = [goals[f"{gpu_check.STEP_GOAL[0]}, {mode}"] for mode in ("graphed", "compiled")]
+    assert steps[0] == {"goal": steps[0]["goal"], "value": "not run", "met": None}  # a CPU has no graphed steps
+    assert isinstance(steps[1]["met"], bool) and "lambda" in steps[1]["value"]
 
 
 def test_a_stage_over_the_transfer_limit_is_refused(tmp_path, data_dir, hub_dir, monkeypatch):
