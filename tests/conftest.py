@@ -27,6 +27,31 @@ class TensorSource:
     def __call__(self, idx):
         return self.feats[idx], self.mask[idx], self.labels[idx]
 
+#: Fifteen short texts of the tiny tokenizers' vocabulary (`tiny_task_data`): ragged in batches of 4.
+TINY_TEXTS = ["the cat sat on the mat", "a dog", "it was the big mat and the cat", "good", "the film was bad"] * 3
+
+
+def tiny_task_data(tok, task: str, max_length: int = 12):
+    """(spec, encoded split) of 15 examples of `task`'s kind over `TINY_TEXTS`, in the BERT layout: labels cycling
+    through the task's classes, a token task's one per word, an MLM task's text lengthened so that some tokens are
+    masked."""
+    from papa.probing.features import encode_task
+    from papa.tasks.data import Example
+    from papa.tasks.registry import get_task
+
+    spec = get_task(task)
+    if spec.kind == "token":
+        examples = [Example(words=tuple(t.split()), label=tuple(i % spec.num_labels for i, _ in enumerate(t.split())))
+                    for t in TINY_TEXTS]
+    elif spec.kind == "pair":
+        examples = [Example(text=t, text_pair=TINY_TEXTS[-1 - i], label=i % 2) for i, t in enumerate(TINY_TEXTS)]
+    elif spec.kind == "mlm":
+        examples = [Example(text=t + " and the dog ran to the mat") for t in TINY_TEXTS]
+    else:
+        examples = [Example(text=t, label=i % 2) for i, t in enumerate(TINY_TEXTS)]
+    return spec, encode_task(tok, spec, examples, max_length=max_length, model_type="bert")
+
+
 # The test environment (offline hub, an absolute data directory) is set by the repository's root conftest.py, which
 # pytest loads for tests/ and for notebooks/ alike.
 

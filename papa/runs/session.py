@@ -119,7 +119,19 @@ def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfi
     layout = layout_for(causal, cfg.layout, prof.layout)
     check_task_fits_model(spec, causal, cfg.model)
     probe_inputs = probe_inputs_for(causal, cfg.probe_inputs, trains_probe=spec.trains_probe)
-    device = resolve_device(cfg.device)  # an unavailable device fails here, before the model and data are loaded
+    _check_run_options(cfg, resolve_device(cfg.device))  # an unavailable device fails here, before any loading
+    dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
+    if cfg.constants_file is not None and not Path(cfg.constants_file).is_file():
+        given = Arg("constants_file", str(cfg.constants_file))
+        raise InputError(f"no constants file at {given}: give a file `papa extract` wrote (.safetensors), or leave "
+                         "it out for the grid's own average constants", advice=[given])
+    # A profile file is recorded by the name it defines, never by its path.
+    return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
+                   layout=layout, dtype=dtype, probe_inputs=probe_inputs), prof, spec
+
+
+def _check_run_options(cfg: GridConfig, device) -> None:
+    """How the grid computes (precision, compile, step mode, batch order), checked against each other and `device`."""
     check_precision(cfg.precision, device)
     if not isinstance(cfg.compile, bool):
         raise InputError(f"compile must be True or False, got {cfg.compile!r}")
@@ -130,17 +142,9 @@ def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfi
                          f"{fix} for the protocol's)", advice=[fix])
     if cfg.precision in BF16_STORE_PRECISIONS and cfg.batch_order == "blocks":
         fix = Arg("batch_order", "chunks")
-        raise InputError(f"precision {cfg.precision!r} keeps the stored features in bfloat16, and batch order 'blocks' "
-                         f"stores no training features (the backbone runs block by block): give {fix}, or another "
-                         "precision", advice=[fix])
-    dtype = dtype_name(resolve_dtype(cfg.dtype))  # as does an unknown dtype
-    if cfg.constants_file is not None and not Path(cfg.constants_file).is_file():
-        given = Arg("constants_file", str(cfg.constants_file))
-        raise InputError(f"no constants file at {given}: give a file `papa extract` wrote (.safetensors), or leave "
-                         "it out for the grid's own average constants", advice=[given])
-    # A profile file is recorded by the name it defines, never by its path.
-    return replace(cfg, fractions=fractions, seeds=seeds, rounding=rounding, profile=prof.name,
-                   layout=layout, dtype=dtype, probe_inputs=probe_inputs), prof, spec
+        raise InputError(f"precision {cfg.precision!r} keeps the stored features in bfloat16, and batch order "
+                         f"'blocks' stores no training features (the backbone runs block by block): give {fix}, or "
+                         "another precision", advice=[fix])
 
 
 @dataclass

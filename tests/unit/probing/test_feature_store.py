@@ -10,37 +10,20 @@ import torch
 from papa.core.errors import InputError
 from papa.probing import feature_store
 from papa.probing.feature_store import plan_store
-from papa.probing.features import FeatureSource, encode_task, hidden_features
+from papa.probing.features import FeatureSource, hidden_features
 from papa.probing.probes import IGNORE_INDEX
 from papa.probing.training import TrainSettings, make_probe, train_probe, train_probes
-from papa.tasks.data import Example
-from papa.tasks.registry import get_task
 
-from conftest import tiny_model, tiny_tokenizer
+from conftest import tiny_model, tiny_task_data, tiny_tokenizer
 
 N = 12
-TEXTS = ["the cat sat on the mat", "a dog", "it was the big mat and the cat", "good", "the film was bad"] * 3
-
-
-def _data(tok, task: str):
-    spec = get_task(task)
-    if spec.kind == "token":
-        examples = [Example(words=tuple(t.split()), label=tuple(i % spec.num_labels for i, _ in enumerate(t.split())))
-                    for t in TEXTS]
-    elif spec.kind == "pair":
-        examples = [Example(text=t, text_pair=TEXTS[-1 - i], label=i % 2) for i, t in enumerate(TEXTS)]
-    elif spec.kind == "mlm":
-        examples = [Example(text=t + " and the dog ran to the mat") for t in TEXTS]
-    else:
-        examples = [Example(text=t, label=i % 2) for i, t in enumerate(TEXTS)]
-    return spec, encode_task(tok, spec, examples, max_length=N, model_type="bert")
 
 
 @pytest.mark.parametrize("task", ["sst2", "mrpc", "ner", "mlm"])
 @pytest.mark.parametrize("store", ["host", "disk"])
 def test_a_batch_read_back_is_the_padded_batch_at_the_positions_the_probe_reads(task, store, tmp_path):
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
-    spec, data = _data(tok, task)
+    spec, data = tiny_task_data(tok, task)
     source = FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path, store=store)
     read = data.inputs["attention_mask"].bool() if spec.kind in ("sentence", "pair") else data.labels != IGNORE_INDEX
     assert source.store.values.shape[0] == int(read.sum()) < read.numel()  # only what the probe reads is kept
@@ -56,7 +39,7 @@ def test_a_batch_read_back_is_the_padded_batch_at_the_positions_the_probe_reads(
 
 def test_a_disk_store_is_named_when_complete_and_removed_when_closed(tmp_path, monkeypatch):
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
-    _, data = _data(tok, "sst2")
+    _, data = tiny_task_data(tok, "sst2")
     source = FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path, store="disk")
     assert sorted(p.suffix for p in tmp_path.iterdir()) == [".f32", ".json"]  # no .tmp left: complete
     source.close()
@@ -89,7 +72,7 @@ def test_the_plan_is_decided_from_sizes_and_said_in_one_line(tmp_path, monkeypat
 @pytest.mark.parametrize("task", ["sst2", "mrpc", "ner", "mlm"])
 def test_seeds_trained_together_end_as_each_trained_alone(task):
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
-    spec, data = _data(tok, task)
+    spec, data = tiny_task_data(tok, task)
     source = FeatureSource(model, data, trainable_backbone=False, progress=False)
     settings = TrainSettings(learning_rate=1e-2, batch_size=4, epochs=2)
     seeds = [0, 1, 5]
@@ -117,7 +100,7 @@ def test_blocks_run_the_backbone_once_per_example_and_epoch(task):
     from papa.probing.training import train_probes_in_blocks
 
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
-    spec, data = _data(tok, task)
+    spec, data = tiny_task_data(tok, task)
     settings = TrainSettings(learning_rate=1e-2, batch_size=4, epochs=2)
     seen = []
     handle = backbone(model).register_forward_pre_hook(

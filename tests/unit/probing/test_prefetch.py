@@ -11,35 +11,16 @@ from papa.probing.feature_store import check_settings, choose_path, plan_store, 
 from papa.probing.features import FeatureSource
 from papa.probing.training import TrainSettings, make_probe, train_probes_in_chunks
 
-from papa.tasks.data import Example
-from papa.tasks.registry import get_task
-
-from conftest import tiny_model, tiny_tokenizer
+from conftest import tiny_model, tiny_task_data, tiny_tokenizer
 
 N = 12
-TEXTS = ["the cat sat on the mat", "a dog", "it was the big mat and the cat", "good", "the film was bad"] * 3
 
 GiB, TiB = 2**30, 2**40
 
 
-def _data(tok, task: str):
-    """15 examples of `task`'s kind (ragged in batches of 4), encoded at length N."""
-    from papa.probing.features import encode_task
-
-    spec = get_task(task)
-    if spec.kind == "token":
-        examples = [Example(words=tuple(t.split()), label=tuple(i % spec.num_labels for i, _ in enumerate(t.split())))
-                    for t in TEXTS]
-    elif spec.kind == "pair":
-        examples = [Example(text=t, text_pair=TEXTS[-1 - i], label=i % 2) for i, t in enumerate(TEXTS)]
-    else:
-        examples = [Example(text=t, label=i % 2) for i, t in enumerate(TEXTS)]
-    return spec, encode_task(tok, spec, examples, max_length=N, model_type="bert")
-
-
 def _source(task: str, store: str, tmp_path, dtype: str = "float32", batch_order: str = "per_seed"):
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
-    spec, data = _data(tok, task)
+    spec, data = tiny_task_data(tok, task)
     return spec, model, FeatureSource(model, data, trainable_backbone=False, progress=False, folder=tmp_path,
                                       store=store, dtype=dtype, batch_order=batch_order)
 
