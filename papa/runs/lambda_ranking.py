@@ -80,13 +80,20 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, lambda_learning_rate=lambda_lr, steps=trace.total_steps,
         lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype,
-        probe_inputs=cfg.probe_inputs)
+        probe_inputs=cfg.probe_inputs, **_steps_metadata(cfg.steps))
     if distributed.is_main():
         ranking.save(path)
         save_curve(curve_path(path), trace, path.name)
         if checkpoint is not None:
             checkpoint.remove()  # after the ranking is saved: a kill in between resumes at the last step
     return ranking
+
+
+def _steps_metadata(mode: str) -> dict[str, str]:
+    """How λ's steps ran, for the ranking's metadata (papa.probing.step_modes): nothing for eager steps, the
+    reference, so eager rankings are saved as before; else ``step_mode``. Results equal eager's within rounding, so a
+    saved ranking is read whatever mode asks for it."""
+    return {} if mode == DEFAULT_STEP_MODE else {"step_mode": mode}
 
 
 def _ranking_path(s: Session, kind: str, seed: int = RANKING_SEED, part: int = 0,

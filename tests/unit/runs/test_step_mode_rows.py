@@ -37,6 +37,12 @@ def test_compiled_steps_reach_every_training_and_are_recorded(tmp_path, data_dir
     assert all("steps" not in json.loads(extra) for extra in eager["extra"])
     assert all(json.loads(extra)["steps"] == "compiled" for extra in steps["extra"])
     assert sorted(eager["run_id"]) == sorted(steps["run_id"]) and len(eager) == 2
+    # the λ ranking says how its steps ran where not eagerly (an eager ranking's metadata is as it was)
+    from papa.method.rankings import load_ranking
+
+    rankings = {run: load_ranking(next((tmp_path / run / "rankings").glob("*.safetensors"))).metadata
+                for run in ("eager", "compiled")}
+    assert "step_mode" not in rankings["eager"] and rankings["compiled"]["step_mode"] == "compiled"
 
 
 def test_graphed_steps_on_the_cpu_are_refused_by_the_cli(tmp_path, capsys):
