@@ -35,7 +35,7 @@ baseline that skips the upper triangle. Encoders (no causal mask) always count n
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 #: model types whose feed-forward block is gated (3 matrices of hidden x intermediate: gate, up, down; ModernBERT's
 #: Wi is one hidden x 2·intermediate matrix, the same count). Any other type counts 2 (up, down).
@@ -216,27 +216,23 @@ def backward_macs(layer: LayerCost) -> int:
     return linear + 2 * (layer.scores + layer.mixing)
 
 
-def _pass_layer(shape_or_config, n: int, replaced_share: float, mixed: bool) -> tuple[LayerCost, int]:
-    shape = _shape(shape_or_config)
-    layer = shape_layer_cost(shape, n, replaced_share=replaced_share)
-    if mixed:  # A·V and C·V both computed
-        layer = LayerCost(layer.qk_projections, layer.v_projection, layer.scores, 2 * layer.mixing, layer.output,
-                          layer.feed_forward)
-    return layer, shape.num_layers
+def _pass_cost(shape_or_config, n: int, replaced_share: float, mixed: bool) -> ModelCost:
+    """`model_cost` of the pass, with both mixing products where every head is `mixed` (A·V and C·V)."""
+    cost = model_cost(shape_or_config, n, replaced_share=replaced_share)
+    return replace(cost, layer=replace(cost.layer, mixing=2 * cost.layer.mixing)) if mixed else cost
 
 
 def pass_flops(shape_or_config, n: int, *, replaced_share: float = 0.0, mixed: bool = False) -> int:
     """FLOPs of one sequence of n tokens through the backbone's layers (no LM head), `replaced_share` of the heads
     constant with their Q/K dropped, or every head mixed (`mixed`, λ)."""
-    layer, layers = _pass_layer(shape_or_config, n, replaced_share, mixed)
-    return 2 * layers * layer.total
+    return 2 * _pass_cost(shape_or_config, n, replaced_share, mixed).layers
 
 
 def step_flops(shape_or_config, n: int, *, replaced_share: float = 0.0, mixed: bool = False) -> int:
     """FLOPs of one sequence's training step through the frozen backbone: its pass (`pass_flops`) and the backward
     through its activations (`backward_macs`); the probe's are `probe_flops`."""
-    layer, layers = _pass_layer(shape_or_config, n, replaced_share, mixed)
-    return 2 * layers * (layer.total + backward_macs(layer))
+    cost = _pass_cost(shape_or_config, n, replaced_share, mixed)
+    return 2 * (cost.layers + cost.num_layers * backward_macs(cost.layer))
 
 
 def probe_flops(kind: str, layers: int, hidden: int, read: float, labels: int, *, step: bool = False) -> float:
