@@ -48,7 +48,7 @@ from papa.tasks.registry import get_task
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import cpu_name, interleaved  # noqa: E402  (the suite's timing call: round-robin medians, warm-up discarded)
 from full_cost import synthetic_task  # noqa: E402
-from peaks import peak_tflops  # noqa: E402
+from peaks import peak_tflops, share_of_peak, tflops  # noqa: E402
 
 MODELS = ("bert-base-uncased", "roberta-large")
 TASKS = ("sst2", "mnli", "ner")       # a sentence task, Table 3's longest (n = 256, batch 8), a token task
@@ -218,11 +218,11 @@ def rows_of(label: str, model, task: str, kind: str, t: dict[str, float], args: 
     top = peak(args)
     rows = []
     for mode, seconds in t.items():
-        tflops = flops / seconds / 1e12
+        rate = tflops(flops, seconds)
         rows.append({"model": label, "task": task, "kind": kind, "mode": mode, "n": bench.n, "batch_size": bench.bs,
                      "precision": args.precision, "device": _device_name(args.device), "backend": args.backend,
                      "steps": args.steps, "repeats": args.repeats, "step_s": seconds, "flops_per_step": flops,
-                     "tflops": tflops, "peak_tflops": top, "peak_share": None if top is None else tflops / top,
+                     "tflops": rate, "peak_tflops": top, "peak_share": share_of_peak(rate, top),
                      "speedup_vs_eager": t["eager"] / seconds if "eager" in t else None})
     return rows
 

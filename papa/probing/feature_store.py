@@ -163,11 +163,15 @@ def store_path(kept_bytes: int, budgets: Mapping[str, int], *, batch_order: str 
     _check_budgets(budgets)
     if kept_bytes < 0:
         raise InputError(f"kept_bytes={kept_bytes}: give the float32 features' size in bytes, >= 0")
-    size = kept_bytes // 2 if bf16 else kept_bytes
-    for placement in places:
-        if placement in budgets and size <= budgets[placement]:
-            return _path_name(placement, accelerator="device" in budgets, batch_order=batch_order, bf16=bf16)
-    return None
+    placement = _first_fit(kept_bytes // 2 if bf16 else kept_bytes, budgets, places)
+    if placement is None:
+        return None
+    return _path_name(placement, accelerator="device" in budgets, batch_order=batch_order, bf16=bf16)
+
+
+def _first_fit(size: int, budgets: Mapping[str, int], places: tuple[str, ...] = STORED) -> str | None:
+    """The first of `places` whose budget in `budgets` holds `size` bytes (None: none does)."""
+    return next((p for p in places if p in budgets and size <= budgets[p]), None)
 
 
 def choose_path(kept_bytes: int, budgets: Mapping[str, int], *, allow_bf16: bool = False,
@@ -288,9 +292,9 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
                              f"{STORE_ENV}=host")
         return plan(forced, store_budgets(device, folder)[forced])
     budgets = store_budgets(device, folder)
-    for placement in STORED:  # store_path's order, with each budget kept for the plan's line
-        if placement in budgets and kept_bytes <= budgets[placement]:
-            return plan(placement, budgets[placement])
+    placement = _first_fit(kept_bytes, budgets)  # store_path's rule, with the budget kept for the plan's line
+    if placement is not None:
+        return plan(placement, budgets[placement])
     budget_text = ", ".join(f"{p} {_gib(b)}" for p, b in budgets.items())
     half, half_fp32 = Arg("precision", "bf16_with_store"), Arg("precision", "bf16_store")
     chunks, blocks = Arg("batch_order", "chunks"), Arg("batch_order", "blocks")
@@ -332,7 +336,6 @@ class FeatureStore:
         self._tmp: Path | None = None
         self._finalizer = None
         self._mapped = None
-        self.pinned = False
         if plan.placement == "disk":
             plan.folder.mkdir(parents=True, exist_ok=True)
             stem = "".join(c if c.isalnum() else "-" for c in desc).strip("-") or "features"
@@ -347,9 +350,8 @@ class FeatureStore:
             self._finalizer = weakref.finalize(self, _remove, None if keep_file else [self._tmp, self.path,
                                                                                        self._meta_path()])
         else:
-            self.pinned = plan.placement == "host" and plan.accelerator
-            self.table = _empty(shape, self.dtype, self.home, pinned=self.pinned, desc=desc)
-            self.pinned = self.table.is_pinned()
+            self.table = _empty(shape, self.dtype, self.home, pinned=plan.placement == "host" and plan.accelerator,
+                                desc=desc)
             self.table[kept].zero_()
         self.values = self.table[:kept]
 

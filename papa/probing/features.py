@@ -147,6 +147,14 @@ def padded_features(model, data: EncodedTask, idx: torch.Tensor, *, batch_size: 
                       for i in range(0, len(idx), batch_size)])
 
 
+def fetched_steps(fetch, orders: Sequence[torch.Tensor], start: int, batch_size: int, n: int
+                  ) -> Iterator[Iterable]:
+    """Each step of one epoch from example `start` of `n` on: every order's batch (order[a:a + batch_size]) as
+    `fetch` gives it, fetched only when taken."""
+    for a in range(start, n, batch_size):
+        yield (fetch(order[a:a + batch_size]) for order in orders)
+
+
 class FeatureSource:
     """Features for batches of one encoded split: from a store when the backbone is frozen, else from the model.
 
@@ -239,19 +247,20 @@ class FeatureSource:
         per seed), each as `fetch` gives it (a step computes its features with `from_fetched`). From a store, all
         seeds' batches are read at once, a step ahead (`papa.probing.prefetch.stored_steps`); from the backbone, each
         batch is fetched only when taken (a trained backbone changes between two seeds' steps)."""
-        n = len(self.data)
         if self.store is not None:
-            yield from stored_steps(self.store, orders, start, batch_size, self.device, self._mask, self._labels)
-            return
-        for a in range(start, n, batch_size):
-            yield (self.fetch(order[a:a + batch_size]) for order in orders)
+            return stored_steps(self.store, orders, start, batch_size, self.device, self._mask, self._labels)
+        return fetched_steps(self.fetch, orders, start, batch_size, len(self.data))
+
+    def check_chunks(self) -> None:
+        """Refuse batch order ``chunks`` where the split is not stored (before any work: `chunks` reads lazily)."""
+        if self.store is None:
+            raise InputError("batch order 'chunks' reads a stored split, and this one is not stored (a trained "
+                             "backbone, or PAPA_FEATURE_STORE=backbone): give another batch order")
 
     def chunks(self, size: int, seed: int) -> Iterator[Batch]:
         """The stored split in chunks of `size` consecutive examples, in an order of chunks `seed` draws: each
         chunk's padded features, mask and labels, read in one sequential read (batch order ``chunks``)."""
-        if self.store is None:
-            raise InputError("batch order 'chunks' reads a stored split, and this one is not stored (a trained "
-                             "backbone, or PAPA_FEATURE_STORE=backbone): give another batch order")
+        self.check_chunks()
         n = len(self.data)
         starts = list(range(0, n, size))
         order = torch.randperm(len(starts), generator=torch.Generator().manual_seed(seed)).tolist()

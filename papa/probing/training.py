@@ -15,7 +15,7 @@ from torch import nn
 
 from papa.core.progress import tqdm
 from papa.probing.checkpoint import TrainingCheckpoint
-from papa.probing.features import FeatureSource, padded_features
+from papa.probing.features import FeatureSource, fetched_steps, padded_features
 from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
 from papa.core.vocabulary import DEFAULT_STEP_MODE
@@ -107,9 +107,7 @@ def train_probes_in_chunks(probes: Sequence[nn.Module], kind: str, source: Featu
     a chunk in its own shuffle of it, as `train_probes_in_blocks` does on a block. The backbone ran once, when the
     store was filled; the batches differ from `train_probes`' (a stated change of batch order, recorded in a grid's
     rows). For a split stored on disk that fits no memory: a read per chunk, not per batch."""
-    if not source.cached:
-        raise InputError("batch order 'chunks' reads a stored split, and this one is not stored (a trained "
-                         "backbone, or PAPA_FEATURE_STORE=backbone): give another batch order")
+    source.check_chunks()
     return train_probes_in_blocks(probes, kind, source.model, source.data, settings, seeds=seeds,
                                   block_examples=chunk_examples, progress=progress, desc=desc,
                                   read=lambda epoch, size: source.chunks(size, BLOCK_ORDER_SEED + epoch))
@@ -181,10 +179,8 @@ def _step_batches(source, fetch: Callable, orders: Sequence[torch.Tensor], start
     step together (`FeatureSource.steps`: from a store in one gather, a step ahead); any other source batch by
     batch."""
     if hasattr(source, "steps"):
-        yield from source.steps(orders, start, batch_size)
-        return
-    for a in range(start, len(source.data), batch_size):
-        yield (fetch(order[a:a + batch_size]) for order in orders)
+        return source.steps(orders, start, batch_size)
+    return fetched_steps(fetch, orders, start, batch_size, len(source.data))
 
 
 @dataclass
