@@ -177,18 +177,16 @@ def lambda_full_block() -> str:
 def ranking_agreement_block() -> str:
     """Every pair of draws of the committed run's λ rankings, per task, and which the claims read."""
     from papa.paper.claim_pages import ranking_agreement
-    from papa.paper.claims import STABLE_RHO
 
-    return ranking_agreement(CPU_RUN / "rankings", STABLE_RHO)
+    return ranking_agreement(CPU_RUN / "rankings")
 
 
 def paper_protocol_block() -> str:
     """Issue 51's answer per task of the cpu run's encoder: its λ order at the paper's protocol, by every pair of the
     full profile's draws at the claims' gate, and the steps each curve took to settle."""
     from papa.paper.claim_pages import paper_protocol_answer
-    from papa.paper.claims import STABLE_RHO
 
-    return paper_protocol_answer(CPU_RUN / "rankings", STABLE_RHO, "sentence-transformers/all-MiniLM-L6-v2",
+    return paper_protocol_answer(CPU_RUN / "rankings", "sentence-transformers/all-MiniLM-L6-v2",
                                  ("cola", "sst2", "mrpc", "ner", "pos"))
 
 

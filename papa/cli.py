@@ -154,10 +154,9 @@ def _report(args: argparse.Namespace) -> int:
 
 def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
     """The agreement of the λ rankings of `models` on `tasks` in the run's folder `out`: per task, Spearman's ρ of
-    every pair of its draws (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`); the claims
-    read a ranking's λ-dependent parts only where every pair is at least `papa.paper.claims.STABLE_RHO`."""
-    from papa.paper.claims import STABLE_RHO
-    from papa.runs.stability import draw_agreement, learned_once
+    every pair of its draws (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) with its 95%
+    interval, and whether the claims read the ranking's λ-dependent parts (`papa.runs.stability.gate_reason`)."""
+    from papa.runs.stability import STABLE_RHO, draw_agreement, gate_reason, learned_once, rho_text
 
     if not (out / "rankings").is_dir():
         return ""
@@ -168,13 +167,14 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
              "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): " + ", ".join(once)) if once else ""
     if table.empty:
         return alone
-    lines = [f"λ rankings, every pair of draws (the claims read a ranking where every pair is at Spearman's "
-             f"ρ ≥ {STABLE_RHO}):"]
+    lines = [f"λ rankings, every pair of draws, Spearman's ρ [95% interval] (the claims read a ranking drawn on "
+             f"disjoint data too where no pair lies below ρ {STABLE_RHO} beyond its interval):"]
     for (model, task, profile, ranking), pairs in table.groupby(["model", "task", "profile", "ranking"], sort=False):
-        low = pairs.spearman.min()
-        verdict = "stable" if low >= STABLE_RHO else "unstable: its λ-dependent parts are not read"
+        why = gate_reason(pairs, "its draws")
+        verdict = "read" if why is None else f"not read: {why}"
         lines.append(f"  {str(model).split('/')[-1]} {task} ({profile}): {verdict} ({ranking})")
-        lines += [f"    {a:>12} {b:>12}  ρ = {rho:+.2f}" for a, b, rho in zip(pairs.a, pairs.b, pairs.spearman)]
+        lines += [f"    {a:>12} {b:>12}  ρ = {rho_text(rho, n)}"
+                  for a, b, rho, n in zip(pairs.a, pairs.b, pairs.spearman, pairs.heads)]
     return "\n".join(lines + [alone] * bool(alone))
 
 

@@ -36,8 +36,11 @@ Head = tuple[int, int]
 
 # ---- selections: a method and which draw of its order ----------------------------------------------------------
 
+_DRAW = r"(?:seed|part)[1-9][0-9]*"
+# another profile's draw names the profile, then its part and seed as a ranking's file does: full-part1, full-seed1
 _RANKED_VARIANT = re.compile(r"^(?:seed(?P<seed>[1-9][0-9]*)|part(?P<part>[1-9][0-9]*)"
-                             r"|(?!(?:seed|part)[0-9])(?P<profile>[a-z][a-z0-9_-]*))$")
+                             rf"|(?!{_DRAW}$)(?P<profile>[a-z][a-z0-9_]*(?:-(?!{_DRAW}$|{_DRAW}-)[a-z0-9_]+)*)"
+                             r"(?:-part(?P<profile_part>[1-9][0-9]*))?(?:-seed(?P<profile_seed>[1-9][0-9]*))?)$")
 _RANDOM_VARIANT = re.compile(r"^(?P<seed>[1-9][0-9]*)$")
 
 
@@ -64,7 +67,7 @@ class Selection:
 
 def parse_selection(name: str) -> Selection:
     """The `Selection` a name stands for: a method of `SELECTION_METHODS`, or ``<method>@<variant>`` (vocabulary:
-    ``lambda@seed1``, ``lambda@part2``, ``reversed_lambda@full``, ``random@3``); anything else raises `InputError`
+    ``lambda@seed1``, ``lambda@part2``, ``reversed_lambda@full``, ``lambda@full-part1``, ``random@3``); anything else raises `InputError`
     saying what is accepted."""
     method, sep, variant = str(name).partition(SELECTION_VARIANT_SEPARATOR)
     if method not in SELECTION_METHODS:
@@ -76,9 +79,10 @@ def parse_selection(name: str) -> Selection:
     if method in RANKED:
         match = _RANKED_VARIANT.match(variant)
         if match:
-            return Selection(name, method, seed=int(match["seed"] or 0), part=int(match["part"] or 0),
-                             profile=match["profile"])
-        accepted = "seed<k> or part<k> (k ≥ 1), or a profile's name (e.g. full)"
+            return Selection(name, method, seed=int(match["seed"] or match["profile_seed"] or 0),
+                             part=int(match["part"] or match["profile_part"] or 0), profile=match["profile"])
+        accepted = ("seed<k> or part<k> (k ≥ 1), or a profile's name (e.g. full), alone or with one of its draws "
+                    "(full-part1, full-seed1)")
     elif method == "random":
         match = _RANDOM_VARIANT.match(variant)
         if match:

@@ -220,25 +220,33 @@ def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: s
     return "\n".join(lines)
 
 
-def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
+def ranking_agreement(rankings_dir: str | Path) -> str:
     """Per model, a table of every task's λ rankings (per profile): Spearman's ρ of each pair of its draws (seeds and
-    disjoint training parts, `papa.runs.stability.draw_agreement`) and whether the claims read it (every pair at
-    least `gate`); then the rankings learned once, which the claims do not read."""
+    disjoint training parts, `papa.runs.stability.draw_agreement`) and whether the claims read it
+    (`papa.runs.stability.gate_reason`, with the pair that decides it and ρ's 95% interval); then the rankings
+    learned once, which the claims do not read."""
     from papa.method.rankings import load_ranking
-    from papa.runs.stability import draw_agreement, learned_once
+    from papa.runs.stability import STABLE_RHO, disagrees, draw_agreement, gate_reason, learned_once, rho_text
 
     table = draw_agreement(rankings_dir)
     pairs = list(dict.fromkeys(f"{a}–{b}" for a, b in zip(table.a, table.b)))
     lines = []
     for model, rows in table.groupby("model", sort=False):
-        head = "| task (profile) | draws | " + " | ".join(pairs) + f" | gate (every pair ≥ {gate}) |"
+        head = ("| task (profile) | draws | " + " | ".join(pairs)
+                + f" | gate (no pair below ρ {STABLE_RHO} beyond its 95% interval) |")
         lines += [f"`{model}`:", "", head,
                   "|---" * (len(pairs) + 3) + "|"]
         for (task, profile), got in rows.groupby(["task", "profile"], sort=False):
             rho = {f"{a}–{b}": r for a, b, r in zip(got.a, got.b, got.spearman)}
             draws = len(set(got.a) | set(got.b))
-            low = got.spearman.min()
-            read = "passes" if low >= gate else f"fails: ρ {low:.2f}"
+            low = got.loc[got.spearman.idxmin()]
+            if gate_reason(got, task) is None:
+                read = f"read (lowest {low.a}–{low.b} {rho_text(low.spearman, low.heads)})"
+            else:
+                worst = [f"{a}–{b} {rho_text(r, n)}" for a, b, r, n in zip(got.a, got.b, got.spearman, got.heads)
+                         if disagrees(r, n)]
+                read = "not read: " + (", ".join(worst[:2]) + (" …" if len(worst) > 2 else "") if worst
+                                       else "no draw on disjoint data")
             lines.append(f"| {task} ({profile}) | {draws} | "
                          + " | ".join(f"{rho[p]:.2f}" if p in rho else "–" for p in pairs) + f" | {read} |")
         lines.append("")
@@ -251,26 +259,27 @@ def ranking_agreement(rankings_dir: str | Path, gate: float) -> str:
     return "\n".join(lines).rstrip().replace("-0.00", "0.00")
 
 
-def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tasks: Sequence[str],
-                          profile: str = "full") -> str:
+def paper_protocol_answer(rankings_dir: str | Path, model: str, tasks: Sequence[str], profile: str = "full") -> str:
     """Issue 51's plain answer, task by task: is `model`'s λ order a property of the model at the paper's protocol
     (`profile`'s rankings: the whole training set and its draws, `--part 1/2` and `--seed 1`), by every pair of those
-    draws at `gate`, how many steps its curve took to settle (`papa.probing.convergence.settled_at`), and the minutes
-    of λ learning its curve's clock recorded (carried across a resume)."""
+    draws read as the claims read them (`papa.runs.stability.disagrees`: ρ's 95% interval against `STABLE_RHO`), how
+    many steps its curve took to settle (`papa.probing.convergence.settled_at`), and the minutes of λ learning its
+    curve's clock recorded (carried across a resume)."""
     from papa.method.rankings import load_ranking
     from papa.probing.convergence import SETTLED_RHO, settled_at, settling_curve
     from papa.runs.lambda_curves import load_curve
-    from papa.runs.stability import draw_agreement, draw_of
+    from papa.runs.stability import draw_agreement, draw_of, rho_text
 
     table = draw_agreement(rankings_dir)
     table = table[(table.model == model) & (table.profile == profile)]
-    lines = [f"| task | draws at the paper's protocol | ρ, disjoint halves | ρ, other pairs (seed0: the whole set) | "
+    lines = [f"| task | draws at the paper's protocol | ρ [95% interval], disjoint halves | ρ, other pairs (seed0: the "
+             f"whole set) | "
              f"steps to settle (ρ ≥ {SETTLED_RHO} with the final ranking; minutes of λ learning, by the curve's "
              f"clock) | answer |", "|---|---|---|---|---|---|"]
     for task in tasks:
         got = table[table.task == task]
         draws = sorted(set(got.a) | set(got.b))
-        halves = got[(got.a == "part1") & (got.b == "part2")].spearman
+        halves = got[(got.a == "part1") & (got.b == "part2")]
         others = got[~((got.a == "part1") & (got.b == "part2"))]
         settle = []
         for path in sorted(Path(rankings_dir, "curves").glob(f"*__{task}__*.safetensors")):
@@ -281,22 +290,11 @@ def paper_protocol_answer(rankings_dir: str | Path, gate: float, model: str, tas
                 settle.append(f"{draw_of(meta['ranking'])}: "
                               + (f"{at:,} of {last:,}" if at is not None else f"not before its last ({last:,})")
                               + f" ({trace.seconds[-1] / 60:.0f} min)")
-        if not draws:
-            answer = "not measured" if not settle else "learned once: no pair to measure"
-        elif len(halves) and halves.iloc[0] < gate:
-            answer = f"**not stable across data** (disjoint halves ρ {halves.iloc[0]:.2f} < {gate})"
-        elif got.spearman.min() < gate:
-            answer = f"**not stable** (a pair at ρ {got.spearman.min():.2f} < {gate})"
-        elif len(halves) and "seed1" in draws:
-            answer = f"stable across data and seed (every pair ≥ {gate}{_at_the_edge(got, gate)})"
-        else:
-            missing = [what for learned, what in ((len(halves) > 0, "the disjoint halves"),
-                                                  ("seed0" in draws, "the whole set"),
-                                                  ("seed1" in draws, "a second seed")) if not learned]
-            answer = f"stable so far{_at_the_edge(got, gate)}; not learned yet: {', '.join(missing)}"
-        pairs = ", ".join(f"{a}–{b} {r:.2f}" for a, b, r in zip(others.a, others.b, others.spearman))
-        lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(draws) or '–'} | "
-                     f"{f'{halves.iloc[0]:.2f}' if len(halves) else '–'} | {pairs or '–'} | "
+        answer = _protocol_answer(got, draws, halves, settle)
+        pairs = ", ".join(f"{a}–{b} {rho_text(r, n)}" for a, b, r, n in zip(others.a, others.b, others.spearman,
+                                                                             others.heads))
+        half = f"{rho_text(halves.spearman.iloc[0], halves.heads.iloc[0])}" if len(halves) else "–"
+        lines.append(f"| {TASK_NAMES.get(task, task)} | {', '.join(draws) or '–'} | {half} | {pairs or '–'} | "
                      f"{'; '.join(settle) or '–'} | {answer} |")
     return "\n".join(lines)
 
@@ -334,15 +332,24 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
     return "\n".join(lines).replace("-0.00", "0.00")
 
 
-#: How close above the gate a pair of draws is said to pass "at the gate's edge" (its ρ then printed to three places:
-#: two would show the gate itself).
-GATE_EDGE = 0.01
+def _protocol_answer(got: pd.DataFrame, draws: Sequence[str], halves: pd.DataFrame, settle: Sequence[str]) -> str:
+    """For `paper_protocol_answer`: one task's answer from its pairs of draws (`got`), the disjoint halves' pair among
+    them: not stable where a pair disagrees beyond ρ's interval, stable where every pair's interval lies above
+    `STABLE_RHO`, neither shown where an interval holds it; with the draws still owed."""
+    from papa.runs.stability import STABLE_RHO, disagrees, rho_interval, rho_text
 
-
-def _at_the_edge(pairs: pd.DataFrame, gate: float) -> str:
-    """For `paper_protocol_answer`: where the least agreeing pair (a, b, spearman) of draws that pass `gate` passes it
-    by less than `GATE_EDGE`, the words saying so; "" otherwise."""
-    low = pairs.loc[pairs.spearman.idxmin()]
-    if low.spearman - gate >= GATE_EDGE:
-        return ""
-    return f" ({low.a}–{low.b} at ρ {low.spearman:.3f}: at the gate's edge)"
+    if not draws:
+        return "not measured" if not settle else "learned once: no pair to measure"
+    pairs = list(zip(got.a, got.b, got.spearman, got.heads))
+    if len(halves) and disagrees(halves.spearman.iloc[0], halves.heads.iloc[0]):
+        return f"**not stable across data** (disjoint halves below ρ {STABLE_RHO} beyond their interval)"
+    against = [f"{a}–{b} at ρ {rho_text(r, n)}" for a, b, r, n in pairs if disagrees(r, n)]
+    if against:
+        return f"**not stable** ({against[0]}: below {STABLE_RHO} beyond its interval)"
+    held = [f"{a}–{b} at ρ {rho_text(r, n)}" for a, b, r, n in pairs if not rho_interval(r, n)[0] >= STABLE_RHO]
+    words = "stable" if not held else f"neither shown stable nor unstable ({held[0]}: its interval holds {STABLE_RHO})"
+    missing = [what for learned, what in ((len(halves) > 0, "the disjoint halves"), ("seed0" in draws, "the whole set"),
+                                          ("seed1" in draws, "a second seed")) if not learned]
+    if not missing:
+        return f"{words} across data and seed"
+    return f"{words} so far; not learned yet: {', '.join(missing)}"

@@ -111,7 +111,8 @@ def main_results(models: Sequence[str], tasks: Sequence[str], ranking_draws: Seq
     declared = {"results": _grids(models, tasks), "sizes": _grids(models, tasks, runner="curves")}
     if ranking_draws:
         declared["draws"] = _grids(models, tasks, fractions=["1/2"], selections=order_draws("lambda", ranking_draws))
-    return {**declared, **learned_grids(["lambda"], models, tasks, other_rankings, out_dir, fractions=["1/2"])}
+    return {**declared, **learned_grids(["lambda"], models, tasks, other_rankings, out_dir, fractions=["1/2"],
+                                        draws=ranking_draws)}
 
 
 def alternative_matrices(models: Sequence[str], tasks: Sequence[str], kinds: Sequence[str]) -> dict[str, Grids]:
@@ -142,7 +143,8 @@ def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequenc
              *(order_draws("random", [str(k) for k in range(1, random_draws + 1)]) if "random" in methods else [])]
     if draws:
         declared["draws"] = _grids(models, tasks, fractions=_mid_fractions(), selections=draws)
-    return {**declared, **learned_grids(ranked, models, tasks, other_rankings, out_dir, fractions=_mid_fractions())}
+    return {**declared, **learned_grids(ranked, models, tasks, other_rankings, out_dir, fractions=_mid_fractions(),
+                                        draws=ranking_draws)}
 
 
 def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, seed: int = 0, part: int = 0) -> Path:
@@ -177,14 +179,33 @@ LEARNED_PREFIX = "ranking@"
 
 
 def learned_grids(methods: Sequence[str], models: Sequence[str], tasks: Sequence[str], profiles: Sequence[str],
-                  out_dir: str | None, fractions: Sequence[str]) -> dict[str, Grids]:
+                  out_dir: str | None, fractions: Sequence[str], draws: Sequence[str] = ()) -> dict[str, Grids]:
     """The ranked `methods` under the λ rankings `profiles` learned, at `fractions`: one grid per profile, over the
-    tasks where its ranking is saved (`learned_rankings`); none without `out_dir` or a ranked method."""
+    tasks where its ranking is saved (`learned_rankings`), with each of that profile's other `draws` (e.g. "part1":
+    ``lambda@full-part1``) saved for all of them, so that its parts average over every order it drew; none without
+    `out_dir` or a ranked method."""
     if out_dir is None or not methods:
         return {}
     return {LEARNED_PREFIX + p: _grids(models, saved, fractions=list(fractions),
-                                       selections=[d for m in methods for d in order_draws(m, [p])])
+                                       selections=[d for m in methods
+                                                   for d in order_draws(m, _saved_draws(p, draws, models, saved,
+                                                                                        out_dir))])
             for p, saved in learned_rankings(profiles, models, tasks, out_dir).items()}
+
+
+def _saved_draws(profile: str, draws: Sequence[str], models: Sequence[str], tasks: Sequence[str],
+                 out_dir: str) -> list[str]:
+    """`profile`'s variant and those of its `draws` whose rankings are saved for every model and task (``full``,
+    ``full-part1``, ...)."""
+    from papa.method.selection import parse_selection
+
+    found = [profile]
+    for draw in draws:
+        selection = parse_selection(f"lambda@{profile}-{draw}")
+        if all(saved_ranking_path(out_dir, m, t, profile, seed=selection.seed, part=selection.part).is_file()
+               for m in models for t in tasks):
+            found.append(f"{profile}-{draw}")
+    return found
 
 
 def draws_an_order(key: str) -> bool:

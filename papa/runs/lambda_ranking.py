@@ -39,7 +39,7 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     its learning curve is saved beside it (`papa.runs.lambda_curves`). With `profile` (another than the grid's) the
     ranking that profile learned is read, never learned here."""
     if profile is not None and profile != s.cfg.profile:
-        return _other_profile_ranking(s, kind, seed, profile)
+        return _other_profile_ranking(s, kind, seed, profile, part)
     cfg, sig = s.cfg, s.controller.signature
     path = _ranking_path(s, kind, seed, part)
     prof = s.profile
@@ -107,12 +107,14 @@ def _ranking_path(s: Session, kind: str, seed: int = RANKING_SEED, part: int = 0
     return s.out / "rankings" / name.filename
 
 
-def _other_profile_ranking(s: Session, kind: str, seed: int, profile: str) -> HeadRanking:
-    """The ranking `profile` learned for the session's model, task and settings: read, checked, never learned."""
+def _other_profile_ranking(s: Session, kind: str, seed: int, profile: str, part: int = 0) -> HeadRanking:
+    """The ranking `profile` learned for the session's model, task and settings (with `seed` on training part
+    `part`): read, checked, never learned."""
     get_profile(profile)  # an unknown profile says so, naming the known ones
-    path = _ranking_path(s, kind, seed, profile=profile)
+    path = _ranking_path(s, kind, seed, part, profile=profile)
     if not path.is_file():
-        command = f"papa rank --task {s.cfg.task} --profile {profile} --out {s.out}"
+        draw = "".join(f" --{name} {value}" for name, value in (("seed", seed), ("part", part)) if value)
+        command = f"papa rank --task {s.cfg.task} --profile {profile}{draw} --out {s.out}"
         raise InputError(f"the selection reads the λ ranking the {profile!r} profile learns, and there is none at "
                          f"{path}: learn it first (`{command}`), with this grid's model and layout.")
     return _checked_ranking(s, path)
@@ -137,7 +139,7 @@ def check_saved_rankings(s: Session) -> None:
             if selection.method not in RANKED:
                 continue
             if selection.profile not in (None, s.cfg.profile):
-                _other_profile_ranking(s, kind, selection.seed, selection.profile)
+                _other_profile_ranking(s, kind, selection.seed, selection.profile, selection.part)
                 continue
             path = _ranking_path(s, kind, selection.seed, selection.part)
             if path.is_file() and not s.cfg.force:
@@ -148,11 +150,16 @@ def _disjoint_rank_data(s: Session, size: int, part: int) -> EncodedTask:
     """`size` training examples of disjoint part `part`: none of them in the grid's training subset (from which
     part 0, its own ranking's, is drawn) nor in another part. Where the grid trains on the whole split and λ learns
     on all of it (the paper's protocol, the full profile), part 1 or 2 is one of two disjoint halves of the split
-    (`papa.tasks.data.half_part`)."""
+    (`papa.tasks.data.half_part`); where it trains on the whole split and λ on fewer examples, the part is drawn
+    outside λ's own examples."""
     every = load_examples(s.spec, "train", s.data_dir)
     taken = subset_indices(len(every), s.profile.train_limit, s.profile.sample)
     if len(taken) == len(every) and size == len(every):
         return s.encode([every[i] for i in half_part(len(every), part)])
+    if len(taken) == len(every):
+        # nothing lies outside the grid's subset (the LM task's own head trains nothing on it): the part is drawn
+        # outside the examples part 0's λ learned on instead
+        taken = [taken[i] for i in subset_indices(len(taken), s.profile.rank_limit, s.profile.sample)]
     return s.encode([every[i] for i in disjoint_part(len(every), taken, size, part)])
 
 

@@ -10,16 +10,20 @@ every pair of draws of each ranking, learning nothing.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
+import torch
+from scipy.stats import norm
 
 from papa.core.errors import Arg, InputError
 from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
 from papa.runs.lambda_ranking import learn_ranking
 from papa.runs.session import GridConfig
+from papa.runs.statistics import LEVEL
 
 
 def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str = "average", *,
@@ -44,14 +48,73 @@ def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str 
             row[f"{name}_seed{seed}"] = value
     row.update(ranking_agreement(rankings[0].lambdas, rankings[1].lambdas, fractions=fractions,
                                  rounding=resolved.rounding))
+    row["heads"] = rankings[0].lambdas.numel()
     return row
+
+
+#: Two draws of a λ ranking agree where Spearman's ρ between them is at least this; a ranking is refused (its
+#: λ-dependent parts not read) only where some pair lies below it beyond ρ's own uncertainty (`disagrees`).
+STABLE_RHO = 0.8
+#: Fieller, Hartley and Pearson's (1957) variance of Fisher's z of Spearman's ρ over n items: 1.06 / (n − 3).
+_FIELLER = 1.06
+
+
+def rho_interval(rho: float, heads: float, level: float = LEVEL) -> tuple[float, float]:
+    """The `level` interval of Spearman's ρ between two rankings of `heads` heads: Fisher's z with Fieller, Hartley
+    and Pearson's variance 1.06 / (n − 3), a deterministic bound (no resampling), so that it moves no more than ρ
+    does when a head is removed or λ rounded. NaN where ρ or the head count is unknown, or there are 3 heads or
+    fewer."""
+    if not (math.isfinite(rho) and math.isfinite(heads) and heads > 3):
+        return math.nan, math.nan
+    z = math.atanh(min(max(rho, -1 + 1e-12), 1 - 1e-12))
+    half = float(norm.ppf(0.5 + level / 2)) * math.sqrt(_FIELLER / (heads - 3))
+    return math.tanh(z - half), math.tanh(z + half)
+
+
+def disagrees(rho: float, heads: float) -> bool:
+    """Whether a pair of draws disagrees beyond its uncertainty: the upper end of ρ's 95% interval (`rho_interval`)
+    below `STABLE_RHO`. A pair whose interval holds `STABLE_RHO` is read, its order's spread then in the part's
+    interval; where the head count is unknown (a table that records none), ρ itself below it."""
+    high = rho_interval(rho, heads)[1]
+    return (high if math.isfinite(high) else rho) < STABLE_RHO
+
+
+def rho_text(rho: float, heads: float) -> str:
+    """ρ with its 95% interval, e.g. "0.46 [0.25, 0.63]" (ρ alone where the head count is unknown)."""
+    low, high = rho_interval(rho, heads)
+    return f"{rho:.2f}" + (f" [{low:.2f}, {high:.2f}]" if math.isfinite(low) else "")
+
+
+def gate_reason(pairs: pd.DataFrame, whose: str) -> str | None:
+    """Why the λ rankings whose every pair of draws is a row of `pairs` (a, b, spearman, heads) cannot be read, None
+    where they can: drawn on one part of the data only (seeds: nothing says how the order moves with the data),
+    or some pair that `disagrees`. `whose` names them, e.g. "sst2's λ rankings"."""
+    names = sorted(set(pairs.a) | set(pairs.b), key=draw_order)
+    if not any(n.startswith("part") for n in names):
+        return (f"{whose} drawn on one part of the data only ({', '.join(names)}): how the order moves with the data "
+                "is not measured (`papa rank --part 1`)")
+    heads = pairs["heads"] if "heads" in pairs else pd.Series(math.nan, index=pairs.index)
+    below = sorted((r, a, b, n) for a, b, r, n in zip(pairs.a, pairs.b, pairs.spearman, heads) if disagrees(r, n))
+    if not below:
+        return None
+    rho, a, b, n = below[0]
+    many = f"{len(below)} pairs" if len(below) > 1 else "a pair"
+    return (f"{whose} of {len(names)} draws ({', '.join(names)}) agree at ρ {rho_span(list(pairs.spearman))}: "
+            f"{many} below {STABLE_RHO} beyond ρ's 95% interval (lowest {a}–{b} at ρ {rho_text(rho, n)})")
+
+
+def draw_order(name: str) -> tuple[int, int]:
+    """`draw_name`s in the order (part, seed): seed0, seed1, part1, part2, ..."""
+    part = int(name.split("part")[1].split("-")[0]) if name.startswith("part") else 0
+    seed = int(name.split("seed")[1]) if "seed" in name else 0
+    return part, seed
 
 
 #: A ranking file's draw: another part of the training data and another seed than the grid's, as
 #: `papa.runs.names` appends them to the grid's name.
 _DRAW = re.compile(r"^(?P<group>.+?)(?:-part(?P<part>\d+))?(?:-seed(?P<seed>\d+))?\.safetensors$")
 #: The columns of `draw_agreement`'s table.
-AGREEMENT_COLUMNS = ("model", "task", "profile", "a", "b", "spearman", "ranking")
+AGREEMENT_COLUMNS = ("model", "task", "profile", "a", "b", "spearman", "heads", "ranking")
 
 
 #: The draws of a λ ranking a reproduction learns, as (seed, part): the grid's own, a second seed, two disjoint parts.
@@ -100,19 +163,27 @@ def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
     """Every pair of λ rankings in `rankings_dir` that repeat one another (same model, task, profile, constants,
     length, layout and probe inputs: the same file name but for its ``-part<k>`` and ``-seed<s>``, `ranking_draws`),
     one row per pair: the model, task and profile the rankings record, the two draws (`draw_name`), their
-    Spearman's ρ and the grid ranking's file name (`ranking`). A claim's λ part is read only where every pair of the
-    draws it rests on agrees (`papa.paper.claims`). Read only: nothing is learned. Empty (with
+    Spearman's ρ, the heads it is taken over and the grid ranking's file name (`ranking`). A claim's λ part is read
+    unless the draws it rests on fail `gate_reason`. Read only: nothing is learned. Empty (with
     `AGREEMENT_COLUMNS`) where no ranking repeats another."""
     from papa.method.rankings import load_ranking
-    from papa.probing.convergence import spearman
 
     rows = []
     for group, draws in ranking_draws(rankings_dir).items():
-        loaded = [(name, load_ranking(path)) for name, path in draws]
-        for i, (a, first) in enumerate(loaded):
-            for b, second in loaded[i + 1:]:
-                meta = first.metadata
-                rows.append({"model": first.model_name, "task": meta.get("task", group.split("__")[1]),
-                             "profile": meta.get("profile"), "a": a, "b": b,
-                             "spearman": spearman(first.lambdas, second.lambdas), "ranking": group})
+        loaded = {name: load_ranking(path) for name, path in draws}
+        first = loaded[draws[0][0]]
+        pairs = draw_pairs({name: ranking.lambdas for name, ranking in loaded.items()})
+        rows += [{"model": first.model_name, "task": first.metadata.get("task", group.split("__")[1]),
+                  "profile": first.metadata.get("profile"), **pair, "ranking": group}
+                 for pair in pairs.to_dict("records")]
     return pd.DataFrame(rows, columns=list(AGREEMENT_COLUMNS))
+
+
+def draw_pairs(draws: dict[str, torch.Tensor]) -> pd.DataFrame:
+    """Every pair of `draws` (name -> λ of one ranking), in their order: the two names (a, b), Spearman's ρ and the
+    heads it is taken over; what `gate_reason` reads."""
+    from papa.probing.convergence import spearman
+
+    names = list(draws)
+    return pd.DataFrame([{"a": a, "b": b, "spearman": spearman(draws[a], draws[b]), "heads": draws[a].numel()}
+                         for i, a in enumerate(names) for b in names[i + 1:]], columns=["a", "b", "spearman", "heads"])

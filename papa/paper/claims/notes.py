@@ -13,9 +13,9 @@ from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
 from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
 from papa.paper.claims.reading import profile_claims, run_agreement
-from papa.paper.claims.rules import LAMBDA_CLAIMS, STABLE_RHO, ClaimReading
+from papa.paper.claims.rules import GATE, LAMBDA_CLAIMS, ClaimReading
 from papa.paper.claims.scores import _label
-from papa.runs.stability import rho_span
+from papa.runs.stability import gate_reason, rho_span
 from papa.runs.statistics import NOT_READ
 
 
@@ -103,8 +103,8 @@ def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
 
 def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -> str:
     """One sentence on the run's λ rankings (of `models`; None: every model's): per task (and profile, where
-    another's ranking ran) the range of Spearman's ρ over every pair of its draws (`run_agreement`), and which fall
-    below `STABLE_RHO` on some pair (their λ-dependent parts are not read), or that no pair was measured."""
+    another's ranking ran) the range of Spearman's ρ over every pair of its draws (`run_agreement`), and which the
+    claims do not read (`papa.runs.stability.gate_reason`), or that no pair was measured."""
     table = run_agreement(out_dir)
     if table is not None and models is not None:
         table = table[table.model.isin(set(models))]
@@ -112,19 +112,18 @@ def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -
         return ("The λ rankings' stability was not measured (no second draw of a ranking beside it, no "
                 "tables/ranking_stability.csv): the parts that rest on them are not read.")
     table = table.assign(profile=table.profile.astype(object).where(table.profile.notna(), ""))
-    groups = table.groupby(["model", "task", "profile"], sort=False).spearman
     many = table.model.nunique() > 1
-    each, below = [], []
-    for (model, task, profile), rhos in groups:
+    each, refused = [], []
+    for (model, task, profile), pairs in table.groupby(["model", "task", "profile"], sort=False):
         name = _label(model, task, 2 if many else 1) + (f" ({profile})" if profile else "")
-        draws = len(set(table.a[rhos.index]) | set(table.b[rhos.index]))
-        each.append(f"{name} {rho_span(rhos.tolist())} ({draws} draws)")
-        if not rhos.min() >= STABLE_RHO:
-            below.append(name)
-    tail = (f"; some pair below {STABLE_RHO}, not read where a part rests on them: {', '.join(below)}." if below
-            else f", all at least {STABLE_RHO}.")
+        draws = len(set(pairs.a) | set(pairs.b))
+        each.append(f"{name} {rho_span(pairs.spearman.tolist())} ({draws} draws)")
+        if gate_reason(pairs, name) is not None:
+            refused.append(name)
+    tail = (f"; not read where a part rests on them: {', '.join(refused)}." if refused
+            else ", every one read.")
     return (f"λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: {', '.join(each)}"
-            f"{tail} A ranking with one draw is not read.")
+            f"{tail} {GATE[0].upper() + GATE[1:]}; a ranking with one draw is not read.")
 
 
 def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:

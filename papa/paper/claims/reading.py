@@ -126,8 +126,10 @@ def run_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     if not tables:
         return None
     # a pair the folder's files and a notebook's table both hold counts once (at the lower ρ, were they to differ)
-    both = pd.concat([t[["model", "task", "profile", "a", "b", "spearman"]] for t in tables], ignore_index=True)
-    return both.groupby(["model", "task", "profile", "a", "b"], dropna=False, sort=False).spearman.min().reset_index()
+    both = pd.concat([t[["model", "task", "profile", "a", "b", "spearman", "heads"]] for t in tables],
+                     ignore_index=True)
+    return both.groupby(["model", "task", "profile", "a", "b"], dropna=False, sort=False).agg(
+        spearman=("spearman", "min"), heads=("heads", "max")).reset_index()
 
 
 def profile_claims(out_dir: str | Path, profile: str | Path,

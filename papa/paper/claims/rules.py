@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 
 from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
                                       PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
+from papa.runs.stability import STABLE_RHO
 from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Outcome, all_of,
                                   any_of, corrected)
 
@@ -42,9 +43,6 @@ ALIKE_MARGIN = 0.02
 CLOSE_MARGIN = 0.03
 # "Spread over several tokens rather than one" (Fig. 4): median normalised row entropy at least this.
 SPREAD_THRESHOLD = 0.5
-# A λ ranking is read only where every pair of its draws (seeds and disjoint training parts) agrees at least this much
-# (Spearman's ρ).
-STABLE_RHO = 0.8
 #: The fewest models whose exact Spearman test can reach `ALPHA`: its smallest one-sided p is 1/n! (1/4! = 0.042).
 FIG3_MODELS = next(n for n in range(3, 10) if 1 / math.factorial(n) < ALPHA)
 # The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
@@ -52,13 +50,16 @@ LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
 # How a part names the draws of a λ ranking it averages over (`_numbers`).
 RANKINGS = "λ rankings"
 
+#: When a claim reads the parts that rest on a λ ranking (`papa.runs.stability.gate_reason`).
+GATE = (f"read where the ranking's draws include one on disjoint training data and no pair of them agrees below "
+        f"Spearman's ρ {STABLE_RHO} beyond ρ's 95% interval")
+
 #: Each claim's rule, in one line.
 RULES = {
     "fig2_half": f"per task whose probe learns: original − (λ, 1/2) below {HALF_MARGIN} (upper end of its 95% "
-                 "interval; over every λ ranking the run drew, their spread in the interval; read only where every "
-                 f"pair of the ranking's draws agrees at Spearman's ρ ≥ {STABLE_RHO}); 'sometimes improves': on some "
-                 "task (λ, 1/2) − original above 0 (Holm over every task read); another profile's ranking in parts of "
-                 "its own",
+                 f"interval; over every λ ranking the run drew, their spread in the interval; {GATE}); 'sometimes "
+                 "improves': on some task (λ, 1/2) − original above 0 (Holm over every task read); another profile's "
+                 "ranking in parts of its own",
     "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
                 f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {AVERAGE_MARGIN * 100:.0f} points and every model's below "
                 f"{PAPER_MAX_RELATIVE_DROP:.0%}",
@@ -75,7 +76,7 @@ RULES = {
               f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size)",
     "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN}",
     "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
-            f"above 0 (read only where every pair of the λ ranking's draws agrees at Spearman's ρ ≥ {STABLE_RHO}; over "
+            f"above 0 ({GATE}; over "
             "every λ ranking and random permutation the run drew, their spread in the interval; '(1 order)' where "
             "an order was drawn once); another profile's ranking in parts of its own",
     "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "

@@ -16,10 +16,9 @@ import pandas as pd
 
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
-from papa.paper.claims.rules import STABLE_RHO
 from papa.paper.sections import DOWNSTREAM_TASKS, short_model
 from papa.runs.compare import RunScores
-from papa.runs.stability import AGREEMENT_COLUMNS, draw_name, rho_span
+from papa.runs.stability import AGREEMENT_COLUMNS, draw_name, draw_order, gate_reason
 from papa.runs.statistics import Estimate, Scores, estimate, over_orders
 
 
@@ -53,30 +52,22 @@ class _Run(RunScores):
     def unstable(self, model: str, task: str, selections: Sequence[str] = ("lambda",), profile: str | None = None
                  ) -> str | None:
         """Why the λ rankings behind `selections` (draws of `task`'s λ order on `model`, learned by `profile`; None:
-        the grid's) cannot be read, or None where they can: every pair of the draws they average over and of the other
-        draws learned alike (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) must agree at
-        Spearman's ρ ≥ `STABLE_RHO`; one draw alone has nothing to be measured against."""
+        the grid's) cannot be read, or None where they can: every pair of the draws they average over and of the
+        other draws learned alike (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) must be
+        measured, and pass `papa.runs.stability.gate_reason` (drawn on disjoint data too, no pair below
+        `STABLE_RHO` beyond ρ's 95% interval); one draw alone has nothing to be measured against."""
         pairs = self._pairs(model, task, profile)
         drawn = {draw_name(s.seed, s.part) for s in map(parse_selection, selections)}
-        names = sorted(drawn | set(pairs.a) | set(pairs.b), key=_draw_order)
+        names = sorted(drawn | set(pairs.a) | set(pairs.b), key=draw_order)
         whose = f"{task}'s λ ranking" + ("" if profile is None else f" of the {profile} profile")
         theirs = f"{task}'s " + ("" if profile is None else f"{profile}-profile ") + "λ rankings"
         if len(names) < 2:
             return f"{whose}: stability not measured (one draw: no second seed's or training part's ranking)"
-        rhos = {}
         for i, a in enumerate(names):
             for b in names[i + 1:]:
-                found = pairs[((pairs.a == a) & (pairs.b == b)) | ((pairs.a == b) & (pairs.b == a))].spearman
-                if found.empty:
+                if not (((pairs.a == a) & (pairs.b == b)) | ((pairs.a == b) & (pairs.b == a))).any():
                     return f"{whose}: stability not measured (draws {a} and {b} not compared)"
-                rhos[a, b] = float(found.min())
-        low = min(rhos.values())
-        if low >= STABLE_RHO:
-            return None
-        if len(rhos) == 1:
-            return f"{theirs} of two draws ({', '.join(names)}) agree at ρ = {low:.2f} < {STABLE_RHO}"
-        return (f"{theirs} of {len(names)} draws ({', '.join(names)}) agree at ρ {rho_span(list(rhos.values()))}: "
-                f"some pair below {STABLE_RHO}")
+        return gate_reason(pairs, theirs)
 
     def _pairs(self, model: str, task: str, profile: str | None) -> pd.DataFrame:
         """The agreement rows of (`model`, `task`)'s rankings learned by `profile` (None: the grid's profile, and
@@ -100,16 +91,32 @@ class _Run(RunScores):
 
     def beats_chance(self, model: str, task: str, original: Scores) -> str | None:
         """Why a probe of a task over the vocabulary is not read (None: it is): the lower end of its original score's
-        95% interval must lie above `chance`, the rule a task's probe must pass against its majority class."""
+        95% interval must lie above `chance`, the strongest predictor that needs no model (for an LM probe the best
+        unigram of any training text the run has), the rule a task's probe must pass against its majority class.
+        The reason names that predictor and the one fit on the probe's own training tokens."""
         level = self.chance(model, task)
         if level is None:
             return None
         low = estimate(lambda o: o, original).interval()[0]
         if math.isfinite(low) and low > level:
             return None
-        return (f"the probe ({estimate(lambda o: o, original).text(2)} nats) does not beat a context-free predictor "
-                f"({level:.2f} nats, a unigram model of its training tokens) by its interval: what it scores is "
-                "mostly token frequency")
+        how = self._text(model, task, "context_free_how") or "the strongest context-free predictor"
+        own = _value(self.chance_levels, model, task, "same_tokens") \
+            if self.chance_levels is not None and "same_tokens" in self.chance_levels else None
+        beside = (f"; the unigram of its own training tokens scores {own:.2f} nats"
+                  if own is not None and math.isfinite(own) and own != level else "")
+        return (f"the probe ({estimate(lambda o: o, original).text(2)} nats) does not beat the strongest predictor "
+                f"that needs no model ({level:.2f} nats, {how}) by its interval{beside}: what it scores is mostly "
+                "token frequency")
+
+    def _text(self, model: str, task: str, column: str) -> str:
+        """`column` (text) of the (model, task) row of the chance levels ("" where there is none)."""
+        table = self.chance_levels
+        if table is None or column not in table:
+            return ""
+        table = table.reset_index()
+        row = table[(table.model == model) & (table.task == task)]
+        return "" if row.empty or pd.isna(row[column].iloc[0]) else str(row[column].iloc[0])
 
     def ranking_profiles(self, model: str, task: str) -> list[str]:
         """The other profiles whose λ rankings ran on (`model`, `task`) (selections such as ``lambda@full``)."""
@@ -135,18 +142,13 @@ def _agreement(table: pd.DataFrame | None) -> pd.DataFrame | None:
     if table is None:
         return None
     table = table.reset_index()
-    if not {"a", "b"} <= set(table.columns):
-        table = table.assign(a=draw_name(0), b=draw_name(1))
+    for column, draw in (("a", draw_name(0)), ("b", draw_name(1))):  # the rows of a table of two seeds
+        table[column] = table[column].fillna(draw) if column in table else draw
     if "profile" not in table:
         table = table.assign(profile=None)
-    return table[["model", "task", "profile", "a", "b", "spearman"]]
-
-
-def _draw_order(name: str) -> tuple[int, int]:
-    """`papa.runs.stability.draw_name`s in the order (part, seed): seed0, seed1, part1, part2, ..."""
-    part = int(name.split("part")[1].split("-")[0]) if name.startswith("part") else 0
-    seed = int(name.split("seed")[1]) if "seed" in name else 0
-    return part, seed
+    if "heads" not in table:  # a table from before issue 73 records no head count: its ρ is gated as a point
+        table = table.assign(heads=float("nan"))
+    return table[["model", "task", "profile", "a", "b", "spearman", "heads"]]
 
 
 def _draw_of(name: str, method: str, profile: str | None) -> bool:

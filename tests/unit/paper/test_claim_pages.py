@@ -76,22 +76,25 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     save("sst2", "", base), save("sst2", "-part1", base ** 2), save("sst2", "-part2", base ** 3)
     save("cola", "", base, profile="cpu"), save("cola", "-part1", swapped, profile="cpu")
     rows = {line.split(" | ")[0].strip("| "): line for line in
-            paper_protocol_answer(tmp_path, 0.8, "org/m", ("mrpc", "sst2", "cola")).splitlines()[2:]}
-    assert "**not stable across data** (disjoint halves ρ -1.00 < 0.8)" in rows["MRPC"]
-    assert "seed0–part1 1.00, seed0–part2 -1.00" in rows["MRPC"]
-    assert rows["SST-2"].endswith("| 1.00 | seed0–part1 1.00, seed0–part2 1.00 | – | stable so far; not learned yet: a second seed |")
+            paper_protocol_answer(tmp_path, "org/m", ("mrpc", "sst2", "cola")).splitlines()[2:]}
+    assert "| -1.00 [-1.00, -1.00] |" in rows["MRPC"]
+    assert rows["MRPC"].endswith("**not stable across data** (disjoint halves below ρ 0.8 beyond their interval) |")
+    assert "seed0–part1 1.00 [1.00, 1.00], seed0–part2 -1.00 [-1.00, -1.00]" in rows["MRPC"]
+    assert rows["SST-2"].endswith("| 1.00 [1.00, 1.00] | seed0–part1 1.00 [1.00, 1.00], seed0–part2 1.00 [1.00, 1.00] "
+                                  "| – | stable so far; not learned yet: a second seed |")
     assert rows["CoLA"].endswith("| not measured |")
     save("ner", "-part1", base), save("ner", "-part2", base ** 2)  # the halves alone: say which draws are still owed
-    ner = paper_protocol_answer(tmp_path, 0.8, "org/m", ("ner",)).splitlines()[2]
-    assert ner.endswith("| 1.00 | – | – | stable so far; not learned yet: the whole set, a second seed |")
-    # a pair that passes the gate by less than GATE_EDGE is said to, with three places (two would print the gate)
+    ner = paper_protocol_answer(tmp_path, "org/m", ("ner",)).splitlines()[2]
+    assert ner.endswith("| 1.00 [1.00, 1.00] | – | – | stable so far; not learned yet: the whole set, a second seed |")
+    # a pair whose ρ passes 0.8 by a hair over 12 heads holds 0.8 in its interval: neither stable nor unstable
     near = base.flatten().clone()
     for i, j in ((0, 4), (1, 3), (5, 7), (8, 10)):  # Σd² = 56 over 12 heads: ρ = 1 − 6·56 / (12·143) = 0.804
         near[[i, j]] = near[[j, i]]
     ranking = save("pos", "", base)
     save("pos", "-part1", near.reshape(3, 4)), save("pos", "-part2", near.reshape(3, 4))
-    pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
-    assert pos.endswith("| stable so far (seed0–part1 at ρ 0.804: at the gate's edge); not learned yet: a second seed |")
+    pos = paper_protocol_answer(tmp_path, "org/m", ("pos",)).splitlines()[2]
+    assert pos.endswith("| neither shown stable nor unstable (seed0–part1 at ρ 0.80 [0.41, 0.95]: its interval holds "
+                        "0.8) so far; not learned yet: a second seed |")
     # each draw's curve: the step it settled at, of its last, and the minutes of λ learning its clock recorded
     from papa.probing.ranking import LambdaTrace
     from papa.runs.lambda_curves import curve_path, save_curve
@@ -100,7 +103,7 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     trace.record(100, swapped, 60.0), trace.record(200, base, 150.0), trace.record(300, base, 240.0)
     curve_path(ranking).parent.mkdir()
     save_curve(curve_path(ranking), trace, ranking.name)
-    pos = paper_protocol_answer(tmp_path, 0.8, "org/m", ("pos",)).splitlines()[2]
+    pos = paper_protocol_answer(tmp_path, "org/m", ("pos",)).splitlines()[2]
     assert "| seed0: 200 of 300 (4 min) |" in pos
 
 

@@ -142,3 +142,17 @@ def test_chance_levels_are_the_majority_class_or_a_uniform_guess(data_dir):
     assert list(table.index) == [("SmolLM2-135M-Instruct-Q4_1", "lm"), ("SmolLM2-135M-Instruct-Q4_1", "sst2")]
     assert table.loc[("SmolLM2-135M-Instruct-Q4_1", "lm"), "chance"] == pytest.approx(-math.log(49152))
     assert table.loc[("SmolLM2-135M-Instruct-Q4_1", "sst2"), "chance"] == majority
+
+
+def test_the_strongest_unigram_is_fit_on_any_training_text_the_run_has():
+    """Issue 73: the LM probe's baseline on equal terms is a unigram of its own training tokens; the strongest
+    context-free predictor is the best unigram of any task's training tokens (the LM task's, 26 times as many),
+    scored on the probe's evaluation tokens, and the table names whose."""
+    evaluation = [1, 1, 2, 1]
+    targets = {"lm": ([1] * 300 + [2] * 100 + [3] * 10, [5]), "lm_probe": ([3, 3, 1, 2], evaluation)}
+    levels = sections.unigram_levels("lm_probe", targets, 8)
+    assert levels["context_free"] > levels["same_tokens"]
+    assert levels["context_free_how"].startswith("unigram of the lm task's training subset's 410 target tokens")
+    assert levels["same_tokens_how"].startswith("unigram of the training subset's 4 target tokens")
+    own = sections.unigram_levels("lm_probe", {"lm_probe": targets["lm_probe"]}, 8)
+    assert own["context_free"] == own["same_tokens"] == levels["same_tokens"]
