@@ -167,6 +167,39 @@ def probe_inputs_block() -> str:
     return "\n".join(lines).replace("-", "−").replace("|−−−|", "|---|").replace("−−−", "---")
 
 
+ENCODER = ("sentence-transformers/all-MiniLM-L6-v2", ("cola", "sst2", "ner", "pos", "mrpc"))
+FIG5_ORDERS = ("lambda", "lambda@full", "first_to_last", "last_to_first", "random", "reversed_lambda",
+               "reversed_lambda@full")
+
+
+def fig2_table_block() -> str:
+    """Fig. 2's curves of the committed run, λ pooled over its draws where the claims pool them."""
+    from papa.paper.claim_pages import orders_table
+
+    model, tasks = ENCODER
+    return orders_table(CPU_RUN, model, [(t, "lambda") for t in tasks], "cpu")
+
+
+def fig5_table_block() -> str:
+    """Fig. 5's SST-2 curves of the committed run, every order pooled over its draws, the full profile's λ beside."""
+    from papa.paper.claim_pages import orders_table
+
+    return orders_table(CPU_RUN, ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu")
+
+
+def margins_block() -> str:
+    from papa.paper.claim_pages import margins_table
+
+    return margins_table()
+
+
+def fig6_table_block() -> str:
+    """Fig. 6's curves of the committed run on the encoder: the MLM probe beside SST-2, in λ order."""
+    from papa.paper.claim_pages import orders_table
+
+    return orders_table(CPU_RUN, ENCODER[0], [("mlm", "lambda"), ("sst2", "lambda")], "cpu")
+
+
 def lambda_full_block() -> str:
     """SST-2's λ ranking learned as the paper learns it, from the tables notebook 06 wrote in the committed run."""
     from papa.paper.claim_pages import paper_steps_ranking
@@ -396,6 +429,10 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "run-options": (DOCS / "performance.md", run_options_block),
     "run-options-bf16-store": (DOCS / "performance.md",
                                functools.partial(run_options_block, REPO / "artifacts" / "run_options" / "bf16_store")),
+    "fig2-table": (DOCS / "results.md", fig2_table_block),
+    "fig5-table": (DOCS / "results.md", fig5_table_block),
+    "fig6-table": (DOCS / "results.md", fig6_table_block),
+    "claim-margins": (DOCS / "results.md", margins_block),
     "lambda-full": (DOCS / "results.md", lambda_full_block),
     "draws-time": (DOCS / "results.md", draws_time_block),
     "ranking-agreement": (DOCS / "results.md", ranking_agreement_block),

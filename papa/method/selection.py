@@ -36,7 +36,8 @@ Head = tuple[int, int]
 
 # ---- selections: a method and which draw of its order ----------------------------------------------------------
 
-_DRAW = r"(?:seed|part)[1-9][0-9]*"
+# a profile's name has no segment that reads as a draw (part0 included, so that full-part0 is refused, not a profile)
+_DRAW = r"(?:seed|part)[0-9]+"
 # another profile's draw names the profile, then its part and seed as a ranking's file does: full-part1, full-seed1
 _RANKED_VARIANT = re.compile(r"^(?:seed(?P<seed>[1-9][0-9]*)|part(?P<part>[1-9][0-9]*)"
                              rf"|(?!{_DRAW}$)(?P<profile>[a-z][a-z0-9_]*(?:-(?!{_DRAW}$|{_DRAW}-)[a-z0-9_]+)*)"

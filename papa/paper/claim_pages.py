@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from papa.core.vocabulary import PAPER_FRACTIONS
-from papa.paper.claims import ClaimReading, Part
+from papa.paper.claims import MARGIN_SOURCES, RULES, ClaimReading, Part
 from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
 from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ
 
@@ -54,6 +54,17 @@ def claim_by_claim(readings: Sequence[ClaimReading]) -> str:
             lines += _parts(d, "  ")
         lines.append("")
     return "\n".join(lines).rstrip()
+
+
+def margins_table() -> str:
+    """Each claim's rule (`RULES`) beside where its margin or threshold comes from (`MARGIN_SOURCES`)."""
+    def where(key: str) -> str:  # "fig2_half" -> "Fig. 2", "table1" -> "Table 1"
+        name = key.split("_")[0]
+        return f"Fig. {name[3:]}" if name.startswith("fig") else f"Table {name[5:]}"
+
+    lines = ["| claim | rule (`papa.paper.claims.RULES`) | margin and where it comes from |", "|---|---|---|"]
+    lines += [f"| {where(key)}, {TITLES[key]} | {rule} | {MARGIN_SOURCES[key]} |" for key, rule in RULES.items()]
+    return "\n".join(lines)
 
 
 def results_in_brief(readings: Sequence[ClaimReading]) -> str:
@@ -140,32 +151,64 @@ def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:
 
 def _mean_ci(row) -> str:
     ci = row.get("ci95", math.nan)
+    orders = row.get("orders", 1)
+    pooled = f" ({int(orders)} orders)" if pd.notna(orders) and orders > 1 else ""
     if not isinstance(ci, float) or not math.isfinite(ci) or ci == 0:
-        return f"{row['mean']:.3f}"
-    return f"{row['mean']:.3f} ± {ci:.3f}"
+        return f"{row['mean']:.3f}{pooled}"
+    return f"{row['mean']:.3f} ± {ci:.3f}{pooled}"
+
+
+#: What a cell of `orders_table` is, said under every such table.
+ORDERS_NOTE = ("Each cell: the mean over seeds ± the half-width of a 95% t-interval over them; where an order was "
+               "drawn more than once (k orders), the mean of its k draws' means, as the claims pool them, ± the "
+               "interval over the k draws (their spread); a cell that names no orders is one order (one ranking or "
+               "permutation, as the paper draws it). "
+               "The claims' own intervals (paired by seed, with the evaluation examples' bootstrap and the orders' "
+               "spread) are in the claim-by-claim section.")
+
+
+def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]], profile: str) -> str:
+    """A curve table (`curve_table`) of (task, selection) `rows` of the stored run, each order pooled over its draws
+    as the claims read it (`papa.paper.sections.curves_over_orders`; a selection ``lambda@full`` is the full
+    profile's ranking over its draws), each row named from the registries, with `ORDERS_NOTE` beneath."""
+    from papa.paper.sections import curves_over_orders
+    from papa.runs.results import ResultsTable
+    from papa.tasks.registry import get_task
+
+    results = ResultsTable(Path(out_dir) / "results.csv").read()
+    results = results[(results.model == model) & (results.profile == profile)]
+    methods = list(dict.fromkeys(selection for _, selection in rows))
+    curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
+    labels = {}
+    for task, selection in rows:
+        method, _, other = selection.partition("@")
+        metric = get_task(task).metric
+        labels[f"{task}/{selection}"] = (f"{TASK_NAMES[task]} {METRIC_NAMES.get(metric, metric)}, "
+                                         f"{SELECTION_NAMES[method]}" + (f" of the {other} profile" if other else ""))
+    return curve_table(curves, labels) + "\n\n" + ORDERS_NOTE
 
 
 def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selections: Sequence[str],
                   profile: str) -> str:
     """Notebook 08's measurements as a table: the LM with its own head per selection method, the LM probe trained
     from scratch, and each downstream probe in λ order (its metric named from the task registry)."""
-    from papa.paper.sections import selection_curves
+    from papa.paper.sections import curves_over_orders
     from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
 
     rows = ResultsTable(Path(out_dir) / "results.csv").read()
     rows = rows[(rows.model == model) & (rows.profile == profile)]
-    lm = selection_curves(rows[rows.task == "lm"], list(selections))
+    lm = curves_over_orders(rows[rows.task == "lm"], list(selections))
     labels = {f"lm/{s}": f"LM −log perplexity, own head, {SELECTION_NAMES[s]} order" for s in selections}
     frames = [lm]
     others = rows[rows.task != "lm"]
     default = others.probe_inputs != "raw"
-    frames.append(selection_curves(others[default], ["lambda"]))
+    frames.append(curves_over_orders(others[default], ["lambda"]))
     labels["lm_probe/lambda"] = "LM −log perplexity, probe trained from scratch"
     for task in tasks:
         metric = get_task(task).metric
         labels[f"{task}/lambda"] = f"{TASK_NAMES[task]}, {METRIC_NAMES.get(metric, metric)}, λ order"
-    return curve_table(pd.concat(frames, ignore_index=True), labels)
+    return curve_table(pd.concat(frames, ignore_index=True), labels) + "\n\n" + ORDERS_NOTE
 
 
 def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: str | None = None) -> str:

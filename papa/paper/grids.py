@@ -138,13 +138,20 @@ def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequenc
     methods under the rankings those profiles learned (e.g. ["full"]: λ at the paper's step count, hours of λ
     learning of its own), on the tasks where they are saved under `out_dir` (`learned_grids`)."""
     declared = {"results": _grids(models, tasks, selections=list(methods))}
-    ranked = [m for m in methods if m in RANKED]
-    draws = [*(d for m in ranked for d in order_draws(m, ranking_draws)),
-             *(order_draws("random", [str(k) for k in range(1, random_draws + 1)]) if "random" in methods else [])]
+    draws = methods_drawn_again(methods, ranking_draws, random_draws)
     if draws:
         declared["draws"] = _grids(models, tasks, fractions=_mid_fractions(), selections=draws)
+    ranked = [m for m in methods if m in RANKED]
     return {**declared, **learned_grids(ranked, models, tasks, other_rankings, out_dir, fractions=_mid_fractions(),
                                         draws=ranking_draws)}
+
+
+def methods_drawn_again(methods: Sequence[str], ranking_draws: Sequence[str], random_draws: int) -> list[str]:
+    """The selections that draw `methods`' orders again: each ranked method under each of `ranking_draws`, and
+    `random_draws` more random permutations where "random" is among them."""
+    ranked = [m for m in methods if m in RANKED]
+    return [*(d for m in ranked for d in order_draws(m, ranking_draws)),
+            *(order_draws("random", [str(k) for k in range(1, random_draws + 1)]) if "random" in methods else [])]
 
 
 def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, seed: int = 0, part: int = 0) -> Path:
@@ -211,7 +218,7 @@ def _saved_draws(profile: str, draws: Sequence[str], models: Sequence[str], task
 def draws_an_order(key: str) -> bool:
     """Whether a declaration's grid `key` draws a head order again: the profile's own other draws ("draws") or
     another profile's ranking (`learned_grids`)."""
-    return key == "draws" or key.startswith(LEARNED_PREFIX)
+    return key == "draws" or key.startswith(("draws_", LEARNED_PREFIX))
 
 
 def run_orders(declared: Mapping[str, Grids], **options) -> pd.DataFrame | None:
@@ -231,14 +238,24 @@ def mlm_electra(models: Sequence[str], downstream_task: str) -> dict[str, Grids]
     return {"results": _grids(models, ["mlm", downstream_task])}
 
 
-def decoders(model: str, tasks: Sequence[str], selections: Sequence[str],
-             probe_inputs: str | None = None) -> dict[str, Grids]:
+def decoders(model: str, tasks: Sequence[str], selections: Sequence[str], probe_inputs: str | None = None,
+             ranking_draws: Sequence[str] = (), random_draws: int = 0) -> dict[str, Grids]:
     """Notebook 08: a causal LM's own LM objective under each selection method ("lm"), the LM objective scored by a
     probe trained from scratch with every head input-dependent or none ("lm_probe": the paper's MLM probe, Fig. 6),
-    and downstream probes ("probes", with `probe_inputs`: None = the decoder's default, standardized)."""
-    return {"lm": _grids(model, ["lm"], selections=list(selections)),
-            "lm_probe": _grids(model, ["lm_probe"], fractions=["1", "0"], probe_inputs=probe_inputs),
-            "probes": _grids(model, tasks, probe_inputs=probe_inputs)}
+    and downstream probes ("probes", with `probe_inputs`: None = the decoder's default, standardized). With
+    `ranking_draws` and `random_draws` the orders drawn again, as the encoders' sections draw them: the LM objective
+    under each at the fractions where an order matters ("draws_lm", Fig. 5), the probes under the λ draws at 1/2
+    ("draws", Fig. 2)."""
+    declared = {"lm": _grids(model, ["lm"], selections=list(selections)),
+                "lm_probe": _grids(model, ["lm_probe"], fractions=["1", "0"], probe_inputs=probe_inputs),
+                "probes": _grids(model, tasks, probe_inputs=probe_inputs)}
+    lm_draws = methods_drawn_again(selections, ranking_draws, random_draws)
+    if lm_draws:
+        declared["draws_lm"] = _grids(model, ["lm"], fractions=_mid_fractions(), selections=lm_draws)
+    if ranking_draws:
+        declared["draws"] = _grids(model, tasks, fractions=["1/2"], selections=order_draws("lambda", ranking_draws),
+                                   probe_inputs=probe_inputs)
+    return declared
 
 
 #: Notebook name -> its declaration; notebooks 01 and 03 run no grid (they extract one task's constants).

@@ -20,7 +20,7 @@ from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS, SELECTION_METHODS
 from papa.method.selection import as_fraction
 from papa.paper.grids import Grids
-from papa.runs.results import aggregate, relative_drop
+from papa.runs.results import GROUP_KEYS, aggregate, relative_drop
 from papa.tasks.registry import TASKS
 
 # Tasks whose metric lies in [0, 1] (Fig. 3 averages them); MLM's negative log perplexity is shown on its own.
@@ -134,6 +134,37 @@ def selection_curves(results: pd.DataFrame, methods: Sequence[str], *, constants
     """Fig. 5: `main_curves` for each selection method, stacked (the end points 1 and 0 are shared by all)."""
     frames = [main_curves(results, selection=m, constants=constants) for m in methods]
     return pd.concat(frames, ignore_index=True)
+
+
+def pooled_orders(results: pd.DataFrame) -> pd.DataFrame:
+    """`results` with every draw of a head order under its order's name, as the claims pool them: ``lambda@part1``,
+    ``lambda@seed1`` -> ``lambda``, ``random@3`` -> ``random``, another profile's draws (``lambda@full-part1``) ->
+    ``lambda@full``; the draw's own name kept in ``draw``."""
+    from papa.method.selection import parse_selection
+
+    names = {n: parse_selection(n) for n in results.selection.unique() if n != "none"}
+    order = {n: s.method if s.profile is None else f"{s.method}@{s.profile}" for n, s in names.items()}
+    return results.assign(draw=results.selection, selection=results.selection.map(lambda n: order.get(n, n)))
+
+
+def curves_over_orders(results: pd.DataFrame, methods: Sequence[str], *, constants: str = "average"
+                       ) -> pd.DataFrame:
+    """`selection_curves` over every draw of each order (`pooled_orders`), with ``orders``, how many draws a point
+    pools (1 at fractions 1 and 0). Where an order was drawn more than once, a point is the mean of its draws' means
+    over seeds and its interval their spread (n = orders), the order's variance that one draw's seeds do not hold;
+    elsewhere the mean and interval over seeds."""
+    pooled = pooled_orders(results)
+    if pooled.empty:
+        return selection_curves(pooled, methods, constants=constants).assign(orders=pd.Series(dtype="int64"))
+    keys = [*GROUP_KEYS, "fraction_label"]
+    orders = pooled.groupby(keys, dropna=False).draw.transform("nunique")
+    draw_means = (pooled[orders > 1].groupby([*keys, "draw"], dropna=False).value.mean().reset_index())
+    curves = selection_curves(pd.concat([pooled[orders == 1], draw_means], ignore_index=True), methods,
+                              constants=constants)
+    counts = pooled.assign(orders=orders).groupby(["model", "task", "selection", "fraction_label"]).orders.max()
+    curves = curves.merge(counts.reset_index(), on=["model", "task", "selection", "fraction_label"], how="left")
+    ends = curves.fraction_label.isin(["1", "0"])
+    return curves.assign(orders=curves.orders.where(~ends, 1).fillna(1).astype("int64"))
 
 
 def performance_vs_drop(curves: pd.DataFrame, tasks: Sequence[str] = DOWNSTREAM_TASKS,

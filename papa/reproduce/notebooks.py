@@ -43,7 +43,8 @@ class NotebookFailed(PapaError):
 # (`papa.reproduce.stored`: notebooks/ stores that run). Besides these, every batch injects the profile, the output
 # and data directories, the device and force (`injected_parameters`).
 _NO_DRAWS = {"02_main_results": {"ranking_draws": [], "other_rankings": []},
-             "06_head_selection": {"ranking_draws": [], "random_draws": 0, "other_rankings": []}}
+             "06_head_selection": {"ranking_draws": [], "random_draws": 0, "other_rankings": []},
+             "08_decoders": {"ranking_draws": [], "random_draws": 0}}
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
     # the smoke run draws each head order once
     "quick": _NO_DRAWS,
@@ -61,6 +62,7 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
                                "tasks": ["cola", "mrpc", "sst2", "ner", "pos"], "other_corpus": "mnli"},
         "06_head_selection": {**_NO_DRAWS["06_head_selection"], "models": ["roberta-base"], "tasks": ["mnli"]},
         "07_mlm_electra": {"models": [*PAPER_BASE, ELECTRA_BASE], "downstream_task": "mnli"},
+        "08_decoders": _NO_DRAWS["08_decoders"],
     },
 }
 

@@ -32,12 +32,13 @@ from papa.paper.claims.head_selection import SelectionComparison, comparison_tab
 from papa.paper.claims.reading import (learns_tables, profile_claims, profile_selection_comparisons, read_claims,
                                        read_learns, read_tables, run_agreement, run_claims)
 from papa.paper.claims.rules import (ALIKE_MARGIN, AVERAGE_MARGIN, CLOSE_MARGIN, FIG3_MODELS, HALF_MARGIN,
-                                     LAMBDA_CLAIMS, RANKINGS, RULES, SPREAD_THRESHOLD, STABLE_RHO, ClaimReading, Part,
+                                     LAMBDA_CLAIMS, MARGIN_SOURCES, RANKINGS, RELATIVE_MARGIN,
+                                     RULES, SPREAD_THRESHOLD, STABLE_RHO, ClaimReading, Part,
                                      _settle_anywhere, _tally)
 from papa.paper.claims.scores import DRAWN_ORDERS, _Run
 from papa.runs.statistics import VERDICTS
 
-__all__ = ["VERDICTS", "RULES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
+__all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note", "SelectionComparison", "selection_comparisons", "comparison_table",

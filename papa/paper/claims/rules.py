@@ -34,9 +34,11 @@ from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT
 
 # "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
 HALF_MARGIN = 0.02
-# "8% on average": the model-average relative drop within this many percentage points of 8% (Table 1 and 4's own
-# averages, 9.5% and 12.1%, are within 4.1 of it).
-AVERAGE_MARGIN = 0.05
+# An equivalence margin from the claim's own number: "about x" read as within ± this share of x.
+RELATIVE_MARGIN = 0.25
+# "8% on average": the model-average relative drop within ±25% of 8% (6% to 10%). The paper's own Table 1 average
+# (9.5%) is inside it, Table 4's (12.1%, the large models) is not: the 8% is not every model's.
+AVERAGE_MARGIN = RELATIVE_MARGIN * PAPER_AVERAGE_RELATIVE_DROP
 # Table 2's "as well as": the difference within ± this (the paper's Tables 2 and 5 differ by at most 0.01).
 ALIKE_MARGIN = 0.02
 # Table 1's "close to trained average-initialised": within ± this (Tables 1 and 4 differ by at most 0.03).
@@ -61,8 +63,11 @@ RULES = {
                  "improves': on some task (λ, 1/2) − original above 0 (Holm over every task read); another profile's "
                  "ranking in parts of its own",
     "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
-                f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {AVERAGE_MARGIN * 100:.0f} points and every model's below "
-                f"{PAPER_MAX_RELATIVE_DROP:.0%}",
+                f"{PAPER_AVERAGE_RELATIVE_DROP:.0%} ± {RELATIVE_MARGIN:.0%} of it "
+                f"({PAPER_AVERAGE_RELATIVE_DROP - AVERAGE_MARGIN:.0%} to "
+                f"{PAPER_AVERAGE_RELATIVE_DROP + AVERAGE_MARGIN:.0%}; the interval's side of {PAPER_AVERAGE_RELATIVE_DROP:.0%} said where it excludes it), and each "
+                f"model's mean over its tasks below {PAPER_MAX_RELATIVE_DROP:.0%} (the paper's bound is on a model's "
+                "average: its own CoLA drops are over it)",
     "fig3": "over models: Spearman's ρ of original score and relative drop above 0, one-sided p < "
             f"{ALPHA:.3g} (exact over every permutation below 10 models; read from {FIG3_MODELS} models, the fewest "
             "whose exact test can reach it)",
@@ -81,10 +86,29 @@ RULES = {
             "an order was drawn once); another profile's ranking in parts of its own",
     "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
             "and as shares of the margin over chance, the strongest predictor that needs no model (the majority class; "
-            "for the LM a unigram model of the training tokens) (MLM probe for MLM-pretrained encoders; for decoders "
-            "the LM with its own head, also at 1/2, 1/8 and 1/16 in λ order with the random order beside it, and an "
-            "LM probe trained from scratch, read only where it beats the unigram model by its interval); the paper's "
-            "nats and ELECTRA read only where such models ran, 'partly read' where they cannot be",
+            "for the LM the best unigram model fit on any training text the run has, the probe's own training "
+            "tokens' beside it) (MLM probe for MLM-pretrained encoders; for decoders the LM with its own head, also at "
+            "1/2, 1/8 and 1/16 in λ order with the random order beside it, and an LM probe trained from scratch, read "
+            "only where it beats that strongest baseline by its interval); the paper's nats and ELECTRA read only "
+            "where such models ran, 'partly read' where they cannot be",
+}
+
+#: Where each claim's margin or threshold comes from (the docs print it beside `RULES`, `papa.paper.claim_pages`).
+MARGIN_SOURCES = {
+    "fig2_half": f"{HALF_MARGIN * 100:.0f} points of the metric (\"no major drop\"; the paper gives no number)",
+    "fig2_all": f"±{RELATIVE_MARGIN:.0%} of the paper's {PAPER_AVERAGE_RELATIVE_DROP:.0%}; Tables 1 and 4: CoLA alone "
+                "drops 34% / 36%, the task averages are 9.5% / 12.1%, so \"never more than 20%\" bounds a model's "
+                "average (Fig. 3's x-axis), not a task",
+    "fig3": f"read from {FIG3_MODELS} models: with one fewer the exact test's smallest p is "
+            f"1/{math.factorial(FIG3_MODELS - 1)} = {1 / math.factorial(FIG3_MODELS - 1):.3f}",
+    "fig4_diagonal": "descriptive (the constants have no seeds: their uncertainty is the corpus's)",
+    "fig4_special": "descriptive (the constants have no seeds: their uncertainty is the corpus's)",
+    "fig4_spread": f"'spread' from a median normalised row entropy of {SPREAD_THRESHOLD}",
+    "table1": f"Tables 1 and 4 put average and trained-average constants at most {CLOSE_MARGIN} apart",
+    "table2": f"±{ALIKE_MARGIN}: Tables 2 and 5 differ by at most 0.01",
+    "fig5": f"the gate's ρ {STABLE_RHO} (the λ ranking's draws must agree before its order is read)",
+    "fig6": "the nats and ELECTRA only where such models ran ('partly read' on a decoder); a probe only where it beats "
+            "the strongest baseline that needs no model",
 }
 
 

@@ -248,8 +248,16 @@ def test_a_selection_names_its_method_and_which_draw_of_its_order():
     assert parse_selection("reversed_lambda@part1") == Selection("reversed_lambda@part1", "reversed_lambda", part=1)
     assert parse_selection("lambda@full") == Selection("lambda@full", "lambda", profile="full")
     assert parse_selection("random@3") == Selection("random@3", "random", seed=3) and parse_selection("random@3").is_variant
+    # another profile's other draws name the profile, then the part or seed, as its ranking's file does
+    assert parse_selection("lambda@full-part1") == Selection("lambda@full-part1", "lambda", part=1, profile="full")
+    assert parse_selection("reversed_lambda@full-seed1") == Selection("reversed_lambda@full-seed1", "reversed_lambda",
+                                                                      seed=1, profile="full")
+    assert parse_selection("lambda@my-profile").profile == "my-profile"  # a hyphen inside a profile's name stays
+    assert parse_selection("lambda@my-profile-part2") == Selection("lambda@my-profile-part2", "lambda", part=2,
+                                                                   profile="my-profile")
     for bad, said in (("lambda@seed0", "seed<k> or part<k>"), ("random@0", "random is random@0"),
                       ("random@x", "permutation's seed"), ("first_to_last@1", "one fixed order"),
-                      ("lamda", "unknown head selection method 'lamda'"), ("lambda@", "seed<k> or part<k>")):
+                      ("lamda", "unknown head selection method 'lamda'"), ("lambda@", "seed<k> or part<k>"),
+                      ("lambda@full-part0", "seed<k> or part<k>"), ("lambda@full-seed1-part1", "seed<k> or part<k>")):
         with pytest.raises(InputError, match=re.escape(said)):
             parse_selection(bad)

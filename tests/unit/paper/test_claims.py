@@ -271,8 +271,12 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     its own under the claim; the encoders' verdicts do not change."""
     from papa.paper import sections
 
-    before = {r.claim: (r.verdict, r.ours) for r in run_claims(run_dir, profile="quick")}
     minilm = "st/all-MiniLM-L6-v2"  # an encoder not pretrained with MLM: its from-scratch MLM probe is not read
+    ResultsTable(run_dir / "results.csv").append(
+        _rows({("mlm", "none", "none", "none", "1"): -8.7, ("mlm", "average", "task", "none", "0"): -8.1,
+               ("sst2", "none", "none", "none", "1"): 0.78, ("sst2", "average", "task", "none", "0"): 0.75},
+              model=minilm))
+    before = {r.claim: r.verdict for r in run_claims(run_dir, profile="quick")}
     zero = ("average", "task", "none", "0")
     half = ("average", "task", "lambda", "1/2")
     decoder = [*_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", *zero): -9.0, ("lm", *half): -5.0},
@@ -283,13 +287,11 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
                       model="org/decoder", layout="standard", probe_inputs="standardized"),
                # the same grid with the paper's raw probe, at its majority class: not the decoder's default, not read
                *_rows({("sst2", "none", "none", "none", "1"): 0.51, ("sst2", *zero): 0.51}, model="org/decoder",
-                      layout="standard"),
-               *_rows({("mlm", "none", "none", "none", "1"): -8.7, ("mlm", *zero): -8.1,
-                       ("sst2", "none", "none", "none", "1"): 0.78, ("sst2", *zero): 0.75}, model=minilm)]
+                      layout="standard")]
     ResultsTable(run_dir / "results.csv").append(decoder)
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick")}
     # the paper's claims read the encoders only: the decoder's rows change none of their verdicts
-    assert all(readings[c].verdict == v for c, (v, _) in before.items())
+    assert {c: readings[c].verdict for c in before} == before
     assert all("decoder" not in r.ours for r in readings.values())
     reading = readings["fig6"]
     assert "MLM probes of all-MiniLM-L6-v2" in reading.unread
@@ -426,9 +428,12 @@ def test_the_papers_own_numbers_say_what_8_and_20_percent_measure():
     assert base["cola"] == pytest.approx(0.34, abs=0.005) and large["cola"] == pytest.approx(0.358, abs=0.005)
     assert base["cola"] > PAPER_MAX_RELATIVE_DROP and large["cola"] > PAPER_MAX_RELATIVE_DROP
     assert base["average"] == pytest.approx(0.095, abs=0.001) and large["average"] == pytest.approx(0.121, abs=0.001)
-    for drops in (base, large):  # the paper's own models are read as holding by the rule the run is read with
+    for drops in (base, large):  # the 20% bound holds on each model's average, not per task
         assert drops["average"] <= PAPER_MAX_RELATIVE_DROP
-        assert abs(drops["average"] - PAPER_AVERAGE_RELATIVE_DROP) <= AVERAGE_MARGIN
+    # the margin comes from the claim (±25% of 8%): the base models' average is inside it, the large models' is not
+    assert AVERAGE_MARGIN == pytest.approx(0.02)
+    assert abs(base["average"] - PAPER_AVERAGE_RELATIVE_DROP) <= AVERAGE_MARGIN
+    assert abs(large["average"] - PAPER_AVERAGE_RELATIVE_DROP) > AVERAGE_MARGIN
 
 
 def _pairs(task: str, rhos: dict, profile=None, model: str = "org/roberta-base", heads: int = 144) -> pd.DataFrame:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from papa.core.errors import InputError
-from papa.paper.grids import head_selection, learned_rankings, main_results, order_draws
+from papa.paper.grids import decoders, draws_an_order, head_selection, learned_rankings, main_results, order_draws
 from papa.runs.names import RankingName
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
@@ -24,6 +24,19 @@ def test_draws_of_each_order_are_declared_at_the_fractions_where_an_order_matter
     assert main_results([MINILM], ["sst2", "cola"], ["part1"])["draws"].fractions == ("1/2",)
     with pytest.raises(InputError, match="one fixed order"):
         order_draws("first_to_last", ["1"])
+
+
+def test_a_decoder_draws_its_orders_again_as_the_encoders_sections_do():
+    """Notebook 08: the LM objective under every drawn order where an order matters (Fig. 5), the probes under the λ
+    draws at 1/2 (Fig. 2); without draws, the grids it declared before."""
+    plain = decoders("smollm2", ["sst2", "pos"], ["lambda", "random", "first_to_last"])
+    assert set(plain) == {"lm", "lm_probe", "probes"}
+    declared = decoders("smollm2", ["sst2", "pos"], ["lambda", "random", "first_to_last"], None, ["part1", "seed1"], 2)
+    assert declared["draws_lm"].tasks == ("lm",) and declared["draws_lm"].fractions == ("1/2", "1/8", "1/16")
+    assert declared["draws_lm"].selections == ("lambda@part1", "lambda@seed1", "random@1", "random@2")
+    assert declared["draws"].tasks == ("sst2", "pos") and declared["draws"].fractions == ("1/2",)
+    assert declared["draws"].selections == ("lambda@part1", "lambda@seed1")
+    assert {k for k in declared if draws_an_order(k)} == {"draws_lm", "draws"}
 
 
 def test_another_profiles_ranking_is_declared_on_the_tasks_where_it_is_saved(tmp_path):

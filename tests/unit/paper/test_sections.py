@@ -42,6 +42,29 @@ def test_main_curves_share_end_points(results):
         "lambda": 0.89, "random": 0.80}
 
 
+def test_curves_over_orders_pool_each_orders_draws_as_the_claims_do(tmp_path):
+    """λ drawn three times at 1/2 (the plain ranking, a disjoint part, a seed) and another profile's twice: a point is
+    the mean of the draws' seed means, its interval their spread, and it says how many orders it pools."""
+    rows = []
+    for seed, noise in enumerate((-0.01, 0.0, 0.01)):
+        rows += [_row("sst2", "none", "none", "1", seed, 0.90 + noise),
+                 _row("sst2", "average", "none", "0", seed, 0.80 + noise),
+                 _row("sst2", "average", "first_to_last", "1/2", seed, 0.84 + noise)]
+        rows += [_row("sst2", "average", name, "1/2", seed, value + noise) for name, value in
+                 (("lambda", 0.88), ("lambda@part1", 0.85), ("lambda@seed1", 0.87),
+                  ("lambda@full", 0.86), ("lambda@full-part1", 0.82))]
+    table = ResultsTable(tmp_path / "results.csv")
+    table.append(rows)
+    curves = sections.curves_over_orders(table.read(), ["lambda", "lambda@full", "first_to_last"])
+    at = {(r.selection, r.fraction_label): r for r in curves.itertuples()}
+    assert at["lambda", "1/2"].mean == pytest.approx((0.88 + 0.85 + 0.87) / 3) and at["lambda", "1/2"].orders == 3
+    # the spread of the three draws' means (0.88, 0.85, 0.87), not of the nine runs
+    assert at["lambda", "1/2"].n == 3 and at["lambda", "1/2"].std == pytest.approx(0.0152753, rel=1e-4)
+    assert at["lambda@full", "1/2"].mean == pytest.approx(0.84) and at["lambda@full", "1/2"].orders == 2
+    assert at["first_to_last", "1/2"].orders == 1 and at["first_to_last", "1/2"].n == 3  # one order: over seeds
+    assert at["lambda", "1"].orders == 1 and at["lambda", "1"].mean == pytest.approx(0.90)
+
+
 def test_claims_and_ranks(results):
     curves = sections.main_curves(results)
     claims = sections.fraction_claims(curves).iloc[0]
