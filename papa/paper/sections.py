@@ -167,6 +167,13 @@ def curves_over_orders(results: pd.DataFrame, methods: Sequence[str], *, constan
     return curves.assign(orders=curves.orders.where(~ends, 1).fillna(1).astype("int64"))
 
 
+def orders_run(results: pd.DataFrame, methods: Sequence[str]) -> list[str]:
+    """`methods` and, after them, each one's rankings learned by another profile that `results` ran
+    (``lambda@full``): the orders `curves_over_orders` draws for a section."""
+    pooled = set(pooled_orders(results).selection)
+    return [*methods, *sorted(s for s in pooled if s.partition("@")[0] in methods and "@" in s)]
+
+
 def performance_vs_drop(curves: pd.DataFrame, tasks: Sequence[str] = DOWNSTREAM_TASKS,
                         learns: pd.DataFrame | None = None) -> pd.DataFrame:
     """Fig. 3: per model, the original performance averaged over tasks and the mean relative drop at fraction 0.
@@ -235,7 +242,6 @@ def means(table_agg: pd.DataFrame) -> pd.DataFrame:
     wide = table_agg.assign(model=table_agg.model.map(short_model)).pivot_table(
         index=["model", "task", "selection"], columns="fraction_label", values="mean", aggfunc="first")
     return wide[[c for c in _ORDER if c in wide.columns]]
-
 
 
 def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
@@ -528,8 +534,9 @@ def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:
 
 
 def method_ranks(curves: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 5's claim: each method's rank (1 = best mean) per model, task and fraction strictly between 0 and 1."""
-    mid = curves[(curves.fraction > 0) & (curves.fraction < 1)]
+    """Fig. 5's claim: each method's rank (1 = best mean) per model, task and fraction strictly between 0 and 1,
+    among the methods (another profile's ranking, e.g. ``lambda@full``, is shown beside them, not ranked)."""
+    mid = curves[(curves.fraction > 0) & (curves.fraction < 1) & curves.selection.isin(SELECTION_METHODS)]
     if mid.empty:
         return pd.DataFrame()
     mid = mid.assign(model=mid.model.map(short_model))

@@ -112,9 +112,9 @@ def _beside_paper(mean: Estimate) -> str:
     """The paper's 8% and the margin, and which side of 8% the interval lies on where it excludes it."""
     low, high = mean.interval()
     paper = PAPER_AVERAGE_RELATIVE_DROP
-    side = "lower than" if high < paper else "higher than" if low > paper else "holding"
-    return (f"{side} the paper's {paper:.0%}; margin {paper - AVERAGE_MARGIN:.0%} to "
-            f"{paper + AVERAGE_MARGIN:.0%}")
+    side = (f"lower than the paper's {paper:.0%}" if high < paper else f"higher than the paper's {paper:.0%}"
+            if low > paper else f"the paper's {paper:.0%} inside the interval")
+    return f"{side}; margin {paper - AVERAGE_MARGIN:.0%} to {paper + AVERAGE_MARGIN:.0%}"
 
 
 def _fig3(run: _Run) -> ClaimReading:

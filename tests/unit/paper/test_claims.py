@@ -111,6 +111,9 @@ def test_every_claim_gets_the_verdict_its_numbers_give(run_dir):
                     "sometimes improves": "does not hold"}
     assert readings["fig2_half"].ours.startswith("drop at 1/2 (sst2): +0.010 [")
     assert "average relative drop over 1 model(s): 7.5% [" in readings["fig2_all"].ours
+    # within the margin, and below 8% by its interval: both said
+    assert "7.5% [7.4%, 7.6%] (lower than the paper's 8%; margin 6% to 10%) (holds)" in readings["fig2_all"].ours
+    assert "never over 20% on average (mean over sst2, ner)" in readings["fig2_all"].ours  # a bound on the mean
     assert "1 model(s)" in readings["fig3"].ours
     assert readings["fig4_diagonal"].ours.startswith("diagonal heads: 90% (no interval: ")
     assert readings["fig4_diagonal"].evidence == "figures/fig4_constant_matrices_sst2.png"
@@ -124,6 +127,16 @@ def test_every_claim_gets_the_verdict_its_numbers_give(run_dir):
     assert {p.name: p.verdict for p in readings["fig6"].parts}["MLM-pretrained encoders lose 1-1.5 nats"] == "holds"
     assert all(r.verdict in VERDICTS for r in readings.values())
     assert all(r.rule for r in readings.values())
+
+
+def test_an_interval_that_excludes_the_papers_8_percent_says_on_which_side(tmp_path):
+    """±25% of 8% is the claim's own margin: a 2% drop, well measured, is lower than the paper's number, and the
+    reading says so beside its verdict."""
+    means = {("sst2", "none", "none", "none", "1"): 0.90, ("sst2", "average", "task", "none", "0"): 0.882}
+    reading = _read(_rows(means), tmp_path)["fig2_all"]
+    average = {p.name: p for p in reading.parts}["average relative drop over 1 model(s)"]
+    assert average.verdict == "does not hold"
+    assert average.numbers.startswith("2.0% [") and "(lower than the paper's 8%; margin 6% to 10%)" in average.numbers
 
 
 def test_noise_makes_a_verdict_inconclusive(tmp_path):

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 
-PAGES = [REPO / "README.md", REPO / "docs" / "results.md", REPO / "docs" / "decoders.md"]
+PAGES = [REPO / "README.md", REPO / "docs" / "results.md", REPO / "docs" / "decoders.md", REPO / "docs" / "status.md"]
 
 #: Statements about the run that only a generated block may make.
 RUN_FACTS = {
