@@ -130,8 +130,8 @@ def injected_parameters(name: str, batch: Batch, prof: Profile) -> dict:
         profile = _where_notebooks_run(profile, here)
     params = {"profile": str(profile), "out_dir": _where_notebooks_run(batch.out, here), "device": batch.device,
               "force": batch.force}
-    if batch.data_dir is not None:
-        params["data_dir"] = str(batch.data_dir)
+    if batch.data_dir is not None:  # given relative to where papa runs, not to the notebooks' folder
+        params["data_dir"] = str(Path(batch.data_dir).resolve())
     params.update(PROFILE_PARAMETERS.get(builtin_base(prof) or "", {}).get(name, {}))
     if batch.models is not None:
         params = _only_models(name, params, batch.models)

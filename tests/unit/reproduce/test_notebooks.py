@@ -65,7 +65,7 @@ def test_stored_notebooks_hold_outputs_of_a_run():
 def test_parameters_for_profiles(tmp_path):
     quick = notebook_parameters("02_main_results", Batch("quick", out_dir=tmp_path, data_dir="d", force=True))
     assert quick == {"profile": "quick", "out_dir": str(tmp_path.resolve()), "device": "cpu", "force": True,
-                     "data_dir": "d", "ranking_draws": [], "other_rankings": []}
+                     "data_dir": str(Path("d").resolve()), "ranking_draws": [], "other_rankings": []}
     # the stored (cpu) notebook draws λ again and reads the full profile's rankings; quick does neither
     assert notebook_parameters("06_head_selection", Batch("quick", out_dir=tmp_path))["random_draws"] == 0
     # Inside the clone the output folder is given relative to notebooks/, where the notebooks run.
