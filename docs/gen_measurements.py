@@ -9,10 +9,10 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
 * docs/performance.md, ``run-options`` and ``run-options-bf16-store``: the run options paired by seed against
   float32 eager (``artifacts/run_options/cpu/`` and ``bf16_store/``, written by benchmarks/run_options.py);
-* docs/results.md ``claims``, README.md ``claims-brief``, docs/decoders.md ``decoder-claims``: the paper's claims as
-  the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
-  `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time`` and docs/decoders.md ``decoder-table``: that run's
-  notebook times and notebook 08's measurements;
+* docs/results.md ``claims``, README.md ``claims-brief`` and ``finding``, docs/decoders.md ``decoder-claims``: the
+  paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
+  `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
+  ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements;
 * docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
   measurement, but a fact the code owns, kept from drifting the same way).
 
@@ -128,6 +128,18 @@ def brief_block() -> str:
     from papa.paper.claim_pages import results_in_brief
 
     return results_in_brief(cpu_claims())
+
+
+def finding_block() -> str:
+    from papa.paper.claim_pages import in_plain_words
+
+    return in_plain_words(cpu_claims())
+
+
+def lm_probe_curve_block() -> str:
+    from papa.paper.claim_pages import lm_probe_curve
+
+    return lm_probe_curve(CPU_RUN)
 
 
 def decoder_claims_block() -> str:
@@ -442,8 +454,10 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "cpu-rerun-time": (DOCS / "notebooks.md", notebook_time_block),
     "claims-brief": (REPO / "README.md", brief_block),
+    "finding": (REPO / "README.md", finding_block),
     "decoder-claims": (DOCS / "decoders.md", decoder_claims_block),
     "decoder-table": (DOCS / "decoders.md", decoder_table_block),
+    "decoder-lm-probe-curve": (DOCS / "decoders.md", lm_probe_curve_block),
     "probe-inputs": (DOCS / "decoders.md", probe_inputs_block),
     "own-model": (DOCS / "own-model.md", own_model_block),
     "gpu-check": (DOCS / "performance.md", gpu_table_block),

@@ -37,7 +37,7 @@ class TableCheckError(AssertionError):
 
 def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | Mapping[str, Range] | None = None,
                 allowed: Mapping[str, Collection] | None = None, nan_ok: Collection[str] | bool = False,
-                labels: bool = True, ordered: Sequence[str] = ()) -> None:
+                labels: bool = True, ordered: Sequence[str] = (), counted: bool = True) -> None:
     """Check `table` and print one line of what held.
 
     `between`: (low, high) for every numeric value, or per column; `allowed`: the values a column may take (a
@@ -46,9 +46,10 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
     one seed ran: one value has no interval. `labels` False leaves the row labels out of the line, for a
     table whose rows are chosen by learned values (e.g. the heads with the strongest pattern). `ordered`: columns
     whose values do not decrease from each to the next within a row (an interval and its estimate: low, value,
-    high); a row with NaN in one of them is not compared."""
+    high); a row with NaN in one of them is not compared. `counted` False leaves the rows out of the line altogether
+    (an empty table included), for a table whose rows differ by profile (the comparisons a claim reads)."""
     frame = table.to_frame() if isinstance(table, pd.Series) else table
-    if frame.empty:
+    if frame.empty and counted:
         print(f"{name}: empty")
         return
     numeric = frame.select_dtypes("number")
@@ -81,7 +82,7 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
             _require(bad.empty, name, f"{left} > {right} in rows {bad.tolist()}")
         rules.append(" <= ".join(map(str, ordered)))
     held = f"; {'; '.join(rules)}" if rules else ""
-    print(f"{name}: {_rows(frame.index, labels)} x {_columns(frame.columns)}{held}")
+    print(f"{name}: {_rows(frame.index, labels) + ' x ' if counted else ''}{_columns(frame.columns)}{held}")
 
 
 def _rows(index: pd.Index, labels: bool) -> str:

@@ -86,6 +86,28 @@ def results_in_brief(readings: Sequence[ClaimReading]) -> str:
     return "\n".join(lines)
 
 
+def in_plain_words(readings: Sequence[ClaimReading]) -> str:
+    """The README's lead: what the run finds, in plain words, counted over the parts of the paper's claims it reads
+    (the encoders'; the decoders' apart), with the parts that hold and those that do not named."""
+    lines = []
+    for whose, read in (("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])):
+        parts = [p for r in read for p in r.parts if p.verdict in _ORDER]
+        if not parts:
+            continue
+        n = {v: sum(p.verdict == v for p in parts) for v in _ORDER}
+        tested = len(parts) - n[NOT_READ]
+        line = (f"* **On {whose}**, of the {len(parts)} parts the paper's claims cut into, {tested} could be tested: "
+                f"{n[HOLDS]} {'holds' if n[HOLDS] == 1 else 'hold'}, {n[DOES_NOT_HOLD]} "
+                f"{'does' if n[DOES_NOT_HOLD] == 1 else 'do'} not, {n[INCONCLUSIVE]} "
+                f"{'is' if n[INCONCLUSIVE] == 1 else 'are'} inconclusive (the data cannot decide either way); "
+                f"{n[NOT_READ]} could not be read (each says why below).")
+        for verdict, words in ((HOLDS, "What holds"), (DOES_NOT_HOLD, "What does not")):
+            named = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == verdict]
+            line += f" {words}: {'; '.join(named)}." if named else ""
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _showing(reading: ClaimReading) -> Part | None:
     """The part that shows the claim's verdict (the first with that verdict; a partly read claim's first that
     holds), else the first part read."""
@@ -170,7 +192,10 @@ ORDERS_NOTE = ("Each cell: the mean over seeds ± the half-width of a 95% t-inte
 def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]], profile: str) -> str:
     """A curve table (`curve_table`) of (task, selection) `rows` of the stored run, each order pooled over its draws
     as the claims read it (`papa.paper.sections.curves_over_orders`; a selection ``lambda@full`` is the full
-    profile's ranking over its draws), each row named from the registries, with `ORDERS_NOTE` beneath."""
+    profile's ranking over its draws), each row named from the registries and marked where the claims do not read
+    it (a probe that does not learn, an order resting on a λ ranking the gate does not pass), with `ORDERS_NOTE`
+    beneath."""
+    from papa.paper.claims import read_learns, unread_rankings
     from papa.paper.sections import curves_over_orders
     from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
@@ -179,12 +204,18 @@ def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]
     results = results[(results.model == model) & (results.profile == profile)]
     methods = list(dict.fromkeys(selection for _, selection in rows))
     curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
+    learns = read_learns(out_dir)
     labels = {}
     for task, selection in rows:
         method, _, other = selection.partition("@")
         metric = get_task(task).metric
-        labels[f"{task}/{selection}"] = (f"{TASK_NAMES[task]} {METRIC_NAMES.get(metric, metric)}, "
-                                         f"{SELECTION_NAMES[method]}" + (f" of the {other} profile" if other else ""))
+        label = (f"{TASK_NAMES[task]} {METRIC_NAMES.get(metric, metric)}, {SELECTION_NAMES[method]}"
+                 + (f" of the {other} profile" if other else ""))
+        if learns is not None and (model, task) in learns.index and not bool(learns.loc[(model, task), "learns"]):
+            label += " (not read: the probe does not beat its majority class)"
+        elif "lambda" in method and task in unread_rankings(out_dir, [model], other or profile):
+            label += " (its λ order not read: the ranking moves with its data)"
+        labels[f"{task}/{selection}"] = label
     return curve_table(curves, labels) + "\n\n" + ORDERS_NOTE
 
 
@@ -209,6 +240,25 @@ def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selecti
         metric = get_task(task).metric
         labels[f"{task}/lambda"] = f"{TASK_NAMES[task]}, {METRIC_NAMES.get(metric, metric)}, λ order"
     return curve_table(pd.concat(frames, ignore_index=True), labels) + "\n\n" + ORDERS_NOTE
+
+
+def lm_probe_curve(out_dir: str | Path) -> str:
+    """The LM probe's learning curve as notebook 08 wrote it (``tables/decoder_lm_probe_curve.csv``), beside the
+    strongest predictor that needs no model and the probe's own tokens' unigram (``decoder_chance_levels``)."""
+    from papa.paper.claims import read_tables
+
+    curve, chance = (read_tables(out_dir, [name]) for name in ("decoder_lm_probe_curve", "decoder_chance_levels"))
+    if curve is None or curve.empty:
+        return "No learning curve of the LM probe in this run (its profile draws none)."
+    lines = ["| training paragraphs | LM probe, −log perplexity (nats) |", "|---|---|"]
+    for row in curve.sort_values("train_examples").itertuples():
+        lines.append(f"| {row.train_examples:,} | {row.mean:.3f} ± {row.ci95:.3f} ({row.n} seeds) |")
+    if chance is not None and "lm_probe" in set(chance.task):
+        level = chance[chance.task == "lm_probe"].iloc[0]
+        lines += ["", f"The strongest predictor that needs no model scores {level.context_free:.3f} nats "
+                      f"({level.context_free_how}); the unigram of the probe's own training tokens at the grid's size "
+                      f"{level.same_tokens:.3f} ({level.same_tokens_how})."]
+    return "\n".join(lines)
 
 
 def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: str | None = None) -> str:

@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 
 from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PAPER_FRACTIONS
-from papa.paper.sections import METRIC_NAMES, OBJECTIVE_TASKS, short_model
+from papa.paper.sections import METRIC_NAMES, OBJECTIVE_TASKS, SELECTION_NAMES, short_model
 
 FRACTION_ORDER = PAPER_FRACTIONS  # plotted from all heads input-dependent to none
 
@@ -57,10 +57,15 @@ def _shifts(n: int, spread: float = 0.3) -> list[float]:
 
 
 def _legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes]) -> None:
-    """One legend for every panel, right of them, so that it covers no curve."""
-    handles, labels = axes[0].get_legend_handles_labels()
-    if len(labels) > 1:
-        fig.legend(handles, labels, loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9, frameon=False)
+    """One legend for every panel (each label once, whichever panel draws it), right of them, so that it covers no
+    curve."""
+    entries: dict = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    if len(entries) > 1:
+        fig.legend(list(entries.values()), list(entries), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9,
+                   frameon=False)
 
 
 def _labels(curves: pd.DataFrame) -> list[str]:
@@ -89,7 +94,7 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "",
         for key, shift in zip(lines, _shifts(len(lines))):
             group = rows[rows[by] == key]
             if len(group):
-                _curve(ax, group, labels, short_model(key) if by == "model" else str(key), shift=shift,
+                _curve(ax, group, labels, _line_label(by, key), shift=shift,
                        color=plt.get_cmap("tab10")(lines.index(key) % 10))
         _fraction_axis(ax, labels)
         why = (unread or {}).get(task)
@@ -104,6 +109,13 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "",
     fig.tight_layout()
     _legend_outside(fig, axes)
     return fig
+
+
+def _line_label(by: str, key) -> str:
+    """How a legend names a line: a model by its short name, a head order as the pages name it."""
+    if by == "model":
+        return short_model(key)
+    return SELECTION_NAMES.get(str(key), str(key)) if by == "selection" else str(key)
 
 
 def _below_majority(learns: pd.DataFrame | None, task: str, models: set[str]) -> float | None:
@@ -195,11 +207,17 @@ def relative_drop_curves(drops: pd.DataFrame, *, title: str = "") -> plt.Figure:
     return fig
 
 
-def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None, *, title: str = "") -> plt.Figure:
+def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None, *, title: str = "",
+                    baseline: str = "majority", baseline_label: str = "majority class",
+                    grid_points: pd.DataFrame | None = None) -> plt.Figure:
     """One panel per task: the original-attention probe's metric (95% interval) against training examples
-    (`papa.paper.grids.run` of a "curves" declaration), with the majority-class baseline as a dashed line where given."""
+    (`papa.paper.grids.run` of a "curves" declaration), with a baseline (`baselines`' column `baseline`: the majority
+    class of `sections.majority_baselines`, or e.g. ``context_free`` of `sections.chance_levels`) dashed where given,
+    and the grid's own probe (`sections.grid_points`) marked apart; one legend beside the panels."""
     if curves.empty:
         raise ValueError("no learning curve to plot: the profile draws none (its `curves`)")
+    if baselines is not None and "task" not in baselines.columns:  # a table indexed by (model, task)
+        baselines = baselines.reset_index()
     tasks = list(dict.fromkeys(curves["task"]))
     fig, axes = _grid(len(tasks))
     for ax, task in zip(axes, tasks):
@@ -208,20 +226,24 @@ def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None,
             ci = group["ci95"].fillna(0)
             ax.errorbar(group["train_examples"], group["mean"], yerr=ci, marker="o", capsize=3,
                         label=short_model(model))
+        points = grid_points[grid_points.task == task] if grid_points is not None else rows.iloc[0:0]
+        if len(points):
+            ax.errorbar(points["train_examples"], points["mean"], yerr=points["ci95"].fillna(0), marker="D",
+                        linestyle="none", color="black", capsize=3, label="the grid's probe")
         if baselines is not None and task in set(baselines["task"]):
-            majority = float(baselines.loc[baselines.task == task, "majority"].iloc[0])
-            ax.axhline(majority, color="grey", linestyle="--", label="majority class")
+            level = float(baselines.loc[baselines.task == task, baseline].iloc[0])
+            ax.axhline(level, color="grey", linestyle="--", label=baseline_label)
         ax.set_xscale("log")
-        sizes = sorted(set(rows["train_examples"]))
+        sizes = sorted(set(rows["train_examples"]) | set(points["train_examples"]))
         ax.set_xticks(sizes, [f"{v:,}" for v in sizes])  # the sizes run, not powers of ten
         ax.minorticks_off()
-        ax.set_xlabel("training examples")
+        ax.set_xlabel("training paragraphs" if task in OBJECTIVE_TASKS else "training examples")  # MLM, LM: text
         ax.set_ylabel(_metric_name(rows))
         ax.set_title(task)
-        ax.legend(fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()
+    _legend_outside(fig, axes)
     return fig
 
 
@@ -298,10 +320,15 @@ def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], 
         ax.set_title(f"({layer}, {head})", fontsize=9)
         ax.set_xlabel("key slot")
         ax.set_ylabel("query slot")
-        if length:
-            ticks = [0, len(keep) - 1]
-            ax.set_xticks(ticks, [0, n - 1])
-            ax.set_yticks(ticks, [0, n - 1])
+        if length and len(keep) < n:
+            # the crop jumps from slot keep[-2] to the last one: a white break and its own tick say so
+            ticks, labels = [0, len(keep) - 2, len(keep) - 1], [0, keep[-2], n - 1]
+            ax.set_xticks(ticks, labels, fontsize=8)
+            ax.set_yticks(ticks, labels, fontsize=8)
+            ax.axvline(len(keep) - 1.5, color="white", linewidth=2)
+            ax.axhline(len(keep) - 1.5, color="white", linewidth=2)
+            ax.set_xlabel(f"key slot ({keep[-2] + 1}–{n - 2} not shown)", fontsize=8)
+            ax.set_ylabel("query slot", fontsize=8)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

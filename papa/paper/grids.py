@@ -29,6 +29,7 @@ from papa.runs.results import aggregate
 #: probe at each training size the profile gives a task, fraction 1).
 RUNNERS = ("grid", "curves")
 _CURVE_COLUMNS = ["model", "task", "metric", "train_examples", "n", "mean", "ci95"]
+_CURVE_DTYPES = {"train_examples": "int64", "n": "int64", "mean": "float64", "ci95": "float64"}
 
 
 @dataclass(frozen=True)
@@ -242,12 +243,14 @@ def decoders(model: str, tasks: Sequence[str], selections: Sequence[str], probe_
              ranking_draws: Sequence[str] = (), random_draws: int = 0) -> dict[str, Grids]:
     """Notebook 08: a causal LM's own LM objective under each selection method ("lm"), the LM objective scored by a
     probe trained from scratch with every head input-dependent or none ("lm_probe": the paper's MLM probe, Fig. 6),
-    and downstream probes ("probes", with `probe_inputs`: None = the decoder's default, standardized). With
+    that probe's learning curve where the profile draws one ("lm_probe_sizes": how many paragraphs it needs), and
+    downstream probes ("probes", with `probe_inputs`: None = the decoder's default, standardized). With
     `ranking_draws` and `random_draws` the orders drawn again, as the encoders' sections draw them: the LM objective
     under each at the fractions where an order matters ("draws_lm", Fig. 5), the probes under the λ draws at 1/2
     ("draws", Fig. 2)."""
     declared = {"lm": _grids(model, ["lm"], selections=list(selections)),
                 "lm_probe": _grids(model, ["lm_probe"], fractions=["1", "0"], probe_inputs=probe_inputs),
+                "lm_probe_sizes": _grids(model, ["lm_probe"], runner="curves"),
                 "probes": _grids(model, tasks, probe_inputs=probe_inputs)}
     lm_draws = methods_drawn_again(selections, ranking_draws, random_draws)
     if lm_draws:
@@ -301,7 +304,7 @@ def run(grids: Grids, *, profile: str, out_dir: str, data_dir: str | None = None
         frames.append(rows)
     if grids.runner == "grid":
         return pd.concat(frames, ignore_index=True)
-    if not frames:
-        return pd.DataFrame(columns=_CURVE_COLUMNS)
+    if not frames:  # typed as a curve is, so that a check reads an empty curve by the same rules
+        return pd.DataFrame({c: pd.Series(dtype=_CURVE_DTYPES.get(c, "object")) for c in _CURVE_COLUMNS})
     return pd.concat(frames, ignore_index=True)[_CURVE_COLUMNS].sort_values(["model", "task", "train_examples"],
                                                                             ignore_index=True)

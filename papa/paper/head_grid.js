@@ -26,8 +26,9 @@ function render({ model, el }) {
     const view = model.get("pixels");
     const rgba = new Uint8ClampedArray(view.buffer, view.byteOffset, view.byteLength);
     const captions = model.get("captions");
-    // About 720 px across whatever the head count (12 heads: 56 px thumbnails, 16: 45 px).
-    const px = Math.max(18, Math.min(56, Math.floor(720 / Math.max(heads, 1))));
+    // About 600 px across whatever the head count (12 heads: 50 px thumbnails, 16: 37 px), so that the head view
+    // fits beside the grid on a 1400 px window.
+    const px = Math.max(18, Math.min(56, Math.floor(600 / Math.max(heads, 1))));
     root.replaceChildren();
     root.style.gridTemplateColumns = `auto repeat(${heads}, ${px}px)`;
     root.append(label("", "papa-axis"));
@@ -54,6 +55,10 @@ function render({ model, el }) {
         cell.addEventListener("click", () => {
           model.set("selected", [l, h]);
           model.save_changes();
+          // on a narrow window the head view sits below the grid: bring it into sight (no move where beside it)
+          const box = el.closest(".widget-hbox");
+          const view = box && box.querySelector("img.widget-image");
+          if (view) view.scrollIntoView({ block: "nearest" });
         });
         root.append(cell);
       }

@@ -17,8 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.artifacts import atomic_path
-from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS, SELECTION_METHODS
-from papa.method.selection import as_fraction
+from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS
 from papa.paper.grids import Grids
 from papa.runs.results import GROUP_KEYS, aggregate, relative_drop
 from papa.tasks.registry import TASKS
@@ -94,10 +93,11 @@ def listed(name: str, value: object) -> list[str]:
 
 
 def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
-    """Write `table` as ``<out_dir>/tables/<name>.csv`` (atomically); returns the path."""
+    """Write `table` as ``<out_dir>/tables/<name>.csv`` (atomically), floats to 12 significant digits so that a rerun
+    whose sums land in another order writes the same bytes; returns the path."""
     path = Path(out_dir) / "tables" / f"{name}.csv"
     with atomic_path(path) as tmp:
-        table.to_csv(tmp)
+        table.to_csv(tmp, float_format="%.12g")
     return path
 
 
@@ -258,30 +258,18 @@ def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def fraction_claims_summary(claims: pd.DataFrame, learns: pd.DataFrame | None = None) -> str:
-    """One line reading `fraction_claims` for Fig. 2's two claims, over the tasks it names; with `learns`
-    (`probes_learn`) over those whose probe beats its majority baseline, as the claims and Fig. 3 read them (one number
-    per quantity), naming the tasks left out. Says so where a profile lacks fraction 1/2 or 0."""
-    left_out: list[str] = []
-    if learns is not None and "task" in claims.index.names:
-        skip = {(short_model(m), t) for m, t in not_learning(learns)}  # as split_learning: no baseline, kept
-        keep = [(m, t) not in skip for m, t in zip(claims.index.get_level_values("model"),
-                                                    claims.index.get_level_values("task"))]
-        left_out = list(dict.fromkeys(claims.index.get_level_values("task")[[not k for k in keep]]))
-        claims = claims[keep]
-    tasks = list(dict.fromkeys(claims.index.get_level_values("task"))) if "task" in claims.index.names else []
-    over = f" over {', '.join(tasks)}" if tasks else ""
-    if claims.empty:
-        parts = ["no task's probe beats its majority baseline: neither claim can be read"]
-    else:
-        parts = [f"mean relative drop at 0{over} = {claims['relative_drop_at_0'].mean():.1%}, max = "
-                 f"{claims['relative_drop_at_0'].max():.1%}" if "relative_drop_at_0" in claims else
-                 "no fraction 0 in this profile: the relative drop at 0 cannot be read",
-                 f"largest drop at 1/2{over} = {claims['drop_at_half'].max():.3f}" if "drop_at_half" in claims else
-                 "no fraction 1/2 in this profile: the drop at 1/2 cannot be read"]
-    if left_out:
-        parts.append(f"left out: {', '.join(left_out)} (the probe does not beat its majority baseline)")
-    return "ours: " + "; ".join(parts)
+def grid_points(results: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
+    """Where the grid's own original-attention probe sits on each learning curve of `curves`
+    (`papa.paper.grids.run` of a "curves" declaration): its mean and interval at the training size it ran, in the
+    curves' columns (empty where the grid did not run the task)."""
+    keep = (results.fraction == 1.0) & (results.constants == "none") & results.task.isin(set(curves.get("task", ())))
+    rows = results[keep & results.model.isin(set(curves.get("model", ())))]
+    if rows.empty:
+        return curves.iloc[0:0]
+    sizes = rows.groupby(["model", "task"])["extra"].agg(lambda s: max(json.loads(t)["train_examples"] for t in s))
+    agg = aggregate(rows, by=["model", "task", "metric"])
+    agg["train_examples"] = [int(sizes[(m, t)]) for m, t in zip(agg["model"], agg["task"])]
+    return agg[list(curves.columns)]
 
 
 def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | None = None) -> pd.DataFrame:
@@ -522,28 +510,3 @@ def settling_note(out_dir: str, model: str, task: str, profile: str = PAPER_STEP
             f"steps, {last.seconds / 3600:.1f} h of λ learning; {where}; λ spans {last.lambda_spread:.3f} at the "
             "end.")
 
-
-def average_beats(results: pd.DataFrame, others: Sequence[str]) -> pd.DataFrame:
-    """Table 1's claim per model and task: does the average-constants model (fraction 0) beat each of `others`?"""
-    agg = aggregate(results[results.fraction == 0.0])
-    agg = agg.assign(model=agg.model.map(short_model))
-    wide = agg.pivot_table(index=["model", "task"], columns="constants", values="mean", aggfunc="first")
-    if "average" not in wide:
-        return pd.DataFrame()
-    return pd.DataFrame({f"beats {k}": wide["average"] > wide[k] for k in others if k in wide})
-
-
-def method_ranks(curves: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 5's claim: each method's rank (1 = best mean) per model, task and fraction strictly between 0 and 1,
-    among the methods (another profile's ranking, e.g. ``lambda@full``, is shown beside them, not ranked)."""
-    mid = curves[(curves.fraction > 0) & (curves.fraction < 1) & curves.selection.isin(SELECTION_METHODS)]
-    if mid.empty:
-        return pd.DataFrame()
-    mid = mid.assign(model=mid.model.map(short_model))
-    mid = mid.assign(rank=mid.groupby(["model", "task", "fraction_label"])["mean"].rank(ascending=False,
-                                                                                        method="min"))
-    table = mid.pivot_table(index=["model", "task", "fraction_label"], columns="selection", values="rank",
-                            aggfunc="first").astype(int)
-    order = [m for m in SELECTION_METHODS if m in table]
-    rows = sorted(table.index, key=lambda i: (i[0], i[1], -float(as_fraction(i[2]))))  # 1/2, 1/8, 1/16: as numbers
-    return table.loc[rows, order]

@@ -109,6 +109,13 @@ class TaskSpec:
     local: LocalSource
     holdout_every: int | None = None
     holdout_offset: int = 0
+    corpus_name: str | None = None  # how pages name the text it reads, where that is not the task (WikiText)
+
+    @property
+    def corpus(self) -> str:
+        """The text this task reads, as pages name it: WikiText for MLM, LM and the LM probe, else the task
+        (``MNLI``)."""
+        return self.corpus_name or self.name.upper()
 
     @property
     def token_level(self) -> bool:
@@ -158,7 +165,15 @@ def _wikitext_task(name: str, kind: TaskKind) -> TaskSpec:
     articles held out for evaluation."""
     return TaskSpec(name=name, kind=kind, metric="neg_log_perplexity", label_names=(),
                     hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
-                    hub=_WIKITEXT_HUB, local=_WIKITEXT_LOCAL, holdout_every=10, holdout_offset=5)
+                    hub=_WIKITEXT_HUB, local=_WIKITEXT_LOCAL, holdout_every=10, holdout_offset=5, corpus_name="WikiText")
+
+
+def corpus_label(corpus: str) -> str:
+    """How pages name a constants corpus (a run's ``constants_corpus``): the text a task reads (``mlm`` ->
+    WikiText, ``mnli`` -> MNLI), "the task's own" for ``task``, anything else as given."""
+    if corpus == "task":
+        return "the task's own"
+    return TASKS[corpus].corpus if corpus in TASKS else corpus
 
 
 TASKS: dict[str, TaskSpec] = {

@@ -116,3 +116,31 @@ def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_pa
             page.screenshot(path=tmp_path / "explorer.png", full_page=True)
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize("width,height", [(1280, 800), (1400, 900)])
+def test_a_clicked_head_is_in_sight_on_a_laptop_window(chromium, voila, width, height):
+    """Issue 74: at 1400 x 900 the head view sat at y 1088-1347 px after a click, below the window. Beside the grid,
+    or scrolled into sight: after a click its image is in the window."""
+    playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
+    with playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.set_default_timeout(240_000)
+            page.goto(voila)
+            page.wait_for_function(
+                "sel => { const i = document.querySelector(sel); return i && i.complete && i.naturalWidth > 0; }",
+                arg=HEAD_VIEW)
+            before = page.locator(HEAD_VIEW).get_attribute("src")
+            page.locator('.papa-head[data-layer="5"][data-head="11"]').click()
+            page.wait_for_function("([sel, before]) => { const i = document.querySelector(sel); "
+                                   "return i && i.src !== before && i.complete && i.naturalWidth > 0; }",
+                                   arg=[HEAD_VIEW, before], timeout=120_000)
+            box = page.locator(HEAD_VIEW).bounding_box()
+            assert box is not None and box["y"] < height and box["y"] + box["height"] > 0, (width, height, box)
+            # every caption on one line: the rows of the grid are of one height
+            heights = page.locator(".papa-head").evaluate_all("cells => cells.map(c => c.offsetHeight)")
+            assert len(set(heights)) == 1, sorted(set(heights))
+        finally:
+            browser.close()

@@ -25,9 +25,9 @@ from papa.paper.claims.constant_patterns import FIG4
 from papa.paper.claims.decoders import DECODER_EVIDENCE, DECODER_NOTEBOOK, decoder_models
 from papa.paper.claims.mlm_electra import (DECODER_POINTS, MLM_PRETRAINED, OBJECTIVE_NAMES, PAPER_MLM_NATS,
                                            unread_objectives)
-from papa.paper.claims.notes import (CPU_RUN_RESULTS, format_claims, headed_claims, profile_uncertainty_note,
-                                     section_claims, smoke_run_first, smoke_run_note, stability_note,
-                                     uncertainty_note)
+from papa.paper.claims.notes import (CPU_RUN_RESULTS, claim_table, format_claims, headed_claims, profile_uncertainty_note,
+                                     section_claim_table, section_claims, smoke_run_first, smoke_run_note, stability_note,
+                                     uncertainty_note, unread_rankings)
 from papa.paper.claims.head_selection import SelectionComparison, comparison_table, selection_comparisons
 from papa.paper.claims.reading import (learns_tables, profile_claims, profile_selection_comparisons, read_claims,
                                        read_learns, read_tables, run_agreement, run_claims)

@@ -5,6 +5,7 @@ from papa.core.vocabulary import NONE
 from papa.paper.claims.rules import ALIKE_MARGIN, ClaimReading, _compare, _not_read, _reading
 from papa.paper.claims.scores import _count, _label, _Run
 from papa.runs.statistics import difference, within
+from papa.tasks.registry import corpus_label
 
 
 def _table2(run: _Run) -> ClaimReading:
@@ -14,6 +15,7 @@ def _table2(run: _Run) -> ClaimReading:
     if not others:
         return _not_read(*where, "constants from another corpus were not run beside the task's own")
     other = others[0]
+    corpus = corpus_label(other)  # "mlm" reads WikiText: the page names the text, not the task
     pairs = run.models_tasks()
     k = _count(pairs)
     parts = []
@@ -22,8 +24,8 @@ def _table2(run: _Run) -> ClaimReading:
         theirs = run.scores(model, task, "average", other, NONE, "0")
         if own is not None and theirs is not None:
             d = difference(own, theirs)
-            parts.append(_compare(f"{other}'s constants alike ({_label(model, task, k)})",
+            parts.append(_compare(f"{corpus}'s constants alike ({_label(model, task, k)})",
                                   within(d, -ALIKE_MARGIN, ALIKE_MARGIN), d.text()))
     if not parts:
-        return _not_read(*where, f"no task was run with both its own and {other}'s constants")
+        return _not_read(*where, f"no task was run with both its own and {corpus}'s constants")
     return _reading(*where, parts)

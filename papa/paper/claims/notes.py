@@ -57,6 +57,29 @@ def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> s
     return headed_claims(head, readings, out_dir)
 
 
+def claim_table(readings: Sequence[ClaimReading]) -> pd.DataFrame:
+    """The comparisons behind `readings`, one row each (a tally's members spelt out): the claim, the part of its
+    sentence, the comparison, its estimate with the 95% interval (or why it is not read) and the verdict the claim
+    counts; the decoders' lines beside the encoders'. What a notebook shows in place of a table of point means."""
+    rows = []
+    for reading in readings:
+        for whose, read in (("encoders", reading), ("decoders", reading.decoder)):
+            for part in read.parts if read is not None else ():
+                for member in part.members or (part,):
+                    rows.append({"claim": reading.where, "models": whose, "part": part.name,
+                                 "comparison": member.name, "estimate": member.numbers, "verdict": member.verdict})
+    columns = ["claim", "models", "part", "comparison", "estimate", "verdict"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def section_claim_table(out_dir: str | Path, profile: str | Path, notebook: str) -> pd.DataFrame:
+    """`claim_table` of the claims `notebook` reads on the run in `out_dir` (those `section_claims` prints): the
+    decoders' rows for the decoders' notebook, the encoders' for every other."""
+    table = claim_table(profile_claims(out_dir, profile, [notebook]))
+    whose = "decoders" if notebook == DECODER_NOTEBOOK else "encoders"
+    return table[table.models == whose].reset_index(drop=True)
+
+
 def _notebook_models(out_dir: str | Path, profile: str | Path, notebook: str) -> set[str]:
     """The models whose claims `notebook` reads on a run of `profile`: the causal LMs for the decoders' notebook, the
     encoders for every other."""
@@ -124,6 +147,25 @@ def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -
             else ", every one read.")
     return (f"λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: {', '.join(each)}"
             f"{tail} {GATE[0].upper() + GATE[1:]}; a ranking with one draw is not read.")
+
+
+def unread_rankings(out_dir: str | Path, models: Collection[str], profile: str | Path) -> dict[str, str]:
+    """Per task whose λ ranking of `models`, learned by `profile`, the claims do not read (`stability_note`'s gate):
+    a short note for that task's panel of a figure that draws it, so that no curve of an unread order passes
+    unmarked."""
+    from papa.runs.profiles import get_profile
+
+    table = run_agreement(out_dir)
+    if table is None or table.empty:
+        return {}
+    table = table[table.model.isin(set(models)) & (table.profile == get_profile(profile).name)]
+    notes = {}
+    for task, pairs in table.groupby("task", sort=False):
+        if gate_reason(pairs, task) is not None:
+            draws = len(set(pairs.a) | set(pairs.b))
+            notes[task] = (f"its λ ranking is not read: {draws} draws agree at ρ "
+                           f"{rho_span(pairs.spearman.tolist())}")
+    return notes
 
 
 def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:

@@ -32,6 +32,19 @@ def test_labels_can_be_left_out(capsys):
     assert capsys.readouterr().out == "heads: 2 rows x 3 columns [mean, majority, learns]\n"
 
 
+def test_rows_that_differ_by_profile_can_be_left_uncounted(capsys):
+    """A claim's comparisons differ by profile (issue 74's claim tables): the line that nbval compares across profiles
+    names the columns and rules only, an empty table's too; a broken rule still fails."""
+    verdicts = pd.DataFrame({"verdict": ["holds", "not read", "inconclusive"]})
+    check_table(verdicts, "claim", allowed={"verdict": ["holds", "inconclusive", "not read"]}, counted=False)
+    check_table(verdicts.iloc[:1], "claim", allowed={"verdict": ["holds", "inconclusive", "not read"]}, counted=False)
+    check_table(verdicts.iloc[:0], "claim", allowed={"verdict": ["holds", "inconclusive", "not read"]}, counted=False)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == ["claim: 1 columns [verdict]; verdict in {holds, inconclusive, not read}"] * 3
+    with pytest.raises(TableCheckError, match="holds \\['maybe'\\]"):
+        check_table(verdicts.assign(verdict="maybe"), "claim", allowed={"verdict": ["holds"]}, counted=False)
+
+
 @pytest.mark.parametrize("change, rule", [
     (dict(mean=[0.1, 1.5]), r"outside \[-1, 1\]"),
     (dict(mean=[0.1, math.nan]), "column 'mean' holds NaN"),

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from papa.paper.claim_pages import claim_by_claim, curve_table, decoder_claims, notebook_time, results_in_brief
+from papa.paper.claim_pages import (claim_by_claim, curve_table, decoder_claims, in_plain_words, lm_probe_curve,
+                                    notebook_time, results_in_brief)
 from papa.paper.claims import read_claims
 from papa.runs.results import ResultsTable
 from tests.unit.paper.test_claims import MEANS, _rows, _stability
@@ -44,6 +45,18 @@ def test_a_decoder_gets_lines_of_its_own(tmp_path):
     assert "LM (own head) at 0 drops more than sst2" in decoder_claims(readings)
     brief = results_in_brief(readings).splitlines()
     assert len(brief) == len(readings) and any("decoders: **" in line for line in brief)
+
+
+def test_the_plain_words_count_every_part_and_name_what_holds(tmp_path):
+    """The README's lead (issue 74): its counts are the readings' own, encoders and decoder apart."""
+    readings = _readings(tmp_path, decoder=True)
+    encoder, decoder = in_plain_words(readings).splitlines()
+    parts = [p for r in readings for p in r.parts if p.verdict != "descriptive"]
+    held = [f"{r.where}: {p.name}" for r in readings for p in r.parts if p.verdict == "holds"]
+    assert encoder.startswith(f"* **On the encoder**, of the {len(parts)} parts")
+    assert all(name in encoder for name in held) and decoder.startswith("* **On the decoder**")
+    unread = sum(p.verdict == "not read" for p in parts)
+    assert f"{unread} could not be read" in encoder
 
 
 def test_notebook_times_and_curve_tables(tmp_path):
@@ -131,3 +144,36 @@ def test_profile_agreement_reads_every_pair_across_the_two_profiles(tmp_path):
             profile_agreement(tmp_path, "org/m", ("sst2", "cola")).splitlines()[2:]}
     assert rows["SST-2"] == "| SST-2 | seed0, seed1 | seed0, part1 | 1.00 | 1.00 | -1.00 | -1.00 |"
     assert rows["CoLA"] == "| CoLA | seed0 | – | – | – | – | – |"
+
+
+def test_the_lm_probes_curve_is_printed_beside_the_strongest_baseline(tmp_path):
+    assert "No learning curve" in lm_probe_curve(tmp_path)
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame({"model": ["m"] * 2, "task": ["lm_probe"] * 2, "metric": ["neg_log_perplexity"] * 2,
+                  "train_examples": [120, 60], "n": [5, 5], "mean": [-7.25, -7.92], "ci95": [0.01, 0.02]}
+                 ).to_csv(tmp_path / "tables" / "decoder_lm_probe_curve.csv", index=False)
+    pd.DataFrame({"task": ["lm_probe"], "context_free": [-7.8], "context_free_how": ["unigram of the lm task"],
+                  "same_tokens": [-8.2], "same_tokens_how": ["unigram of its own"]}
+                 ).to_csv(tmp_path / "tables" / "decoder_chance_levels.csv", index=False)
+    text = lm_probe_curve(tmp_path).splitlines()
+    assert text[2:4] == ["| 60 | -7.920 ± 0.020 (5 seeds) |", "| 120 | -7.250 ± 0.010 (5 seeds) |"]
+    assert "scores -7.800 nats (unigram of the lm task)" in text[-1] and "-8.200 (unigram of its own)" in text[-1]
+
+
+def test_a_table_marks_the_rows_the_claims_do_not_read(tmp_path, monkeypatch):
+    """Issue 74: docs/results.md's Fig. 2 table marked MRPC only, not the λ orders of CoLA and SST-2 that the claims
+    do not read."""
+    import papa.paper.claims
+    from papa.paper.claim_pages import orders_table
+
+    ResultsTable(tmp_path / "results.csv").append(_rows(MEANS))
+    (tmp_path / "tables").mkdir()
+    pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "learns": [True, False]}
+                 ).to_csv(tmp_path / "tables" / "probes_vs_majority.csv", index=False)
+    monkeypatch.setattr(papa.paper.claims, "unread_rankings",
+                        lambda out, models, profile: {"sst2": "moves"} if profile == "quick" else {})
+    rows = orders_table(tmp_path, "org/roberta-base", [("sst2", "lambda"), ("sst2", "random"), ("ner", "lambda")],
+                        "quick").splitlines()[2:5]
+    assert rows[0].startswith("| SST-2 accuracy, λ (its λ order not read")
+    assert rows[1].startswith("| SST-2 accuracy, random |")
+    assert rows[2].startswith("| NER F1 (seqeval), λ (not read: the probe does not beat its majority class)")

@@ -119,7 +119,7 @@ def test_every_claim_gets_the_verdict_its_numbers_give(run_dir):
     assert readings["fig4_diagonal"].evidence == "figures/fig4_constant_matrices_sst2.png"
     assert "holds on 5 of 6, does not hold on 1 (e.g. beats zeros (ner) -0.010 [" in readings["table1"].ours
     assert readings["table1"].unread == ["beats trained Toeplitz-initialised", "close to trained average-initialised"]
-    assert "mlm's constants alike (ner): -0.160 [" in readings["table2"].ours
+    assert "WikiText's constants alike (ner): -0.160 [" in readings["table2"].ours
     # Only SST-2 ran a second method: NER's λ-only points are not compared; reversed λ was not run: not read.
     assert "λ beats every other method: holds on 1 of 1" in readings["fig5"].ours
     assert readings["fig5"].unread == ["reversed λ is the worst"]
@@ -142,7 +142,7 @@ def test_an_interval_that_excludes_the_papers_8_percent_says_on_which_side(tmp_p
 def test_noise_makes_a_verdict_inconclusive(tmp_path):
     # The same means, but seeds that wobble by 5 points independently of each other: nothing can be told apart.
     noisy = _read(_rows(MEANS, seed_effect=(0.0,) * 5, jitter=0.05), tmp_path)
-    assert {p.name: p.verdict for p in noisy["table2"].parts}["mlm's constants alike (sst2)"] == "inconclusive"
+    assert {p.name: p.verdict for p in noisy["table2"].parts}["WikiText's constants alike (sst2)"] == "inconclusive"
     assert {p.name: p.verdict for p in noisy["fig2_half"].parts}["drop at 1/2 (sst2)"] == "inconclusive"
 
 

@@ -25,7 +25,7 @@ from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT
 
 CPU_RUN = REPO / "artifacts" / "cpu"
 MODEL, TASK = "sentence-transformers/all-MiniLM-L6-v2", "sst2"
-PART = f"mlm's constants alike ({TASK})"
+PART = f"WikiText's constants alike ({TASK})"
 
 
 def _seed_rows(corpus: str) -> pd.DataFrame:

@@ -92,3 +92,14 @@ def test_hidden_state_scale_finds_massive_first_token_activations():
     assert scaled.loc[1, "ratio"] > 100
     assert scaled.loc[2, "ratio"] < 20  # the last hidden state comes after the model's final norm
     assert torch.isfinite(torch.tensor(scaled.to_numpy())).all()
+
+
+def test_a_speed_up_above_the_ceiling_is_named_noise_and_every_mode_has_its_share():
+    """Notebook 08 showed 1.238x beside a 1.16x ceiling, unremarked, and the original's share as NaN (issue 74)."""
+    timings = pd.DataFrame({"seconds": [2.0, 1.9, 1.6], "speed-up": [1.0, 2.0 / 1.9, 1.25]},
+                           index=["original", "all heads constant", "attention-free (Q/K dropped)"])
+    table = decoders.against_ceiling(timings, 1.16, tokens=760)
+    assert table["share of ceiling"].notna().all()
+    assert table.loc["original", "share of ceiling"] == pytest.approx(1 / 1.16)
+    assert table["reading"].tolist() == ["", "", "above the ceiling: timing noise"]
+    assert table.loc["original", "tokens/s"] == 380 and table.attrs == {"ceiling": 1.16, "tokens": 760}

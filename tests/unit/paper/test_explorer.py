@@ -194,3 +194,14 @@ def test_the_head_view_sits_beside_the_grid_and_a_picture_stands_in_for_the_widg
     assert "application/vnd.jupyter.widget-view+json" in bundle
     assert base64.b64decode(bundle["image/png"])[:4] == b"\x89PNG"
     assert bundle["text/plain"].startswith("head explorer: tiny-bert")
+
+
+def test_captions_carry_the_decimals_that_tell_lambdas_apart():
+    """Issue 74: the decoder's 270 λ within 0.012 of 0.5 read "λ 0.506" over and over at three decimals."""
+    from papa.paper.explorer import lambda_digits
+
+    assert lambda_digits(torch.linspace(0.05, 0.95, 72)) == 3  # an encoder's spread
+    narrow = torch.linspace(0.494, 0.506, 270)
+    digits = lambda_digits(narrow)
+    assert digits == 5 and len({f"{v:.{digits}f}" for v in narrow.tolist()}) > 200
+    assert lambda_digits(torch.full((4,), 0.5)) == 3

@@ -32,6 +32,10 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
     assert axes[1].get_ylabel() == "−log perplexity"
     with pytest.raises(ValueError, match="no results"):
         figures.fraction_curves(_curves().iloc[0:0])
+    # head orders are named as the pages name them, not by their internal names
+    orders = _curves().assign(selection=lambda f: f["model"].map({"org/a": "first_to_last", "org/b": "reversed_lambda"}))
+    fig = figures.fraction_curves(orders, by="selection")
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["first → last", "reversed λ"]
 
 
 def test_fig2_marks_a_task_whose_probe_does_not_learn_and_fig6_an_unread_objective():
@@ -58,6 +62,9 @@ def test_heatmaps_crop_and_save_deterministically(tmp_path):
     assert shown.shape == (6, 6)  # 5 slots and the final [SEP]
     rows = matrices[0, 1] / matrices[0, 1].sum(-1, keepdim=True)
     assert torch.allclose(torch.tensor(shown[5, 5]), rows[15, 15])
+    # the ticks name the slots shown, and the jump to the last one is marked (it read 0…15 over 6 slots, issue 74)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "4", "15"]
+    assert "5–14 not shown" in fig.axes[0].get_xlabel()
     first = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "a", "f")]
     second = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "b", "f")]
     assert first[1] == second[1] and first[1].startswith(b"<?xml")  # the SVG is byte-identical
@@ -103,6 +110,22 @@ def test_learning_curves_plot_each_task_against_its_majority_baseline():
     assert [line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--"] == [0.812]
     with pytest.raises(ValueError, match="no learning curve"):
         figures.learning_curves(sizes.iloc[:0])
+    # the grid's own probe (500 pairs) is marked on the curve, its size a tick; the legend sits beside the panel,
+    # where it covers no bar (it covered the 1,000-example one, issue 74)
+    point = sizes.iloc[:1].assign(train_examples=500, mean=0.805)
+    fig = figures.learning_curves(sizes, pd.DataFrame({"task": ["mrpc"], "majority": [0.812]}), grid_points=point)
+    ax = fig.axes[0]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["250", "500", "1,000", "3,668"]
+    assert ax.get_legend() is None and {t.get_text() for t in fig.legends[0].get_texts()} == {
+        "m", "the grid's probe", "majority class"}
+    # the LM probe's curve beside the strongest context-free predictor, named as such
+    lm = sizes.assign(task="lm_probe", metric="neg_log_perplexity", mean=[-8.0, -7.9, -7.7])
+    chance = pd.DataFrame({"model": ["org/m"], "task": ["lm_probe"], "context_free": [-7.8]})
+    fig = figures.learning_curves(lm, chance.set_index(["model", "task"]),  # as notebook 08's chance table comes
+                                  baseline="context_free", baseline_label="strongest unigram")
+    dashed = [line for line in fig.axes[0].get_lines() if line.get_linestyle() == "--"]
+    assert [line.get_ydata()[0] for line in dashed] == [-7.8] and dashed[0].get_label() == "strongest unigram"
+    assert fig.axes[0].get_xlabel() == "training paragraphs"
 
 
 def test_fig3_of_one_model_says_it_shows_no_relation():

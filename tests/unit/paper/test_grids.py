@@ -30,7 +30,12 @@ def test_a_decoder_draws_its_orders_again_as_the_encoders_sections_do():
     """Notebook 08: the LM objective under every drawn order where an order matters (Fig. 5), the probes under the λ
     draws at 1/2 (Fig. 2); without draws, the grids it declared before."""
     plain = decoders("smollm2", ["sst2", "pos"], ["lambda", "random", "first_to_last"])
-    assert set(plain) == {"lm", "lm_probe", "probes"}
+    assert set(plain) == {"lm", "lm_probe", "lm_probe_sizes", "probes"}
+    # the LM probe's learning curve: the cpu profile's sizes, fraction 1, each under its curve point's profile
+    curve = plain["lm_probe_sizes"].configs(profile="cpu", out_dir="x")
+    # the point at the profile's own size (240 paragraphs) is the profile's own run, not a second one
+    assert [c.profile for c in curve] == ["cpu-lm_probe-n60", "cpu-lm_probe-n120", "cpu"]
+    assert {c.fractions for c in curve} == {("1",)} and plain["lm_probe_sizes"].configs(profile="quick", out_dir="x") == []
     declared = decoders("smollm2", ["sst2", "pos"], ["lambda", "random", "first_to_last"], None, ["part1", "seed1"], 2)
     assert declared["draws_lm"].tasks == ("lm",) and declared["draws_lm"].fractions == ("1/2", "1/8", "1/16")
     assert declared["draws_lm"].selections == ("lambda@part1", "lambda@seed1", "random@1", "random@2")

@@ -42,16 +42,17 @@ def test_cpu_profile_gives_each_task_its_sizes():
     assert cpu.sizes_text().startswith("2000 training examples per task (cola: 3000,")
 
 
-def test_lm_probe_is_sized_like_lm_and_trains_on_a_few_paragraphs_on_the_cpu():
+def test_lm_probe_is_sized_like_lm_and_trains_on_its_learning_curves_largest_point_on_the_cpu():
     quick, cpu = get_profile("quick"), get_profile("cpu")
     for name in ("eval_limit", "corpus_limit", "rank_limit"):
         assert getattr(quick.for_task("lm_probe"), name) == getattr(quick.for_task("lm"), name)
     # the vocabulary-sized probe trains on no more paragraphs than the other probes' examples (quick: a decoder's)
     assert quick.for_task("lm_probe").train_limit <= quick.train_limit
     probe = cpu.for_task("lm_probe")
-    # 60 paragraphs ~ 6,000 next-token targets: about MLM's 400 paragraphs x 15% masked, on a 49,152-token output;
-    # λ (if a grid asks for it) learns on the training paragraphs, so no more of them than the probe trains on
-    assert (probe.train_limit, probe.eval_limit, probe.corpus_limit, probe.rank_limit) == (60, 200, 500, 60)
+    # the largest point of its learning curve (on 60 paragraphs it scored below a unigram model); λ (if a grid asks
+    # for it) learns on the training paragraphs, so no more of them than the probe trains on
+    assert (probe.train_limit, probe.eval_limit, probe.corpus_limit, probe.rank_limit) == (240, 200, 500, 60)
+    assert probe.train_limit == max(cpu.curve_sizes("lm_probe")) and probe.rank_limit <= probe.train_limit
     assert (probe.eval_limit, probe.corpus_limit) == (cpu.for_task("lm").eval_limit, cpu.for_task("lm").corpus_limit)
 
 
@@ -131,6 +132,8 @@ def test_learning_curve_points_are_profiles_of_their_own(tmp_path):
     assert point.name == "cpu-mrpc-n250" and point.train_limit == 250 and point.epochs is None
     assert get_profile("cpu-mrpc-n250") == point  # registered: result rows and workers find it by name
     assert cpu.curve_profile("mrpc", None).name == "cpu-mrpc-all"
+    # at the profile's own size for the task, the point is the profile's own run (not computed twice)
+    assert cpu.curve_profile("mrpc", 500) is cpu and cpu.curve_profile("lm_probe", 240) is cpu
     spec = load_profile_file(_file(tmp_path, "curvy", base="quick", curves={"sst2": [8, None]}))
     assert spec.curve_sizes("sst2") == (8, None)
     with pytest.raises(ValueError, match="learning curve of 'sst2' needs a list"):

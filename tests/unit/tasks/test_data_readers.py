@@ -26,6 +26,7 @@ from papa.tasks.registry import (
     TASKS,
     ProbeHParams,
     UnknownTaskError,
+    corpus_label,
     get_task,
 )
 
@@ -368,3 +369,10 @@ def test_unknown_task() -> None:
     with pytest.raises(ValueError, match="unknown task 'qqp'.*cola.*mlm") as err:
         get_task("qqp")
     assert isinstance(err.value, UnknownTaskError)
+
+
+def test_a_constants_corpus_is_named_by_the_text_it_reads() -> None:
+    """Table 2's other corpus is the MLM task's text: pages say WikiText, not "mlm" (issue 74)."""
+    assert corpus_label("mlm") == "WikiText" and corpus_label("lm_probe") == "WikiText"
+    assert corpus_label("mnli") == "MNLI" and corpus_label("task") == "the task's own"
+    assert corpus_label("my_corpus") == "my_corpus"
