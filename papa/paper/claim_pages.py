@@ -100,7 +100,7 @@ def in_plain_words(readings: Sequence[ClaimReading]) -> str:
                 f"{n[HOLDS]} {'holds' if n[HOLDS] == 1 else 'hold'}, {n[DOES_NOT_HOLD]} "
                 f"{'does' if n[DOES_NOT_HOLD] == 1 else 'do'} not, {n[INCONCLUSIVE]} "
                 f"{'is' if n[INCONCLUSIVE] == 1 else 'are'} inconclusive (the data cannot decide either way); "
-                f"{n[NOT_READ]} could not be read (each says why below).")
+                f"{n[NOT_READ]} could not be read (the claim-by-claim reading says why).")
         for verdict, words in ((HOLDS, "What holds"), (DOES_NOT_HOLD, "What does not")):
             named = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == verdict]
             line += f" {words}: {'; '.join(named)}." if named else ""
