@@ -112,10 +112,15 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "",
 
 
 def _line_label(by: str, key) -> str:
-    """How a legend names a line: a model by its short name, a head order as the pages name it."""
+    """How a legend names a line: a model by its short name, a head order as the pages name it (another profile's
+    ranking, ``lambda@full``, as "λ of the full profile")."""
     if by == "model":
         return short_model(key)
-    return SELECTION_NAMES.get(str(key), str(key)) if by == "selection" else str(key)
+    if by != "selection":
+        return str(key)
+    method, _, other = str(key).partition("@")
+    name = SELECTION_NAMES.get(method, method)
+    return f"{name} of the {other} profile" if other else name
 
 
 def _below_majority(learns: pd.DataFrame | None, task: str, models: set[str]) -> float | None:

@@ -33,9 +33,10 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
     with pytest.raises(ValueError, match="no results"):
         figures.fraction_curves(_curves().iloc[0:0])
     # head orders are named as the pages name them, not by their internal names
-    orders = _curves().assign(selection=lambda f: f["model"].map({"org/a": "first_to_last", "org/b": "reversed_lambda"}))
+    orders = _curves().assign(selection=lambda f: f["model"].map({"org/a": "first_to_last",
+                                                                  "org/b": "reversed_lambda@full"}))
     fig = figures.fraction_curves(orders, by="selection")
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["first → last", "reversed λ"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["first → last", "reversed λ of the full profile"]
 
 
 def test_fig2_marks_a_task_whose_probe_does_not_learn_and_fig6_an_unread_objective():
