@@ -205,6 +205,8 @@ def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]
     methods = list(dict.fromkeys(selection for _, selection in rows))
     curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
     learns = read_learns(out_dir)
+    # each profile's unread rankings read once (every ranking file of the run is compared), not once per row
+    unread = {p: unread_rankings(out_dir, [model], p) for p in {s.partition("@")[2] or profile for _, s in rows}}
     labels = {}
     for task, selection in rows:
         method, _, other = selection.partition("@")
@@ -213,7 +215,7 @@ def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]
                  + (f" of the {other} profile" if other else ""))
         if learns is not None and (model, task) in learns.index and not bool(learns.loc[(model, task), "learns"]):
             label += " (not read: the probe does not beat its majority class)"
-        elif "lambda" in method and task in unread_rankings(out_dir, [model], other or profile):
+        elif "lambda" in method and task in unread[other or profile]:
             label += " (its λ order not read: the ranking moves with its data)"
         labels[f"{task}/{selection}"] = label
     return curve_table(curves, labels) + "\n\n" + ORDERS_NOTE
