@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
@@ -433,7 +434,36 @@ def modules_block() -> str:
     return "\n".join(rows)
 
 
+def layers_block() -> str:
+    """docs/architecture.md's picture: the layers top down, each with its modules (a subpackage by its name and
+    size), an arrow between layers for the only direction imports go."""
+    lines = ["```text"]
+    for layer in _LAYERS_DOWN:
+        if layer == "cli":
+            names = ["cli"]
+        else:
+            top = REPO / "papa" / layer
+            names = [p.stem for p in sorted(top.glob("*.py")) if p.name != "__init__.py"]
+            names += [f"{d.name}/ ({len([*d.glob('*.py')]) - 1})" for d in sorted(top.iterdir())
+                      if d.is_dir() and (d / "__init__.py").is_file()]
+        text = textwrap.wrap(" · ".join(names), 96)
+        lines += [f"{layer:<10} │ {text[0]}", *(f"{'':<10} │ {rest}" for rest in text[1:])]
+        if layer != _LAYERS_DOWN[-1]:
+            lines.append(f"{'':<4}▼")
+    return "\n".join([*lines, "```"])
+
+
+def run_folder_block() -> str:
+    """docs/architecture.md's run folder layout, as `papa.core.run_folder` (its one owner) draws it."""
+    from papa.core import run_folder
+
+    doc = run_folder.__doc__ or ""
+    return "\n".join(["```text", textwrap.dedent(doc.split("::", 1)[1]).strip("\n"), "```"])
+
+
 BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
+    "layers": (DOCS / "architecture.md", layers_block),
+    "run-folder": (DOCS / "architecture.md", run_folder_block),
     "modules": (DOCS / "architecture.md", modules_block),
     "quick-run": (PAGE, quick_block),
     "feature-store": (DOCS / "performance.md", feature_store_block),

@@ -10,6 +10,7 @@ import warnings
 from dataclasses import replace
 from pathlib import Path
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS,
                                    DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION,
                                    DEFAULT_STEP_MODE, JOB_ACTIONS, LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES,
@@ -82,7 +83,7 @@ def _probe(args: argparse.Namespace) -> int:
     baseline = _majority_line(cfg)
     if baseline:
         print(baseline)
-    print(f"results: {cfg.out_dir}/results.csv")
+    print(f"results: {RunFolder.at(cfg.out_dir).results}")
     return 0
 
 
@@ -106,7 +107,7 @@ def _report(args: argparse.Namespace) -> int:
 
     results = Path(args.results)
     if results.is_dir():
-        inside = results / "results.csv"
+        inside = RunFolder(results).results
         hint = (f"the one inside it: --results {inside}" if inside.is_file() else
                 "the results.csv that `papa probe` or `papa reproduce` wrote")
         raise ValueError(f"--results {results} is a directory: give a results table, {hint}")
@@ -158,11 +159,11 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
     interval, and whether the claims read the ranking's λ-dependent parts (`papa.runs.stability.gate_reason`)."""
     from papa.runs.stability import STABLE_RHO, draw_agreement, gate_reason, learned_once, rho_text
 
-    if not (out / "rankings").is_dir():
+    if not RunFolder.at(out).rankings.is_dir():
         return ""
-    table = draw_agreement(out / "rankings")
+    table = draw_agreement(RunFolder.at(out).rankings)
     table = table[table.model.isin(models) & table.task.isin(tasks)]
-    once = [path.name for path in learned_once(out / "rankings") if path.name.split("__")[1] in tasks]
+    once = [path.name for path in learned_once(RunFolder.at(out).rankings) if path.name.split("__")[1] in tasks]
     alone = ("λ rankings learned once (no second draw: their stability is not measured and the claims do not read "
              "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): " + ", ".join(once)) if once else ""
     if table.empty:
@@ -189,7 +190,7 @@ def _executor(args: argparse.Namespace, out: Path):
         params.update(gpus_per_node=args.slurm_gpus, slurm_array_parallelism=args.slurm_array_parallelism)
         if args.slurm_partition:
             params["slurm_partition"] = args.slurm_partition
-    return submitit_executor(out / "jobs" / "submitit", cluster=args.submitit, **params)
+    return submitit_executor(out.jobs / "submitit", cluster=args.submitit, **params)
 
 
 def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
@@ -228,7 +229,7 @@ def _jobs(args: argparse.Namespace) -> int:
         done = finished(jobs, out)
         for j in jobs:
             print(f"{j.id}  {'done' if j.key in done else 'todo'}  {j.key}")
-        print(f"{len(done)} of {len(jobs)} jobs done ({out}/results.csv)")
+        print(f"{len(done)} of {len(jobs)} jobs done ({out.results})")
         return 0
     if not args.ids:
         raise ValueError("give the ids (or keys) of the jobs to run: `papa jobs list --profile P` lists them")
@@ -238,7 +239,7 @@ def _jobs(args: argparse.Namespace) -> int:
 def _reproduce(args: argparse.Namespace) -> int:
     from papa.reproduce.jobs import batch_jobs, done_runs
     from papa.reproduce.notebooks import check_batch, reproduction_summary, run_notebooks
-    from papa.reproduce.timings import RUN_FILE, phases_text, plan_text, read_run, reference
+    from papa.reproduce.timings import phases_text, plan_text, read_run, reference
 
     start, began = time.perf_counter(), time.time()
     batch = _batch(args, since=began)
@@ -255,12 +256,12 @@ def _reproduce(args: argparse.Namespace) -> int:
         return 1
     times = run_notebooks(batch)
     print(times[["notebook", "seconds", "new_runs"]].to_string(index=False))
-    print(phases_text(read_run(out / RUN_FILE)))
+    print(phases_text(read_run(out.run_record)))
     took = time.perf_counter() - start
     versus = "" if expected is None else (f" (these notebooks took {expected.notebooks_seconds(names):.0f} s in the "
                                           f"reference run of profile {prof.name})")
-    print(f"done in {took:.0f} s{versus}; executed notebooks in {out}/notebooks, figures in {out}/figures, tables "
-          f"in {out}/tables, results in {out}/results.csv, times in {out}/notebook_times.csv\n")
+    print(f"done in {took:.0f} s{versus}; executed notebooks in {out.notebooks}, figures in {out.figures}, tables "
+          f"in {out.tables}, results in {out.results}, times in {out.notebook_times}\n")
     print(reproduction_summary(args.profile, names=names, out_dir=out))
     return 0
 

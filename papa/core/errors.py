@@ -89,3 +89,13 @@ class ModelNotFoundError(PapaError, OSError):
 
 class OutputPathError(PapaError, ValueError):
     """An output path cannot be written (a file where a directory should be, no write permission)."""
+
+
+def check_one_of(value: object, choices: Iterable, what: str, *, where: str = "",
+                 error: type[Exception] = ValueError) -> None:
+    """Refuse a `value` that is not one of `choices`, naming `what` it is (and `where`, e.g. a file) and the choices:
+    the one "choose one of" check of papa's vocabularies (`papa.core.vocabulary`)."""
+    choices = tuple(choices)
+    if value not in choices:
+        prefix = f"{where}: " if where else ""
+        raise error(f"{prefix}unknown {what} {value!r}; choose one of {', '.join(map(str, choices))}.")

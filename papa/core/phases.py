@@ -17,9 +17,9 @@ from pathlib import Path
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format
 from papa.core.errors import CorruptArtifactError, PapaError
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import RUN_PHASES
 
-FOLDER = "phase_times"
 _totals: dict[str, float] = {}
 _open: list[list] = []  # [name, start, seconds spent in phases inside it]
 _PROCESS = f"{os.getpid()}-{time.time_ns()}"
@@ -52,7 +52,7 @@ def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
     (nothing is written, and no folder made, when no phase ran); returns the file."""
     if not _totals:
         return None
-    path = Path(out_dir) / FOLDER / f"{_PROCESS}.json"
+    path = RunFolder.at(out_dir).phase_times / f"{_PROCESS}.json"
     seconds = _read(path) if path.is_file() else {}
     for name, value in _totals.items():
         seconds[name] = seconds.get(name, 0.0) + value
@@ -99,7 +99,7 @@ def read_phase_times(out_dir: str | os.PathLike, since: float | None = None) -> 
     """Seconds per phase (every `RUN_PHASES` name) over the files under `out_dir` written at or after `since` (a
     `time.time()`; None: all of them)."""
     sums = dict.fromkeys(RUN_PHASES, 0.0)
-    for path in sorted((Path(out_dir) / FOLDER).glob("*.json")):
+    for path in sorted(RunFolder.at(out_dir).phase_times.glob("*.json")):
         if since is not None and path.stat().st_mtime < since:
             continue
         for name, value in _read(path).items():

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.utils.hooks import RemovableHandle
 
-from papa.core.errors import InputError, PapaError
+from papa.core.errors import InputError, PapaError, check_one_of
 from papa.method.adapters.base import ModelInfo
 from papa.method.architectures import describe_model, model_signature
 from papa.method.attention_free import RESTORE
@@ -164,8 +164,7 @@ class PapaController(nn.Module):
 
     def set_modes(self, mode: str, heads: HeadSpec = None) -> None:
         """Set `heads` (pairs, an [L, H] bool mask, or None for all) to 'keep', 'replace' or 'mix'."""
-        if mode not in MODE_NAMES:
-            raise ValueError(f"unknown head mode {mode!r}; choose one of {sorted(MODE_NAMES)}")
+        check_one_of(mode, sorted(MODE_NAMES), "head mode")
         if mode != "keep" and self._constants is None:
             raise PapaError(f"heads cannot be set to {mode!r} before constants are set: call set_constants(...) "
                             "with constants from `papa extract` or papa.method.constants.data_free_constants(...)")

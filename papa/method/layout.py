@@ -70,7 +70,7 @@ import json
 import weakref
 from typing import TYPE_CHECKING
 
-from papa.core.errors import Arg, InputError
+from papa.core.errors import Arg, InputError, check_one_of
 from papa.core.vocabulary import DECODER_LAYOUT, LAYOUTS, REPRODUCTION_LAYOUT
 
 if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout names cost nothing to import
@@ -157,8 +157,7 @@ def _contents(tokenizer, texts, pretokenized: bool) -> list[tuple[list[int], lis
 
 def check_layout(layout: str) -> str:
     """`layout` if it is one of `LAYOUTS`, else a ValueError naming them."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+    check_one_of(layout, LAYOUTS, "layout")
     return layout
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from papa.core.errors import Arg, InputError
+from papa.core.errors import Arg, InputError, check_one_of
 from papa.core.vocabulary import PAPER_FRACTIONS as _PAPER_FRACTION_LABELS, RANKED, ROUNDINGS, SELECTION_METHODS
 from papa.core.vocabulary import SELECTION_VARIANT_SEPARATOR
 
@@ -110,8 +110,7 @@ def replacement_order(method: str, num_layers: int, num_heads: int, *, lambdas: 
     "random": a permutation fixed by `seed` alone (the global RNG is neither read nor advanced).
     """
     _check_grid(num_layers, num_heads)
-    if method not in SELECTION_METHODS:
-        raise ValueError(f"unknown head selection method {method!r}; choose one of {', '.join(SELECTION_METHODS)}.")
+    check_one_of(method, SELECTION_METHODS, "head selection method")
     heads = [(layer, head) for layer in range(num_layers) for head in range(num_heads)]
     if method == "first_to_last":
         return heads
@@ -233,8 +232,7 @@ def num_input_dependent(fraction: float | int | Fraction | str, total_heads: int
     rounding="exact" insists that fraction * total is whole (1/16 of 72 = 4.5 is an error); "down" floors and
     "nearest" rounds halves up.
     """
-    if rounding not in ROUNDINGS:
-        raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}.")
+    check_one_of(rounding, ROUNDINGS, "rounding")
     if isinstance(total_heads, bool) or not isinstance(total_heads, int) or total_heads < 1:
         raise ValueError(f"total_heads must be a positive integer, got {total_heads!r}.")
     frac = as_fraction(fraction)

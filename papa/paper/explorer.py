@@ -41,7 +41,7 @@ from papa.method.selection import replacement_order
 from papa.paper.figures import attention_vs_constant, png_bytes
 from papa.paper.inspection import live_attention, mean_pooled, readable_tokens
 from papa.paper.patterns import head_patterns, special_slots
-from papa.runs.predictions_store import PREDICTIONS_DIR
+from papa.core.run_folder import RunFolder
 from papa.runs.session import GridConfig, task_constants
 from papa.runs.stability import draw_of
 
@@ -79,7 +79,7 @@ def find_artifacts(directory: str | os.PathLike) -> Artifacts:
     constants: dict[str, dict[str, Path]] = {}
     rankings: dict[str, dict[str, HeadRanking]] = {}
     for path in sorted(root.rglob("*.safetensors")):
-        if path.parent.name == PREDICTIONS_DIR:  # a grid's per-run predictions: thousands of files, none to show
+        if path.parent.name == RunFolder(root).predictions.name:  # a grid's per-run predictions: thousands of files, none to show
             continue
         header = _header(path)
         folder = path.parent.relative_to(root).as_posix()

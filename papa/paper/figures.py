@@ -370,11 +370,12 @@ def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
     return buf.getvalue()
 
 
-def save_figure(fig: plt.Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
-    """Write `fig` as ``<name>.png`` and ``<name>.svg`` under `out_dir` (atomically); returns the paths."""
+def save_figure(fig: plt.Figure, folder: str | os.PathLike, name: str) -> list[Path]:
+    """Write `fig` as ``<name>.png`` and ``<name>.svg`` under `folder` (a run's figures folder, atomically); returns
+    the paths."""
     paths = []
     for ext in ("png", "svg"):
-        path = Path(out_dir) / f"{name}.{ext}"
+        path = Path(folder) / f"{name}.{ext}"
         with atomic_path(path) as tmp:
             # SVGs carry a date and random ids by default: fix them so a re-run writes the same bytes.
             meta = {"Date": None} if ext == "svg" else {"Software": None}

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from papa.core.errors import check_one_of
+from papa.core.run_folder import RunFolder
+from papa.core.settings import RunSettings
 from papa.core.vocabulary import PAPER_FRACTIONS, RANKED
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.results import aggregate
@@ -49,14 +52,14 @@ class Grids:
     def __post_init__(self) -> None:
         if not self.models or not self.tasks:
             raise ValueError("give at least one model and one task")
-        if self.runner not in RUNNERS:
-            raise ValueError(f"unknown runner {self.runner!r}; choose one of {', '.join(RUNNERS)}")
+        check_one_of(self.runner, RUNNERS, "runner")
 
-    def configs(self, *, profile: str, out_dir: str, data_dir: str | None = None, device: str = "cpu",
-                force: bool = False) -> list[GridConfig]:
-        """The `GridConfig` of each grid, in the order `run` runs them: per model and task; for curves per task,
-        training size and model, each under its curve point's profile (`papa.runs.profiles.Profile.curve_profile`)."""
-        common = dict(out_dir=out_dir, data_dir=data_dir, device=device, force=force)
+    def configs(self, settings: RunSettings) -> list[GridConfig]:
+        """The `GridConfig` of each grid under `settings`, in the order `run` runs them: per model and task; for curves
+        per task, training size and model, each under its curve point's profile
+        (`papa.runs.profiles.Profile.curve_profile`)."""
+        common = settings.config_options()
+        profile = common.pop("profile")
         if self.runner == "curves":
             from papa.runs.profiles import get_profile
 
@@ -169,7 +172,7 @@ def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, see
     name = RankingName(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length,
                        profile, DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
                        probe_inputs=probe_inputs_for(causal, None), seed=seed, part=part)
-    return Path(out_dir) / "rankings" / name.filename
+    return RunFolder.at(out_dir).rankings / name.filename
 
 
 def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str],
@@ -222,11 +225,11 @@ def draws_an_order(key: str) -> bool:
     return key == "draws" or key.startswith(("draws_", LEARNED_PREFIX))
 
 
-def run_orders(declared: Mapping[str, Grids], **options) -> pd.DataFrame | None:
-    """Run (`run`, with its `options`) every grid of `declared` that draws a head order again (`draws_an_order`);
+def run_orders(declared: Mapping[str, Grids], settings: RunSettings) -> pd.DataFrame | None:
+    """Run (`run`, under `settings`) every grid of `declared` that draws a head order again (`draws_an_order`);
     their rows together, None where it declares none."""
     drawn = [g for key, g in declared.items() if draws_an_order(key)]
-    return pd.concat([run(g, **options) for g in drawn], ignore_index=True) if drawn else None
+    return pd.concat([run(g, settings) for g in drawn], ignore_index=True) if drawn else None
 
 
 def _mid_fractions() -> list[str]:
@@ -287,16 +290,14 @@ def section_grids(name: str, parameters: Mapping[str, object]) -> dict[str, Grid
 
 # ---- running them ------------------------------------------------------------------------------------------------
 
-def run(grids: Grids, *, profile: str, out_dir: str, data_dir: str | None = None, device: str = "cpu",
-        force: bool = False, progress: bool = True) -> pd.DataFrame:
-    """Run (or resume) `grids`: their result rows (printing the time each grid took), or for curves the probe's
-    score per training size, aggregated over seeds (empty when the profile draws no curve)."""
-    configs = grids.configs(profile=profile, out_dir=out_dir, data_dir=data_dir, device=device, force=force)
+def run(grids: Grids, settings: RunSettings) -> pd.DataFrame:
+    """Run (or resume) `grids` under `settings`: their result rows (printing the time each grid took), or for curves
+    the probe's score per training size, aggregated over seeds (empty when the profile draws no curve)."""
     frames = []
-    for cfg in configs:
+    for cfg in grids.configs(settings):
         start = time.perf_counter()
-        rows = run_grid(cfg, progress=progress)
-        if progress:
+        rows = run_grid(cfg, progress=settings.progress)
+        if settings.progress:
             print(f"{cfg.model.split('/')[-1]} {cfg.task}: {time.perf_counter() - start:.0f}s", flush=True)
         if grids.runner == "curves":
             examples = rows["extra"].map(lambda text: json.loads(text)["train_examples"])

@@ -17,6 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.artifacts import atomic_path
+from papa.core.run_folder import RunFolder
+from papa.core.settings import RunSettings
 from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS
 from papa.paper.grids import Grids
 from papa.runs.results import GROUP_KEYS, aggregate, relative_drop
@@ -56,7 +58,17 @@ CHANCE_TABLES = (DECODER_CHANCE_TABLE,)
 STABILITY_SEEDS = (0, 1)
 
 
-def outputs_note(profile: str, out_dir: str) -> str:
+def setup(profile: str, out_dir: str, *, data_dir: str | None = None, device: str = "cpu",
+          force: bool = False) -> RunSettings:
+    """A section notebook's first step, from its parameters: the run's settings as one object (`RunSettings`), the
+    tables' display width, and the lines saying which run made the outputs below (`outputs_note`, printed)."""
+    pd.set_option("display.width", 160)
+    settings = RunSettings(profile, out_dir, data_dir, device, force)
+    print(outputs_note(profile, settings.folder))
+    return settings
+
+
+def outputs_note(profile: str, out_dir: str | RunFolder) -> str:
     """The lines a notebook prints first: which profile made the outputs below, into which folder, and how to run it
     again (cached, from scratch, or the quick smoke run)."""
     from papa.runs.profiles import builtin_base, get_profile
@@ -95,7 +107,7 @@ def listed(name: str, value: object) -> list[str]:
 def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
     """Write `table` as ``<out_dir>/tables/<name>.csv`` (atomically), floats to 12 significant digits so that a rerun
     whose sums land in another order writes the same bytes; returns the path."""
-    path = Path(out_dir) / "tables" / f"{name}.csv"
+    path = RunFolder.at(out_dir).table(name)
     with atomic_path(path) as tmp:
         table.to_csv(tmp, float_format="%.12g")
     return path
@@ -392,9 +404,7 @@ def split_learning(frame: pd.DataFrame, learns: pd.DataFrame | None) -> tuple[pd
     return frame[~out], frame[out]
 
 
-def ranking_stability(models: Sequence[str], tasks: Sequence[str], *, profile: str, out_dir: str,
-                      data_dir: str | None = None, device: str = "cpu", force: bool = False,
-                      progress: bool = True) -> pd.DataFrame:
+def ranking_stability(models: Sequence[str], tasks: Sequence[str], settings: RunSettings) -> pd.DataFrame:
     """How much each model's λ ranking on each of `tasks` depends on the seed λ learned with: one row per model and
     task (`papa.runs.stability.ranking_stability` of `STABILITY_SEEDS`: Spearman's ρ, the heads in common at 1/2
     and 1/8, how far λ moved in each; ``model`` named as result rows name it). Seed 0's ranking is the one the
@@ -406,12 +416,11 @@ def ranking_stability(models: Sequence[str], tasks: Sequence[str], *, profile: s
     rows = []
     for model in models:
         for task in tasks:
-            [cfg] = Grids((model,), (task,)).configs(profile=profile, out_dir=out_dir, data_dir=data_dir,
-                                                     device=device, force=force)
+            [cfg] = Grids((model,), (task,)).configs(settings)
             start = time.perf_counter()
-            row = stability_row(cfg, seeds=STABILITY_SEEDS, progress=progress)
+            row = stability_row(cfg, seeds=STABILITY_SEEDS, progress=settings.progress)
             rows.append({**row, "seeds": " ".join(map(str, row["seeds"]))})
-            if progress:
+            if settings.progress:
                 print(f"{short_model(model)} {task}: λ rankings of seeds {STABILITY_SEEDS} agree at "
                       f"ρ = {row['spearman']:.2f} ({time.perf_counter() - start:.0f}s)", flush=True)
     return pd.DataFrame(rows).set_index(["model", "task"])

@@ -42,7 +42,7 @@ import numpy as np
 import psutil
 import torch
 
-from papa.core.errors import Arg, InputError
+from papa.core.errors import Arg, InputError, check_one_of
 from papa.core.progress import tqdm
 from papa.core.vocabulary import BF16_SUFFIX, DEFAULT_BATCH_ORDER, FEATURE_STORES, STORE_PATHS
 from papa.probing.probes import IGNORE_INDEX
@@ -273,8 +273,7 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
     says how the split will be read (``chunks``: in sequential chunks)."""
     forced = _forced_store(forced)
     _check_chunks(forced, batch_order)
-    if dtype not in STORE_DTYPES:
-        raise InputError(f"feature dtype {dtype!r}: choose one of {', '.join(STORE_DTYPES)}")
+    check_one_of(dtype, STORE_DTYPES, "feature dtype", error=InputError)
     kept = int(keep.sum())
     width = layers * hidden * STORE_DTYPES[dtype].itemsize
     kept_bytes, padded = kept * width, keep.numel() * width

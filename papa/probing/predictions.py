@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
-from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.errors import CorruptArtifactError, InputError, check_one_of
 from papa.tasks.metrics import METRICS, UnknownMetricError, compute_metric
 from papa.tasks.metric_statistics import per_example_statistics
 from papa.tasks.registry import TASKS, VOCABULARY_KINDS, TaskSpec
@@ -271,8 +271,7 @@ def _check_task(p: EvalPredictions, meta: dict, path: Path) -> None:
 
 def _validate(p: EvalPredictions) -> None:
     """Normalise the arrays (int64 labels and counts, float64 losses, read-only) and check that they agree."""
-    if p.kind not in _FORMS:
-        raise InputError(f"unknown task kind {p.kind!r}; choose one of {', '.join(_FORMS)}")
+    check_one_of(p.kind, _FORMS, "task kind", error=InputError)
     if not isinstance(p.metadata, dict):
         raise InputError(f"metadata must be a dict, got {type(p.metadata).__name__}")
     object.__setattr__(p, "label_names", tuple(p.label_names))

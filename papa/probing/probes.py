@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from papa.core.errors import check_one_of
 from papa.tasks.registry import POSITION_KINDS
 
 __all__ = ["LMHeadProbe", "SentenceProbe", "TokenProbe", "mlm_probe", "probe_loss", "IGNORE_INDEX"]
@@ -47,8 +48,7 @@ _ACTIVATIONS = {"tanh": nn.Tanh, "gelu": nn.GELU}
 
 def _mlp(in_features: int, hidden: int, out_features: int, dropout: float, activation: str) -> nn.Sequential:
     """Linear -> activation -> dropout -> Linear."""
-    if activation not in _ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}, got {activation!r}")
+    check_one_of(activation, sorted(_ACTIVATIONS), "activation")
     return nn.Sequential(
         nn.Linear(in_features, hidden),
         _ACTIVATIONS[activation](),

@@ -8,6 +8,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[2] / "notebooks"
@@ -73,7 +74,7 @@ class Batch:
         object.__setattr__(self, "notebook_dir", Path(self.notebook_dir))
 
     @property
-    def out(self) -> Path:
+    def out(self) -> RunFolder:
         """The folder the batch writes to: `out_dir`, else the one `run_folder` names for its profile and subjects
         (worked out on each call, so that `dataclasses.replace` of a subject moves it too)."""
-        return Path(self.out_dir or run_folder(self.profile, self.with_models, self.with_tasks))
+        return RunFolder.at(self.out_dir or run_folder(self.profile, self.with_models, self.with_tasks))

@@ -31,6 +31,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from papa.core.errors import InputError
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, PAPER_PROBE_INPUTS, RANKED
 from papa.reproduce.batch import Batch
 
@@ -127,7 +128,7 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
     """Keys of the `jobs` whose row is in ``<out_dir>/results.csv``."""
     from papa.runs.results import ResultsTable
 
-    path = Path(out_dir) / "results.csv"
+    path = RunFolder.at(out_dir).results
     if not path.is_file():
         return set()
     df = ResultsTable(path).read()
@@ -140,7 +141,7 @@ def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
 def done_runs(batch: Batch) -> dict[str, tuple[int, int]]:
     """Per notebook of `batch`: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks
     that run no grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
-    if not (batch.out / "results.csv").is_file():
+    if not batch.out.results.is_file():
         return {}
     jobs = {name: batch_jobs(replace(batch, names=(name,))) for name in batch.names}
     done = finished([job for listed in jobs.values() for job in listed], batch.out)  # results.csv read once
@@ -371,7 +372,7 @@ def run_jobs(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None =
     if report.failed:
         from papa.core.artifacts import atomic_path
 
-        log = Path(out_dir) / "jobs" / "failed.log"
+        log = RunFolder.at(out_dir).jobs / "failed.log"
         with atomic_path(log) as tmp:
             Path(tmp).write_text("\n\n".join(f"# {u.name}\n# jobs: {' '.join(j.id for j in u.jobs)}\n{error}"
                                              for u, error in report.failed), encoding="utf-8")

@@ -24,6 +24,7 @@ import pandas as pd
 
 from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import Arg, InputError, PapaError
+from papa.core.settings import RunSettings
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.core.phases import read_phase_times
 from papa.reproduce.batch import NOTEBOOK_DIR, Batch
@@ -163,11 +164,11 @@ def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: s
 
     here = Path(notebook_dir or NOTEBOOK_DIR)
     values = {**default_parameters(name, here), **(parameters or {})}
-    options = {k: values[k] for k in ("profile", "out_dir", "data_dir", "device", "force")}
+    settings = RunSettings(values["profile"], values["out_dir"], values["data_dir"], values["device"], values["force"])
     # A declaration that looks at saved files (another profile's rankings) reads them where the notebook would: its
     # out_dir is given relative to the notebooks' folder.
     declared = section_grids(name, {**values, "out_dir": str(here / values["out_dir"])})
-    return [cfg for grids in declared.values() for cfg in grids.configs(**options)]
+    return [cfg for grids in declared.values() for cfg in grids.configs(settings)]
 
 
 @contextmanager
@@ -291,7 +292,7 @@ def run_notebooks(batch: Batch) -> pd.DataFrame:
 
     out = batch.out
     _, jobs = _checked_batch(batch)
-    started_empty = not out.exists() or not any(out.iterdir())
+    started_empty = out.is_empty()
     batch_start, since = time.perf_counter(), time.time() if batch.since is None else batch.since
     rows = []
     for i, (name, source, params) in enumerate(jobs, 1):
@@ -305,10 +306,10 @@ def run_notebooks(batch: Batch) -> pd.DataFrame:
         if batch.progress:
             print(f"{step}: {seconds:.0f} s, {rows[-1]['new_runs']} probe runs computed -> {target}", flush=True)
     times = pd.DataFrame(rows, columns=TIME_COLUMNS)
-    if (out / "constants").is_dir():  # what the constants were, for results published without them
+    if out.constants.is_dir():  # what the constants were, for results published without them
         from papa.method.constants import write_constants_index
 
-        write_constants_index(out / "constants")
+        write_constants_index(out.constants)
     record_run(out, profile=str(batch.profile), names=[name for name, _, _ in jobs], device=batch.device,
                seconds=time.perf_counter() - batch_start, started_empty=started_empty,
                command=batch.command or f"papa.reproduce.notebooks.run_notebooks({str(batch.profile)!r})",
@@ -320,7 +321,7 @@ def _execute(batch: Batch, name: str, source: Path, params: dict, step: str) -> 
     """Run notebook `name` of `batch` (from `source`, with `params`) and write the executed copy; returns where."""
     import papermill
 
-    target = batch.out / "notebooks" / f"{name}.ipynb"
+    target = batch.out.notebook(name)
     # papermill writes as it goes: run into a side file, rename when done (a crash leaves the old notebook).
     running = target.with_name(f".{name}.running.ipynb")
     running.parent.mkdir(parents=True, exist_ok=True)

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from papa.core.artifacts import atomic_path
 from papa.core.errors import InputError
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.batch import NOTEBOOK_DIR, Batch
 from papa.reproduce.notebooks import WIDGET_VIEW, as_lab_writes, notebook_parameters
@@ -43,7 +44,7 @@ def store_run_notebooks(run_dir: str | Path, notebook_dir: str | Path = NOTEBOOK
     `notebook_dir` as the stored notebook (`stored_notebook`); returns the paths written. Every section must have
     been executed, by this profile's run, before anything is written."""
     run_dir, notebook_dir = Path(run_dir), Path(notebook_dir)
-    executed = {name: run_dir / "notebooks" / f"{name}.ipynb" for name in NOTEBOOKS}
+    executed = {name: RunFolder(run_dir).notebook(name) for name in NOTEBOOKS}
     missing = [n for n, p in executed.items() if not p.is_file()]
     if missing:
         raise InputError(f"{run_dir} holds no executed notebook for {', '.join(missing)}: run "

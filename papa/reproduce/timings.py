@@ -21,10 +21,11 @@ import pandas as pd
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format
 from papa.core.errors import InputError
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS, RUN_PHASES
 
-TIMES_FILE = "notebook_times.csv"
-RUN_FILE = "reproduction.json"
+#: The two files of a reference run, as its page names them.
+REFERENCE_FILES = f"{RunFolder(Path()).notebook_times.name}, {RunFolder(Path()).run_record.name}"
 #: The columns of ``notebook_times.csv``.
 TIME_COLUMNS = ["notebook", "profile", "seconds", "output", "new_runs"]
 #: The committed reference runs, one folder per profile (``artifacts/timings/<profile>/``).
@@ -51,7 +52,7 @@ def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
     """
     if set(row) != set(TIME_COLUMNS):
         raise ValueError(f"a notebook's time row has the fields {TIME_COLUMNS}, got {sorted(row)}")
-    path = Path(out_dir) / TIMES_FILE
+    path = RunFolder.at(out_dir).notebook_times
     times = read_notebook_times(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
     times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
     order = {name: i for i, name in enumerate(NOTEBOOKS)}
@@ -66,7 +67,7 @@ def result_rows(out_dir: str | Path) -> int:
     notebook, the difference is how many that notebook computed."""
     from papa.runs.results import ResultsTable
 
-    path = Path(out_dir) / "results.csv"
+    path = RunFolder.at(out_dir).results
     return len(ResultsTable(path).read()) if path.is_file() else 0
 
 
@@ -91,7 +92,7 @@ def record_run(out_dir: str | Path, *, profile: str, names: Sequence[str], secon
     record = {"format": FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
               "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine(),
               "phases": {name: round(phases.get(name, 0.0), 1) for name in RUN_PHASES}}
-    path = Path(out_dir) / RUN_FILE
+    path = RunFolder.at(out_dir).run_record
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
@@ -155,16 +156,16 @@ class Expected:
 
 def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expected | None:
     """The reference run of `profile` (by its name) under `reference_dir`, checked; None when there is none."""
-    folder = Path(reference_dir) / profile
-    if not (folder / TIMES_FILE).is_file() or not (folder / RUN_FILE).is_file():
+    folder = RunFolder(Path(reference_dir) / profile)
+    if not folder.notebook_times.is_file() or not folder.run_record.is_file():
         return None
-    run = read_run(folder / RUN_FILE)
-    times = read_notebook_times(folder / TIMES_FILE)
+    run = read_run(folder.run_record)
+    times = read_notebook_times(folder.notebook_times)
     if run["profile"] != profile or set(times["profile"]) != {profile} or not run["started_empty"]:
         raise InputError(f"{folder} is not a reference run of profile {profile!r} from an empty output folder: "
                          "replace it with the two files of such a run.")
     return Expected(profile, dict(zip(times["notebook"], times["seconds"].astype(float))), float(run["seconds"]),
-                    run["machine"], run["device"], run["command"], folder, run["phases"])
+                    run["machine"], run["device"], run["command"], folder.root, run["phases"])
 
 
 def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected: Expected | None,
@@ -226,4 +227,4 @@ def measurements_block(expected: Expected) -> str:
     return "\n".join([
         f"Measured from an empty output folder on {m.get('cores')} cores of {m.get('cpu')} (torch {m.get('torch')}, "
         f"{m.get('torch_threads')} threads, Python {m.get('python')}), device {expected.device}; generated from "
-        f"`artifacts/timings/{expected.profile}/` ({TIMES_FILE}, {RUN_FILE}).", "", *rows, *where])
+        f"`artifacts/timings/{expected.profile}/` ({REFERENCE_FILES}).", "", *rows, *where])

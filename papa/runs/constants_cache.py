@@ -14,6 +14,7 @@ from papa.core import distributed
 from papa.core.artifacts import check_output_dir
 from papa.core.errors import InputError, PapaError
 from papa.core.progress import tqdm
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DEFAULT_DTYPE
 from papa.method.constants import ConstantMatrices, load_constants
 from papa.method.extract import check_length, extract_constants
@@ -72,7 +73,7 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
 
     dtype = dtype_name(next(model.parameters()).dtype)
     name = constants_filename(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
-    path = Path(out_dir) / "constants" / name
+    path = RunFolder.at(out_dir).constants / name
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=source.max_length, layout=source.layout)

@@ -35,6 +35,7 @@ import torch
 from papa.core import distributed
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DEFAULT_STEP_MODE, PAPER_PROBE_INPUTS, RANKED
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.precision import backbone_autocast, compiled_backbone, feature_dtype, matmul_precision
@@ -166,7 +167,7 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
     order = point.config["batch_order"] if training else None
     blocks = order == "blocks"
     standardize = cfg.probe_inputs != PAPER_PROBE_INPUTS
-    folder, dtype = s.out / "features", feature_dtype(cfg.precision)
+    folder, dtype = s.out.features, feature_dtype(cfg.precision)
     train_src = eval_src = None
     try:
         with _autocast(s), phase("features"):
@@ -253,7 +254,7 @@ def _run_trained(s: Session, point: _Point, seeds: list[int], ids: dict[int, str
         with _autocast(s), phase("features"):
             # evaluated with the constants as trained: the evaluation features are computed only now
             eval_src = FeatureSource(s.model, s.eval, trainable_backbone=False, progress=False,
-                                     folder=s.out / "features")
+                                     folder=s.out.features)
         try:
             with phase("evaluation"):
                 value, predictions = evaluate_probe(probe, s.spec, eval_src, return_predictions=True)
@@ -307,7 +308,7 @@ def _steps_record(s: Session) -> dict[str, str]:
 def statistics_path(out_dir: str | Path, point_id: str) -> Path:
     """Where a grid point's standardisation statistics are stored (``<out>/probe_inputs/<point id>.safetensors``,
     the point id being the run id of its configuration without the seed)."""
-    return Path(out_dir) / "probe_inputs" / f"{point_id}.safetensors"
+    return RunFolder.at(out_dir).probe_inputs / f"{point_id}.safetensors"
 
 
 def _point_statistics(s: Session, probe, source: FeatureSource, point: dict) -> InputStatistics:

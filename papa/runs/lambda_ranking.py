@@ -104,7 +104,7 @@ def _ranking_path(s: Session, kind: str, seed: int = RANKING_SEED, part: int = 0
     # a ranking learned with a given constants file over another corpus is that corpus's, not the grid's
     name = RankingName(s.controller.signature.model_name, cfg.task, kind, recorded_corpus(s, cfg.constants_corpus),
                        s.max_length, profile or cfg.profile, cfg.layout, cfg.dtype, cfg.probe_inputs, seed, part)
-    return s.out / "rankings" / name.filename
+    return s.out.rankings / name.filename
 
 
 def _other_profile_ranking(s: Session, kind: str, seed: int, profile: str, part: int = 0) -> HeadRanking:

@@ -13,22 +13,21 @@ from typing import Any
 
 from papa.core.artifacts import remove_stale_temporaries
 from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.run_folder import RunFolder
 from papa.probing.predictions import EvalPredictions, load_predictions, save_predictions
-
-PREDICTIONS_DIR = "predictions"
 
 
 def predictions_path(out_dir: str | os.PathLike, run_id: str) -> Path:
     """The file of run `run_id`'s predictions under the grid folder `out_dir`."""
     if not isinstance(run_id, str) or not run_id or Path(run_id).name != run_id or run_id.startswith("."):
         raise InputError(f"{run_id!r} is not a run id (the run_id column of results.csv)")
-    return Path(out_dir) / PREDICTIONS_DIR / f"{run_id}.safetensors"
+    return RunFolder.at(out_dir).predictions / f"{run_id}.safetensors"
 
 
 def stores_predictions(out_dir: str | os.PathLike | None) -> bool:
     """Whether the grid folder `out_dir` stores its runs' predictions (then every row must have its file); a table
     copied alone, or made by hand, has none beside it."""
-    return out_dir is not None and (Path(out_dir) / PREDICTIONS_DIR).is_dir()
+    return out_dir is not None and RunFolder.at(out_dir).predictions.is_dir()
 
 
 def save_run_predictions(out_dir: str | os.PathLike, run_id: str, predictions: EvalPredictions, *, task: str,
@@ -60,7 +59,7 @@ def load_run_predictions(out_dir: str | os.PathLike, run_ids: Iterable[str]) -> 
     missing = [run_id for run_id in dict.fromkeys(run_ids) if not predictions_path(out_dir, run_id).is_file()]
     if missing:
         raise CorruptArtifactError(f"{len(missing)} run(s) have no predictions file under "
-                                   f"{Path(out_dir) / PREDICTIONS_DIR}: {_listed(missing)}; the folder is incomplete: "
+                                   f"{RunFolder.at(out_dir).predictions}: {_listed(missing)}; the folder is incomplete: "
                                    "copy the whole run folder, or re-run those runs with force.")
     for run_id in dict.fromkeys(run_ids):  # each once, in order
         path = predictions_path(out_dir, run_id)

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
+from papa.core.errors import check_one_of
 from papa.core.vocabulary import LAYOUTS, PAPER_FRACTIONS, REPRODUCTION_LAYOUT, ROUNDINGS, SAMPLES
 from papa.tasks.registry import TASKS
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -107,12 +108,9 @@ class Profile:
         fractions = tuple(str(f) for f in self.fractions)
         if not fractions:
             raise ValueError(f"{where}: the fraction list is empty: give e.g. [\"1\", \"1/2\", \"0\"].")
-        if self.sample not in SAMPLES:
-            raise ValueError(f"{where}: unknown sample {self.sample!r}; choose one of {', '.join(SAMPLES)}.")
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"{where}: unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}.")
-        if self.rounding not in ROUNDINGS:
-            raise ValueError(f"{where}: unknown rounding {self.rounding!r}; choose one of {', '.join(ROUNDINGS)}.")
+        check_one_of(self.sample, SAMPLES, "sample", where=where)
+        check_one_of(self.layout, LAYOUTS, "layout", where=where)
+        check_one_of(self.rounding, ROUNDINGS, "rounding", where=where)
         object.__setattr__(self, "seeds", seeds)
         object.__setattr__(self, "fractions", fractions)
 

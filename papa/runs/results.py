@@ -25,7 +25,7 @@ from filelock import FileLock
 from scipy import stats
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format, remove_stale_temporaries
-from papa.core.errors import CorruptArtifactError
+from papa.core.errors import CorruptArtifactError, check_one_of
 from papa.core.vocabulary import (BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, EXECUTIONS, LAYOUTS,
                                   MODEL_DTYPES, PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS,
                                   REPRODUCTION_LAYOUT)
@@ -86,20 +86,13 @@ class ResultRow:
             self.fraction_label = fraction_label(self.fraction)
         if isinstance(self.extra, Mapping):
             self.extra = json.dumps(self.extra, sort_keys=True, default=_json_default)
-        if self.profile not in PROFILES:
-            raise ValueError(f"unknown profile {self.profile!r}; choose one of {', '.join(PROFILES)}.")
-        if self.layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {self.layout!r}; choose one of {', '.join(LAYOUTS)}.")
-        if self.dtype not in MODEL_DTYPES:
-            raise ValueError(f"unknown dtype {self.dtype!r}; choose one of {', '.join(MODEL_DTYPES)}.")
-        if self.probe_inputs not in PROBE_INPUTS:
-            raise ValueError(f"unknown probe inputs {self.probe_inputs!r}; choose one of {', '.join(PROBE_INPUTS)}.")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"unknown precision {self.precision!r}; choose one of {', '.join(PRECISIONS)}.")
-        if self.execution not in EXECUTIONS:
-            raise ValueError(f"unknown execution {self.execution!r}; choose one of {', '.join(EXECUTIONS)}.")
-        if self.batch_order not in BATCH_ORDERS:
-            raise ValueError(f"unknown batch order {self.batch_order!r}; choose one of {', '.join(BATCH_ORDERS)}.")
+        check_one_of(self.profile, PROFILES, "profile")
+        check_one_of(self.layout, LAYOUTS, "layout")
+        check_one_of(self.dtype, MODEL_DTYPES, "dtype")
+        check_one_of(self.probe_inputs, PROBE_INPUTS, "probe inputs")
+        check_one_of(self.precision, PRECISIONS, "precision")
+        check_one_of(self.execution, EXECUTIONS, "execution")
+        check_one_of(self.batch_order, BATCH_ORDERS, "batch order")
         for name in _INT_COLUMNS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):

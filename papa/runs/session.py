@@ -15,7 +15,8 @@ import torch
 
 from papa.core import distributed
 from papa.core.artifacts import check_output_dir
-from papa.core.errors import Arg, InputError
+from papa.core.run_folder import RunFolder
+from papa.core.errors import Arg, InputError, check_one_of
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
 from papa.core.vocabulary import (BATCH_ORDERS, BF16_STORE_PRECISIONS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER,
@@ -113,8 +114,7 @@ def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfi
     if not cfg.constants or not cfg.selections:
         raise ValueError("give at least one constants kind and one selection method")
     rounding = cfg.rounding or prof.rounding
-    if rounding not in ROUNDINGS:
-        raise ValueError(f"unknown rounding {rounding!r}; choose one of {', '.join(ROUNDINGS)}")
+    check_one_of(rounding, ROUNDINGS, "rounding")
     causal = bool(is_causal_model(cfg.model)) if causal is None else causal
     layout = layout_for(causal, cfg.layout, prof.layout)
     check_task_fits_model(spec, causal, cfg.model)
@@ -161,7 +161,7 @@ class Session:
     eval: object
     max_length: int
     table: ResultsTable
-    out: Path
+    out: RunFolder
     data_dir: Path | None         # resolved once (papa.tasks.data.resolve_data_dir): None = the hub
     constants: dict = field(default_factory=dict)
     recorded: int = 0             # runs this session has recorded (a refusal after one keeps its phase times)
@@ -205,10 +205,10 @@ def open_session(cfg: GridConfig, progress: bool) -> Session:
     data_dir = resolve_data_dir(resolved.data_dir)
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
-    out = Path(resolved.out_dir)
+    out = RunFolder.at(resolved.out_dir)
     controller = attach(model, model_name=canonical_model_name(resolved.model))
     s = Session(resolved, prof, model, tokenizer, controller, spec, None, None, spec.hparams.max_length,
-                 ResultsTable(out / "results.csv"), out, data_dir)
+                 ResultsTable(out.results), out, data_dir)
     if resolved.constants_file is not None:  # read and checked before any data is encoded
         s.constants["average"] = given_constants(s, progress)
     s.train, s.eval = s.encode(train_ex), s.encode(eval_ex)

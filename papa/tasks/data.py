@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from papa.core.errors import Arg, InputError, PapaError
+from papa.core.errors import Arg, InputError, PapaError, check_one_of
 from papa.core.vocabulary import SAMPLES, SPLITS
 from papa.tasks.registry import LocalSource, TaskSpec, get_task
 
@@ -108,12 +108,10 @@ def load_examples(
     (``sample="random"``, seed `SUBSET_SEED`), which matters for files sorted by source, such as CoLA's.
     """
     spec = task if isinstance(task, TaskSpec) else get_task(task)
-    if split not in SPLITS:
-        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    check_one_of(split, SPLITS, "split")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-    if sample not in SAMPLES:
-        raise ValueError(f"sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
+    check_one_of(sample, SAMPLES, "sample")
 
     root = check_data_dir(data_dir)
     if root is not None:
@@ -435,8 +433,7 @@ def _mlm_examples(paragraphs: Iterable[tuple[int, str]], spec: TaskSpec, split: 
 
 def subset_indices(n: int, limit: int | None, sample: str = "first") -> list[int]:
     """Which of `n` items a `limit` keeps, in their order: the first ones, or a fixed random subset (`sample`)."""
-    if sample not in SAMPLES:
-        raise ValueError(f"sample must be one of {', '.join(SAMPLES)}, got {sample!r}")
+    check_one_of(sample, SAMPLES, "sample")
     if limit is None or limit >= n:
         return list(range(n))
     if sample == "first":

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from papa.core.errors import check_one_of
 from papa.core.vocabulary import SPLITS
 from papa.method.layout import LAYOUTS, encode, model_positions
 
@@ -106,8 +107,7 @@ def truncation_counts(tokenizer, tasks: Sequence[str], *, model_type: str, data_
     from papa.tasks.registry import get_task
 
     for layout in layouts:
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; choose one of {', '.join(LAYOUTS)}")
+        check_one_of(layout, LAYOUTS, "layout")
     root = resolve_data_dir(data_dir)
     rows = []
     for task in tasks:

@@ -134,7 +134,7 @@ def test_random_limit_is_a_fixed_subset_in_file_order(data_dir: Path) -> None:
     assert index[-1] > 8_000 and index[:5] != list(range(5))
     assert load_examples("cola", "eval", data_dir=data_dir, limit=5000, sample="random") == load_examples(
         "cola", "eval", data_dir=data_dir)
-    with pytest.raises(ValueError, match="sample must be one of first, random, got 'shuffled'"):
+    with pytest.raises(ValueError, match="unknown sample 'shuffled'; choose one of first, random"):
         load_examples("cola", "train", data_dir=data_dir, limit=4, sample="shuffled")
 
 

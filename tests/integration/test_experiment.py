@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from papa import cli
+from papa.core.settings import RunSettings
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, Profile
 from papa.runs.results import ResultsTable, aggregate
@@ -173,7 +174,7 @@ def test_learning_curve_trains_the_original_probe_on_growing_subsets(tmp_path, d
                      epochs=1, seeds=(0, 1), fractions=("1", "0"), sample="random", curves={"sst2": (8, 24)})
     monkeypatch.setitem(PROFILES, curved.name, curved)
     declared = grids.Grids(("sentence-transformers/all-MiniLM-L6-v2",), ("sst2", "cola"), runner="curves")
-    sizes = grids.run(declared, profile=curved.name, out_dir=str(tmp_path), data_dir=str(data_dir), progress=False)
+    sizes = grids.run(declared, RunSettings(curved.name, tmp_path, data_dir, progress=False))
     assert sizes["train_examples"].tolist() == [8, 24] and sizes["task"].eq("sst2").all()
     assert sizes["n"].eq(2).all() and sizes["mean"].between(0, 1).all()
     rows = ResultsTable(tmp_path / "results.csv").read()

@@ -8,6 +8,7 @@ import time
 import pytest
 
 from papa.core import phases
+from papa.core.run_folder import RunFolder
 from papa.core.artifacts import FORMAT
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError, InputError
 
@@ -31,7 +32,7 @@ def test_a_phase_inside_another_counts_for_itself_only():
 
 def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
     assert phases.write_phase_times(tmp_path) is None  # nothing ran: nothing written
-    folder = tmp_path / phases.FOLDER
+    folder = RunFolder(tmp_path).phase_times
     folder.mkdir()
     old = folder / "old.json"
     old.write_text(json.dumps({"format": FORMAT, "seconds": {"features": 100.0}}))
@@ -85,5 +86,5 @@ def test_a_refusal_leaves_no_times_behind_unless_work_was_kept(tmp_path):
                     time.sleep(0.01)
                 if error:
                     raise error
-        assert (out / phases.FOLDER).exists() == kept, (ran, error)
+        assert RunFolder(out).phase_times.exists() == kept, (ran, error)
         assert phases.totals() == {}  # written or dropped, never carried into the next write

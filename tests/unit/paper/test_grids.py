@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from papa.core.errors import InputError
+from papa.core.settings import RunSettings
 from papa.paper.grids import decoders, draws_an_order, head_selection, learned_rankings, main_results, order_draws
 from papa.runs.names import RankingName
 
@@ -32,10 +33,10 @@ def test_a_decoder_draws_its_orders_again_as_the_encoders_sections_do():
     plain = decoders("smollm2", ["sst2", "pos"], ["lambda", "random", "first_to_last"])
     assert set(plain) == {"lm", "lm_probe", "lm_probe_sizes", "probes"}
     # the LM probe's learning curve: the cpu profile's sizes, fraction 1, each under its curve point's profile
-    curve = plain["lm_probe_sizes"].configs(profile="cpu", out_dir="x")
+    curve = plain["lm_probe_sizes"].configs(RunSettings("cpu", "x"))
     # the point at the profile's own size (240 paragraphs) is the profile's own run, not a second one
     assert [c.profile for c in curve] == ["cpu-lm_probe-n60", "cpu-lm_probe-n120", "cpu"]
-    assert {c.fractions for c in curve} == {("1",)} and plain["lm_probe_sizes"].configs(profile="quick", out_dir="x") == []
+    assert {c.fractions for c in curve} == {("1",)} and plain["lm_probe_sizes"].configs(RunSettings("quick", "x")) == []
     declared = decoders("smollm2", ["sst2", "pos"], ["lambda", "random", "first_to_last"], None, ["part1", "seed1"], 2)
     assert declared["draws_lm"].tasks == ("lm",) and declared["draws_lm"].fractions == ("1/2", "1/8", "1/16")
     assert declared["draws_lm"].selections == ("lambda@part1", "lambda@seed1", "random@1", "random@2")
@@ -76,7 +77,7 @@ def test_run_orders_runs_every_grid_that_draws_an_order_again_and_nothing_else(m
     (rankings / RankingName(MINILM, "sst2", "average", "task", 64, "full", "official").filename).write_bytes(b"")
     declared = main_results([MINILM], ["sst2"], ["part1"], ["full"], str(tmp_path))
     ran = []
-    monkeypatch.setattr(grids, "run", lambda g, **options: ran.append(g.selections) or pd.DataFrame({"n": [1]}))
-    rows = grids.run_orders(declared, profile="cpu", out_dir=str(tmp_path))
+    monkeypatch.setattr(grids, "run", lambda g, settings: ran.append(g.selections) or pd.DataFrame({"n": [1]}))
+    rows = grids.run_orders(declared, RunSettings("cpu", tmp_path))
     assert ran == [("lambda@part1",), ("lambda@full",)] and len(rows) == 2
-    assert grids.run_orders(main_results([MINILM], ["sst2"]), profile="cpu", out_dir=str(tmp_path)) is None
+    assert grids.run_orders(main_results([MINILM], ["sst2"]), RunSettings("cpu", tmp_path)) is None

@@ -11,6 +11,7 @@ import pytest
 
 from conftest import REPO
 from papa.core.errors import IncompatibleArtifactError, InputError
+from papa.core.run_folder import RunFolder
 from papa.reproduce import timings
 from papa.reproduce.batch import Batch
 from papa.reproduce.jobs import done_runs
@@ -116,7 +117,7 @@ def test_the_quick_reference_ran_the_grids_the_notebooks_declare_now(tmp_path):
     made again (`make reproduce` from an empty artifacts/quick, its two files copied to artifacts/timings/quick)."""
     from papa.reproduce.jobs import notebook_jobs
 
-    recorded = read_notebook_times(timings.REFERENCE_DIR / "quick" / timings.TIMES_FILE)
+    recorded = read_notebook_times(RunFolder(timings.REFERENCE_DIR / "quick").notebook_times)
     listed, declared = set(), {}
     for name in timings.NOTEBOOKS:  # each notebook computes the runs no earlier notebook did
         keys = {job.key for job in notebook_jobs("quick", [name], out_dir=tmp_path)}

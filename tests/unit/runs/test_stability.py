@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from papa.core.errors import InputError
+from papa.core.settings import RunSettings
 from papa.method.rankings import load_ranking
 from papa.runs.lambda_ranking import learn_ranking
 from papa.runs.session import GridConfig
@@ -77,8 +78,8 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
     from papa.runs.experiment import run_grid
 
     results = run_grid(cfg, progress=False)
-    table = sections.ranking_stability([cfg.model], ["sst2"], profile=cfg.profile, out_dir=cfg.out_dir,
-                                       data_dir=cfg.data_dir, progress=False)
+    table = sections.ranking_stability([cfg.model], ["sst2"],
+                                       RunSettings(cfg.profile, cfg.out_dir, cfg.data_dir, progress=False))
     assert list(table.index.names) == ["model", "task"] and len(table) == 1
     assert table.reset_index().model.tolist() == results.model.unique().tolist() == ["tiny-bert"]
     # a model in a folder is named by the folder, as its artifact files are: no path of this machine is recorded
