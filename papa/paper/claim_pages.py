@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import PAPER_FRACTIONS
 from papa.paper.claims import MARGIN_SOURCES, RULES, ClaimReading, Part
 from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
@@ -142,12 +143,12 @@ def decoder_claims(readings: Sequence[ClaimReading]) -> str:
 
 def notebook_time(out_dir: str | Path) -> str:
     """The notebooks' times from the run's ``notebook_times.csv``: the total and each notebook's, one sentence."""
-    times = pd.read_csv(Path(out_dir) / "notebook_times.csv")
+    times = pd.read_csv(RunFolder.at(out_dir).notebook_times)
     each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
     computed = int(times.new_runs.sum()) if "new_runs" in times else None  # records before issue 52 lack it
     runs = "" if computed is None else "; every probe run cached" if computed == 0 else \
         f"; {computed:,} probe runs computed"
-    return (f"`{Path(out_dir).as_posix()}/notebook_times.csv` records {times.seconds.sum():,.0f} s of notebook "
+    return (f"`{RunFolder.at(out_dir).notebook_times.as_posix()}` records {times.seconds.sum():,.0f} s of notebook "
             f"execution in its last run of each notebook ({each}{runs}).")
 
 
@@ -200,7 +201,7 @@ def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]
     from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
 
-    results = ResultsTable(Path(out_dir) / "results.csv").read()
+    results = ResultsTable(RunFolder.at(out_dir).results).read()
     results = results[(results.model == model) & (results.profile == profile)]
     methods = list(dict.fromkeys(selection for _, selection in rows))
     curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
@@ -229,7 +230,7 @@ def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selecti
     from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
 
-    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    rows = ResultsTable(RunFolder.at(out_dir).results).read()
     rows = rows[(rows.model == model) & (rows.profile == profile)]
     lm = curves_over_orders(rows[rows.task == "lm"], list(selections))
     labels = {f"lm/{s}": f"LM −log perplexity, own head, {SELECTION_NAMES[s]} order" for s in selections}
@@ -273,9 +274,9 @@ def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: s
     from papa.probing.convergence import SETTLED_RHO, settled_at
 
     reference = reference or PAPER_STEPS_PROFILE
-    tables = Path(out_dir) / "tables"
-    settling_file = tables / f"lambda_settling_{task}.csv"
-    agreement_file = tables / f"lambda_rankings_agreement_{task}.csv"
+    folder = RunFolder.at(out_dir)
+    settling_file = folder.table(f"lambda_settling_{task}")
+    agreement_file = folder.table(f"lambda_rankings_agreement_{task}")
     if not (settling_file.is_file() and agreement_file.is_file()):
         return (f"Not learned in this run: `papa rank --task {task} --profile {reference}` learns it, and "
                 "notebook 06 then writes its tables.")
@@ -409,7 +410,7 @@ def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], ref
                  for seed, part in RANKING_DRAWS}
         return {name: load_ranking(path).lambdas for name, path in paths.items() if path.is_file()}
 
-    agreement = draw_agreement(Path(out_dir) / "rankings")
+    agreement = draw_agreement(RunFolder.at(out_dir).rankings)
 
     def within(task: str, profile: str) -> list[float]:
         group = saved_ranking_path(str(out_dir), model, task, profile).name  # every draw's pairs share its name

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
 from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
@@ -86,7 +87,7 @@ def _notebook_models(out_dir: str | Path, profile: str | Path, notebook: str) ->
     from papa.runs.profiles import get_profile
     from papa.runs.results import ResultsTable
 
-    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    rows = ResultsTable(RunFolder.at(out_dir).results).read()
     models = set(rows.model[rows.profile == get_profile(profile).name])
     decoders = decoder_models(rows[rows.model.isin(models)]) if models else set()
     return decoders if notebook == DECODER_NOTEBOOK else models - decoders
@@ -103,7 +104,7 @@ def profile_uncertainty_note(out_dir: str | Path, profile: str | Path, models: C
     from papa.runs.profiles import get_profile
     from papa.runs.results import ResultsTable
 
-    rows = ResultsTable(Path(out_dir) / "results.csv").read()
+    rows = ResultsTable(RunFolder.at(out_dir).results).read()
     rows = rows[rows.profile == get_profile(profile).name]
     return uncertainty_note(out_dir, rows if models is None else rows[rows.model.isin(set(models))])
 

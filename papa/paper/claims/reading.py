@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DEFAULT_DTYPE
 from papa.paper.claims.alternative_matrices import _table1
 from papa.paper.claims.constant_patterns import _pattern_readings
@@ -66,7 +67,7 @@ def _runs(results: pd.DataFrame, learns: pd.DataFrame | None, out_dir: str | Pat
 
 def read_tables(out_dir: str | Path, names: Sequence[str]) -> pd.DataFrame | None:
     """The tables `names` under ``<out_dir>/tables/`` that the run wrote, together (None: none)."""
-    tables = [pd.read_csv(path) for name in names if (path := Path(out_dir) / "tables" / f"{name}.csv").is_file()]
+    tables = [pd.read_csv(path) for name in names if (path := RunFolder.at(out_dir).table(name)).is_file()]
     return pd.concat(tables, ignore_index=True) if tables else None
 
 
@@ -87,8 +88,8 @@ def _run_tables(out_dir: str | Path, *, profile: str | None = None, layout: str 
     """What `run_claims` reads of a run's output folder, by `read_claims`'s argument names."""
     from papa.runs.results import ResultsTable
 
-    out = Path(out_dir)
-    results = ResultsTable(out / "results.csv").read()
+    out = RunFolder.at(out_dir)
+    results = ResultsTable(out.results).read()
     for column, wanted in (("profile", profile), ("dtype", dtype)):
         if wanted is not None:
             results = results[results[column] == wanted]
@@ -96,9 +97,9 @@ def _run_tables(out_dir: str | Path, *, profile: str | None = None, layout: str 
         results = results[_in_layout(results, layout)]
     results = results[_with_probe_inputs(results, probe_inputs)]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
-                for path in sorted((out / "tables").glob("fig4_patterns_*.csv"))}
+                for path in sorted(out.tables.glob("fig4_patterns_*.csv"))}
     intervals = {path.stem.removeprefix("fig4_pattern_intervals_"): pd.read_csv(path, index_col=0)
-                 for path in sorted((out / "tables").glob("fig4_pattern_intervals_*.csv"))}
+                 for path in sorted(out.tables.glob("fig4_pattern_intervals_*.csv"))}
     return dict(results=results, patterns=patterns, learns=read_learns(out), stability=run_agreement(out),
                 chance=read_tables(out, CHANCE_TABLES), intervals=intervals)
 
@@ -120,8 +121,8 @@ def run_agreement(out_dir: str | Path) -> pd.DataFrame | None:
     wrote (a run whose rankings are elsewhere); None where there is neither."""
     from papa.runs.stability import draw_agreement
 
-    out = Path(out_dir)
-    tables = [t for t in (draw_agreement(out / "rankings") if (out / "rankings").is_dir() else None,
+    out = RunFolder.at(out_dir)
+    tables = [t for t in (draw_agreement(out.rankings) if out.rankings.is_dir() else None,
                           _agreement(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
     if not tables:
         return None
@@ -148,7 +149,7 @@ def profile_claims(out_dir: str | Path, profile: str | Path,
 def learns_tables(out_dir: str | Path) -> list[str]:
     """The `papa.paper.sections.probes_learn` tables the run in `out_dir` wrote (notebook 02's, notebook 08's), as
     paths relative to it."""
-    return [f"tables/{name}.csv" for name in LEARNS_TABLES if (Path(out_dir) / "tables" / f"{name}.csv").is_file()]
+    return [f"tables/{name}.csv" for name in LEARNS_TABLES if RunFolder.at(out_dir).table(name).is_file()]
 
 
 def read_learns(out_dir: str | Path) -> pd.DataFrame | None:
