@@ -12,7 +12,8 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
 * docs/results.md ``claims``, README.md ``claims-brief`` and ``finding``, docs/decoders.md ``decoder-claims``: the
   paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
   `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
-  ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements;
+  ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
+  ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`papa.paper.result_tables`);
 * docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
   measurement, but a fact the code owns, kept from drifting the same way).
 
@@ -198,6 +199,37 @@ def fig5_table_block() -> str:
     from papa.paper.claim_pages import orders_table
 
     return orders_table(CPU_RUN, ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu")
+
+
+def table1_block() -> str:
+    """Table 1 as the committed run wrote it, beside the paper's."""
+    from papa.paper.result_tables import alternatives_table
+
+    return alternatives_table(CPU_RUN, "cpu")
+
+
+def table2_block() -> str:
+    from papa.paper.result_tables import data_dependence_table
+
+    return data_dependence_table(CPU_RUN)
+
+
+def probes_learn_block() -> str:
+    from papa.paper.result_tables import learns_table
+
+    return learns_table(CPU_RUN)
+
+
+def mrpc_curve_block() -> str:
+    from papa.paper.result_tables import learning_curve_table
+
+    return learning_curve_table(CPU_RUN)
+
+
+def run_rankings_block() -> str:
+    from papa.paper.result_tables import ranking_stability_table
+
+    return ranking_stability_table(CPU_RUN)
 
 
 def margins_block() -> str:
@@ -472,10 +504,15 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "run-options-bf16-store": (DOCS / "performance.md",
                                functools.partial(run_options_block, REPO / "artifacts" / "run_options" / "bf16_store")),
     "fig2-table": (DOCS / "results.md", fig2_table_block),
+    "table1": (DOCS / "results.md", table1_block),
+    "table2": (DOCS / "results.md", table2_block),
     "fig5-table": (DOCS / "results.md", fig5_table_block),
     "fig6-table": (DOCS / "results.md", fig6_table_block),
     "claim-margins": (DOCS / "results.md", margins_block),
     "lambda-full": (DOCS / "results.md", lambda_full_block),
+    "probes-learn": (DOCS / "results.md", probes_learn_block),
+    "mrpc-curve": (DOCS / "results.md", mrpc_curve_block),
+    "run-rankings": (DOCS / "results.md", run_rankings_block),
     "draws-time": (DOCS / "results.md", draws_time_block),
     "ranking-agreement": (DOCS / "results.md", ranking_agreement_block),
     "paper-protocol": (DOCS / "results.md", paper_protocol_block),

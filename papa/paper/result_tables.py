@@ -1,0 +1,118 @@
+"""The tables of docs/results.md that restate a run's own tables (Tables 1 and 2, which probes learn, MRPC's learning
+curve), drawn from the tables the notebooks wrote under ``<out>/tables/`` beside the paper's numbers, so that the page
+and the run have one owner (docs/gen_measurements.py writes them between their markers; a test fails when they
+differ)."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from papa.core.run_folder import RunFolder
+from papa.paper import paper_numbers
+from papa.paper.sections import LEARNS_TABLE, TASK_NAMES
+
+#: The page's order of the encoder's tasks.
+PAGE_TASKS = ("cola", "sst2", "ner", "pos", "mrpc")
+#: Each task's metric as the page's tables name it.
+SHORT_METRICS = {"cola": "MCC", "sst2": "acc.", "ner": "F1", "pos": "F1", "mrpc": "F1"}
+
+
+def _minus(text: str) -> str:
+    return text.replace("-", "−")
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _header(cells: Sequence[str]) -> list[str]:
+    return [_row(cells), "|" + "---|" * len(cells)]
+
+
+def alternatives_table(out_dir: str | Path, profile: str, model: str = "all-MiniLM-L6-v2",
+                       tasks: Sequence[str] = PAGE_TASKS) -> str:
+    """Table 1 as the run wrote it (``table1_alternative_matrices.csv``: mean ± 95% interval over the seeds) beside
+    RoBERTa-base's, the trained rows labelled with the profile's training size."""
+    from papa.runs.profiles import get_profile
+
+    prof = get_profile(profile)
+    trained = f"({prof.trainable_limit} ex., {prof.trainable_epochs} epoch{'s' if prof.trainable_epochs != 1 else ''})"
+    labels = {"none": "original attention", "identity": "identity", "toeplitz": "Toeplitz", "zeros": "zeros",
+              "trainable_toeplitz": f"trained, Toeplitz init. {trained}",
+              "trainable_average": f"trained, average init. {trained}", "average": "**average (PAPA)**"}
+    ours = pd.read_csv(RunFolder.at(out_dir).table("table1_alternative_matrices"))
+    ours = ours[ours.model == model].set_index("constants")
+    paper = paper_numbers.alternative_matrices("base")
+    lines = _header(["constants", *[c for t in tasks for c in (f"{TASK_NAMES[t]} ours", "paper")]])
+    for kind, label in labels.items():
+        if kind in ours.index:
+            lines.append(_row([label, *[c for t in tasks for c in (ours.loc[kind, t], f"{paper.loc[kind, t]:.2f}")]]))
+    return "\n".join(lines)
+
+
+def data_dependence_table(out_dir: str | Path, model: str = "all-MiniLM-L6-v2",
+                          tasks: Sequence[str] = PAGE_TASKS, other: str = "WikiText") -> str:
+    """Table 2 as the run wrote it (``table2_data_dependence.csv``): constants from the task's own training inputs
+    and from the `other` corpus (the MLM task's text), beside RoBERTa-base's with MNLI's."""
+    ours = pd.read_csv(RunFolder.at(out_dir).table("table2_data_dependence"))
+    ours = ours[ours.model == model].set_index("constants_corpus")
+    paper = paper_numbers.data_dependence("base")
+    lines = _header(["constants from", *[TASK_NAMES[t] for t in tasks]])
+    lines.append(_row(["the task (ours)", *[ours.loc["task", t] for t in tasks]]))
+    lines.append(_row([f"{other} (ours)", *[ours.loc["mlm", t] for t in tasks]]))
+    lines.append(_row(["the task (paper, RoBERTa-base)", *[f"{paper.loc['task', t]:.2f}" for t in tasks]]))
+    lines.append(_row(["MNLI (paper, RoBERTa-base)", *[f"{paper.loc['mnli', t]:.2f}" for t in tasks]]))
+    return "\n".join(lines)
+
+
+def learns_table(out_dir: str | Path, tasks: Sequence[str] = PAGE_TASKS) -> str:
+    """Which probes learn (``probes_vs_majority.csv``, notebook 02): the original attention's mean ± 95% interval
+    over the seeds, the majority class, the interval's lower end above it."""
+    table = pd.read_csv(RunFolder.at(out_dir).table(LEARNS_TABLE)).set_index("task")
+    lines = _header(["task (metric)", "original attention", "majority-class baseline", "lower end − baseline",
+                     "learns"])
+    for task in tasks:
+        row = table.loc[task]
+        learns = "yes" if bool(row["learns"]) else "**no**"
+        lines.append(_row([f"{TASK_NAMES[task]} ({SHORT_METRICS[task]})", f"{row['mean']:.3f} ± {row['ci95']:.3f}",
+                           f"{row['majority']:.3f}", _minus(f"{row['margin']:+.3f}"), learns]))
+    return "\n".join(lines)
+
+
+def learning_curve_table(out_dir: str | Path, task: str = "mrpc", grid_examples: int = 500,
+                         whole: int = 3668) -> str:
+    """A task's learning curve (``learning_curves.csv``, notebook 02) with the grid's own size among its points
+    (its mean ± interval from ``probes_vs_majority.csv``); `whole`: the size of the whole training set."""
+    out = RunFolder.at(out_dir)
+    curve = pd.read_csv(out.table("learning_curves"))
+    curve = curve[curve.task == task]
+    grid = pd.read_csv(out.table(LEARNS_TABLE)).set_index("task").loc[task]
+    points = {int(r.train_examples): (r.mean, r.ci95) for r in curve.itertuples()}
+    points[grid_examples] = (grid["mean"], grid["ci95"])
+    sizes = sorted(points)
+    heads = [f"all {n:,}" if n == whole else f"{n:,}" for n in sizes]
+    lines = _header([f"{TASK_NAMES[task]} training pairs", *heads])
+    lines.append(_row(["F1", *[f"{points[n][0]:.3f} ± {points[n][1]:.3f}" for n in sizes]]))
+    return "\n".join(lines)
+
+
+def ranking_stability_table(out_dir: str | Path, tasks: Sequence[str] = PAGE_TASKS) -> str:
+    """The run's λ rankings of seeds 0 and 1 (``ranking_stability.csv``, notebook 02): steps, seed 0's λ range, ρ and
+    the heads the two put alike at 1/2 and 1/8; a task whose probe does not learn says so."""
+    from papa.paper.sections import RANKING_STABILITY_TABLE
+
+    out = RunFolder.at(out_dir)
+    table = pd.read_csv(out.table(RANKING_STABILITY_TABLE)).set_index("task")
+    learns = pd.read_csv(out.table(LEARNS_TABLE)).set_index("task")["learns"]
+    lines = _header(["task", "λ steps", "λ range (seed 0)", "Spearman's ρ, seeds 0 and 1",
+                     "heads replaced at 1/2 in common", "heads kept at 1/8 in common"])
+    for task in tasks:
+        row = table.loc[task]
+        name = TASK_NAMES[task] + ("" if bool(learns.get(task, True)) else " (does not learn)")
+        lines.append(_row([name, f"{int(row['steps'])}",
+                           f"{row['lambda_min_seed0']:.4f}–{row['lambda_max_seed0']:.4f}",
+                           _minus(f"{row['spearman']:.3f}"), f"{row['overlap_replaced_1/2']:.2f}",
+                           f"{row['overlap_kept_1/8']:.2f}"]))
+    return "\n".join(lines)

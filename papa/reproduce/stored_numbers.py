@@ -1,0 +1,176 @@
+"""Whether the stored notebooks still print what the committed run gives: every number, not only the verdicts.
+
+``notebooks/`` stores the outputs of the committed cpu run (`papa.reproduce.stored`). A later change to that run (a
+draw added, a ranking relearned, a reader changed) leaves a notebook that was not re-executed printing stale
+numbers. `replay` executes the stored notebooks again, in one kernel, on a copy of the run's folder, where every
+probe run, ranking and constant is cached, so nothing is trained; `differences` compares what each cell prints now
+with what it stored: the text/plain of its results and displays and its standard output, as printed (both sides
+round alike), after `SANITIZERS` mask what legitimately differs between two executions (durations).
+
+Cells are matched by their position among the code cells of the same stored notebook (the replay executes that
+notebook's own sources), never by a number written here. The few cells not replayed are named in `NOT_REPLAYED` by a
+piece of their source, each with why.
+"""
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import shutil
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from papa.core.errors import InputError
+from papa.core.progress import BATCH_ENVIRONMENT
+from papa.reproduce.batch import NOTEBOOK_DIR
+from papa.reproduce.notebooks import KERNEL_ARGUMENTS, default_parameters
+
+#: Cells not replayed, by a piece of their source: what they print is not read from the run, and replaying them
+#: would cost minutes or print this machine's speed. A cell that only reads what one of them computed is here too.
+NOT_REPLAYED: dict[str, str] = {
+    "forward_timings(": "01's forward timings: seconds measured on the machine that runs it",
+    "decoders.scoring_speed(": "08's scoring speed: seconds measured on the machine that runs it",
+    "decoders.hidden_state_scale(": "08's hidden-state scale reads the texts the speed cell loads (the model's "
+                                    "activations, not the run's results)",
+    "checks.check_table(scale,": "08's check of the hidden-state scale, which is not replayed",
+    "decoders.probe_diagnosis(": "08's probe diagnosis trains two probes afresh (about two minutes); its table is "
+                                 "the run's tables/decoder_probe_diagnosis.csv",
+    "checks.check_table(diagnosis": "08's check of the probe diagnosis, which is not replayed",
+}
+
+#: (pattern, replacement): what differs between two executions of the same cell on the same run.
+SANITIZERS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"\b\d+(\.\d+)?\s?(s|ms)\b"), "<duration>"),  # "cola: 1s", "(2s)": wall time of a cached grid
+    # constants whose tensors are not committed (the decoder's) are extracted again: the same file, said otherwise
+    (re.compile(r"constants: extracted (.+?) -> (\S+)"), r"constants: read \2 (\1)"),
+)
+
+#: Executed in the kernel before the notebooks: the claims of a run are read once (each section notebook reads them
+#: again, about 20 s each), on the folder the replay leaves as it found it.
+CACHED_READERS = ("import functools\n"
+                  "import papa.paper.claims.reading as claims_reading\n"
+                  "claims_reading.run_claims = functools.cache(claims_reading.run_claims)\n")
+
+
+def printed(cell: Mapping) -> str:
+    """What a code cell shows as text, as one string: its standard output (the chunks joined, however the kernel cut
+    them), the text/plain of each result and display, an error's name and message; stderr (warnings, bars) left
+    out; `SANITIZERS` applied."""
+    parts, stream = [], []
+    for out in cell.get("outputs", []):
+        kind = out.get("output_type")
+        if kind == "stream":
+            if out.get("name") == "stdout":
+                stream.append(_text(out.get("text", "")))
+            continue
+        if stream:
+            parts.append("".join(stream))
+            stream = []
+        if kind in ("execute_result", "display_data"):
+            parts.append(_text(out.get("data", {}).get("text/plain", "")))
+        elif kind == "error":
+            parts.append(f"{out.get('ename')}: {out.get('evalue')}")
+    if stream:
+        parts.append("".join(stream))
+    text = "\n".join(p.rstrip("\n") for p in parts)
+    for pattern, replacement in SANITIZERS:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+def _text(value: str | Sequence[str]) -> str:
+    return value if isinstance(value, str) else "".join(value)
+
+
+def not_replayed(source: str) -> str | None:
+    """Why the cell with `source` is not replayed (`NOT_REPLAYED`), or None."""
+    return next((why for piece, why in NOT_REPLAYED.items() if piece in source), None)
+
+
+def code_cells(nb: Mapping) -> list[Mapping]:
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def differences(name: str, stored: Mapping, replayed: Mapping) -> list[str]:
+    """Each code cell of notebook `name` whose stored print (`printed`) differs from the replayed one, as a message
+    naming the cell (its first line) and the lines that differ; cells not replayed are skipped. Both notebooks must
+    hold the same sources (the replay executed the stored one)."""
+    ours, theirs = code_cells(stored), code_cells(replayed)
+    if [_text(c["source"]) for c in ours] != [_text(c["source"]) for c in theirs]:
+        raise InputError(f"{name}: the replayed notebook's cells are not the stored ones: replay the stored notebook")
+    found = []
+    for i, (cell, again) in enumerate(zip(ours, theirs)):
+        source = _text(cell["source"])
+        if not_replayed(source):
+            continue
+        before, after = printed(cell), printed(again)
+        if before != after:
+            first = source.strip().splitlines()[0] if source.strip() else ""
+            diff = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), "stored",
+                                                          "replayed", n=0, lineterm="")
+                    if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
+            found.append(f"{name} code cell {i} ({first[:80]}):\n  " + "\n  ".join(diff[:12]))
+    return found
+
+
+def replay(names: Sequence[str], run_dir: str | Path, work_dir: str | Path,
+           notebook_dir: str | Path = NOTEBOOK_DIR, timeout: int = 900) -> dict:
+    """Execute the stored notebooks `names` (from `notebook_dir`) in one kernel, in NOTEBOOKS order, on a copy of
+    the run in `run_dir` (placed under `work_dir` where each notebook's ``out_dir`` parameter points from
+    ``work_dir/notebooks``, so the run itself is never written); returns name -> the replayed notebook (an nbformat
+    node: the stored one with the new outputs; cells not replayed have none)."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    work = Path(work_dir).resolve()
+    here = work / "notebooks"
+    stored = {name: nbformat.read(Path(notebook_dir) / f"{name}.ipynb", as_version=4) for name in names}
+    targets = {(here / default_parameters(name, notebook_dir)["out_dir"]).resolve() for name in names}
+    if len(targets) != 1 or not next(iter(targets)).is_relative_to(work):
+        raise InputError(f"the notebooks {', '.join(names)} must all write into one folder beside their own "
+                         "(out_dir = \"../artifacts/<profile>\") for a replay to run on a copy of the run")
+    here.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(run_dir, next(iter(targets)), dirs_exist_ok=True,
+                    ignore=shutil.ignore_patterns("notebooks", "phase_times"))
+    cells, where = [nbformat.v4.new_code_cell(CACHED_READERS)], [None]
+    for name, nb in stored.items():
+        cells.append(nbformat.v4.new_code_cell("%reset -f"))  # each notebook starts from an empty namespace
+        where.append(None)
+        for cell in code_cells(nb):
+            if not not_replayed(cell.source):
+                cells.append(nbformat.v4.new_code_cell(cell.source))
+                where.append(cell)
+    batch = nbformat.v4.new_notebook(cells=cells)
+    batch.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    client = NotebookClient(batch, kernel_name="python3", allow_errors=True, timeout=timeout,
+                            extra_arguments=KERNEL_ARGUMENTS, resources={"metadata": {"path": str(here)}})
+    for cell in (c for nb in stored.values() for c in code_cells(nb)):
+        cell.outputs = []
+    with _batch_environment():
+        client.execute()
+    for ran, cell in zip(cells, where):
+        if cell is not None:
+            cell.outputs = ran.outputs
+    return stored
+
+
+@contextmanager
+def _batch_environment() -> Iterator[None]:
+    """The kernel draws no progress bar, as a batch run's kernels do (`papa.core.progress.BATCH_ENVIRONMENT`), and
+    imports this papa, the one replaying (a checkout other than the installed one)."""
+    import papa
+
+    here = str(Path(papa.__file__).resolve().parents[1])
+    paths = [here, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]]
+    wanted = {**BATCH_ENVIRONMENT, "PYTHONPATH": os.pathsep.join(paths)}
+    before = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
