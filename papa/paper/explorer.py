@@ -52,6 +52,12 @@ GRID_SCOPES = ("sentence", "all slots")
 # The largest thumbnail side sent to the browser; larger matrices are average-pooled to it.
 THUMBNAIL_SIZE = 40
 NO_RANKING = ""
+# The head view as drawn at the widget's width (7 x 3.6 in at png_bytes' 80 dpi: 560 px, shown unscaled), its token
+# labels at 9.5 pt (about 11 px on screen; at 9 x 4.2 in scaled into 560 px they were about 6 px), and at most 16 of
+# them per axis (about one per 12 px of a heatmap); longer inputs label every k-th slot.
+HEAD_VIEW_SIZE = (7.0, 3.6)
+HEAD_VIEW_FONT = 9.5
+HEAD_VIEW_LABELS = 16
 
 
 @dataclass(frozen=True)
@@ -249,8 +255,10 @@ class HeadExplorer:
             w.observe(lambda _change: None if self._loading else self.render(), names="value")
         # the head view beside the grid (below it where the window is too narrow), so that a click shows its head
         # where the eye already is
-        view = widgets.HBox([self.grid, widgets.VBox([self.image, self.stats], layout=widgets.Layout(width="560px"))],
-                            layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start"))
+        head_view = widgets.VBox([self.image, self.stats], layout=widgets.Layout(width="560px"))
+        head_view.add_class("papa-head-view")  # sticky beside a grid taller than the window (head_grid.css)
+        view = widgets.HBox([self.grid, head_view],
+                            layout=widgets.Layout(flex_flow="row wrap", align_items="flex-start", overflow="visible"))
         self.widget = widgets.VBox([widgets.HBox([self.model_choice, self.choice, self.ranking_choice]),
                                     widgets.HBox([self.layer, self.head, self.scope]), self.text, self.replaced,
                                     view])
@@ -453,8 +461,9 @@ class HeadExplorer:
         constant = constant / constant.sum(-1, keepdim=True).clamp_min(1e-12)  # as at use: masked, renormalised
         shown = sentence.live[layer, head]
         similarity = self._similarity(sentence, int(self.replaced.value))
-        self.image.value = png_bytes(attention_vs_constant(constant, shown, sentence.tokens,
-                                                           title=f"layer {layer}, head {head}"))
+        self.image.value = png_bytes(attention_vs_constant(
+            constant, shown, sentence.tokens, title=f"layer {layer}, head {head}", max_labels=HEAD_VIEW_LABELS,
+            figsize=HEAD_VIEW_SIZE, fontsize=HEAD_VIEW_FONT))
         p = self.patterns
         row = p[(p["layer"] == layer) & (p["head"] == head)].iloc[0]
         lam = None if self.ranking is None else float(self.ranking.lambdas[layer, head])

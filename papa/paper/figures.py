@@ -341,21 +341,22 @@ def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], 
 
 
 def attention_vs_constant(constant: torch.Tensor, live: torch.Tensor, tokens: Sequence[str], *,
-                          title: str = "", max_labels: int = 48) -> Figure:
+                          title: str = "", max_labels: int = 48, figsize: tuple[float, float] = (9, 4.2),
+                          fontsize: float = 7) -> Figure:
     """A head's constant matrix (renormalised over the input's tokens) beside its live attention on that input.
 
     Inputs longer than `max_labels` tokens label every k-th slot only (``slot:token``), so that a 512-token input
-    draws as fast as a sentence and stays legible.
+    draws as fast as a sentence and stays legible; `fontsize` (points) sizes the token labels.
     """
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4.2))
+    fig, axes = plt.subplots(1, 2, figsize=figsize)
     step = -(-len(tokens) // max_labels)
     ticks = list(range(0, len(tokens), step))
     labels = [tokens[i] if step == 1 else f"{i}:{tokens[i]}" for i in ticks]
     for ax, (matrix, name) in zip(axes, ((constant, "constant matrix C"), (live, "live attention A"))):
         ax.imshow(matrix.numpy(), cmap="viridis", vmin=0, vmax=max(float(matrix.max()), 1e-6))
         ax.set_title(name, fontsize=10)
-        ax.set_xticks(ticks, labels, rotation=90, fontsize=7)
-        ax.set_yticks(ticks, labels, fontsize=7)
+        ax.set_xticks(ticks, labels, rotation=90, fontsize=fontsize)
+        ax.set_yticks(ticks, labels, fontsize=fontsize)
     if title:
         fig.suptitle(title)
     fig.tight_layout()

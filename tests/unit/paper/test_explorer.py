@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import pytest
 import torch
@@ -75,6 +76,16 @@ def test_initial_view(explorer):
     assert torch.allclose(state["constant"].sum(-1), torch.ones(8), atol=1e-5)  # renormalised as at use
     assert torch.allclose(state["live"].sum(-1), torch.ones(8), atol=1e-5)
     assert state["similarity"] == 1.0 and explorer.image.value[:4] == b"\x89PNG"
+
+
+def test_the_head_view_is_drawn_at_the_width_it_is_shown(explorer):
+    """Issue 74: drawn wider than its 560 px box, the head view was scaled down and its token labels read about 6 px
+    tall; drawn at the box's width it is shown unscaled."""
+    explorer.render()
+    width, height = struct.unpack(">II", explorer.image.value[16:24])  # the PNG's IHDR
+    head_view = explorer.widget.children[-1].children[-1]
+    assert "papa-head-view" in head_view._dom_classes
+    assert f"{width}px" == head_view.layout.width and height < width
 
 
 def test_grid_shows_every_head_of_the_model(explorer):
