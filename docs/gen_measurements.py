@@ -11,7 +11,7 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   float32 eager (``artifacts/run_options/cpu/`` and ``bf16_store/``, written by benchmarks/run_options.py);
 * docs/results.md ``claims``, README.md ``claims-brief`` and ``finding``, docs/decoders.md ``decoder-claims``: the
   paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
-  `papa.paper.claim_pages`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
+  `papa.paper.claims.notes`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
   ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
   ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`papa.paper.result_tables`);
 * docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
@@ -119,21 +119,20 @@ def _relative(text: str) -> str:
 
 
 def claims_block() -> str:
-    from papa.paper.claim_pages import claim_by_claim
-    from papa.paper.claims import profile_uncertainty_note, stability_note
+    from papa.paper.claims import claim_by_claim, profile_uncertainty_note, stability_note
 
     head = " ".join([profile_uncertainty_note(CPU_RUN, "cpu"), stability_note(CPU_RUN)])
     return _relative(f"{head}\n\n{claim_by_claim(cpu_claims())}")
 
 
 def brief_block() -> str:
-    from papa.paper.claim_pages import results_in_brief
+    from papa.paper.claims import results_in_brief
 
     return results_in_brief(cpu_claims())
 
 
 def finding_block() -> str:
-    from papa.paper.claim_pages import in_plain_words
+    from papa.paper.claims import in_plain_words
 
     return in_plain_words(cpu_claims())
 
@@ -145,7 +144,7 @@ def lm_probe_curve_block() -> str:
 
 
 def decoder_claims_block() -> str:
-    from papa.paper.claim_pages import decoder_claims
+    from papa.paper.claims import decoder_claims
 
     return decoder_claims(cpu_claims())
 
@@ -233,7 +232,7 @@ def run_rankings_block() -> str:
 
 
 def margins_block() -> str:
-    from papa.paper.claim_pages import margins_table
+    from papa.paper.claims import margins_table
 
     return margins_table()
 
@@ -305,7 +304,7 @@ def draws_time_block() -> str:
 
 
 def notebook_time_block() -> str:
-    from papa.paper.claim_pages import notebook_time
+    from papa.reproduce.timings import notebook_time
 
     return _relative(notebook_time(CPU_RUN))
 

@@ -60,8 +60,8 @@ _SMOLLM2 = PackagedModel(
     note="SmolLM2-135M-Instruct-Q4_1 is the instruction-tuned SmolLM2-135M quantised to 4 bits (GGUF Q4_1, "
          "dequantised to float32): its numbers are this chat model's, not those of the base model or of the hub's "
          "float checkpoint.")
-# name -> packaged model (aliases included)
-_PACKAGED_MODELS = {
+#: The packaged models by name (aliases included).
+PACKAGED_MODELS = {
     DEFAULT_MODEL: _MINILM,
     "all-MiniLM-L6-v2": _MINILM,
     DEFAULT_DECODER: _SMOLLM2,
@@ -71,7 +71,7 @@ _PACKAGED_MODELS = {
 
 def _packaged_location(name: str) -> tuple[str, dict] | None:
     """(directory, extra from_pretrained kwargs) of an installed packaged model, else None."""
-    packaged = _PACKAGED_MODELS.get(name)
+    packaged = PACKAGED_MODELS.get(name)
     if packaged is None:
         return None
     spec = importlib.util.find_spec(packaged.package)  # finds the folder without running the package's imports
@@ -98,19 +98,19 @@ def _load_kwargs(name: str) -> dict:
 def canonical_model_name(name: str) -> str:
     """The name recorded in artifacts, result rows and tables: a packaged model's alias maps to its canonical name, a
     local folder to its own name, never its path (`papa.core.model_names.model_file_name`)."""
-    packaged = _PACKAGED_MODELS.get(name)
+    packaged = PACKAGED_MODELS.get(name)
     return packaged.canonical if packaged else model_file_name(name)
 
 
 def model_note(name: str) -> str | None:
     """What a reader of `name`'s results must know (a packaged model's provenance), else None."""
-    packaged = _PACKAGED_MODELS.get(name)
+    packaged = PACKAGED_MODELS.get(name)
     return packaged.note if packaged else None
 
 
 def packaged_model_missing(name: str) -> str | None:
     """For a packaged model's name whose package is not installed: how to install it; else None."""
-    packaged = _PACKAGED_MODELS.get(name)
+    packaged = PACKAGED_MODELS.get(name)
     if packaged is None or _packaged_location(name) is not None:
         return None
     return f"{packaged.install} (or `make install`)"
@@ -144,7 +144,7 @@ def is_causal_model(name: str) -> bool | None:
     packaged model says so itself."""
     from papa.method.architectures import is_causal
 
-    packaged = _PACKAGED_MODELS.get(name)
+    packaged = PACKAGED_MODELS.get(name)
     if packaged is not None and _packaged_location(name) is not None:
         return packaged.causal
     config = local_config(name)

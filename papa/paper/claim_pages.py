@@ -1,7 +1,9 @@
-"""The docs' claim pages written from a stored run, so that no number of a claim is typed by hand: the claim-by-claim
-section of docs/results.md, the README's "Results, in brief" and the decoder's lines of docs/decoders.md. Each
-function renders `papa.paper.claims` readings (or a run's own tables) as Markdown; docs/gen_measurements.py puts
-them between their markers, and a test fails when a committed page differs from what the stored run reads.
+"""The docs' tables written from a stored run, so that no number of a claim is typed by hand: the curves of each
+head order as the claims pool them, notebook 08's measurements, the LM probe's learning curve, the λ rankings'
+agreement and the paper-protocol answer. Each function renders a run's own tables (or rankings) as Markdown;
+docs/gen_measurements.py puts them between their markers, and a test fails when a committed page differs from what
+the stored run reads. The claims' own prose (claim by claim, the README's "Results, in brief") is
+`papa.paper.claims.notes`'.
 """
 from __future__ import annotations
 
@@ -14,143 +16,10 @@ import pandas as pd
 
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import PAPER_FRACTIONS
-from papa.paper.claims import MARGIN_SOURCES, RULES, ClaimReading, Part
 from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
-from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ
 
 if TYPE_CHECKING:
     import torch
-
-#: A short name per claim, for headings and the README.
-TITLES = {"fig2_half": "half the heads input-dependent", "fig2_all": "every head constant",
-          "fig3": "better models lose more", "fig4_diagonal": "diagonal heads",
-          "fig4_special": "heads on [CLS]/[SEP]", "fig4_spread": "rows spread",
-          "table1": "average constants vs other matrices", "table2": "another corpus's constants",
-          "fig5": "λ ranking vs other head orders", "fig6": "the pretraining objective drops more"}
-
-
-def _part_line(part: Part) -> str:
-    return f"{part.name}: {part.numbers} — *{part.verdict}*"
-
-
-def _parts(reading: ClaimReading, indent: str = "  ") -> list[str]:
-    read = [p for p in reading.parts if p.verdict != NOT_READ]
-    unread = [p for p in reading.parts if p.verdict == NOT_READ]
-    lines = [f"{indent}* {_part_line(p)}" for p in read]
-    lines += [f"{indent}* {p.name}: *not read* ({p.numbers})" for p in unread]
-    return lines
-
-
-def claim_by_claim(readings: Sequence[ClaimReading]) -> str:
-    """Per claim: its figure, short name and verdict, the paper's sentence, the rule, each part with its numbers and
-    verdict, and the decoders' reading beneath (docs/results.md)."""
-    lines = []
-    for r in readings:
-        lines += [f"**{r.where}, {TITLES[r.claim]}: {r.verdict_text}.** *\"{r.text}\"*", "",
-                  f"Rule: {r.rule}. Evidence: `{r.evidence}` (notebook `{r.notebook}`).", ""]
-        lines += _parts(r, "")
-        if r.decoder is not None:
-            d = r.decoder
-            lines += [f"* decoders (beyond the paper; notebook `{d.notebook}`, `{d.evidence}`): **{d.verdict_text}**"]
-            lines += _parts(d, "  ")
-        lines.append("")
-    return "\n".join(lines).rstrip()
-
-
-def margins_table() -> str:
-    """Each claim's rule (`RULES`) beside where its margin or threshold comes from (`MARGIN_SOURCES`)."""
-    def where(key: str) -> str:  # "fig2_half" -> "Fig. 2", "table1" -> "Table 1"
-        name = key.split("_")[0]
-        return f"Fig. {name[3:]}" if name.startswith("fig") else f"Table {name[5:]}"
-
-    lines = ["| claim | rule (`papa.paper.claims.RULES`) | margin and where it comes from |", "|---|---|---|"]
-    lines += [f"| {where(key)}, {TITLES[key]} | {rule} | {MARGIN_SOURCES[key]} |" for key, rule in RULES.items()]
-    return "\n".join(lines)
-
-
-def results_in_brief(readings: Sequence[ClaimReading]) -> str:
-    """One bullet per claim for the README: the verdict, what its parts read, one part that shows the verdict, and
-    the decoders' verdict."""
-    lines = []
-    for r in readings:
-        counts = _counts(r.parts)
-        line = f"* **{r.where}, {TITLES[r.claim]}: {r.verdict_text}**"
-        line += f" ({counts})" if counts else ""
-        shows = _showing(r)
-        if shows is not None:
-            line += f"; e.g. {shows.name}: {shows.numbers}"
-        elif r.parts:
-            line += f": {r.parts[0].numbers}"
-        if r.decoder is not None:
-            line += f"; decoders: **{r.decoder.verdict_text}**"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def in_plain_words(readings: Sequence[ClaimReading]) -> str:
-    """The README's lead: what the run finds, in plain words, counted over the parts of the paper's claims it reads
-    (the encoders'; the decoders' apart), with the parts that hold and those that do not named."""
-    lines = []
-    for whose, read in (("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])):
-        parts = [p for r in read for p in r.parts if p.verdict in _ORDER]
-        if not parts:
-            continue
-        n = {v: sum(p.verdict == v for p in parts) for v in _ORDER}
-        tested = len(parts) - n[NOT_READ]
-        line = (f"* **On {whose}**, of the {len(parts)} parts the paper's claims cut into, {tested} could be tested: "
-                f"{n[HOLDS]} {'holds' if n[HOLDS] == 1 else 'hold'}, {n[DOES_NOT_HOLD]} "
-                f"{'does' if n[DOES_NOT_HOLD] == 1 else 'do'} not, {n[INCONCLUSIVE]} "
-                f"{'is' if n[INCONCLUSIVE] == 1 else 'are'} inconclusive (the data cannot decide either way); "
-                f"{n[NOT_READ]} could not be read (the claim-by-claim reading says why).")
-        for verdict, words in ((HOLDS, "What holds"), (DOES_NOT_HOLD, "What does not")):
-            named = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == verdict]
-            line += f" {words}: {'; '.join(named)}." if named else ""
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def _showing(reading: ClaimReading) -> Part | None:
-    """The part that shows the claim's verdict (the first with that verdict; a partly read claim's first that
-    holds), else the first part read."""
-    verdict = HOLDS if reading.verdict == PARTLY_READ else reading.verdict
-    read = [p for p in reading.parts if p.verdict != NOT_READ]
-    return next((p for p in read if p.verdict == verdict), read[0] if read else None)
-
-
-#: The order verdicts are counted in.
-_ORDER = (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, PARTLY_READ, NOT_READ)
-
-
-def _counts(parts: Sequence[Part]) -> str:
-    """e.g. "3 parts: 2 hold, 1 inconclusive"; "" for a claim of one part."""
-    if len(parts) < 2:
-        return ""
-    counts = [(v, sum(p.verdict == v for p in parts)) for v in _ORDER]
-    words = {HOLDS: "hold", DOES_NOT_HOLD: "do not hold"}
-    return f"{len(parts)} parts: " + ", ".join(f"{n} {words.get(v, v) if n > 1 else v}" for v, n in counts if n)
-
-
-def decoder_claims(readings: Sequence[ClaimReading]) -> str:
-    """The decoders' reading of each claim they ran (docs/decoders.md), part by part."""
-    lines = []
-    for r in readings:
-        if r.decoder is None:
-            continue
-        lines += [f"* **{r.where}, {TITLES[r.claim]}: {r.decoder.verdict_text}** (`{r.decoder.evidence}`)"]
-        lines += _parts(r.decoder, "  ")
-    return "\n".join(lines) if lines else "No claim was read on a decoder in this run."
-
-
-def notebook_time(out_dir: str | Path) -> str:
-    """The notebooks' times from the run's ``notebook_times.csv``: the total and each notebook's, one sentence."""
-    times = pd.read_csv(RunFolder.at(out_dir).notebook_times)
-    each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
-    computed = int(times.new_runs.sum()) if "new_runs" in times else None  # records before issue 52 lack it
-    runs = "" if computed is None else "; every probe run cached" if computed == 0 else \
-        f"; {computed:,} probe runs computed"
-    return (f"`{RunFolder.at(out_dir).notebook_times.as_posix()}` records {times.seconds.sum():,.0f} s of notebook "
-            f"execution in its last run of each notebook ({each}{runs}).")
-
 
 def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:
     """A Markdown table of mean ± 95% interval per (task, selection) row and fraction column, from

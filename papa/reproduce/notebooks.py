@@ -260,7 +260,7 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
 
 
 @contextmanager
-def _no_progress_bars() -> Iterator[None]:
+def no_progress_bars() -> Iterator[None]:
     """Kernels started inside draw no progress bars, papa's (`papa.core.progress`) nor those of transformers and
     the hub (loading a GGUF file draws one), while this process's own bars are drawn."""
     from papa.core.progress import BATCH_ENVIRONMENT
@@ -326,7 +326,7 @@ def _execute(batch: Batch, name: str, source: Path, params: dict, step: str) -> 
     running = target.with_name(f".{name}.running.ipynb")
     running.parent.mkdir(parents=True, exist_ok=True)
     try:
-        with _no_progress_bars():  # a stored bar would show the state it was saved in (0%), not where it ended
+        with no_progress_bars():  # a stored bar would show the state it was saved in (0%), not where it ended
             papermill.execute_notebook(str(source), str(running), parameters=params, cwd=str(batch.notebook_dir),
                                        kernel_name="python3", log_output=False, extra_arguments=KERNEL_ARGUMENTS,
                                        progress_bar={"desc": step, "leave": False} if batch.progress else False)

@@ -62,6 +62,18 @@ def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
     return times.reset_index(drop=True)
 
 
+def notebook_time(out_dir: str | Path) -> str:
+    """The notebooks' times from the run's ``notebook_times.csv`` (read by `read_notebook_times`): the total, each
+    notebook's and how many probe runs they computed, one sentence (docs/results.md)."""
+    path = RunFolder.at(out_dir).notebook_times
+    times = read_notebook_times(path)
+    each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
+    computed = int(times.new_runs.sum())
+    runs = "; every probe run cached" if computed == 0 else f"; {computed:,} probe runs computed"
+    return (f"`{path.as_posix()}` records {times.seconds.sum():,.0f} s of notebook execution in its last run of each "
+            f"notebook ({each}{runs}).")
+
+
 def result_rows(out_dir: str | Path) -> int:
     """How many probe runs ``<out>/results.csv`` holds (0 when there is none): counted before and after each
     notebook, the difference is how many that notebook computed."""

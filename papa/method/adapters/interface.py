@@ -41,7 +41,7 @@ from papa.method.head_modes import LayerPlan
 from papa.method.masks import Allowed, attention_probs
 
 PREFIX = "papa_"   # registered attention implementations are named papa_<original>
-CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see _attention_in_blocks)
+CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see attention_in_blocks)
 # On an accelerator the cost is kernel launches, not cache misses: 1 MiB blocks ran capture at 0.03-0.15x the plain
 # forward on an H100, so there a block is a whole layer unless that exceeds this many bytes.
 CAPTURE_BLOCK_BYTES_ACCELERATOR = 1 << 30
@@ -178,9 +178,9 @@ def _block_mask(additive: torch.Tensor | None, heads: slice, rows: slice) -> tor
     return additive[:, heads if additive.shape[1] > 1 else slice(None), rows if additive.shape[2] > 1 else slice(None)]
 
 
-def _attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Tensor, key: torch.Tensor,
-                         value: torch.Tensor | None, mask: torch.Tensor | None, scaling: float | None,
-                         valid: torch.Tensor | None, allowed: Allowed) -> torch.Tensor | None:
+def attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Tensor, key: torch.Tensor,
+                        value: torch.Tensor | None, mask: torch.Tensor | None, scaling: float | None,
+                        valid: torch.Tensor | None, allowed: Allowed) -> torch.Tensor | None:
     """Materialised attention (capture, modes) one block of heads and query rows at a time (`_blocks`): each block's
     probabilities go through the controller (captured, then the layer's head modes applied) and, with `value`, make
     the output [B, n, H, d] (None without: the caller runs the original function for it).
@@ -334,13 +334,13 @@ def _mixed(site: _Site, call: _Call, layer: int, value_h: torch.Tensor, allowed:
 
 def _captured(site: _Site, call: _Call, layer: int, any_changed: bool, groups: int, value_h: torch.Tensor,
               valid: torch.Tensor | None, allowed: Allowed):
-    """Capture on the fast path: probabilities materialised block by block (`_attention_in_blocks`)."""
+    """Capture on the fast path: probabilities materialised block by block (`attention_in_blocks`)."""
     # Where launches, not arithmetic, set the time (an accelerator), a layer that keeps every head runs its own
     # fused function for the output and materialises the probabilities for the statistics alone; on a CPU the
     # probabilities also give the output (one softmax instead of two).
     alone = not any_changed and capture_module.launch_bound(call.value.device)
-    out = _attention_in_blocks(site.controller, layer, call.query, _per_query_head(call.key, groups),
-                               None if alone else value_h, call.attention_mask, call.scaling, valid, allowed)
+    out = attention_in_blocks(site.controller, layer, call.query, _per_query_head(call.key, groups),
+                              None if alone else value_h, call.attention_mask, call.scaling, valid, allowed)
     if alone:
         out, _ = _original(site, call, call.query, call.key, call.value)
     return out, None
@@ -500,7 +500,7 @@ class InterfaceAdapter(Adapter):
         order = _kept_first(controller, layers)
         if order is not None:
             value_name, output_path = info.architecture.value_output
-            owner, output_name = _output_owner(info.base, module, output_path)
+            owner, output_name = output_owner(info.base, module, output_path)
             order_index = torch.tensor(order, dtype=torch.long)
             for where, name in ((module, value_name), (owner, output_name)):
                 originals[where, name] = getattr(where, name)
@@ -532,7 +532,7 @@ def _kept_first(controller: AdapterContext, layers: list[int]) -> tuple[int, ...
     return keep + replace if keep and replace else None
 
 
-def _output_owner(base: nn.Module, module: nn.Module, path: str) -> tuple[nn.Module, str]:
+def output_owner(base: nn.Module, module: nn.Module, path: str) -> tuple[nn.Module, str]:
     """The module holding the output projection at `path` from the attention `module` ("../": from its parent),
     and the projection's attribute name there."""
     if path.startswith("../"):

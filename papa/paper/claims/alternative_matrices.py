@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 
 from papa.core.vocabulary import DATA_FREE_KINDS, NONE
-from papa.paper.claims.rules import CLOSE_MARGIN, ClaimReading, _compare, _not_read, _reading, _tally, _unread
-from papa.paper.claims.scores import _count, _label, _Run
+from papa.paper.claims.rules import (CLOSE_MARGIN, ClaimReading, claim_reading, compared_part, not_read_claim,
+                                     tally_part, unread_part)
+from papa.paper.claims.scores import ClaimRun, model_count, part_label
 from papa.runs.statistics import NOT_READ, above, difference, within
 
 
-def _train_examples(run: _Run, model: str, task: str, kind: str, corpus: str) -> set:
+def _train_examples(run: ClaimRun, model: str, task: str, kind: str, corpus: str) -> set:
     """The training-set sizes the rows of a setting recorded (None: not recorded)."""
     rows = run.rows(model, task, constants=kind, constants_corpus=corpus, selection=NONE, fraction_label="0")
     if "extra" not in rows:
@@ -18,21 +19,23 @@ def _train_examples(run: _Run, model: str, task: str, kind: str, corpus: str) ->
     return {json.loads(x).get("train_examples") if isinstance(x, str) and x else None for x in rows.extra}
 
 
-def _table1(run: _Run) -> ClaimReading:
+def read_table1(run: ClaimRun) -> ClaimReading:
+    """Table 1's claim on `run`: average constants beat every data-free matrix and trained Toeplitz, and come close
+    to trained average constants."""
     where = ("table1", "Table 1", "04_alternative_matrices", "tables/table1_alternative_matrices.csv")
     pairs = run.models_tasks()
-    k = _count(pairs)
+    k = model_count(pairs)
     beats, trained_toeplitz, trained_average = [], [], []
     for model, task in pairs:
         average = run.scores(model, task, "average", "task", NONE, "0")
         if average is None:
             continue
-        label = _label(model, task, k)
+        label = part_label(model, task, k)
         for kind in DATA_FREE_KINDS:
             other = run.scores(model, task, kind, NONE, NONE, "0")
             if other is not None:
                 d = difference(other, average)
-                beats.append(_compare(f"beats {kind} ({label})", above(d), d.text()))
+                beats.append(compared_part(f"beats {kind} ({label})", above(d), d.text()))
         size = _train_examples(run, model, task, "average", "task")
         for kind, out in (("trainable_toeplitz", trained_toeplitz), ("trainable_average", trained_average)):
             other = run.scores(model, task, kind, "task", NONE, "0")
@@ -40,25 +43,25 @@ def _table1(run: _Run) -> ClaimReading:
                 continue
             trained = _train_examples(run, model, task, kind, "task")
             if trained != size:
-                out.append(_unread(f"{kind} ({label})", f"trained on {_examples(trained)} examples, the others' "
+                out.append(unread_part(f"{kind} ({label})", f"trained on {_examples(trained)} examples, the others' "
                                                         f"probes on {_examples(size)}"))
                 continue
             d = difference(other, average)
-            out.append(_compare(f"{'beats' if kind == 'trainable_toeplitz' else 'close to'} {kind} ({label})",
-                                above(d) if kind == "trainable_toeplitz" else within(d, -CLOSE_MARGIN, CLOSE_MARGIN),
-                                d.text()))
+            out.append(compared_part(f"{'beats' if kind == 'trainable_toeplitz' else 'close to'} {kind} ({label})",
+                                     above(d) if kind == "trainable_toeplitz" else within(d, -CLOSE_MARGIN, CLOSE_MARGIN),
+                                     d.text()))
     if not beats:
-        return _not_read(*where, "average and data-free constants were not all run with every head replaced")
-    parts = [_tally(f"beats every data-free matrix ({len(beats)} comparisons)", beats)]
+        return not_read_claim(*where, "average and data-free constants were not all run with every head replaced")
+    parts = [tally_part(f"beats every data-free matrix ({len(beats)} comparisons)", beats)]
     for name, found in (("beats trained Toeplitz-initialised", trained_toeplitz),
                         ("close to trained average-initialised", trained_average)):
         if not found:
-            parts.append(_unread(name, "not run"))
+            parts.append(unread_part(name, "not run"))
         elif all(p.verdict == NOT_READ for p in found):
-            parts.append(_unread(name, found[0].numbers))
+            parts.append(unread_part(name, found[0].numbers))
         else:
-            parts.append(_tally(name, [p for p in found if p.verdict != NOT_READ]))
-    return _reading(*where, parts)
+            parts.append(tally_part(name, [p for p in found if p.verdict != NOT_READ]))
+    return claim_reading(*where, parts)
 
 
 def _examples(sizes: set) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from papa.paper.claims.rules import ClaimReading, Part, _not_read
+from papa.paper.claims.rules import ClaimReading, Part, not_read_claim
 from papa.paper.paper_numbers import PAPER_DIAGONAL_SHARE, PAPER_SPECIAL_SHARE
 from papa.paper.patterns import pattern_summary
 from papa.runs.statistics import DESCRIPTIVE
@@ -16,12 +16,12 @@ FIG4 = {"fig4_diagonal": ("diagonal", "diagonal heads", PAPER_DIAGONAL_SHARE),
         "fig4_spread": ("median_spread", "median row spread", None)}
 
 
-def _pattern_readings(patterns: dict[str, pd.DataFrame], intervals: dict[str, pd.DataFrame]) -> list[ClaimReading]:
+def pattern_readings(patterns: dict[str, pd.DataFrame], intervals: dict[str, pd.DataFrame]) -> list[ClaimReading]:
     """Fig. 4's three claims described from the pattern table of the first task that has one, with the bootstrap
     interval of `papa.paper.pattern_intervals` where the run wrote it (constants have no seeds to test with)."""
     if not patterns:
-        return [_not_read(c, "Fig. 4", "03_constant_patterns", "figures/fig4_constant_matrices_<task>.png",
-                          "no pattern table in this run") for c in FIG4]
+        return [not_read_claim(c, "Fig. 4", "03_constant_patterns", "figures/fig4_constant_matrices_<task>.png",
+                               "no pattern table in this run") for c in FIG4]
     task = sorted(patterns)[0]
     summary = pattern_summary(patterns[task])
     interval = intervals.get(task)

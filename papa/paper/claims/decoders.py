@@ -21,7 +21,7 @@ DECODER_EVIDENCE = {"fig2_half": "figures/decoder_objective_vs_probes.png",
 DECODER_NOTEBOOK = "08_decoders"
 
 
-def _in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
+def in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
     """Rows made in `layout`, and the rows of causal LMs (`decoder_models`): a profile's layout applies to encoders,
     while a causal LM always reads left-aligned inputs (`papa.method.layout.layout_for`)."""
     return (results["layout"] == layout) | results["model"].isin(decoder_models(results))
@@ -37,7 +37,7 @@ def decoder_models(results: pd.DataFrame) -> set[str]:
             if (causal := is_causal_model(model)) or (causal is None and used == {DECODER_LAYOUT})}
 
 
-def _with_probe_inputs(results: pd.DataFrame, probe_inputs: str | None) -> pd.Series:
+def with_probe_inputs(results: pd.DataFrame, probe_inputs: str | None) -> pd.Series:
     """Rows whose probe read `probe_inputs`, or (None) each model's default (`decoder_models` read standardised
     inputs); a task without a probe reads its inputs raw whatever was asked."""
     from papa.probing.standardize import probe_inputs_for

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 import pandas as pd
 
 from papa.core.vocabulary import NONE, RANKED, SELECTION_METHODS
-from papa.paper.claims.rules import RANKINGS, ClaimReading, Part, _compare, _not_read, _reading, _tally, _unread
-from papa.paper.claims.scores import DRAWN_ORDERS, _contrast, _label, _numbers, _Run
+from papa.paper.claims.rules import (RANKINGS, ClaimReading, Part, claim_reading, compared_part, not_read_claim,
+                                     tally_part, unread_part)
+from papa.paper.claims.scores import DRAWN_ORDERS, ClaimRun, drawn_numbers, order_contrast, part_label
 from papa.runs.statistics import Estimate, above
 
 #: The two kinds of comparison the claim counts: λ − another order (λ beats it), another order − reversed λ
@@ -42,7 +43,7 @@ class SelectionComparison:
             f" ({self.point})"
 
 
-def selection_comparisons(run: _Run) -> list[SelectionComparison]:
+def selection_comparisons(run: ClaimRun) -> list[SelectionComparison]:
     """Every comparison Fig. 5's claim counts, per task and fraction strictly between 0 and 1 and per λ ranking
     (the grid's, and another profile's learned in parts of its own): λ − each order that is not a λ ranking, and each
     order − reversed λ, over every draw of the drawn orders; those whose rankings are unstable carry the gate's
@@ -64,23 +65,23 @@ def selection_comparisons(run: _Run) -> list[SelectionComparison]:
             rankings = [*run.draws(model, task, "lambda", label, profile=profile),
                         *run.draws(model, task, "reversed_lambda", label, profile=profile)]
             gate = run.unstable(model, task, rankings, profile)
-            point = f"{_label(model, task, k)} at {label}" + ("" if profile is None else f", λ of the {profile} "
+            point = f"{part_label(model, task, k)} at {label}" + ("" if profile is None else f", λ of the {profile} "
                                                                                            "profile")
             here = dict(model=model, task=task, fraction=label, profile=profile, point=point, gate=gate)
             for m, draws in ran.items():
                 if m not in RANKED:  # λ against the data-free orders
-                    d = _contrast(ran["lambda"], draws)
+                    d = order_contrast(ran["lambda"], draws)
                     arms = [(RANKINGS, ran["lambda"])] + [(f"{m} orders", draws)] * (m in DRAWN_ORDERS)
                     found.append(SelectionComparison(kind=LAMBDA_BEATS, method=m, estimate=d,
-                                                     numbers=_numbers(d, arms), **here))
+                                                     numbers=drawn_numbers(d, arms), **here))
             if "reversed_lambda" in ran:
                 for m, draws in ran.items():
                     if m != "reversed_lambda":
-                        d = _contrast(draws, ran["reversed_lambda"])
+                        d = order_contrast(draws, ran["reversed_lambda"])
                         arms = [(RANKINGS if m in RANKED else f"{m} orders", draws)] * (m in DRAWN_ORDERS) + [
                             (f"reversed {RANKINGS}", ran["reversed_lambda"])]
                         found.append(SelectionComparison(kind=ABOVE_REVERSED, method=m, estimate=d,
-                                                         numbers=_numbers(d, arms), **here))
+                                                         numbers=drawn_numbers(d, arms), **here))
     return found
 
 
@@ -99,7 +100,7 @@ def comparison_table(comparisons: list[SelectionComparison]) -> pd.DataFrame:
                                        "difference", "low", "high", "gate"])
 
 
-def _fig5(run: _Run) -> ClaimReading:
+def read_fig5(run: ClaimRun) -> ClaimReading:
     """Per task and fraction strictly between 0 and 1: λ beats every other order, and reversed λ is the worst, over
     every draw of the drawn orders; a ranking learned by another profile in parts of its own, gated by its own
     draws."""
@@ -109,23 +110,23 @@ def _fig5(run: _Run) -> ClaimReading:
     unstable: dict[str | None, dict[str, Part]] = {}
     for c in selection_comparisons(run):
         if c.gate:  # one unread part per point, whatever it compares
-            unstable.setdefault(c.profile, {}).setdefault(c.point, _unread(c.point, c.gate))
+            unstable.setdefault(c.profile, {}).setdefault(c.point, unread_part(c.point, c.gate))
             continue
         (best if c.kind == LAMBDA_BEATS else worst).setdefault(c.profile, []).append(
-            _compare(c.name, above(c.estimate), c.numbers))
+            compared_part(c.name, above(c.estimate), c.numbers))
     profiles = sorted({*best, *unstable}, key=lambda p: (p is not None, p or ""))
     if not profiles:
-        return _not_read(*where, run.not_run("λ and another selection method at a fraction between 0 and 1",
-                                             lambda r: (r.fraction > 0) & (r.fraction < 1)
-                                             & (r.selection != "lambda") & (r.selection != NONE)))
+        return not_read_claim(*where, run.not_run("λ and another selection method at a fraction between 0 and 1",
+                                                  lambda r: (r.fraction > 0) & (r.fraction < 1)
+                                                  & (r.selection != "lambda") & (r.selection != NONE)))
     parts = []
     for profile in profiles:
         whose = "" if profile is None else f", λ of the {profile} profile"
         gated = list(unstable.get(profile, {}).values())
         none = "no λ ranking could be read" + (f" ({gated[0].numbers})" if gated else "")
-        parts += [_tally(f"λ beats every other method{whose}", best.get(profile, []), none=none),
-                  _tally(f"reversed λ is the worst{whose}", worst.get(profile, []),
-                         none="reversed λ not run" if best.get(profile) else none)]
+        parts += [tally_part(f"λ beats every other method{whose}", best.get(profile, []), none=none),
+                  tally_part(f"reversed λ is the worst{whose}", worst.get(profile, []),
+                             none="reversed λ not run" if best.get(profile) else none)]
         if gated and best.get(profile):
-            parts.append(_unread(f"{len(gated)} points{whose}", gated[0].numbers))
-    return _reading(*where, parts)
+            parts.append(unread_part(f"{len(gated)} points{whose}", gated[0].numbers))
+    return claim_reading(*where, parts)

@@ -6,9 +6,10 @@ from __future__ import annotations
 import numpy as np
 
 from papa.core.vocabulary import NONE, PAPER_BASE, PAPER_LARGE
-from papa.paper.claims.main_results import _drop, _task_average_drop
-from papa.paper.claims.rules import ClaimReading, Part, _compare, _not_read, _reading, _tally, _unread
-from papa.paper.claims.scores import _Run
+from papa.paper.claims.main_results import drop_share, task_average_drop
+from papa.paper.claims.rules import (ClaimReading, Part, claim_reading, compared_part, not_read_claim, tally_part,
+                                     unread_part)
+from papa.paper.claims.scores import ClaimRun
 from papa.paper.sections import OBJECTIVE_TASKS, short_model
 from papa.runs.statistics import Scores, above, difference, estimate, within
 
@@ -41,7 +42,7 @@ def unread_objectives(models: list[str] | set[str]) -> dict[str, str]:
     return {"mlm": f"not read: {', '.join(others)} not pretrained with MLM"}
 
 
-def _random_too(run: _Run, model: str, task: str, label: str) -> str:
+def _random_too(run: ClaimRun, model: str, task: str, label: str) -> str:
     """Where the run scored `task` at `label` in random order too (notebook 08's LM): its score, so that a size read
     in λ order is seen beside another order's ("" where it did not)."""
     random = run.draws(model, task, "random", label)
@@ -52,7 +53,8 @@ def _random_too(run: _Run, model: str, task: str, label: str) -> str:
             + (f"{len(means)} random orders" if len(means) > 1 else "1 order"))
 
 
-def _fig6(run: _Run) -> ClaimReading:
+def read_fig6(run: ClaimRun) -> ClaimReading:
+    """Fig. 6's claim on `run`: a model's own pretraining objective drops more than its downstream tasks."""
     where = ("fig6", "Fig. 6", "07_mlm_electra", "figures/fig6_mlm_electra.png")
     objectives = run.models_tasks(OBJECTIVE_TASKS)
     own = [(m, t) for m, t in objectives if _own_objective(t, m, run.decoders)]
@@ -66,28 +68,28 @@ def _fig6(run: _Run) -> ClaimReading:
             replaced = run.scores(model, task, "average", "task", NONE, "0")
             if replaced is not None:
                 d = difference(replaced, original)
-                nats.append(_compare(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS),
-                                     d.text(2)))
+                nats.append(compared_part(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS),
+                                          d.text(2)))
     if not parts:
         why = ("a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, LM for a decoder) "
                "and a downstream task whose probe learns were not both run at fractions 1 and 0")
         if others:
             why += f" (MLM probes of {', '.join(others)} are not read: not pretrained with MLM)"
-        return _not_read(*where, why)
+        return not_read_claim(*where, why)
     if run.decoders:  # the sentence's other parts are of MLM-pretrained encoders and ELECTRA: say so, never drop them
-        parts += [_unread("MLM-pretrained encoders lose 1-1.5 nats", "a decoder is not pretrained with MLM"),
-                  _unread("ELECTRA", "a decoder is not ELECTRA")]
+        parts += [unread_part("MLM-pretrained encoders lose 1-1.5 nats", "a decoder is not pretrained with MLM"),
+                  unread_part("ELECTRA", "a decoder is not ELECTRA")]
     else:
-        parts.append(_tally("MLM-pretrained encoders lose 1-1.5 nats", nats, none="no MLM-pretrained encoder"))
+        parts.append(tally_part("MLM-pretrained encoders lose 1-1.5 nats", nats, none="no MLM-pretrained encoder"))
         electra = [m for m, t in objectives if "electra" in m.lower() and t == "mlm"]
-        parts.append(_unread("ELECTRA", "ELECTRA's MLM was run: read it in notebook 07's figure" if electra
-                             else "no ELECTRA model run"))
+        parts.append(unread_part("ELECTRA", "ELECTRA's MLM was run: read it in notebook 07's figure" if electra
+                                 else "no ELECTRA model run"))
         if others:
-            parts.append(_unread(f"MLM probes of {', '.join(others)}", "not pretrained with MLM"))
-    return _reading(*where, parts)
+            parts.append(unread_part(f"MLM probes of {', '.join(others)}", "not pretrained with MLM"))
+    return claim_reading(*where, parts)
 
 
-def _objective_drops(run: _Run, model: str, task: str, original: Scores | None, *,
+def _objective_drops(run: ClaimRun, model: str, task: str, original: Scores | None, *,
                      several_models: bool) -> list[Part]:
     """Whether `model`'s own pretraining objective `task` (scored `original` with every head) drops more than its
     downstream tasks, at each fraction read (`DECODER_POINTS` for a decoder's LM, else 0)."""
@@ -101,16 +103,16 @@ def _objective_drops(run: _Run, model: str, task: str, original: Scores | None, 
         unstable = [why for t in [task, *sorted({t for m, t in run.models_tasks() if m == model})]
                     if selection == "lambda" and (why := run.unstable(model, t))]
         if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
-            parts.append(_unread(f"{name} drops more", why))
+            parts.append(unread_part(f"{name} drops more", why))
             continue
         if unstable:
-            parts.append(_unread(f"{name} drops more", unstable[0]))
+            parts.append(unread_part(f"{name} drops more", unstable[0]))
             continue
         parts += _drops_beside_tasks(run, model, task, name, (label, selection), original, replaced)
     return parts
 
 
-def _drops_beside_tasks(run: _Run, model: str, task: str, name: str, point: tuple[str, str], original: Scores,
+def _drops_beside_tasks(run: ClaimRun, model: str, task: str, name: str, point: tuple[str, str], original: Scores,
                         replaced: Scores) -> list[Part]:
     """The objective's drop from `original` to `replaced` at `point` (fraction label, selection) minus the
     downstream tasks' average drop there: relative, then normalised to chance."""
@@ -118,22 +120,22 @@ def _drops_beside_tasks(run: _Run, model: str, task: str, name: str, point: tupl
     parts = []
     for normalise in (False, True):
         chance = run.chance(model, task) if normalise else None
-        downstream, tasks, settings, average = _task_average_drop(run, model, label, selection,
-                                                                  normalise=normalise)
+        downstream, tasks, settings, average = task_average_drop(run, model, label, selection,
+                                                                 normalise=normalise)
         if normalise and (chance is None or downstream is None):
             if run.decoders:  # the decoders' reading promises it: say that it is missing
-                parts.append(_unread(f"{name} drops more, normalised to chance",
-                                     "the chance levels were not written (tables/decoder_chance_levels.csv)"))
+                parts.append(unread_part(f"{name} drops more, normalised to chance",
+                                         "the chance levels were not written (tables/decoder_chance_levels.csv)"))
             continue
         if downstream is None:
             continue
-        gap = estimate(lambda o, z, *rest: _drop(o, z, chance) - average(*rest),  # noqa: B023
+        gap = estimate(lambda o, z, *rest: drop_share(o, z, chance) - average(*rest),  # noqa: B023
                        original, replaced, *settings)
         scale = "share of the margin over chance lost" if normalise else "relative drop"
         ordered = ("" if selection == NONE else
                    f" (λ order: 1 order{_random_too(run, model, task, label)})")
-        parts.append(_compare(f"{name} drops more than {', '.join(tasks)}"
-                              + (", normalised to chance" if normalise else ""), above(gap),
-                              f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats{ordered}; "
-                              f"{scale} minus the tasks' {gap.text(percent=True)}"))
+        parts.append(compared_part(f"{name} drops more than {', '.join(tasks)}"
+                                   + (", normalised to chance" if normalise else ""), above(gap),
+                                   f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats{ordered}; "
+                                   f"{scale} minus the tasks' {gap.text(percent=True)}"))
     return parts

@@ -10,16 +10,16 @@ import pandas as pd
 
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DEFAULT_DTYPE
-from papa.paper.claims.alternative_matrices import _table1
-from papa.paper.claims.constant_patterns import _pattern_readings
-from papa.paper.claims.data_dependence import _table2
-from papa.paper.claims.decoders import (DECODER_EVIDENCE, DECODER_NOTEBOOK, _in_layout, _with_probe_inputs,
-                                        decoder_models)
-from papa.paper.claims.head_selection import _fig5, comparison_table, selection_comparisons
-from papa.paper.claims.main_results import _fig2_all, _fig2_half, _fig3
-from papa.paper.claims.mlm_electra import _fig6
+from papa.paper.claims.alternative_matrices import read_table1
+from papa.paper.claims.constant_patterns import pattern_readings
+from papa.paper.claims.data_dependence import read_table2
+from papa.paper.claims.decoders import (DECODER_EVIDENCE, DECODER_NOTEBOOK, decoder_models, in_layout,
+                                        with_probe_inputs)
+from papa.paper.claims.head_selection import comparison_table, read_fig5, selection_comparisons
+from papa.paper.claims.main_results import read_fig2_all, read_fig2_half, read_fig3
+from papa.paper.claims.mlm_electra import read_fig6
 from papa.paper.claims.rules import ClaimReading
-from papa.paper.claims.scores import _agreement, _Run
+from papa.paper.claims.scores import ClaimRun, agreement_pairs
 from papa.paper.paper_numbers import CLAIMS
 from papa.paper.sections import CHANCE_TABLES, LEARNS_TABLES, RANKING_STABILITY_TABLES, split_learning
 
@@ -38,11 +38,11 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
     runs' stored predictions add the evaluation set's uncertainty. A λ ranking is read only where `stability`
     (model, task, spearman) has its row at ρ ≥ `STABLE_RHO`; `chance` (model, task, chance) puts drops on a scale
     from chance."""
-    encoder_run, decoder_run = _runs(results, learns, out_dir, stability, chance)
+    encoder_run, decoder_run = claim_runs(results, learns, out_dir, stability, chance)
     decoders = not decoder_run.results.empty
-    readers = {"fig2_half": _fig2_half, "fig2_all": _fig2_all, "fig3": _fig3, "table1": _table1,
-               "table2": _table2, "fig5": _fig5, "fig6": _fig6}
-    readings = _pattern_readings(patterns or {}, intervals or {})
+    readers = {"fig2_half": read_fig2_half, "fig2_all": read_fig2_all, "fig3": read_fig3, "table1": read_table1,
+               "table2": read_table2, "fig5": read_fig5, "fig6": read_fig6}
+    readings = pattern_readings(patterns or {}, intervals or {})
     for claim, read in readers.items():
         reading = read(encoder_run)
         if decoders:
@@ -55,14 +55,14 @@ def read_claims(results: pd.DataFrame, patterns: dict[str, pd.DataFrame] | None 
     return sorted(readings, key=lambda r: order.index(r.claim))
 
 
-def _runs(results: pd.DataFrame, learns: pd.DataFrame | None, out_dir: str | Path | None,
-          stability: pd.DataFrame | None, chance: pd.DataFrame | None) -> tuple[_Run, _Run]:
+def claim_runs(results: pd.DataFrame, learns: pd.DataFrame | None, out_dir: str | Path | None,
+               stability: pd.DataFrame | None, chance: pd.DataFrame | None) -> tuple[ClaimRun, ClaimRun]:
     """The encoders' rows and the causal LMs' as the claims read them (`read_claims`'s arguments)."""
     results, left_out = split_learning(results, learns)
     decoders = decoder_models(results) if len(results) else set()
     is_decoder, left_decoder = results["model"].isin(decoders), left_out["model"].isin(decoders)
-    return (_Run(results[~is_decoder], out_dir, stability, chance, left_out=left_out[~left_decoder]),
-            _Run(results[is_decoder], out_dir, stability, chance, decoders=True, left_out=left_out[left_decoder]))
+    return (ClaimRun(results[~is_decoder], out_dir, stability, chance, left_out=left_out[~left_decoder]),
+            ClaimRun(results[is_decoder], out_dir, stability, chance, decoders=True, left_out=left_out[left_decoder]))
 
 
 def read_tables(out_dir: str | Path, names: Sequence[str]) -> pd.DataFrame | None:
@@ -94,8 +94,8 @@ def _run_tables(out_dir: str | Path, *, profile: str | None = None, layout: str 
         if wanted is not None:
             results = results[results[column] == wanted]
     if layout is not None:
-        results = results[_in_layout(results, layout)]
-    results = results[_with_probe_inputs(results, probe_inputs)]
+        results = results[in_layout(results, layout)]
+    results = results[with_probe_inputs(results, probe_inputs)]
     patterns = {path.stem.removeprefix("fig4_patterns_"): pd.read_csv(path, index_col=0)
                 for path in sorted(out.tables.glob("fig4_patterns_*.csv"))}
     intervals = {path.stem.removeprefix("fig4_pattern_intervals_"): pd.read_csv(path, index_col=0)
@@ -111,7 +111,7 @@ def profile_selection_comparisons(out_dir: str | Path, profile: str | Path) -> p
 
     prof = get_profile(profile)
     tables = _run_tables(out_dir, profile=prof.name, layout=prof.layout, dtype=DEFAULT_DTYPE)
-    encoders, _ = _runs(tables["results"], tables["learns"], Path(out_dir), tables["stability"], tables["chance"])
+    encoders, _ = claim_runs(tables["results"], tables["learns"], Path(out_dir), tables["stability"], tables["chance"])
     return comparison_table(selection_comparisons(encoders))
 
 
@@ -123,7 +123,7 @@ def run_agreement(out_dir: str | Path) -> pd.DataFrame | None:
 
     out = RunFolder.at(out_dir)
     tables = [t for t in (draw_agreement(out.rankings) if out.rankings.is_dir() else None,
-                          _agreement(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
+                          agreement_pairs(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
     if not tables:
         return None
     # a pair the folder's files and a notebook's table both hold counts once (at the lower ρ, were they to differ)

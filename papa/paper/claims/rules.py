@@ -49,7 +49,7 @@ SPREAD_THRESHOLD = 0.5
 FIG3_MODELS = next(n for n in range(3, 10) if 1 / math.factorial(n) < ALPHA)
 # The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
 LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
-# How a part names the draws of a λ ranking it averages over (`_numbers`).
+# How a part names the draws of a λ ranking it averages over (`drawn_numbers`).
 RANKINGS = "λ rankings"
 
 #: When a claim reads the parts that rest on a λ ranking (`papa.runs.stability.gate_reason`).
@@ -93,7 +93,7 @@ RULES = {
             "where such models ran, 'partly read' where they cannot be",
 }
 
-#: Where each claim's margin or threshold comes from (the docs print it beside `RULES`, `papa.paper.claim_pages`).
+#: Where each claim's margin or threshold comes from (the docs print it beside `RULES`, `papa.paper.claims.notes`).
 MARGIN_SOURCES = {
     "fig2_half": f"{HALF_MARGIN * 100:.0f} points of the metric (\"no major drop\"; the paper gives no number)",
     "fig2_all": f"±{RELATIVE_MARGIN:.0%} of the paper's {PAPER_AVERAGE_RELATIVE_DROP:.0%}; Tables 1 and 4: CoLA alone "
@@ -125,19 +125,21 @@ class Part:
     anywhere: bool = False
 
 
-def _compare(name: str, test: Outcome, numbers: str) -> Part:
+def compared_part(name: str, test: Outcome, numbers: str) -> Part:
+    """A part that is one comparison: its verdict is `test`'s."""
     return Part(name, test.verdict, numbers, test)
 
 
-def _unread(name: str, why: str) -> Part:
+def unread_part(name: str, why: str) -> Part:
+    """A part the run cannot read, and `why`."""
     return Part(name, NOT_READ, why, Outcome(NOT_READ))
 
 
-def _tally(name: str, members: Sequence[Part], *, anywhere: bool = False, none: str = "") -> Part:
-    """A part made of comparisons; its verdict and numbers are set when the claim is read (`_reading`), after
+def tally_part(name: str, members: Sequence[Part], *, anywhere: bool = False, none: str = "") -> Part:
+    """A part made of comparisons; its verdict and numbers are set when the claim is read (`claim_reading`), after
     Holm's correction. With no member, not read (`none` says why)."""
     if not members:
-        return _unread(name, none or "nothing to compare")
+        return unread_part(name, none or "nothing to compare")
     return Part(name, NOT_READ, "", None, tuple(members), anywhere)
 
 
@@ -182,7 +184,7 @@ class ClaimReading:
 def _corrected(parts: Sequence[Part]) -> list[Part]:
     """The parts with Holm's correction applied: "somewhere" tallies across their members for "holds"; then every
     comparison of the claim (tallied or not) as one family for "does not hold", since any one of them decides it."""
-    parts = [_settle_anywhere(p) if p.members and p.anywhere else p for p in parts]
+    parts = [settle_anywhere(p) if p.members and p.anywhere else p for p in parts]
     family = [(i, None) for i, p in enumerate(parts) if p.test is not None]
     family += [(i, j) for i, p in enumerate(parts) if p.members and not p.anywhere
                for j, m in enumerate(p.members) if m.test is not None]
@@ -201,7 +203,7 @@ def _corrected(parts: Sequence[Part]) -> list[Part]:
     return out
 
 
-def _settle_anywhere(part: Part) -> Part:
+def settle_anywhere(part: Part) -> Part:
     """A "somewhere" tally: Holm across every member read for "holds"; it does not hold only where every member does
     not, so as one comparison of its claim it carries the largest of their p-values."""
     members = [replace(m, verdict=t.verdict, test=t)
@@ -216,8 +218,9 @@ def _settle_anywhere(part: Part) -> Part:
                    numbers=f"holds on {held} of {len(read)} ({holm})" + _example(members, verdict))
 
 
-def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequence[Part], ours: str = ""
-             ) -> ClaimReading:
+def claim_reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequence[Part], ours: str = ""
+                  ) -> ClaimReading:
+    """A claim read from its `parts`, Holm-corrected, with its verdict and one line of numbers (`ours` when given)."""
     parts = _corrected(parts)
     verdict = all_of(p.verdict for p in parts)
     shown = [p for p in parts if p.verdict != NOT_READ]
@@ -230,8 +233,9 @@ def _reading(claim: str, where: str, notebook: str, evidence: str, parts: Sequen
     return ClaimReading(claim, where, notebook, verdict, line, evidence, tuple(parts))
 
 
-def _not_read(claim: str, where: str, notebook: str, evidence: str, why: str) -> ClaimReading:
-    return ClaimReading(claim, where, notebook, NOT_READ, why, evidence, (_unread(claim, why),), ran=False)
+def not_read_claim(claim: str, where: str, notebook: str, evidence: str, why: str) -> ClaimReading:
+    """A claim of which nothing ran, and `why`."""
+    return ClaimReading(claim, where, notebook, NOT_READ, why, evidence, (unread_part(claim, why),), ran=False)
 
 
 def _example(parts: Sequence[Part], verdict: str) -> str:

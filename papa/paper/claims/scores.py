@@ -1,4 +1,4 @@
-"""The run's numbers as the claims read them: `_Run` (the rows of the encoders, or of the causal LMs, with the λ
+"""The run's numbers as the claims read them: `ClaimRun` (the rows of the encoders, or of the causal LMs, with the λ
 rankings' stability and each task's chance level), the draws of a head order, and the paired contrasts between them.
 
 Where the run drew a head order more than once (λ rankings of other seeds or disjoint training parts, random
@@ -9,7 +9,7 @@ learned by another profile (``lambda@full``: the paper's step count) is read in 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -22,14 +22,14 @@ from papa.runs.stability import AGREEMENT_COLUMNS, draw_name, draw_order, gate_r
 from papa.runs.statistics import Estimate, Scores, estimate, over_orders
 
 
-class _Run(RunScores):
+class ClaimRun(RunScores):
     """The rows of one kind of model (the encoders, or the causal LMs) as `RunScores`, with what the claims read
     beside them: the λ rankings' stability and each task's chance level."""
 
     def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None,
                  chance: pd.DataFrame | None = None, *, decoders: bool = False, left_out: pd.DataFrame | None = None):
         super().__init__(results, out_dir)
-        self.stability = _agreement(stability)
+        self.stability = agreement_pairs(stability)
         self.chance_levels = chance
         self.decoders = decoders
         self.left_out = left_out if left_out is not None else results.iloc[:0]
@@ -135,7 +135,7 @@ class _Run(RunScores):
         return {n: f for n, f in found.items() if f is not None}
 
 
-def _agreement(table: pd.DataFrame | None) -> pd.DataFrame | None:
+def agreement_pairs(table: pd.DataFrame | None) -> pd.DataFrame | None:
     """A table of the λ rankings' agreement as `papa.runs.stability.draw_agreement` writes it (one row per pair of
     draws); a table of two seeds' agreement per (model, task) (notebooks 02 and 08, ``spearman``) stands for the
     pair seed0, seed1 of the profile it records (None: the grid's)."""
@@ -157,7 +157,7 @@ def _draw_of(name: str, method: str, profile: str | None) -> bool:
     return selection.method == method and selection.profile == profile
 
 
-def _contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
+def order_contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
     """The mean over `plus`'s draws of the order minus the mean over `minus`'s, paired over seeds and examples, with
     the orders' own spread added (`over_orders`): each side is one setting's draws of its order (one, for a fixed
     order or the original model)."""
@@ -171,7 +171,7 @@ def _contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
 DRAWN_ORDERS = ("lambda", "reversed_lambda", "random")
 
 
-def _numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
+def drawn_numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
     """The estimate's text, and over how many draws of each drawn order it is taken (e.g. "over 4 λ rankings,
     5 random orders"); "(1 order)" where every order behind it was drawn once, so its interval holds no spread of
     the order."""
@@ -197,9 +197,11 @@ def _value(table: pd.DataFrame | None, model: str, task: str, column: str) -> fl
     return None if row.empty else float(row[column].iloc[0])
 
 
-def _label(model: str, task: str, models: int) -> str:
+def part_label(model: str, task: str, models: int) -> str:
+    """How a part names its (model, task): the task alone where the run read one model (`models` < 2)."""
     return task if models < 2 else f"{task}, {short_model(model)}"
 
 
-def _count(models_tasks) -> int:
+def model_count(models_tasks: Iterable[tuple[str, str]]) -> int:
+    """How many models the (model, task) pairs `models_tasks` hold."""
     return len({m for m, _ in models_tasks})

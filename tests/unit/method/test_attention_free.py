@@ -12,7 +12,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import papa
-from papa.method.adapters.interface import _output_owner
+from papa.method.adapters.interface import output_owner
 from papa.method.attention_free import (QK_HEADS, drop_query_key, query_key_dropped, query_key_dropped_while,
                                         restore_query_key)
 from papa.method.constant_heads import ConstantHeads, ConstantWorkspace, constant_attention
@@ -323,7 +323,7 @@ def test_kept_heads_first_layout(arch):
     ctrl.replace((layers + heads) % 2 == 0)  # half of each layer's heads, other ones in consecutive layers
     value_name, output_path = ctrl.info.architecture.value_output
     module = ctrl.info.attention_modules[0]
-    owner, output_name = _output_owner(ctrl.info.base, module, output_path)
+    owner, output_name = output_owner(ctrl.info.base, module, output_path)
     originals = getattr(module, value_name), getattr(owner, output_name)
     expected = _reference(ctrl, model, inputs)
     with query_key_dropped_while(ctrl):

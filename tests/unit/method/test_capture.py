@@ -7,7 +7,7 @@ import torch
 import papa
 import papa.method.adapters.interface
 import papa.method.capture
-from papa.method.adapters.interface import _attention_in_blocks
+from papa.method.adapters.interface import attention_in_blocks
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
 from papa.method.masks import Allowed
@@ -173,5 +173,5 @@ def test_blocks_slice_masks_of_every_shape(shape, monkeypatch):
     for nbytes in (1, 1 << 40):
         _block_bytes(monkeypatch, nbytes)
         with ctrl.capturing(n):
-            outs.append(_attention_in_blocks(ctrl, 0, q, k, v, mask, None, valid, Allowed.from_keys(valid)))
+            outs.append(attention_in_blocks(ctrl, 0, q, k, v, mask, None, valid, Allowed.from_keys(valid)))
     assert torch.allclose(outs[0], outs[1], atol=1e-6)

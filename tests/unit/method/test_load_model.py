@@ -75,9 +75,9 @@ def test_a_packaged_model_says_what_its_config_says(name):
     """`is_causal_model` answers for an installed packaged model without parsing its config; the answer is the
     config's."""
     from papa.method.architectures import is_causal
-    from papa.method.models import _PACKAGED_MODELS, is_causal_model, local_config
+    from papa.method.models import PACKAGED_MODELS, is_causal_model, local_config
 
     config = local_config(name)
     if config is None:
         pytest.skip(f"{name} is not installed")
-    assert _PACKAGED_MODELS[name].causal == is_causal(config) == is_causal_model(name)
+    assert PACKAGED_MODELS[name].causal == is_causal(config) == is_causal_model(name)

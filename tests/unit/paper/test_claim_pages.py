@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from papa.paper.claim_pages import (claim_by_claim, curve_table, decoder_claims, in_plain_words, lm_probe_curve,
-                                    notebook_time, results_in_brief)
+from papa.paper.claim_pages import curve_table, lm_probe_curve
 from papa.paper.claims import read_claims
+from papa.paper.claims.notes import claim_by_claim, decoder_claims, in_plain_words, results_in_brief
 from papa.runs.results import ResultsTable
 from tests.unit.paper.test_claims import MEANS, _rows, _stability
 
@@ -59,10 +59,7 @@ def test_the_plain_words_count_every_part_and_name_what_holds(tmp_path):
     assert f"{unread} could not be read" in encoder
 
 
-def test_notebook_times_and_curve_tables(tmp_path):
-    pd.DataFrame({"notebook": ["01_method", "02_main_results"], "profile": ["cpu"] * 2, "seconds": [43.1, 23.6],
-                  "output": ["a", "b"]}).to_csv(tmp_path / "notebook_times.csv", index=False)
-    assert "records 67 s of notebook execution" in notebook_time(tmp_path) and "01 43 s, 02 24 s" in notebook_time(tmp_path)
+def test_curve_tables():
     curves = pd.DataFrame({"task": ["lm", "lm", "lm"], "selection": ["none", "lambda", "none"],
                            "fraction_label": ["1", "1/2", "0"], "mean": [-4.0, -5.0, -9.0], "ci95": [0.0, 0.0, 0.0]})
     table = curve_table(curves, {"lm/lambda": "LM"})

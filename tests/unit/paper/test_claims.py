@@ -539,12 +539,12 @@ def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
     the figure's table with its difference, and a ranking the gate does not read is drawn too, with the reason."""
     from papa.paper import figures
     from papa.paper.claims import comparison_table, selection_comparisons
-    from papa.paper.claims.reading import _runs
+    from papa.paper.claims.reading import claim_runs
 
     table = ResultsTable(tmp_path / "r.csv")
     table.append(_rows(_drawn_means()))
     stable = _pairs("sst2", _every_pair(_FOUR, 0.95))  # the grid's rankings agree; the full profile's has one draw
-    encoders, _ = _runs(table.read(), None, tmp_path, stable, None)
+    encoders, _ = claim_runs(table.read(), None, tmp_path, stable, None)
     readings = {r.claim: r for r in read_claims(table.read(), stability=stable)}
     counted = {m.name for part in readings["fig5"].parts for m in part.members}
     found = selection_comparisons(encoders)
@@ -564,12 +564,12 @@ def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
 
 def test_an_example_illustrates_its_verdict(tmp_path):
     """At 4befcb8 "holds on 1 of 5" was illustrated with an inconclusive member."""
-    from papa.paper.claims import Part, _settle_anywhere, _tally
+    from papa.paper.claims.rules import Part, settle_anywhere, tally_part
     from papa.runs.statistics import Outcome
 
     members = [Part("improves (cola)", "inconclusive", "-0.012 [-0.042, +0.018]", Outcome("inconclusive", 0.78, 0.22)),
                Part("improves (sst2)", "holds", "+0.030 [+0.020, +0.040]", Outcome("holds", 1e-6, 1 - 1e-6))]
-    settled = _settle_anywhere(_tally("sometimes improves", members, anywhere=True))
+    settled = settle_anywhere(tally_part("sometimes improves", members, anywhere=True))
     assert settled.verdict == "holds"
     assert settled.numbers == ("holds on 1 of 2 (Holm over 2, smallest adjusted p 0.000) (e.g. improves (sst2) "
                                "+0.030 [+0.020, +0.040])")

@@ -18,7 +18,7 @@ from scipy import stats
 
 from conftest import REPO
 from papa.paper.claims import Part, profile_claims
-from papa.paper.claims.rules import ALIKE_MARGIN, _reading, _tally
+from papa.paper.claims.rules import ALIKE_MARGIN, claim_reading, tally_part
 from papa.probing.predictions import load_predictions
 from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, Outcome,
                                   resample_weights)
@@ -121,20 +121,20 @@ def _member(name: str, verdict: str, p_holds: float, p_fails: float) -> Part:
 
 
 def _read(parts):
-    return _reading("table1", "Table 1", "04", "", parts)
+    return claim_reading("table1", "Table 1", "04", "", parts)
 
 
 def test_one_significant_failure_among_many_inconclusive_comparisons():
     """Nine inconclusive comparisons and one that fails at p = 0.001: the inconclusive ones count in Holm's m
     (10 × 0.001 = 0.01 < 0.025), and the claim does not hold; at p = 0.004 (× 10 = 0.04) it is inconclusive."""
     quiet = [_member(f"beats zeros ({i})", INCONCLUSIVE, 0.3, 0.4) for i in range(9)]
-    strong = _read([_tally("beats every data-free matrix", [*quiet, _member("beats zeros (x)", DOES_NOT_HOLD,
-                                                                            0.999, 0.001)])])
+    strong = _read([tally_part("beats every data-free matrix", [*quiet, _member("beats zeros (x)", DOES_NOT_HOLD,
+                                                                                0.999, 0.001)])])
     assert strong.verdict == DOES_NOT_HOLD
     failing = next(m for m in strong.parts[0].members if m.name == "beats zeros (x)")
     assert failing.test.family == 10 and failing.test.p_adjusted == pytest.approx(0.01)
-    weak = _read([_tally("beats every data-free matrix", [*quiet, _member("beats zeros (x)", DOES_NOT_HOLD,
-                                                                          0.996, 0.004)])])
+    weak = _read([tally_part("beats every data-free matrix", [*quiet, _member("beats zeros (x)", DOES_NOT_HOLD,
+                                                                              0.996, 0.004)])])
     assert weak.verdict == INCONCLUSIVE
     assert "inconclusive on 10" in weak.parts[0].numbers
 
@@ -145,7 +145,7 @@ def test_the_correction_counts_comparisons_across_parts_and_tallies():
     alone = _read([_member("beats zeros (cola)", DOES_NOT_HOLD, 0.992, 0.008)])
     assert alone.verdict == DOES_NOT_HOLD
     held = [_member(f"beats uniform ({t})", HOLDS, 1e-6, 1 - 1e-6) for t in ("sst2", "mrpc", "ner")]
-    together = _read([_member("beats zeros (cola)", DOES_NOT_HOLD, 0.992, 0.008), _tally("beats uniform", held)])
+    together = _read([_member("beats zeros (cola)", DOES_NOT_HOLD, 0.992, 0.008), tally_part("beats uniform", held)])
     assert together.parts[0].verdict == INCONCLUSIVE and together.parts[0].test.family == 4
     assert together.parts[1].verdict == HOLDS
     assert together.verdict == INCONCLUSIVE
@@ -156,7 +156,7 @@ def test_sometimes_needs_one_place_that_survives_holm():
     def sometimes(p):
         members = [_member("improves (a)", HOLDS, p, 1 - p)] + [
             _member(f"improves ({t})", INCONCLUSIVE, 0.4, 0.6) for t in "bcd"]
-        return _reading("fig2_half", "Fig. 2", "02", "", [_tally("sometimes improves", members, anywhere=True)])
+        return claim_reading("fig2_half", "Fig. 2", "02", "", [tally_part("sometimes improves", members, anywhere=True)])
 
     assert sometimes(0.01).verdict == INCONCLUSIVE
     assert sometimes(0.005).verdict == HOLDS

@@ -15,7 +15,7 @@ from papa.core.run_folder import RunFolder
 from papa.reproduce import timings
 from papa.reproduce.batch import Batch
 from papa.reproduce.jobs import done_runs
-from papa.reproduce.timings import (Expected, measurements_block, plan_text, read_notebook_times,
+from papa.reproduce.timings import (Expected, measurements_block, notebook_time, plan_text, read_notebook_times,
                                     read_run, record_notebook_time, record_run, reference)
 
 
@@ -43,6 +43,24 @@ def test_times_without_new_runs_are_refused(tmp_path):
     with pytest.raises(InputError, match=r"lacks the columns \['new_runs'\]"):
         record_notebook_time(tmp_path, _row("02_main_results", 5.0, new_runs=3))
     assert read_notebook_times(REPO / "artifacts" / "cpu" / "notebook_times.csv")["seconds"].gt(0).all()
+
+
+def test_the_notebooks_time_is_one_sentence_of_the_recorded_rows(tmp_path):
+    record_notebook_time(tmp_path, _row("01_method", 43.1, new_runs=3))
+    record_notebook_time(tmp_path, _row("02_main_results", 23.6, new_runs=1500))
+    text = notebook_time(tmp_path)
+    assert "records 67 s of notebook execution" in text and "(01 43 s, 02 24 s; 1,503 probe runs computed)" in text
+    record_notebook_time(tmp_path, _row("01_method", 43.1, new_runs=0))
+    record_notebook_time(tmp_path, _row("02_main_results", 23.6, new_runs=0))
+    assert notebook_time(tmp_path).endswith("(01 43 s, 02 24 s; every probe run cached).")
+
+
+def test_the_notebooks_time_refuses_a_file_from_before_new_runs(tmp_path):
+    """A ``notebook_times.csv`` written before the runs each notebook computed were recorded is refused by the one
+    format check (`read_notebook_times`), not read without them."""
+    (tmp_path / "notebook_times.csv").write_text("notebook,profile,seconds,output\n01_method,cpu,43.1,x.ipynb\n")
+    with pytest.raises(InputError, match=r"lacks the columns \['new_runs'\]; move it aside"):
+        notebook_time(tmp_path)
 
 
 def _reference(folder, *, profile="quick", started_empty=True, seconds=None):

@@ -74,7 +74,8 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
     as the grid's result rows do, so the claims find a task's ρ and gate its λ-dependent parts on it."""
     import pandas as pd
 
-    from papa.paper import claims, sections
+    from papa.paper import sections
+    from papa.paper.claims.scores import ClaimRun
     from papa.runs.experiment import run_grid
 
     results = run_grid(cfg, progress=False)
@@ -88,7 +89,7 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
                                               table.reset_index().to_csv()))
     assert table["seeds"].tolist() == [" ".join(map(str, sections.STABILITY_SEEDS))]
     saved = sections.save_table(table, cfg.out_dir, sections.RANKING_STABILITY_TABLE)
-    run = claims._Run(results, cfg.out_dir, pd.read_csv(saved))
+    run = ClaimRun(results, cfg.out_dir, pd.read_csv(saved))
     model = results.model.iloc[0]
     assert table["heads"].tolist() == [learn_ranking(cfg, progress=False)[0].lambdas.numel()]
     # found under the rows' model name; two seeds alone do not say how the order moves with the data (issue 73)
