@@ -66,6 +66,7 @@ def test_a_rerun_in_lab_leaves_the_clone_clean_and_the_notebook_tidy(chromium, d
     status = subprocess.run(["git", "status", "--porcelain"], cwd=clone, check=True, capture_output=True,
                             text=True).stdout.splitlines()
     assert [line for line in status if not line.endswith(NOTEBOOK)] == [], "the rerun changed the clone"
+    assert [line for line in status if line.endswith(NOTEBOOK)], "Lab saved no rerun of the notebook"
     nb = json.loads((clone / NOTEBOOK).read_text(encoding="utf-8"))
     code = [c for c in nb["cells"] if c["cell_type"] == "code"]
     assert all(c.get("execution_count") for c in code), "not every cell ran"
