@@ -58,6 +58,7 @@ def test_a_rerun_in_lab_leaves_the_clone_clean_and_the_notebook_tidy(chromium, d
             page.wait_for_timeout(2_000)
             page.wait_for_function("() => ![...document.querySelectorAll('.jp-InputPrompt')]"
                                    ".some(e => e.textContent.includes('[*]'))", timeout=300_000)
+            page.screenshot(path=clone.parent / "rerun.png")  # kept in the temporary folder, for a failure
             page.keyboard.press("Control+s")
             tab = page.locator(".lm-TabBar-tab.jp-mod-current")
             page.wait_for_function("t => !t.classList.contains('jp-mod-dirty')", arg=tab.element_handle())
