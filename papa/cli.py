@@ -102,7 +102,7 @@ def _majority_line(cfg) -> str | None:
 
 
 def _report(args: argparse.Namespace) -> int:
-    from papa.core.artifacts import atomic_path, check_output_file
+    from papa.core.artifacts import check_output_file, write_table
     from papa.runs.results import ResultsTable, aggregate, report_order
 
     results = Path(args.results)
@@ -143,8 +143,7 @@ def _report(args: argparse.Namespace) -> int:
     else:
         agg = report_order(aggregate(df))
     if args.out:
-        with atomic_path(args.out) as tmp:
-            agg.to_csv(tmp, index=False)
+        write_table(agg, args.out, index=False)
         print(f"wrote {args.out}")
     print(_table(agg))
     stability = _stability_lines(results.parent, set(df.model), set(df.task))

@@ -102,6 +102,21 @@ def read_safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
         return f.metadata() or {}
 
 
+#: How every table of a run is written (`write_table`): floats to 10 significant digits. Another CPU (AVX2 or
+#: AVX-512) or a sum taken in another order changes a float's last bits, and 10 digits of 17 hide that, so recomputing
+#: the same numbers anywhere writes the same bytes; no number papa reads is finer than that.
+TABLE_FLOAT_FORMAT = "%.10g"
+
+
+def write_table(table, path: str | os.PathLike, *, index: bool = True) -> Path:
+    """Write the pandas `table` as CSV at `path`, atomically, floats as `TABLE_FLOAT_FORMAT` says (the one writer of
+    a run's tables, so that a rerun leaves a committed table byte for byte as it was); returns the path."""
+    path = Path(path)
+    with atomic_path(path) as tmp:
+        table.to_csv(tmp, index=index, float_format=TABLE_FLOAT_FORMAT)
+    return path
+
+
 def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
     """Write `obj` as indented JSON, atomically."""
     with atomic_path(path) as tmp:

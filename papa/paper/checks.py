@@ -8,7 +8,9 @@ next. A seed fixes a run on one machine, not across machines (docs/reliability.m
 nbval compares every cell's output with the stored one, so such a table is shown in a cell tagged
 ``nbval-ignore-output`` (for the reader), and checked in the cell after it with `check_table`: it raises when a value
 is out of its stated range or vocabulary, and prints the table's structure (index, columns, counts) and the rules
-that held, which is what nbval compares.
+that held, which is what nbval compares. In a notebook that line is shown folded (`show_check`): one line, "check:
+NAME held", that opens on a click, so that a reader who reruns a notebook in JupyterLab (which opens a collapsed
+cell's outputs when it runs the cell) sees the story, not the checks.
 
 The stored notebooks hold the cpu run's outputs and CI executes them at the quick profile, so the line is the same on
 every profile too: which fractions a grid runs is the profile's, and rows or columns that are fractions are named so
@@ -50,7 +52,7 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
     (an empty table included), for a table whose rows differ by profile (the comparisons a claim reads)."""
     frame = table.to_frame() if isinstance(table, pd.Series) else table
     if frame.empty and counted:
-        print(f"{name}: empty")
+        show_check(name, f"{name}: empty")
         return
     numeric = frame.select_dtypes("number")
     one_seed = frame["n"] < 2 if "n" in frame else pd.Series(False, index=frame.index)
@@ -82,7 +84,30 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
             _require(bad.empty, name, f"{left} > {right} in rows {bad.tolist()}")
         rules.append(" <= ".join(map(str, ordered)))
     held = f"; {'; '.join(rules)}" if rules else ""
-    print(f"{name}: {_rows(frame.index, labels) + ' x ' if counted else ''}{_columns(frame.columns)}{held}")
+    show_check(name, f"{name}: {_rows(frame.index, labels) + ' x ' if counted else ''}{_columns(frame.columns)}{held}")
+
+
+def show_check(name: str, line: str) -> None:
+    """Say what check `name` found (`line`): in an IPython kernel as one folded line (`folded_check`: HTML beside the
+    same line as text/plain, both of which nbval compares), elsewhere printed."""
+    from IPython import get_ipython
+
+    if get_ipython() is None:
+        print(line)
+        return
+    from IPython.display import display
+
+    display(folded_check(name, line), raw=True)
+
+
+def folded_check(name: str, line: str) -> dict[str, str]:
+    """The output `show_check` displays: ``text/html`` a ``<details>`` element whose summary is "check: `name` held"
+    and whose body is `line`, and ``text/plain`` `line` (what a reader without HTML sees)."""
+    from html import escape
+
+    html = (f"<details><summary>check: {escape(name)} held</summary>"
+            f"<pre style=\"white-space: pre-wrap\">{escape(line)}</pre></details>")
+    return {"text/plain": line, "text/html": html}
 
 
 def _rows(index: pd.Index, labels: bool) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import write_table
 from papa.core.run_folder import RunFolder
 from papa.core.settings import RunSettings
 from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS
@@ -105,12 +105,10 @@ def listed(name: str, value: object) -> list[str]:
 
 
 def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
-    """Write `table` as ``<out_dir>/tables/<name>.csv`` (atomically), floats to 12 significant digits so that a rerun
-    whose sums land in another order writes the same bytes; returns the path."""
-    path = RunFolder.at(out_dir).table(name)
-    with atomic_path(path) as tmp:
-        table.to_csv(tmp, float_format="%.12g")
-    return path
+    """Write `table` as ``<out_dir>/tables/<name>.csv`` (`papa.core.artifacts.write_table`: atomically, floats to 10
+    significant digits, so that a rerun on another CPU, or whose sums land in another order, writes the same bytes);
+    returns the path."""
+    return write_table(table, RunFolder.at(out_dir).table(name))
 
 
 def short_model(name: str) -> str:

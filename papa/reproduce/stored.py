@@ -62,8 +62,8 @@ def store_run_notebooks(run_dir: str | Path, notebook_dir: str | Path = NOTEBOOK
 
 def stored_notebook(executed: str | Path) -> dict:
     """The executed notebook at `executed` as ``notebooks/`` stores it: papermill's injected values written into the
-    parameters cell (the cell says what ran) and the injected cell dropped, progress bars dropped from the outputs,
-    papermill's run metadata dropped. Refused unless it ran at `STORED_PROFILE`."""
+    parameters cell (the cell says what ran) and the injected cell dropped, progress bars and the empty outputs a
+    finished bar leaves (`is_cleared`) dropped from the outputs, papermill's run metadata dropped. Refused unless it ran at `STORED_PROFILE`."""
     nb = json.loads(Path(executed).read_text(encoding="utf-8"))
     cells = nb["cells"]
     injected = [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]
@@ -83,7 +83,7 @@ def stored_notebook(executed: str | Path) -> dict:
         cell["metadata"].pop("papermill", None)
         cell["metadata"].pop("execution", None)
         if cell["cell_type"] == "code":
-            cell["outputs"] = [o for o in cell["outputs"] if not is_progress_bar(o)]
+            cell["outputs"] = [o for o in cell["outputs"] if not (is_progress_bar(o) or is_cleared(o))]
     nb["metadata"].pop("papermill", None)
     return nb
 
@@ -115,6 +115,12 @@ def is_progress_bar(output: dict) -> bool:
     view = output.get("data", {}).get(WIDGET_VIEW)
     text = "".join(output.get("data", {}).get("text/plain", ""))
     return view is not None and ("HBox" in text or _BAR.search(text) is not None)
+
+
+def is_cleared(output: dict) -> bool:
+    """Whether a cell output is an empty display: what a finished progress bar leaves in a notebook
+    (`papa.core.progress.NotebookBar`), and IPython where a display was reserved and never filled. It shows nothing."""
+    return output.get("output_type") in ("display_data", "update_display_data") and not output.get("data")
 
 
 def with_values(source: str, values: dict) -> str:

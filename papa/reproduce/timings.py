@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from papa.core.artifacts import FORMAT, atomic_path, check_format
+from papa.core.artifacts import FORMAT, atomic_path, check_format, write_table
 from papa.core.errors import InputError
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS, RUN_PHASES
@@ -57,8 +57,7 @@ def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
     times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
     order = {name: i for i, name in enumerate(NOTEBOOKS)}
     times = times.sort_values("notebook", key=lambda s: s.map(lambda n: order.get(n, len(order))), kind="stable")
-    with atomic_path(path) as tmp:
-        times[TIME_COLUMNS].to_csv(tmp, index=False)
+    write_table(times[TIME_COLUMNS], path, index=False)
     return times.reset_index(drop=True)
 
 

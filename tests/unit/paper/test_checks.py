@@ -105,3 +105,14 @@ def test_the_profiles_fractions_are_named_not_listed(capsys):
         "[lambda, random]; every value in [1, 2]\n")
     check_table(ranks(["1/2"]).rename(index={"sst2": "cola"}, level="task"), "ranks", between=(1, 2))
     assert "m/cola/*" in capsys.readouterr().out  # what is not a fraction is still listed
+
+
+def test_a_notebook_shows_the_line_folded():
+    """In a kernel the line is a <details> element (one folded line in JupyterLab) beside the same line as text/plain,
+    both of which nbval compares; the HTML is escaped."""
+    from papa.paper.checks import folded_check
+
+    shown = folded_check("a < b", "a < b: 2 rows x 1 columns [x]")
+    assert shown["text/plain"] == "a < b: 2 rows x 1 columns [x]"
+    assert shown["text/html"].startswith("<details><summary>check: a &lt; b held</summary>")
+    assert "a &lt; b: 2 rows x 1 columns [x]" in shown["text/html"] and shown["text/html"].endswith("</details>")

@@ -152,3 +152,12 @@ def test_the_stored_explorer_is_a_picture_until_it_runs(tmp_path):
     stored = json.loads((REPO / "notebooks" / "explorer.ipynb").read_text(encoding="utf-8"))
     outputs = [o for c in stored["cells"] for o in c.get("outputs", [])]
     assert [set(o.get("data", {})) for o in outputs] == [{"image/png", "text/plain"}]  # the committed one: a picture
+
+
+def test_an_empty_display_is_cleared_and_a_filled_one_is_not():
+    """What a finished bar leaves in a notebook (an empty display) is dropped when storing; other outputs are kept."""
+    from papa.reproduce.stored import is_cleared
+
+    assert is_cleared({"output_type": "display_data", "data": {}, "metadata": {}})
+    assert not is_cleared({"output_type": "display_data", "data": {"text/plain": "x"}, "metadata": {}})
+    assert not is_cleared({"output_type": "stream", "name": "stdout", "text": ""})
