@@ -252,10 +252,14 @@ def training_sizes(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def data_dependence_table(results: pd.DataFrame, other_corpus: str) -> pd.DataFrame:
-    """Table 2 for every model: average constants from the task's own training set vs `other_corpus`, fraction 0."""
+    """Table 2 for every model: average constants from the task's own training set vs `other_corpus`, fraction 0;
+    each corpus named as the pages name it (`papa.tasks.registry.corpus_label`: ``mlm`` -> WikiText)."""
+    from papa.tasks.registry import corpus_label
+
     r = results
     rows = r[(r.constants == "average") & (r.fraction == 0.0) & r.constants_corpus.isin(["task", other_corpus])]
-    return _pivot(aggregate(rows), "constants_corpus", ["task", other_corpus])
+    table = _pivot(aggregate(rows), "constants_corpus", ["task", other_corpus])
+    return table.rename(index=corpus_label, level="constants_corpus") if len(table) else table
 
 
 def _pivot(agg: pd.DataFrame, row_key: str, row_order: Sequence[str]) -> pd.DataFrame:
