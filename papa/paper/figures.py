@@ -136,6 +136,8 @@ def _pooled_points(ax: plt.Axes, rows: pd.DataFrame, labels: Sequence[str], shif
     if "orders" not in rows:
         return
     pooled = rows[rows["orders"] > 1]
+    if pooled.empty:
+        return
     x = [labels.index(f) + shift for f in pooled["fraction_label"]]
     ax.plot(x, pooled["mean"], linestyle="none", marker="s", markersize=6, color=color, markerfacecolor=face or color)
 
