@@ -53,10 +53,10 @@ def _mean_ci(row) -> str:
 #: What a cell of `orders_table` is, said under every such table.
 ORDERS_NOTE = ("Each cell: the mean over seeds ± the half-width of a 95% t-interval over them; where an order was "
                "drawn more than once (k orders), the mean of its k draws' means, as the claims pool them, ± the "
-               "interval over the k draws (their spread); a cell that names no orders is one order (one ranking or "
-               "permutation, as the paper draws it). "
-               "The claims' own intervals (paired by seed, with the evaluation examples' bootstrap and the orders' "
-               "spread) are in the claim-by-claim section.")
+               "interval the claims give that mean (the seeds' variance and the spread of the k draws); a cell that "
+               "names no orders is one order (one ranking or permutation, as the paper draws it). "
+               "The claims' own intervals of their differences (paired by seed, with the evaluation examples' "
+               "bootstrap and the orders' spread) are in the claim-by-claim section.")
 
 
 def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]], profile: str) -> str:

@@ -10,7 +10,7 @@ import io
 import math
 import os
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -56,13 +56,15 @@ def _shifts(n: int, spread: float = 0.3) -> list[float]:
     return [0.0] if n == 1 else [spread * (i / (n - 1) - 0.5) for i in range(n)]
 
 
-def _legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes]) -> None:
+def _legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes], extra: Sequence = ()) -> None:
     """One legend for every panel (each label once, whichever panel draws it), right of them, so that it covers no
-    curve."""
+    curve; `extra` handles (what the bars hold) after the panels' own."""
     entries: dict = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
+    for handle in extra:
+        entries.setdefault(handle.get_label(), handle)
     if len(entries) > 1:
         fig.legend(list(entries.values()), list(entries), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9,
                    frameon=False)
@@ -79,48 +81,96 @@ def _metric_name(rows: pd.DataFrame) -> str:
 
 
 def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "", learns: pd.DataFrame | None = None,
-                    unread: dict[str, str] | None = None) -> plt.Figure:
+                    unread: dict[str, str] | None = None,
+                    unread_lines: Mapping[tuple[str, str], str] | None = None) -> plt.Figure:
     """Fig. 2 (and 5, 6): one panel per task, metric vs fraction with the 95% interval, one line per `by` value.
     With `learns` (`papa.paper.sections.probes_learn`), a task whose probe does not beat its majority class shows
-    that class's score as a dashed line and says it is not read; `unread` gives other tasks' reasons (task: why)."""
+    that class's score as a dashed line and says it is not read; `unread` gives a task's other reasons (task: why),
+    over its panel; `unread_lines` ((task, `by` value): why, `papa.paper.read_marks.ReadMarks.lines`) marks single
+    lines: dashed, hollow, their reason in the legend. A point pooled over several draws of its order (``orders``
+    above 1, `sections.curves_over_orders`) is drawn as a square, and the legend says what every bar holds."""
     if curves.empty:
         raise ValueError("no results to plot: run the section's grid first")
     tasks = list(dict.fromkeys(curves["task"]))
     labels = _labels(curves)
     lines = list(dict.fromkeys(curves[by]))
+    names = _line_labels(by, lines)
     fig, axes = _grid(len(tasks), size=4.6)
     for ax, task in zip(axes, tasks):
         rows = curves[curves.task == task]
         for key, shift in zip(lines, _shifts(len(lines))):
             group = rows[rows[by] == key]
+            why = (unread_lines or {}).get((task, key))
+            style = dict(linestyle="--", markerfacecolor="white") if why else {}
+            label = names[key] + ("\n" + "\n".join(textwrap.wrap(f"not read: {why}", 44)) if why else "")
             if len(group):
-                _curve(ax, group, labels, _line_label(by, key), shift=shift,
-                       color=plt.get_cmap("tab10")(lines.index(key) % 10))
+                _curve(ax, group, labels, label, shift=shift, color=plt.get_cmap("tab10")(lines.index(key) % 10),
+                       **style)
+                _pooled_points(ax, group, labels, shift, plt.get_cmap("tab10")(lines.index(key) % 10),
+                               style.get("markerfacecolor"))
         _fraction_axis(ax, labels)
-        why = (unread or {}).get(task)
-        below = _below_majority(learns, task, set(rows["model"]))
-        if below is not None:
-            ax.axhline(below, color="0.45", linestyle="--", linewidth=1, label="majority class")
-            why = why or f"probe ≤ majority class ({below:.3f}): not read"
-        ax.set_title(task + (f"\n{why}" if why else ""), fontsize=10 if why else None)
+        ax.set_title(task + _panel_note(learns, task, rows, unread, ax), fontsize=10)
         ax.set_ylabel(_metric_name(rows))
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    _legend_outside(fig, axes)
+    _legend_outside(fig, axes, _bar_entries(curves))
     return fig
 
 
-def _line_label(by: str, key) -> str:
-    """How a legend names a line: a model by its short name, a head order as the pages name it (another profile's
-    ranking, ``lambda@full``, as "λ of the full profile")."""
+def _panel_note(learns: pd.DataFrame | None, task: str, rows: pd.DataFrame, unread: dict[str, str] | None,
+                ax: plt.Axes) -> str:
+    """What a panel's title adds under the task: every reason the claims do not read it (the majority class's
+    score drawn dashed where the probe does not beat it), "" where they read it."""
+    notes = [(unread or {}).get(task)]
+    below = _below_majority(learns, task, set(rows["model"]))
+    if below is not None:
+        ax.axhline(below, color="0.45", linestyle="--", linewidth=1, label="majority class")
+        notes.append(f"probe ≤ majority class ({below:.3f}): not read")
+    return "".join("\n" + "\n".join(textwrap.wrap(n, 60)) for n in notes if n)
+
+
+def _pooled_points(ax: plt.Axes, rows: pd.DataFrame, labels: Sequence[str], shift: float, color,
+                   face: str | None = None) -> None:
+    """Squares over the points that pool several draws of their order (their bars hold the draws' spread too)."""
+    if "orders" not in rows:
+        return
+    pooled = rows[rows["orders"] > 1]
+    if pooled.empty:
+        return
+    x = [labels.index(f) + shift for f in pooled["fraction_label"]]
+    ax.plot(x, pooled["mean"], linestyle="none", marker="s", markersize=6, color=color, markerfacecolor=face or color)
+
+
+def _bar_entries(curves: pd.DataFrame) -> list:
+    """The legend's lines on the bars: what a 95% interval holds, and the squares' draws where any point pools some."""
+    from matplotlib.lines import Line2D
+
+    entries = [Line2D([], [], color="0.3", marker="|", markersize=10, linestyle="none",
+                      label="bars: 95% interval over the seeds")]
+    if "orders" in curves and (curves["orders"] > 1).any():
+        k = ", ".join(str(v) for v in sorted(set(curves.loc[curves["orders"] > 1, "orders"])))
+        entries.append(Line2D([], [], color="0.3", marker="s", linestyle="none",
+                              label=f"square: mean over the order's draws\n({k} draws; bars: seeds and draws,\n"
+                                    "as the claims read it)"))
+    return entries
+
+
+def _line_labels(by: str, keys: Sequence) -> dict:
+    """How a legend names each line: a model by its short name, a head order as the pages name it (another profile's
+    ranking, ``lambda@full``, as "λ of the full profile"; the run's own λ, beside it, as "λ, this run's ranking")."""
     if by == "model":
-        return short_model(key)
+        return {k: short_model(k) for k in keys}
     if by != "selection":
-        return str(key)
-    method, _, other = str(key).partition("@")
-    name = SELECTION_NAMES.get(method, method)
-    return f"{name} of the {other} profile" if other else name
+        return {k: str(k) for k in keys}
+    others = {str(k).partition("@")[0] for k in keys if "@" in str(k)}
+    names = {}
+    for key in keys:
+        method, _, other = str(key).partition("@")
+        name = SELECTION_NAMES.get(method, method)
+        names[key] = (f"{name} of the {other} profile" if other else
+                      f"{name}, this run's ranking" if method in others else name)
+    return names
 
 
 def _below_majority(learns: pd.DataFrame | None, task: str, models: set[str]) -> float | None:
@@ -330,6 +380,8 @@ def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], 
             ticks, labels = [0, len(keep) - 2, len(keep) - 1], [0, keep[-2], n - 1]
             ax.set_xticks(ticks, labels, fontsize=8)
             ax.set_yticks(ticks, labels, fontsize=8)
+            _apart(ax.get_xticklabels()[1:], "ha", ("right", "left"))  # the two ticks beside the break, one slot
+            _apart(ax.get_yticklabels()[1:], "va", ("bottom", "top"))  # apart, each on its own side of it
             ax.axvline(len(keep) - 1.5, color="white", linewidth=2)
             ax.axhline(len(keep) - 1.5, color="white", linewidth=2)
             ax.set_xlabel(f"key slot ({keep[-2] + 1}–{n - 2} not shown)", fontsize=8)
@@ -338,6 +390,12 @@ def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], 
         fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def _apart(labels: Sequence, key: str, sides: tuple[str, str]) -> None:
+    """Align two adjacent tick labels away from each other (`key` "ha" or "va"), so that neither covers the other."""
+    for label, side in zip(labels, sides):
+        label.set(**{key: side})
 
 
 def attention_vs_constant(constant: torch.Tensor, live: torch.Tensor, tokens: Sequence[str], *,

@@ -161,8 +161,8 @@ def curves_over_orders(results: pd.DataFrame, methods: Sequence[str], *, constan
                        ) -> pd.DataFrame:
     """`selection_curves` over every draw of each order (`pooled_orders`), with ``orders``, how many draws a point
     pools (1 at fractions 1 and 0). Where an order was drawn more than once, a point is the mean of its draws' means
-    over seeds and its interval their spread (n = orders), the order's variance that one draw's seeds do not hold;
-    elsewhere the mean and interval over seeds."""
+    over seeds (n = orders) and its interval the one the claims give such a mean (`orders_interval`): the seeds'
+    variance and the order's own spread over its draws; elsewhere the mean and interval over seeds."""
     pooled = pooled_orders(results)
     if pooled.empty:
         return selection_curves(pooled, methods, constants=constants).assign(orders=pd.Series(dtype="int64"))
@@ -174,7 +174,29 @@ def curves_over_orders(results: pd.DataFrame, methods: Sequence[str], *, constan
     counts = pooled.assign(orders=orders).groupby(["model", "task", "selection", "fraction_label"]).orders.max()
     curves = curves.merge(counts.reset_index(), on=["model", "task", "selection", "fraction_label"], how="left")
     ends = curves.fraction_label.isin(["1", "0"])
-    return curves.assign(orders=curves.orders.where(~ends, 1).fillna(1).astype("int64"))
+    curves = curves.assign(orders=curves.orders.where(~ends, 1).fillna(1).astype("int64"))
+    point = list(GROUP_KEYS)  # a curve's point: the keys its rows share, the draw and the seed aside
+    half = {key: orders_interval(group) for key, group in pooled[orders > 1].fillna({k: "" for k in point})
+            .groupby(point, sort=False)}
+    keys = curves[point].fillna({k: "" for k in point}).itertuples(index=False, name=None)
+    ci95 = pd.Series([half.get(k, c) for k, c in zip(keys, curves.ci95)], index=curves.index, dtype="float64")
+    return curves.assign(ci95=ci95, low=curves["mean"] - ci95, high=curves["mean"] + ci95)
+
+
+def orders_interval(draws: pd.DataFrame) -> float:
+    """The half-width of the 95% interval the claims give the mean over an order's draws (`papa.runs.statistics`:
+    `estimate` of the draws' mean paired over the seeds they share, with `over_orders` adding the spread of the
+    draws' means), from result rows of one point with ``draw``, ``seed`` and ``value``; NaN without an interval
+    (one seed). Draws that share no seed give the spread of their means alone."""
+    from papa.runs.statistics import LEVEL, estimate, over_orders, scores
+
+    by_draw = [scores(dict(zip(g.seed, g.value))) for _, g in draws.groupby("draw", sort=True)]
+    means = [float(s.values.mean()) for s in by_draw]
+    if not set.intersection(*(set(s.seeds) for s in by_draw)):
+        agg = aggregate(pd.DataFrame({"model": "m", "value": means}), by=["model"])
+        return float(agg["ci95"].iloc[0])
+    low, high = over_orders(estimate(lambda *xs: sum(xs) / len(xs), *by_draw), means).interval(LEVEL)
+    return (high - low) / 2
 
 
 def orders_run(results: pd.DataFrame, methods: Sequence[str]) -> list[str]:
@@ -228,10 +250,14 @@ def training_sizes(results: pd.DataFrame) -> pd.DataFrame:
 
 
 def data_dependence_table(results: pd.DataFrame, other_corpus: str) -> pd.DataFrame:
-    """Table 2 for every model: average constants from the task's own training set vs `other_corpus`, fraction 0."""
+    """Table 2 for every model: average constants from the task's own training set vs `other_corpus`, fraction 0;
+    each corpus named as the pages name it (`papa.tasks.registry.corpus_label`: ``mlm`` -> WikiText)."""
+    from papa.tasks.registry import corpus_label
+
     r = results
     rows = r[(r.constants == "average") & (r.fraction == 0.0) & r.constants_corpus.isin(["task", other_corpus])]
-    return _pivot(aggregate(rows), "constants_corpus", ["task", other_corpus])
+    table = _pivot(aggregate(rows), "constants_corpus", ["task", other_corpus])
+    return table.rename(index=corpus_label, level="constants_corpus") if len(table) else table
 
 
 def _pivot(agg: pd.DataFrame, row_key: str, row_order: Sequence[str]) -> pd.DataFrame:

@@ -27,7 +27,8 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
     # the models' bars sit apart at each fraction, and one legend sits outside the panels
     xs = [tuple(c.lines[0].get_xdata()) for c in axes[0].containers]
     assert xs[0] != xs[1] and all(ax.get_legend() is None for ax in axes)
-    assert len(fig.legends) == 1 and len(fig.legends[0].get_texts()) == 2
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert len(fig.legends) == 1 and legend == ["a", "b", "bars: 95% interval over the seeds"]
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1", "1/2", "0"]
     assert axes[1].get_ylabel() == "−log perplexity"
     with pytest.raises(ValueError, match="no results"):
@@ -36,7 +37,32 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
     orders = _curves().assign(selection=lambda f: f["model"].map({"org/a": "first_to_last",
                                                                   "org/b": "reversed_lambda@full"}))
     fig = figures.fraction_curves(orders, by="selection")
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["first → last", "reversed λ of the full profile"]
+    assert [t.get_text() for t in fig.legends[0].get_texts()][:2] == ["first → last", "reversed λ of the full profile"]
+
+
+def test_fig5_curves_mark_an_unread_order_and_name_whose_lambda_it_is():
+    """Issue 74: "Fig. 5 as the paper draws it" drew the run's own λ on top, unmarked, beside the full profile's λ,
+    while the claims do not read the run's own ranking; its bars held the draws' spread without saying so."""
+    rows = []
+    for i, selection in enumerate(("lambda", "lambda@full", "random")):
+        for j, label in enumerate(("1", "1/2", "0")):
+            rows.append({"model": "org/a", "task": "sst2", "selection": selection, "fraction_label": label,
+                         "metric": "accuracy", "mean": 0.9 - 0.01 * j + 0.001 * i, "ci95": 0.01,
+                         "orders": 4 if label == "1/2" and selection != "random" else 1})
+    curves = pd.DataFrame(rows)
+    fig = figures.fraction_curves(curves, by="selection", unread_lines={("sst2", "lambda"): "λ ranking unstable"})
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend[0] == "λ, this run's ranking\nnot read: λ ranking unstable"
+    assert legend[1:3] == ["λ of the full profile", "random"]
+    assert legend[3] == "bars: 95% interval over the seeds" and legend[4].startswith("square: mean over the order's")
+    [ax] = [ax for ax in fig.axes if ax.get_visible()]
+    own, full, _ = ax.containers
+    assert own.lines[0].get_linestyle() == "--" and own.lines[0].get_markerfacecolor() == "white"
+    assert full.lines[0].get_linestyle() == "-"
+    squares = [line for line in ax.lines if line.get_marker() == "s"]
+    assert [len(line.get_xdata()) for line in squares] == [1, 1]  # λ's and λ of the full profile's 1/2, not random's
+    assert figures.fraction_curves(curves.assign(orders=1), by="selection").legends[0].get_texts()[0].get_text() \
+        == "λ, this run's ranking"
 
 
 def test_fig2_marks_a_task_whose_probe_does_not_learn_and_fig6_an_unread_objective():
@@ -66,6 +92,9 @@ def test_heatmaps_crop_and_save_deterministically(tmp_path):
     # the ticks name the slots shown, and the jump to the last one is marked (it read 0…15 over 6 slots, issue 74)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "4", "15"]
     assert "5–14 not shown" in fig.axes[0].get_xlabel()
+    # the two ticks beside the break sit one slot apart: each leans away from the other (they read "415")
+    assert [t.get_ha() for t in fig.axes[0].get_xticklabels()[1:]] == ["right", "left"]
+    assert [t.get_va() for t in fig.axes[0].get_yticklabels()[1:]] == ["bottom", "top"]
     first = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "a", "f")]
     second = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "b", "f")]
     assert first[1] == second[1] and first[1].startswith(b"<?xml")  # the SVG is byte-identical

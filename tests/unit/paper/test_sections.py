@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import scipy.stats
 
 from papa.method.selection import as_fraction
 from papa.paper import grids, sections
@@ -44,7 +45,8 @@ def test_main_curves_share_end_points(results):
 
 def test_curves_over_orders_pool_each_orders_draws_as_the_claims_do(tmp_path):
     """λ drawn three times at 1/2 (the plain ranking, a disjoint part, a seed) and another profile's twice: a point is
-    the mean of the draws' seed means, its interval their spread, and it says how many orders it pools."""
+    the mean of the draws' seed means, its interval the seeds' variance and the draws' spread (as the claims read
+    it), and it says how many orders it pools."""
     rows = []
     for seed, noise in enumerate((-0.01, 0.0, 0.01)):
         rows += [_row("sst2", "none", "none", "1", seed, 0.90 + noise),
@@ -60,6 +62,13 @@ def test_curves_over_orders_pool_each_orders_draws_as_the_claims_do(tmp_path):
     assert at["lambda", "1/2"].mean == pytest.approx((0.88 + 0.85 + 0.87) / 3) and at["lambda", "1/2"].orders == 3
     # the spread of the three draws' means (0.88, 0.85, 0.87), not of the nine runs
     assert at["lambda", "1/2"].n == 3 and at["lambda", "1/2"].std == pytest.approx(0.0152753, rel=1e-4)
+    # the seeds' part: each seed's mean over the draws moves by the seed's noise (sd 0.01 over 3 seeds); the orders'
+    # part: the draws' means' sd over 3 draws; Welch–Satterthwaite degrees of freedom (2 each)
+    seeds_se, orders_se = 0.01 / 3 ** 0.5, 0.0152753 / 3 ** 0.5
+    se = (seeds_se ** 2 + orders_se ** 2) ** 0.5
+    df = se ** 4 / (seeds_se ** 4 / 2 + orders_se ** 4 / 2)
+    assert at["lambda", "1/2"].ci95 == pytest.approx(scipy.stats.t.ppf(0.975, df) * se, rel=1e-4)
+    assert at["lambda", "1/2"].high - at["lambda", "1/2"].mean == pytest.approx(at["lambda", "1/2"].ci95)
     assert at["lambda@full", "1/2"].mean == pytest.approx(0.84) and at["lambda@full", "1/2"].orders == 2
     assert at["first_to_last", "1/2"].orders == 1 and at["first_to_last", "1/2"].n == 3  # one order: over seeds
     assert at["lambda", "1"].orders == 1 and at["lambda", "1"].mean == pytest.approx(0.90)
@@ -89,8 +98,8 @@ def test_tables(results):
     assert list(t1.index.get_level_values("constants")) == ["none", "zeros", "average"]
     assert t1.loc[("m", "average"), "sst2"].startswith("0.810 ± ")
     t2 = sections.data_dependence_table(results, "mlm")
-    assert list(t2.index.get_level_values("constants_corpus")) == ["task", "mlm"]
-    assert t2.loc[("m", "mlm"), "sst2"].startswith("0.700")
+    assert list(t2.index.get_level_values("constants_corpus")) == ["the task's own", "WikiText"]  # as pages name them
+    assert t2.loc[("m", "WikiText"), "sst2"].startswith("0.700")
 
 
 def test_format_and_other_corpus(tmp_path):

@@ -1,0 +1,84 @@
+"""What the claims do not read, marked where a reader sees it: the rows of a section's tables and the lines of its
+figures that rest on a probe that does not beat its majority class, or on a λ ranking whose draws disagree
+(`papa.paper.claims.unread_rankings`), each with its reason, so that no mean of an unread part passes unmarked.
+
+`ReadMarks.of_run` reads a run's marks once; `ReadMarks.why` gives one (model, task, head order)'s reason,
+`ReadMarks.table` adds a column of them to a table indexed by model, task and selection (`sections.means`,
+`sections.fraction_claims`), and `ReadMarks.lines` gives a figure's unread lines (`figures.fraction_curves`).
+"""
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from papa.paper.sections import short_model
+
+#: The head orders that rest on a λ ranking: not read where the claims do not read the ranking.
+LAMBDA_ORDERS = ("lambda", "reversed_lambda")
+#: The column `ReadMarks.table` adds: "read", or "not read: <why>".
+CLAIMS_COLUMN = "claims"
+
+
+@dataclass(frozen=True)
+class ReadMarks:
+    """A run's unread parts: `profile` (the run's own rankings' profile), `learns` (`sections.probes_learn` or
+    `papa.paper.claims.read_learns`: per (model, task), does the probe beat its majority class) and `unread` (per
+    profile whose rankings the run drew, per task, `papa.paper.claims.unread_rankings`' note)."""
+
+    profile: str
+    learns: pd.DataFrame | None = None
+    unread: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    @classmethod
+    def of_run(cls, out_dir: str | Path, models: Collection[str], profile: str,
+               learns: pd.DataFrame | None = None) -> ReadMarks:
+        """The marks of the run under `out_dir` for `models`: `learns` as given (a notebook's own, before it is
+        saved) or as the run saved it, and the unread rankings of every profile whose rankings the run compared."""
+        from papa.paper.claims import read_learns, run_agreement, unread_rankings
+        from papa.runs.profiles import get_profile
+
+        own = get_profile(profile).name
+        agreement = run_agreement(out_dir)
+        profiles = {own} | (set(agreement.profile) if agreement is not None and not agreement.empty else set())
+        unread = {p: unread_rankings(out_dir, models, p) for p in sorted(profiles)}
+        return cls(own, read_learns(out_dir) if learns is None else learns, unread)
+
+    def why(self, model: str, task: str, selection: str = "lambda") -> str:
+        """Why the claims do not read `task` on `model` under the head order `selection` (``lambda``,
+        ``lambda@full``: another profile's ranking, ``random``, ...): "" where they read it, else the reasons
+        joined by "; "."""
+        reasons = []
+        majority = self._below_majority(model, task)
+        if majority is not None:
+            reasons.append(f"probe ≤ majority class ({majority:.3f})")
+        method, _, other = str(selection).partition("@")
+        note = self.unread.get(other or self.profile, {}).get(task)
+        if method in LAMBDA_ORDERS and note:
+            whose = f"the {other} profile's λ ranking" if other else "λ ranking"
+            reasons.append(f"{whose} unstable ({note.partition(': ')[2] or note})")
+        return "; ".join(reasons)
+
+    def _below_majority(self, model: str, task: str) -> float | None:
+        if self.learns is None or self.learns.empty:
+            return None
+        table = self.learns.reset_index()
+        rows = table[(table["task"] == task) & (table["model"].map(short_model) == short_model(model))]
+        if rows.empty or rows["learns"].astype(bool).all():
+            return None
+        return float(rows["majority"].iloc[0])
+
+    def table(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """`frame` (indexed by, or with columns, ``model``, ``task`` and ``selection``) with `CLAIMS_COLUMN` last:
+        "read", or "not read: " and why."""
+        keys = frame.index.to_frame(index=False) if "task" in (frame.index.names or ()) else frame
+        marks = [self.why(m, t, s) for m, t, s in zip(keys["model"], keys["task"], keys["selection"])]
+        return frame.assign(**{CLAIMS_COLUMN: [f"not read: {w}" if w else "read" for w in marks]})
+
+    def lines(self, curves: pd.DataFrame, by: str = "selection") -> dict[tuple[str, str], str]:
+        """The lines of a curve frame that `figures.fraction_curves` draws `by` head order, keyed (task, order),
+        that the claims do not read, with why."""
+        keys = curves[["model", "task", by]].drop_duplicates().itertuples(index=False, name=None)
+        return {(task, key): why for model, task, key in keys if (why := self.why(model, task, key))}
