@@ -10,18 +10,18 @@ from papa.paper.claim_pages import curve_table, lm_probe_curve
 from papa.paper.claims import read_claims
 from papa.paper.claims.notes import claim_by_claim, decoder_claims, in_plain_words, results_in_brief
 from papa.runs.results import ResultsTable
-from tests.unit.paper.test_claims import MEANS, _rows, _stability
+from tests.unit.paper.test_claims import MEANS, result_rows, stability_table
 
 
 def _readings(tmp_path, decoder: bool = False):
-    rows = _rows(MEANS)
+    rows = result_rows(MEANS)
     if decoder:
-        rows += _rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", "average", "task", "none", "0"): -9.0,
+        rows += result_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", "average", "task", "none", "0"): -9.0,
                        ("sst2", "none", "none", "none", "1"): 0.80, ("sst2", "average", "task", "none", "0"): 0.76},
                       model="org/decoder", layout="standard")
     table = ResultsTable(tmp_path / "results.csv")
     table.append(rows)
-    return read_claims(table.read(), stability=_stability({"sst2": 0.95, "ner": 0.95}))
+    return read_claims(table.read(), stability=stability_table({"sst2": 0.95, "ner": 0.95}))
 
 
 def test_the_claim_section_says_each_verdict_and_part(tmp_path):
@@ -163,7 +163,7 @@ def test_a_table_marks_the_rows_the_claims_do_not_read(tmp_path, monkeypatch):
     import papa.paper.claims
     from papa.paper.claim_pages import orders_table
 
-    ResultsTable(tmp_path / "results.csv").append(_rows(MEANS))
+    ResultsTable(tmp_path / "results.csv").append(result_rows(MEANS))
     (tmp_path / "tables").mkdir()
     pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "learns": [True, False]}
                  ).to_csv(tmp_path / "tables" / "probes_vs_majority.csv", index=False)

@@ -47,8 +47,9 @@ def _jitter(key, seed, size=0.002, seeds=5):
     return wobble[seed] - sum(wobble) / seeds
 
 
-def _rows(means, model="org/roberta-base", seed_effect=SEED_EFFECT, jitter=0.002, layout="official", extra=None,
-          probe_inputs="raw"):
+def result_rows(means, model="org/roberta-base", seed_effect=SEED_EFFECT, jitter=0.002, layout="official", extra=None,
+                probe_inputs="raw"):
+    """Result rows of a synthetic run: per (task, kind, corpus, method, label) its mean, over five seeds."""
     rows = []
     for (task, kind, corpus, method, label), mean in means.items():
         for seed, effect in enumerate(seed_effect):
@@ -66,7 +67,7 @@ def _rows(means, model="org/roberta-base", seed_effect=SEED_EFFECT, jitter=0.002
 
 @pytest.fixture
 def run_dir(tmp_path):
-    ResultsTable(tmp_path / "results.csv").append(_rows(MEANS))
+    ResultsTable(tmp_path / "results.csv").append(result_rows(MEANS))
     # Fig. 4's table: 10 heads, 9 diagonal, 4 mostly on special tokens, rows spread.
     patterns = pd.DataFrame({"layer": [0] * 5 + [1] * 5, "head": list(range(5)) * 2,
                              "special_mass": [0.6] * 4 + [0.1] * 6, "diagonal_share": [0.9] * 9 + [0.1],
@@ -75,13 +76,13 @@ def run_dir(tmp_path):
     (tmp_path / "tables").mkdir()
     patterns.to_csv(tmp_path / "tables" / "fig4_patterns_sst2.csv")
     # both λ rankings stable (notebook 02's table): their parts are read
-    _stability({"sst2": 0.95, "ner": 0.95}).to_csv(tmp_path / "tables" / "ranking_stability.csv")
+    stability_table({"sst2": 0.95, "ner": 0.95}).to_csv(tmp_path / "tables" / "ranking_stability.csv")
     (tmp_path / "figures").mkdir()
     (tmp_path / "figures" / "fig2_main_results.png").write_bytes(b"")
     return tmp_path
 
 
-def _stability(rho: dict, model: str = "org/roberta-base", heads: int = 144) -> pd.DataFrame:
+def stability_table(rho: dict, model: str = "org/roberta-base", heads: int = 144) -> pd.DataFrame:
     """An agreement table of the λ rankings (`papa.runs.stability.draw_agreement`): per task, every pair of three
     draws (two seeds, a disjoint part) at one ρ, over `heads` heads (RoBERTa-base's 144)."""
     return pd.DataFrame([{"model": model, "task": task, "profile": None, "a": a, "b": b, "spearman": r,
@@ -93,7 +94,7 @@ def _stability(rho: dict, model: str = "org/roberta-base", heads: int = 144) -> 
 def _read(rows, tmp_path, **kw):
     table = ResultsTable(tmp_path / "r.csv")
     table.append(rows)
-    kw.setdefault("stability", _stability({"sst2": 0.95, "ner": 0.95}))
+    kw.setdefault("stability", stability_table({"sst2": 0.95, "ner": 0.95}))
     return {r.claim: r for r in read_claims(table.read(), **kw)}
 
 
@@ -133,7 +134,7 @@ def test_an_interval_that_excludes_the_papers_8_percent_says_on_which_side(tmp_p
     """±25% of 8% is the claim's own margin: a 2% drop, well measured, is lower than the paper's number, and the
     reading says so beside its verdict."""
     means = {("sst2", "none", "none", "none", "1"): 0.90, ("sst2", "average", "task", "none", "0"): 0.882}
-    reading = _read(_rows(means), tmp_path)["fig2_all"]
+    reading = _read(result_rows(means), tmp_path)["fig2_all"]
     average = {p.name: p for p in reading.parts}["average relative drop over 1 model(s)"]
     assert average.verdict == "does not hold"
     assert average.numbers.startswith("2.0% [") and "(lower than the paper's 8%; margin 6% to 10%)" in average.numbers
@@ -141,7 +142,7 @@ def test_an_interval_that_excludes_the_papers_8_percent_says_on_which_side(tmp_p
 
 def test_noise_makes_a_verdict_inconclusive(tmp_path):
     # The same means, but seeds that wobble by 5 points independently of each other: nothing can be told apart.
-    noisy = _read(_rows(MEANS, seed_effect=(0.0,) * 5, jitter=0.05), tmp_path)
+    noisy = _read(result_rows(MEANS, seed_effect=(0.0,) * 5, jitter=0.05), tmp_path)
     assert {p.name: p.verdict for p in noisy["table2"].parts}["WikiText's constants alike (sst2)"] == "inconclusive"
     assert {p.name: p.verdict for p in noisy["fig2_half"].parts}["drop at 1/2 (sst2)"] == "inconclusive"
 
@@ -151,7 +152,7 @@ def test_paired_and_unpaired_readings_disagree(tmp_path):
     other corpus's constants are 3 points worse on every seed."""
     means = {("sst2", "average", "task", "none", "0"): 0.81, ("sst2", "average", "mlm", "none", "0"): 0.78}
     effect = (-0.06, -0.03, 0.0, 0.03, 0.06)
-    rows = _rows(means, seed_effect=effect, jitter=0.002)
+    rows = result_rows(means, seed_effect=effect, jitter=0.002)
     agg = aggregate(_frame(rows, tmp_path))
     gap = abs(agg["mean"].iloc[0] - agg["mean"].iloc[1])
     assert gap <= agg["ci95"].sum()  # unpaired: the intervals overlap
@@ -167,7 +168,7 @@ def _frame(rows, tmp_path):
 
 def test_an_unstable_ranking_is_not_read(run_dir):
     readings = {r.claim: r for r in read_claims(ResultsTable(run_dir / "results.csv").read(),
-                                                stability=_stability({"sst2": 0.3, "ner": 0.95}))}
+                                                stability=stability_table({"sst2": 0.3, "ner": 0.95}))}
     half = {p.name: p.verdict for p in readings["fig2_half"].parts}
     assert half["drop at 1/2 (sst2)"] == "not read" and half["drop at 1/2 (ner)"] == "does not hold"
     assert ("3 pairs below 0.8 beyond ρ's 95% interval (lowest seed0–part1 at ρ 0.30 [0.14, 0.45])"
@@ -184,7 +185,7 @@ def test_the_summary_says_how_stable_the_rankings_are(run_dir):
     (tables / "ranking_stability.csv").unlink()
     assert "stability was not measured" in " ".join(reproduction_summary("quick", out_dir=run_dir).split())
     assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # no second seed: not read
-    _stability({"sst2": 0.3, "ner": 0.95}).to_csv(tables / "ranking_stability.csv")
+    stability_table({"sst2": 0.3, "ner": 0.95}).to_csv(tables / "ranking_stability.csv")
     words = " ".join(reproduction_summary("quick", out_dir=run_dir).split())
     assert ("λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: sst2 0.30 (3 draws), "
             "ner 0.95 (3 draws); not read where a part rests on them: sst2.") in words
@@ -210,11 +211,11 @@ def test_trained_constants_are_read_only_at_the_others_training_size(tmp_path):
              ("sst2", "trainable_toeplitz", "task", "none", "0"): 0.75,
              ("sst2", "trainable_average", "task", "none", "0"): 0.82}
     same = {k: {"train_examples": 2000} for k in ("average", "trainable_toeplitz", "trainable_average")}
-    reading = _read(_rows(means, extra=same), tmp_path)["table1"]
+    reading = _read(result_rows(means, extra=same), tmp_path)["table1"]
     assert reading.verdict == "holds" and not reading.unread
     apart = {**same, "trainable_toeplitz": {"train_examples": 200}, "trainable_average": {"train_examples": 200}}
     (tmp_path / "apart").mkdir()
-    reading = _read(_rows(means, extra=apart), tmp_path / "apart")["table1"]
+    reading = _read(result_rows(means, extra=apart), tmp_path / "apart")["table1"]
     assert reading.verdict_text == "partly read (1 of 3 parts)" and len(reading.unread) == 2
     assert "trained on 200 examples, the others' probes on 2000" in reading.ours
 
@@ -286,20 +287,20 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
 
     minilm = "st/all-MiniLM-L6-v2"  # an encoder not pretrained with MLM: its from-scratch MLM probe is not read
     ResultsTable(run_dir / "results.csv").append(
-        _rows({("mlm", "none", "none", "none", "1"): -8.7, ("mlm", "average", "task", "none", "0"): -8.1,
+        result_rows({("mlm", "none", "none", "none", "1"): -8.7, ("mlm", "average", "task", "none", "0"): -8.1,
                ("sst2", "none", "none", "none", "1"): 0.78, ("sst2", "average", "task", "none", "0"): 0.75},
               model=minilm))
     before = {r.claim: r.verdict for r in run_claims(run_dir, profile="quick")}
     zero = ("average", "task", "none", "0")
     half = ("average", "task", "lambda", "1/2")
-    decoder = [*_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", *zero): -9.0, ("lm", *half): -5.0},
+    decoder = [*result_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", *zero): -9.0, ("lm", *half): -5.0},
                       model="org/decoder", seed_effect=(0.0,) * 5, jitter=0.0, layout="standard"),  # nothing trains
-               *_rows({("lm_probe", "none", "none", "none", "1"): -6.0, ("lm_probe", *zero): -7.0},
+               *result_rows({("lm_probe", "none", "none", "none", "1"): -6.0, ("lm_probe", *zero): -7.0},
                       model="org/decoder", layout="standard", probe_inputs="standardized"),
-               *_rows({("sst2", "none", "none", "none", "1"): 0.80, ("sst2", *zero): 0.76, ("sst2", *half): 0.70},
+               *result_rows({("sst2", "none", "none", "none", "1"): 0.80, ("sst2", *zero): 0.76, ("sst2", *half): 0.70},
                       model="org/decoder", layout="standard", probe_inputs="standardized"),
                # the same grid with the paper's raw probe, at its majority class: not the decoder's default, not read
-               *_rows({("sst2", "none", "none", "none", "1"): 0.51, ("sst2", *zero): 0.51}, model="org/decoder",
+               *result_rows({("sst2", "none", "none", "none", "1"): 0.51, ("sst2", *zero): 0.51}, model="org/decoder",
                       layout="standard")]
     ResultsTable(run_dir / "results.csv").append(decoder)
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick")}
@@ -329,14 +330,14 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick")}
     parts = {p.name: p for p in readings["fig6"].decoder.parts}
     assert "drawn on one part of the data only (seed0, seed1)" in parts["LM (own head) at 1/2 drops more"].numbers
-    stable = _stability({"lm": 0.9, "sst2": 0.9}, model="org/decoder", heads=30 * 9)  # a disjoint part too
+    stable = stability_table({"lm": 0.9, "sst2": 0.9}, model="org/decoder", heads=30 * 9)  # a disjoint part too
     sections.save_table(stable, run_dir, sections.DECODER_RANKING_STABILITY_TABLE)
     chance = pd.DataFrame({"model": ["org/decoder"] * 3, "task": ["lm", "lm_probe", "sst2"],
                            "chance": [-10.0, -10.0, 0.5]})
     sections.save_table(chance.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
     # each notebook's notes name its own models' rankings and drawn orders (at 4befcb8 notebook 02's listed notebook
     # 08's rankings, and 08's the encoders' draws)
-    ResultsTable(run_dir / "results.csv").append(_rows({("sst2", "average", "task", "random@1", "1/2"): 0.81}))
+    ResultsTable(run_dir / "results.csv").append(result_rows({("sst2", "average", "task", "random@1", "1/2"): 0.81}))
     encoders = " ".join(section_claims(run_dir, "quick", "02_main_results").split())
     decoders = " ".join(section_claims(run_dir, "quick", "08_decoders").split())
     assert "drawn more than once (random@1)" in encoders and "drawn more than once" not in decoders
@@ -395,7 +396,7 @@ def _ranked_models(n):
     rows = []
     for i in range(n):  # better models lose more
         original = 0.70 + 0.05 * i
-        rows += _rows({("sst2", "none", "none", "none", "1"): original,
+        rows += result_rows({("sst2", "none", "none", "none", "1"): original,
                        ("sst2", "average", "task", "none", "0"): original - 0.02 - 0.02 * i}, model=f"org/model-{i}")
     return rows
 
@@ -414,7 +415,7 @@ def test_fig3_is_not_read_on_fewer_models_than_can_reach_alpha(tmp_path):
 
 
 def test_a_ranking_whose_stability_was_not_measured_is_not_read(tmp_path):
-    readings = _read(_rows(MEANS), tmp_path, stability=_stability({"ner": 0.95}))
+    readings = _read(result_rows(MEANS), tmp_path, stability=stability_table({"ner": 0.95}))
     half = {p.name: p for p in readings["fig2_half"].parts}
     assert half["drop at 1/2 (sst2)"].verdict == "not read"
     assert "stability not measured" in half["drop at 1/2 (sst2)"].numbers
@@ -478,10 +479,10 @@ def test_the_orders_own_variance_is_in_the_intervals_of_b_and_d(tmp_path):
     permutations: the drop at 1/2 that held on one ranking (1 point, within 2) is inconclusive once the rankings'
     spread (0.86 to 0.92) is in its interval."""
     means = _drawn_means()
-    readings = _read(_rows(means), tmp_path, stability=_pairs("sst2", _every_pair(_FOUR, 0.95)))
+    readings = _read(result_rows(means), tmp_path, stability=_pairs("sst2", _every_pair(_FOUR, 0.95)))
     half = {p.name: p for p in readings["fig2_half"].parts}
-    one = _read(_rows({k: v for k, v in means.items() if "@" not in k[3]}), tmp_path / "one",
-                stability=_stability({"sst2": 0.95}))
+    one = _read(result_rows({k: v for k, v in means.items() if "@" not in k[3]}), tmp_path / "one",
+                stability=stability_table({"sst2": 0.95}))
     assert {p.name: p.verdict for p in one["fig2_half"].parts}["drop at 1/2 (sst2)"] == "holds"
     assert half["drop at 1/2 (sst2)"].verdict == "inconclusive"
     assert half["drop at 1/2 (sst2)"].numbers.startswith("+0.010 [") and \
@@ -495,14 +496,14 @@ def test_the_gate_covers_every_draw_a_reading_averages_over(tmp_path):
     """Two seeds on the same data agree (ρ 0.95) but the disjoint training parts do not (0.2): at 4befcb8 the gate
     read the seed pair only and read λ's parts; now every pair of the draws must agree."""
     rhos = _every_pair(_FOUR, 0.2) | {("seed0", "seed1"): 0.95}
-    readings = _read(_rows(_drawn_means()), tmp_path, stability=_pairs("sst2", rhos))
+    readings = _read(result_rows(_drawn_means()), tmp_path, stability=_pairs("sst2", rhos))
     half = {p.name: p for p in readings["fig2_half"].parts}
     assert half["drop at 1/2 (sst2)"].verdict == "not read"
     assert "4 draws (seed0, seed1, part1, part2) agree at ρ 0.20 to 0.95" in half["drop at 1/2 (sst2)"].numbers
     assert readings["fig5"].parts[0].verdict == "not read"
     # a draw the reading does not average over still gates it: the grid's ranking alone, its parts unstable
     alone = {k: v for k, v in _drawn_means().items() if k[3] in ("none", "lambda", "random")}
-    plain = _read(_rows(alone), tmp_path / "plain", stability=_pairs("sst2", rhos))
+    plain = _read(result_rows(alone), tmp_path / "plain", stability=_pairs("sst2", rhos))
     assert {p.name: p.verdict for p in plain["fig2_half"].parts}["drop at 1/2 (sst2)"] == "not read"
 
 
@@ -511,7 +512,7 @@ def test_another_profiles_ranking_is_its_own_part_gated_by_its_own_draws(tmp_pat
     read through the cpu ranking's seed pair. Now it is a part of its own, not read without a second draw of its
     own, and read where its own draws agree."""
     stable = _pairs("sst2", _every_pair(_FOUR, 0.95))
-    readings = _read(_rows(_drawn_means()), tmp_path, stability=stable)
+    readings = _read(result_rows(_drawn_means()), tmp_path, stability=stable)
     parts = {p.name: p for p in readings["fig2_half"].parts}
     assert parts["drop at 1/2 (sst2, λ of the full profile)"].verdict == "not read"
     assert "one draw" in parts["drop at 1/2 (sst2, λ of the full profile)"].numbers
@@ -520,14 +521,14 @@ def test_another_profiles_ranking_is_its_own_part_gated_by_its_own_draws(tmp_pat
     assert "λ beats every other method, λ of the full profile" in {p.name for p in readings["fig5"].parts}
     both = pd.concat([stable, _pairs("sst2", _every_pair(("seed0", "seed1", "part1"), 0.9), profile="full")])
     draws = dict(_DRAWS, **{"lambda@full": 0.90})
-    readings = _read(_rows(_drawn_means(draws)), tmp_path / "both", stability=both)
+    readings = _read(result_rows(_drawn_means(draws)), tmp_path / "both", stability=both)
     parts = {p.name: p for p in readings["fig2_half"].parts}
     assert parts["drop at 1/2 (sst2, λ of the full profile)"].verdict == "holds"
     assert parts["drop at 1/2 (sst2, λ of the full profile)"].numbers.endswith("(1 order)")
     best = {p.name: p for p in readings["fig5"].parts if "full" in p.name}
     assert best["λ beats every other method, λ of the full profile"].verdict != "not read"
     apart = pd.concat([stable, _pairs("sst2", {("seed0", "part1"): 0.5}, profile="full")])
-    readings = _read(_rows(_drawn_means(draws)), tmp_path / "apart", stability=apart)
+    readings = _read(result_rows(_drawn_means(draws)), tmp_path / "apart", stability=apart)
     half = {p.name: p for p in readings["fig2_half"].parts}["drop at 1/2 (sst2, λ of the full profile)"]
     assert half.verdict == "not read"
     assert half.numbers == ("sst2's full-profile λ rankings of 2 draws (seed0, part1) agree at ρ 0.50: a pair below "
@@ -542,7 +543,7 @@ def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
     from papa.paper.claims.reading import claim_runs
 
     table = ResultsTable(tmp_path / "r.csv")
-    table.append(_rows(_drawn_means()))
+    table.append(result_rows(_drawn_means()))
     stable = _pairs("sst2", _every_pair(_FOUR, 0.95))  # the grid's rankings agree; the full profile's has one draw
     encoders, _ = claim_runs(table.read(), None, tmp_path, stable, None)
     readings = {r.claim: r for r in read_claims(table.read(), stability=stable)}
