@@ -9,7 +9,7 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
 * docs/performance.md, ``run-options`` and ``run-options-bf16-store``: the run options paired by seed against
   float32 eager (``artifacts/run_options/cpu/`` and ``bf16_store/``, written by benchmarks/run_options.py);
-* docs/results.md ``claims``, README.md ``claims-brief`` and ``finding``, docs/decoders.md ``decoder-claims``: the
+* docs/results.md ``claims``, README.md ``claims-brief``, ``takeaway`` and ``finding``, docs/decoders.md ``decoder-claims``: the
   paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
   `papa.paper.claims.notes`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
   ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
@@ -129,6 +129,12 @@ def brief_block() -> str:
     from papa.paper.claims import results_in_brief
 
     return results_in_brief(cpu_claims())
+
+
+def takeaway_block() -> str:
+    from papa.paper.claims import in_one_line
+
+    return in_one_line(cpu_claims())
 
 
 def finding_block() -> str:
@@ -520,6 +526,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "cpu-rerun-time": (DOCS / "notebooks.md", notebook_time_block),
     "claims-brief": (REPO / "README.md", brief_block),
+    "takeaway": (REPO / "README.md", takeaway_block),
     "finding": (REPO / "README.md", finding_block),
     "decoder-claims": (DOCS / "decoders.md", decoder_claims_block),
     "decoder-table": (DOCS / "decoders.md", decoder_table_block),

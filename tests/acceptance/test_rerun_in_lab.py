@@ -43,7 +43,7 @@ def test_a_rerun_in_lab_leaves_the_clone_clean_and_the_notebook_tidy(chromium, d
                "--ServerApp.ip=127.0.0.1", "--IdentityProvider.token=", "--ServerApp.password=",
                "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={clone}",
                f"--LabApp.workspaces_dir={clone.parent / 'workspaces'}",
-               f"--LabApp.user_settings_dir={clone.parent / 'settings'}"]
+               f"--LabApp.user_settings_dir={clone.parent / 'settings'}", "--LabApp.expose_app_in_browser=True"]
     with local_server(command, f"http://127.0.0.1:{port}/lab", name="JupyterLab", log=clone.parent / "lab.log",
                       timeout=120, cwd=clone, env=env), playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
@@ -52,14 +52,18 @@ def test_a_rerun_in_lab_leaves_the_clone_clean_and_the_notebook_tidy(chromium, d
             page.set_default_timeout(120_000)
             page.goto(f"http://127.0.0.1:{port}/lab/tree/{NOTEBOOK}?reset")
             page.locator(".jp-Notebook").first.wait_for()
-            page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle']").first.wait_for()
-            page.get_by_role("menuitem", name="Run", exact=True).click()
-            page.get_by_role("menuitem", name="Run All Cells", exact=True).click()
-            page.wait_for_timeout(2_000)
+            # Lab's own commands (Run > Run All Cells, File > Save), through the app it exposes: a menu click can land
+            # before the kernel is connected and run nothing
+            page.wait_for_function("() => window.jupyterapp?.shell.currentWidget?.sessionContext?.session?.kernel")
+            page.evaluate("""async () => {
+                const app = window.jupyterapp, panel = app.shell.currentWidget;
+                await panel.sessionContext.ready;
+                await app.commands.execute('notebook:run-all-cells');
+            }""")
             page.wait_for_function("() => ![...document.querySelectorAll('.jp-InputPrompt')]"
                                    ".some(e => e.textContent.includes('[*]'))", timeout=300_000)
             page.screenshot(path=clone.parent / "rerun.png")  # kept in the temporary folder, for a failure
-            page.keyboard.press("Control+s")
+            page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
             tab = page.locator(".lm-TabBar-tab.jp-mod-current")
             page.wait_for_function("t => !t.classList.contains('jp-mod-dirty')", arg=tab.element_handle())
         finally:

@@ -16,7 +16,7 @@ The modules, one per figure or table (and its section notebook), above the machi
 * `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`) and Fig. 5's comparisons
   (`profile_selection_comparisons`);
 * `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them, and the docs' claim
-  pages as Markdown (`claim_by_claim`, `results_in_brief`, `in_plain_words`, `decoder_claims`, `margins_table`).
+  pages as Markdown (`claim_by_claim`, `results_in_brief`, `in_one_line`, `in_plain_words`, `decoder_claims`, `margins_table`).
 
 The names the notebooks, the pages and the CLI use are importable from `papa.paper.claims` itself; the machinery the
 modules share (`rules`, `scores`) from the module that owns it.
@@ -28,7 +28,7 @@ from papa.paper.claims.decoders import DECODER_EVIDENCE, DECODER_NOTEBOOK, decod
 from papa.paper.claims.mlm_electra import (DECODER_POINTS, MLM_PRETRAINED, OBJECTIVE_NAMES, PAPER_MLM_NATS,
                                            unread_objectives)
 from papa.paper.claims.notes import (CPU_RUN_RESULTS, TITLES, claim_by_claim, claim_table, decoder_claims,
-                                     format_claims, headed_claims, in_plain_words, margins_table,
+                                     format_claims, headed_claims, in_one_line, in_plain_words, margins_table,
                                      profile_uncertainty_note, results_in_brief, section_claim_table, section_claims,
                                      smoke_run_first, smoke_run_note, stability_note, uncertainty_note,
                                      unread_rankings)
@@ -46,4 +46,4 @@ __all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "read_
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note", "SelectionComparison", "selection_comparisons", "comparison_table",
            "profile_selection_comparisons", "unread_objectives", "TITLES", "claim_by_claim", "margins_table",
-           "results_in_brief", "in_plain_words", "decoder_claims"]
+           "results_in_brief", "in_one_line", "in_plain_words", "decoder_claims"]

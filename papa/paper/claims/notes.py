@@ -285,6 +285,25 @@ def in_plain_words(readings: Sequence[ClaimReading]) -> str:
     return "\n".join(lines)
 
 
+def in_one_line(readings: Sequence[ClaimReading]) -> str:
+    """The README's one-line takeaway: per model kind, whether any tested part of the paper's claims is contradicted
+    (naming those that are), with the counts of those that hold and those the data cannot decide."""
+    sides = []
+    for whose, read in (("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])):
+        parts = [p for r in read for p in r.parts if p.verdict in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD)]
+        if not parts:
+            continue
+        held, open_ = (sum(p.verdict == v for p in parts) for v in (HOLDS, INCONCLUSIVE))
+        against = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == DOES_NOT_HOLD]
+        counts = f"{held} hold, {open_} undecided"
+        sides.append(f"on {whose}, the data contradict {len(against)} of the {len(parts)} parts this run could test "
+                     f"({'; '.join(against)}; {counts})" if against else
+                     f"on {whose}, the data contradict none of the {len(parts)} parts this run could test ({counts})")
+    if not sides:
+        return "**In one line:** this run tested no part of the paper's claims."
+    return "**In one line:** " + "; ".join(sides) + "."
+
+
 def _showing(reading: ClaimReading) -> Part | None:
     """The part that shows the claim's verdict (the first with that verdict; a partly read claim's first that
     holds), else the first part read."""

@@ -8,7 +8,7 @@ import pandas as pd
 
 from papa.paper.claim_pages import curve_table, lm_probe_curve
 from papa.paper.claims import read_claims
-from papa.paper.claims.notes import claim_by_claim, decoder_claims, in_plain_words, results_in_brief
+from papa.paper.claims.notes import claim_by_claim, decoder_claims, in_one_line, in_plain_words, results_in_brief
 from papa.runs.results import ResultsTable
 from tests.unit.paper.test_claims import MEANS, result_rows, stability_table
 
@@ -57,6 +57,19 @@ def test_the_plain_words_count_every_part_and_name_what_holds(tmp_path):
     assert all(name in encoder for name in held) and decoder.startswith("* **On the decoder**")
     unread = sum(p.verdict == "not read" for p in parts)
     assert f"{unread} could not be read" in encoder
+
+
+def test_the_one_line_names_each_contradicted_part_and_counts_the_rest(tmp_path):
+    """The README's takeaway (issue 74): per model kind, the tested parts that do not hold are named, and the line's
+    counts are the readings' own."""
+    readings = _readings(tmp_path, decoder=True)
+    line = in_one_line(readings)
+    for whose, read in (("the encoder", readings), ("the decoder", [r.decoder for r in readings if r.decoder])):
+        tested = [p for r in read for p in r.parts if p.verdict in ("holds", "inconclusive", "does not hold")]
+        against = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == "does not hold"]
+        assert f"on {whose}, the data contradict {len(against) or 'none'} of the {len(tested)} parts" in line
+        assert all(name in line for name in against)
+    assert line.startswith("**In one line:** ") and in_one_line([]).endswith("no part of the paper's claims.")
 
 
 def test_curve_tables():
