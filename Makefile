@@ -52,7 +52,7 @@ docs: install
 # Performance suite (issue 6); BENCH_ARGS="--quick" for a smoke run, "--dtype bf16", "--device cuda", ...
 BENCH_ARGS ?=
 bench: install
-	$(PY) benchmarks/bench.py $(BENCH_ARGS)
+	$(PY) -m benchmarks.bench $(BENCH_ARGS)
 
 # The GPU check (issues 54 and 72, benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs
 # into .gpu-stage/ and prints the one command to run there. On a CUDA machine: `make gpu-check` runs that command, one
@@ -63,11 +63,11 @@ bench: install
 CHECK_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
 GPU_OUT ?= $(if $(OUT),$(OUT),.gpu-stage/out)
 gpu-stage: install
-	$(PY) benchmarks/gpu_check.py stage
+	$(PY) -m benchmarks.gpu_check stage
 
 gpu-check:
 	mkdir -p $(GPU_OUT)
-	OUT=$(abspath $(GPU_OUT)) bash -c "$$($(CHECK_PY) benchmarks/gpu_check.py command --python $(CHECK_PY) $(if $(SMOKE),--smoke))"
+	OUT=$(abspath $(GPU_OUT)) bash -c "$$($(CHECK_PY) -m benchmarks.gpu_check command --python $(CHECK_PY) $(if $(SMOKE),--smoke))"
 
 lock: install
 	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^papa' | sed 's/+cpu$$//'; } > constraints.new

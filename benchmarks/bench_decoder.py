@@ -14,7 +14,8 @@ import torch
 
 import papa
 
-from bench import Case, ModelBench, naive_pass, peak_mib
+from benchmarks.cases import Case, ModelBench, naive_pass
+from benchmarks.timing import peak_mib
 
 
 def decoder_texts(tokenizer, paragraphs: list[str], n: int, count: int) -> list[str]:

@@ -1,6 +1,6 @@
 """The speed table's headline (issue 72): the method at the grid's shapes and at a saturating batch, beside its FLOPs.
 
-    python benchmarks/bench.py --headline --hub DIR --device cuda --dtype bf16 --models bert-base
+    python -m benchmarks.bench --headline --hub DIR --device cuda --dtype bf16 --models bert-base
 
 For BERT-base (random weights) and RoBERTa-large (DIR/roberta-large's config, random weights: time does not depend on
 the weights' values), at Table 3's batch and length of each grid task (`GRID_TASKS`; tasks of one shape share a row)
@@ -28,7 +28,7 @@ from papa.method.cost import config_ceiling, model_shape, pass_flops, probe_flop
 from papa.method.selection import replacement_order
 from papa.tasks.registry import get_task
 
-from bench import Case, EncoderBench
+from benchmarks.cases import Case, EncoderBench
 
 #: The grid's tasks whose Table-3 shapes the headline times (MNLI's n = 256 is the cost's, `full_cost.py`).
 GRID_TASKS = ("sst2", "cola", "mrpc", "ner", "pos")

@@ -1,7 +1,7 @@
 """What a profile's reproduction costs on this machine: rates measured per task, multiplied by the profile's grid.
 
-    python benchmarks/cpu_estimate.py --profile cpu                                  # notebooks 01-07, MiniLM
-    python benchmarks/cpu_estimate.py --profile cpu --notebooks 08_decoders --model smollm2
+    python -m benchmarks.cpu_estimate --profile cpu                                  # notebooks 01-07, MiniLM
+    python -m benchmarks.cpu_estimate --profile cpu --notebooks 08_decoders --model smollm2
 
 For each task the notebooks run on the model, measured on the task's real training data (`--data-dir`), in the
 profile's layout, at Table 3's length and batch size:

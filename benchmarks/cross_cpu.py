@@ -1,7 +1,7 @@
 """How far a run's numbers move between CPUs: the same grid points run under the kernels of other instruction sets.
 
-    python benchmarks/cross_cpu.py --profile cpu --tasks sst2 cola --fractions 1 0
-    python benchmarks/cross_cpu.py --profile quick --tasks sst2 --out /tmp/xcpu      # a smoke run
+    python -m benchmarks.cross_cpu --profile cpu --tasks sst2 cola --fractions 1 0
+    python -m benchmarks.cross_cpu --profile quick --tasks sst2 --out /tmp/xcpu      # a smoke run
 
 Float rounding differs between instruction sets, and PyTorch picks its kernels by what the CPU offers. Each setting
 below runs `papa probe` in a fresh process with the environment variables that make PyTorch, oneDNN and MKL use
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         stored = pd.read_csv(args.committed)
         runs["committed"] = stored[stored.run_id.isin(runs["native"].run_id)]
     paired, summary = compare(runs)
-    record = dict(command="python benchmarks/cross_cpu.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    record = dict(command="python -m benchmarks.cross_cpu " + " ".join(argv if argv is not None else sys.argv[1:]),
                   cpu=_cpu(), settings={s: SETTINGS.get(s, "stored rows") for s in runs},
                   date=time.strftime("%Y-%m-%d"), seconds=round(time.perf_counter() - start))
     for name, write in (("paired.csv", lambda p: paired.to_csv(p, index=False)),

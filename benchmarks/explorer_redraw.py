@@ -1,8 +1,8 @@
 """How long the explorer takes to redraw at n = 512: the grid of every head, the head view, a new sentence.
 
-    python benchmarks/explorer_redraw.py                       # MiniLM (72 heads) and a random BERT-base (144)
-    python benchmarks/explorer_redraw.py --models bert-large   # 384 heads
-    python benchmarks/explorer_redraw.py --browser             # also the grid's drawing in headless Chromium
+    python -m benchmarks.explorer_redraw                       # MiniLM (72 heads) and a random BERT-base (144)
+    python -m benchmarks.explorer_redraw --models bert-large   # 384 heads
+    python -m benchmarks.explorer_redraw --browser             # also the grid's drawing in headless Chromium
 
 Each model gets average constants at n = 512 from a few long texts (WikiText paragraphs when PAPA_DATA_DIR is set,
 else a repeated sentence), then `papa.paper.explorer.HeadExplorer` is timed on a short sentence and on a text that
@@ -34,14 +34,13 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from papa.method.architectures import model_signature
+from papa.method.extract import extract_constants
+from papa.method.rankings import HeadRanking
+from papa.paper.explorer import GRID_SCOPES, HeadExplorer, find_artifacts
+from papa.tasks.corpus import Corpus
 
-from papa.method.architectures import model_signature  # noqa: E402
-from papa.method.extract import extract_constants  # noqa: E402
-from papa.method.rankings import HeadRanking  # noqa: E402
-from papa.paper.explorer import GRID_SCOPES, HeadExplorer, find_artifacts  # noqa: E402
-from papa.tasks.corpus import Corpus  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
 
 N = 512
 SHORT = "the movie was not good , but the actors were wonderful ."

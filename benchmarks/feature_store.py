@@ -1,6 +1,6 @@
 """A frozen probe point at the cost of its forward passes: the grid runner's point against its floor, and today's path.
 
-    python benchmarks/feature_store.py --train 8192 --seeds 5 --json artifacts/timings/feature_store_cpu.json
+    python -m benchmarks.feature_store --train 8192 --seeds 5 --json artifacts/timings/feature_store_cpu.json
 
 One grid point (`papa.runs.experiment.run_grid`, fraction 1, SST-2 at Table 3's length 64 and 4 epochs, `--seeds`
 seeds) on the offline model, with ``PAPA_FEATURE_CACHE_GB`` set below the padded features' size (half of it by
@@ -19,8 +19,8 @@ It prints the wall times, stored / floor (the issue's target: <= 1.3), backbone 
 largest score difference between the two paths (they must agree to float tolerance). Every ratio is taken from
 timings of this one run. Model loading is excluded (warmed up first).
 
-    python benchmarks/feature_store.py --paths --shapes grid --json artifacts/timings/store_paths_gpu.json
-    python benchmarks/feature_store.py --smoke      # the same on tiny shapes, on the CPU, in seconds
+    python -m benchmarks.feature_store --paths --shapes grid --json artifacts/timings/store_paths_gpu.json
+    python -m benchmarks.feature_store --smoke      # the same on tiny shapes, on the CPU, in seconds
 
 ``--paths`` times instead the step's fetch on each path a split can take (`papa.probing.feature_store.store_path`),
 on synthetic random features (``--kept`` of the slots read, lengths drawn uniformly around it) at the grid's
@@ -238,7 +238,7 @@ def _write_record(path: Path, argv: list[str] | None, point: Point, runner: Runn
     """The table (`rows`), its ratios and scores, and the machine and settings, to `path` (atomically)."""
     stored, old = runner.stored, runner.old
     record = {"backbone_path": runner.how,
-              "command": "python benchmarks/feature_store.py " + " ".join(argv or sys.argv[1:]),
+              "command": "python -m benchmarks.feature_store " + " ".join(argv or sys.argv[1:]),
               "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                           "torch": torch.__version__, "threads": torch.get_num_threads(),
                           "load_average_at_end": os.getloadavg()},
@@ -381,7 +381,7 @@ def paths_main(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: 
     for r in rows:
         print(f"{r['shape']:<20} {r['path']:<{width}} {r['ms_per_step']:9.3f} {r['gb_per_s']:7.2f}")
     if args.json:
-        record = {"command": "python benchmarks/feature_store.py " + " ".join(argv or sys.argv[1:]),
+        record = {"command": "python -m benchmarks.feature_store " + " ".join(argv or sys.argv[1:]),
                   "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
                               "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
                   "seeds": args.seeds, "kept": args.kept, "rows": rows}

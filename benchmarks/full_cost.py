@@ -1,6 +1,6 @@
 """What the `full` profile costs on one accelerator: per-task step times and rates, and real points on SST-2.
 
-    python benchmarks/full_cost.py --hub DIR --device cuda --json cost.json
+    python -m benchmarks.full_cost --hub DIR --device cuda --json cost.json
 
 DIR holds the paper's model folders (config.json and tokenizer files, e.g. ``roberta-base/``, ``roberta-large/``);
 the models are built from their configs with seeded random weights (time does not depend on the weights' values).
@@ -57,6 +57,8 @@ from pathlib import Path
 import torch
 
 import papa
+from benchmarks.inputs import random_model_dir
+from benchmarks.timing import cpu_name, interleaved  # the suite's timing call (round-robin medians, warm-up discarded)
 from papa.method.architectures import backbone
 from papa.method.attention_free import drop_query_key, restore_query_key
 from papa.core.vocabulary import DEFAULT_PRECISION, PRECISIONS
@@ -72,10 +74,6 @@ from papa.runs.lambda_ranking import learn_ranking
 from papa.runs.session import GridConfig, task_constants
 from papa.tasks.data import load_examples
 from papa.tasks.registry import get_task
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-# the suite's timing call (round-robin medians, warm-up discarded) and machine name
-from bench import cpu_name, interleaved, random_model_dir  # noqa: E402
 
 #: Version of the JSON this script writes; `grid_estimate.py` refuses files without this format's fields.
 FORMAT = 2
@@ -486,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {"format": FORMAT,
               "device": torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name(),
               "torch": torch.__version__, "threads": torch.get_num_threads(),
-              "command": "python benchmarks/full_cost.py " + " ".join(sys.argv[1:] if argv is None else argv),
+              "command": "python -m benchmarks.full_cost " + " ".join(sys.argv[1:] if argv is None else argv),
               "profile": ONE_EPOCH, "precision": args.precision, "tiny": args.tiny, "points": [], "steps": []}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

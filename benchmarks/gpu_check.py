@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import os
@@ -43,12 +44,12 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
+from benchmarks.gpu_stage import STAGE, device_command, stage
+from benchmarks.gpu_steps import CALL_BUDGET_S, CALL_LIMIT_S, PYTEST, STEP_NAMES, STEPS, Step
+from benchmarks.grid_prediction import GOALS
+
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
-sys.path.insert(0, str(BENCHMARKS))
-from gpu_stage import STAGE, device_command, stage  # noqa: E402
-from grid_prediction import GOALS  # noqa: E402
-from gpu_steps import CALL_BUDGET_S, CALL_LIMIT_S, PYTEST, STEP_NAMES, STEPS, Step  # noqa: E402
 
 #: Record format of `check.json`.
 FORMAT = 1
@@ -64,7 +65,7 @@ NOT_ON_GPU_IMAGE = ("datasets", "evaluate", "nbformat", "papermill", "ipykernel"
 
 def describe_machine(cuda: bool) -> dict:
     """The machine, its software and where the code came from."""
-    from bench import cpu_name
+    from benchmarks.timing import cpu_name
     import torch
 
     versions = {}
@@ -104,7 +105,7 @@ def step_argv(step: Step, smoke: bool, hub: Path, data: Path, out: Path) -> list
 
 def _estimated(files: list[str]) -> tuple[dict, dict]:
     """(cost, estimate) of the cost files, the estimate carrying the files' precision ("bf16", "float32", or both)."""
-    import grid_estimate
+    from benchmarks import grid_estimate
 
     cost = grid_estimate.load(files)
     precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
@@ -113,7 +114,7 @@ def _estimated(files: list[str]) -> tuple[dict, dict]:
 
 def _estimate(argv: list[str]) -> int:
     """grid_estimate.py over the cost files that exist: its tables into estimate.md, its numbers into estimate.json."""
-    import grid_estimate
+    from benchmarks import grid_estimate
 
     files = [p for p in argv if Path(p).is_file()]
     if not files:
@@ -131,11 +132,12 @@ def _estimate(argv: list[str]) -> int:
 
 
 def _main_of(script: str):
+    """The `main` a step calls: the estimate, the CUDA tests, or module `script` of benchmarks/."""
     if script == "estimate":
         return _estimate
     if script == "pytest":
         return PYTEST
-    return __import__(script).main
+    return importlib.import_module(f"benchmarks.{script}").main
 
 
 class _Tee(io.TextIOBase):
@@ -270,7 +272,7 @@ def _open_record(out: Path, machine: dict, smoke: bool, manifest: dict, budget: 
     # a later call (--steps or --fill, into the same folder) adds to the record: each call keeps its command, the
     # code it ran (the stage's commit) and its machine's software, and each step names the call that ran it
     call = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "command": "python benchmarks/gpu_check.py " + " ".join(_shown(Path(a)) if os.path.isabs(a) else a
+            "command": "python -m benchmarks.gpu_check " + " ".join(_shown(Path(a)) if os.path.isabs(a) else a
                                                                    for a in sys.argv[1:]),
             "budget_s": budget if budget != float("inf") else None,  # JSON has no infinity
             "source": manifest["source"], "machine": machine}

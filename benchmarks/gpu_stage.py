@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from gpu_steps import CALL_LIMIT_S, KILL_AFTER_S
+from benchmarks.gpu_steps import CALL_LIMIT_S, KILL_AFTER_S
 
 REPO = Path(__file__).resolve().parents[1]
 STAGE = REPO / ".gpu-stage"
@@ -56,7 +56,7 @@ def stage_data(data_dir: Path, out: Path, rows: int, seed: int = 0) -> dict[str,
     """The local files every staged task reads, under `out` at their paths below `data_dir`: whole for `WHOLE`,
     else `rows` seeded random examples. Returns what each file holds."""
     from papa.tasks.registry import get_task
-    from full_cost import GRID_TASKS
+    from benchmarks.full_cost import GRID_TASKS
 
     held = {}
     for task in GRID_TASKS:
@@ -140,7 +140,7 @@ def device_command(stage: Path, python: str = "python3", smoke: bool = False) ->
     hard limit, packed into $OUT after every step and, whatever happened, once more after the call."""
     rel = stage.resolve().relative_to(REPO) if stage.resolve().is_relative_to(REPO) else stage
     archive = "--archive $OUT/gpu_check.tar.gz"
-    check = f"{python} benchmarks/gpu_check.py"
+    check = f"{python} -m benchmarks.gpu_check"
     return (f"export PYTHONPATH=$PWD; timeout -k {KILL_AFTER_S} {CALL_LIMIT_S} {check} run --fill"
             f"{' --smoke' if smoke else ''} --stage {rel} {archive}; rc=$?; {check} pack --stage {rel} {archive}; "
             "exit $rc")

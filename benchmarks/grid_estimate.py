@@ -1,6 +1,6 @@
 """Expected time of the `full` reproduction on a GPU, beside its floor, from what `full_cost.py` measured.
 
-    python benchmarks/grid_estimate.py COST.json [MORE.json ...] [--workers 1 4 8] [--host-gib G ...]
+    python -m benchmarks.grid_estimate COST.json [MORE.json ...] [--workers 1 4 8] [--host-gib G ...]
 
 Several files (e.g. a part-B run and a part-A run of `full_cost.py`) are read as one when they name the same device.
 
@@ -61,10 +61,9 @@ from papa.reproduce.jobs import Job, notebook_jobs
 from papa.runs.profiles import Profile, get_profile
 from papa.tasks.registry import TaskSpec, get_task
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_estimate import measures_stability  # noqa: E402  -- which notebooks learn rankings with other seeds
-from grid_flops import row_flops  # noqa: E402
-from peaks import floor_hours, peak_tflops, share_of_peak, tflops  # noqa: E402
+from benchmarks.cpu_estimate import measures_stability  # which notebooks learn rankings with other seeds
+from benchmarks.grid_flops import row_flops
+from benchmarks.peaks import floor_hours, peak_tflops, share_of_peak, tflops
 
 #: Examples per split at full size (GLUE, CoNLL-2003, WikiText validation held-out articles; MNLI mismatched dev).
 SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "mnli": (392702, 9832),
@@ -349,7 +348,7 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None, choose=store_f
            "unfit_backbone_s": tally.unfit_cost[0], "unfit_blocks_s": tally.unfit_cost[1]}
     add_floors(est, peak_tflops(cost.get("device", ""), cost.get("precision", "float32")))
     if predict and cost.get("bench"):
-        import grid_prediction
+        from benchmarks import grid_prediction
 
         grid_prediction.predict(cost, est)
     return est
@@ -542,7 +541,7 @@ def report(cost: dict, est: dict, workers: tuple[int, ...] = (1, 4, 8), budgets:
     if checks:
         out += ["", *_part_a_rows(checks)]
     if est.get("prediction"):
-        import grid_prediction
+        from benchmarks import grid_prediction
 
         out += ["", *grid_prediction.report_rows(est)]
     return "\n".join(out) + "\n"

@@ -28,9 +28,9 @@ from papa.core.vocabulary import BF16_SUFFIX
 from papa.probing.feature_store import BYTES_PER_VALUE
 from papa.runs.profiles import get_profile
 
-from bench_flops import row_flops_per_seq, shape_of
-from grid_flops import BF16_BYTES, PATHS, choose_path, feature_bytes, row_flops
-from peaks import device_peaks
+from benchmarks.bench_flops import row_flops_per_seq, shape_of
+from benchmarks.grid_flops import BF16_BYTES, PATHS, choose_path, feature_bytes, row_flops
+from benchmarks.peaks import device_peaks
 
 #: Host memory of the nodes the prediction is made for (bytes).
 NODES = {"1 TiB": 2**40, "2 TiB": 2**41}
@@ -114,7 +114,7 @@ def _chooser(bf16: bool, record: dict):
 def predict(cost: dict, est: dict) -> None:
     """Into `est`: ``prediction`` (the rates, and per node the estimate's figures and each split's path), and each
     model's and the totals' predicted seconds per node (``predicted_1tib_s``, ``predicted_2tib_s``)."""
-    import grid_estimate
+    from benchmarks import grid_estimate
 
     rates = arithmetic_rates(cost["bench"])
     if rates is None:

@@ -1,8 +1,8 @@
 """Does λ learn a ranking within a profile's budget? A learning curve of λ from two seeds (issue 27).
 
-    python benchmarks/lambda_curve.py --task sst2 --steps 256 --lrs paper 1e-2
-    python benchmarks/lambda_curve.py --task cola --steps 378 --every 63 --lrs paper 1e-3 1e-2
-    python benchmarks/lambda_curve.py --task sst2 --steps 8 --every 4 --profile quick --out lambda-curve-smoke   # a smoke run
+    python -m benchmarks.lambda_curve --task sst2 --steps 256 --lrs paper 1e-2
+    python -m benchmarks.lambda_curve --task cola --steps 378 --every 63 --lrs paper 1e-3 1e-2
+    python -m benchmarks.lambda_curve --task sst2 --steps 8 --every 4 --profile quick --out lambda-curve-smoke   # a smoke run
 
 For one task, on the λ data a grid of the profile (default ``cpu``) learns its ranking from (its `rank_limit`
 examples, picked from its training subset as `papa.runs.lambda_ranking.head_ranking` picks them) with the task's average
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# λ learning curve: {args.task}, {len(data)} examples ({args.profile} profile's λ data), batch {bs}, "
           f"probe lr {lr:g}, {args.model}, layout {layout}, {args.steps} steps, torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads\n", flush=True)
-    record = dict(command="python benchmarks/lambda_curve.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+    record = dict(command="python -m benchmarks.lambda_curve " + " ".join(argv if argv is not None else sys.argv[1:]),
                   cpu=_cpu(), torch=torch.__version__, threads=torch.get_num_threads(),
                   load_average=os.getloadavg()[0],  # a shared machine's other jobs slow the seconds down
                   date=time.strftime("%Y-%m-%d"), task=args.task, profile=args.profile, model=args.model,

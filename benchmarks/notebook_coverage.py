@@ -1,8 +1,8 @@
 """Which functions of `papa` a batch run of the notebooks executes: to show that a smaller profile still runs every
 code path a larger one (or an earlier version) ran.
 
-    python benchmarks/notebook_coverage.py --out after.json [--profile quick] [--notebooks 08_decoders ...]
-    python benchmarks/notebook_coverage.py --compare before.json after.json
+    python -m benchmarks.notebook_coverage --out after.json [--profile quick] [--notebooks 08_decoders ...]
+    python -m benchmarks.notebook_coverage --compare before.json after.json
 
 The first form runs ``python -m papa.cli reproduce`` (this interpreter's papa, from the current directory's clone)
 into a temporary output folder under coverage.py, the notebooks' kernels included (``[run] patch = subprocess``),

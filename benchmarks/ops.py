@@ -1,6 +1,6 @@
 """Ops per forward pass: what each of papa's modes adds to the plain forward, counted, not timed.
 
-    python benchmarks/ops.py [--model minilm|bert-base|NAME] [--batch 2] [--length 16] [--repeats 50]
+    python -m benchmarks.ops [--model minilm|bert-base|NAME] [--batch 2] [--length 16] [--repeats 50]
 
 On a GPU at the paper's batch sizes a small model's forward pass is set by kernel launches and the Python that
 issues them rather than by arithmetic (docs/performance.md, the H200 table): every op papa adds to a layer costs about
@@ -50,8 +50,7 @@ def _model(name: str):
 
     if name != "bert-base":
         return load_model(name)
-    sys.path.insert(0, __file__.rsplit("/", 1)[0])
-    from bench import bert_base  # a random BERT-base, as bench.py builds it
+    from benchmarks.inputs import bert_base  # a random BERT-base, as the suite builds it
 
     _, tok = load_model()
     return bert_base(len(tok)), tok

@@ -5,8 +5,8 @@ tanh units and of constant predictions, for the paper's probe freshly initialise
 with standardised inputs (`papa.probing.standardize`), each probe's metric, and the raw inputs' top dimensions.
 Prints Markdown tables.
 
-    python benchmarks/probe_diagnosis.py --model smollm2 --task sst2 --train 500 --eval 300 --epochs 2
-    python benchmarks/probe_diagnosis.py --model all-MiniLM-L6-v2 --task sst2 --train 500 --eval 300 --epochs 2
+    python -m benchmarks.probe_diagnosis --model smollm2 --task sst2 --train 500 --eval 300 --epochs 2
+    python -m benchmarks.probe_diagnosis --model all-MiniLM-L6-v2 --task sst2 --train 500 --eval 300 --epochs 2
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Committed runs against the same runs recomputed by today's code: a change that should not move results, checked.
 
-    python benchmarks/recheck_committed.py --committed artifacts/cpu/results.csv \
+    python -m benchmarks.recheck_committed --committed artifacts/cpu/results.csv \
         --recomputed RUNS/results.csv [...] --made-by "the commands that made them" --out artifacts/cpu_recheck
 
 Rows are paired by run id (a run id hashes the run's whole configuration, seed included), so each pair is the same
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     with atomic_path(args.out / "pairs.csv") as tmp:
         table.to_csv(tmp, index=False)
-    record = {"command": "python benchmarks/recheck_committed.py " + " ".join(argv or sys.argv[1:]),
+    record = {"command": "python -m benchmarks.recheck_committed " + " ".join(argv or sys.argv[1:]),
               "made_by": args.made_by, "committed": str(args.committed),
               "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                           "torch": torch.__version__},

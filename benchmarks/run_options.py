@@ -1,7 +1,7 @@
 """What the backbone's run options do to one task's scores, paired by seed against float32 eager.
 
-    python benchmarks/run_options.py --profile cpu --task sst2 --fractions 1 0 --out artifacts/run_options/cpu
-    python benchmarks/run_options.py --profile cpu --task sst2 --fractions 1 --settings float32 bf16_store
+    python -m benchmarks.run_options --profile cpu --task sst2 --fractions 1 0 --out artifacts/run_options/cpu
+    python -m benchmarks.run_options --profile cpu --task sst2 --fractions 1 --settings float32 bf16_store
         --out artifacts/run_options/bf16_store    # (one line) bfloat16 stores against float32
 
 Runs the same grid points (`papa.runs.experiment.run_grid`, the profile's seeds, average constants) once per setting
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> None:
     comparison = pd.concat(tables, ignore_index=True)
     with atomic_path(args.out / "comparison.csv") as tmp:
         comparison.to_csv(tmp, index=False)
-    record = {"command": "python benchmarks/run_options.py " + " ".join(argv or sys.argv[1:]), "seconds": seconds,
+    record = {"command": "python -m benchmarks.run_options " + " ".join(argv or sys.argv[1:]), "seconds": seconds,
               "machine": {"cpus": os.cpu_count(), "processor": platform.processor() or platform.machine(),
                           "torch": torch.__version__, "threads": torch.get_num_threads()}}
     with atomic_path(args.out / "run_options.json") as tmp:

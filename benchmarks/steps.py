@@ -1,7 +1,7 @@
 """Training steps without launch overhead (issue 72): eager vs graphed vs compiled steps at the grid's shapes.
 
-    python benchmarks/steps.py --hub DIR --device cuda --json steps.json [--precision bf16] [--peak-tflops 989]
-    python benchmarks/steps.py --smoke --device cpu --json smoke.json      # tiny sizes, under a minute on a CPU
+    python -m benchmarks.steps --hub DIR --device cuda --json steps.json [--precision bf16] [--peak-tflops 989]
+    python -m benchmarks.steps --smoke --device cpu --json smoke.json      # tiny sizes, under a minute on a CPU
 
 DIR holds the paper's model folders (``bert-base-uncased/``, ``roberta-large/``: config.json and tokenizer files);
 the models are built from their configs with seeded random weights (time does not depend on the weights' values).
@@ -34,6 +34,9 @@ from types import SimpleNamespace
 import torch
 
 import papa
+from benchmarks.full_cost import synthetic_task
+from benchmarks.peaks import peak_tflops, share_of_peak, tflops
+from benchmarks.timing import cpu_name, interleaved  # the suite's timing call: round-robin medians, warm-up discarded
 from papa.core.vocabulary import PRECISIONS, STEP_MODES
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
@@ -44,11 +47,6 @@ from papa.probing.features import FeatureSource
 from papa.probing.step_modes import DEFAULT_BACKEND, check_step_mode, fetcher, make_step, new_optimizer
 from papa.probing.training import make_probe
 from papa.tasks.registry import get_task
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import cpu_name, interleaved  # noqa: E402  (the suite's timing call: round-robin medians, warm-up discarded)
-from full_cost import synthetic_task  # noqa: E402
-from peaks import peak_tflops, share_of_peak, tflops  # noqa: E402
 
 MODELS = ("bert-base-uncased", "roberta-large")
 TASKS = ("sst2", "mnli", "ner")       # a sentence task, Table 3's longest (n = 256, batch 8), a token task

@@ -17,7 +17,7 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
 * docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
   measurement, but a fact the code owns, kept from drifting the same way).
 
-    python docs/gen_measurements.py
+    python docs/gen_measurements.py      # or: python -m docs.gen_measurements
 """
 from __future__ import annotations
 
@@ -61,11 +61,17 @@ def quick_block(reference_dir: Path = REFERENCE_DIR, profile: str = "quick") -> 
     return measurements_block(expected)
 
 
+def typed(command: str) -> str:
+    """A recorded command as it is typed today: a benchmark recorded as a script (`python benchmarks/x.py`, before
+    benchmarks/ was a package) is run as a module (`python -m benchmarks.x`), the same program with the same options."""
+    return re.sub(r"\bbenchmarks/(\w+)\.py\b", r"-m benchmarks.\1", command)
+
+
 def feature_store_block(path: Path = REPO / "artifacts" / "timings" / "feature_store_cpu.json") -> str:
     """The point's wall times against its floor, from benchmarks/feature_store.py's record."""
     r = json.loads(path.read_text(encoding="utf-8"))
     m = r["machine"]
-    lines = [f"`{r['command']}` ({m['cpus']} cores, torch {m['torch']}; MiniLM, SST-2, {r['train_examples']:,} "
+    lines = [f"`{typed(r['command'])}` ({m['cpus']} cores, torch {m['torch']}; MiniLM, SST-2, {r['train_examples']:,} "
              f"training and {r['eval_examples']:,} evaluation examples, {r['seeds']} seeds × {r['epochs']} epochs; "
              f"padded training features {r['padded_gib']:.2f} GiB, `PAPA_FEATURE_CACHE_GB={r['budget_gib']:.2f}`; "
              f"the store went to: {r['placement']}):", "", "| | seconds |", "|---|---|"]
@@ -80,8 +86,9 @@ def feature_store_block(path: Path = REPO / "artifacts" / "timings" / "feature_s
 def recheck_block(folder: Path = REPO / "artifacts" / "cpu_recheck") -> str:
     """Committed cpu-profile runs against the same runs made by today's runner (benchmarks/recheck_committed.py)."""
     record = json.loads((folder / "recheck.json").read_text(encoding="utf-8"))
-    compared = record["command"].split(" --made-by ")[0] + " --made-by … --out " + folder.relative_to(REPO).as_posix()
-    lines = [f"The recomputed runs were made by: {record['made_by']}; compared by `{compared}`.", "",
+    compared = (typed(record["command"]).split(" --made-by ")[0] + " --made-by … --out "
+                + folder.relative_to(REPO).as_posix())
+    lines = [f"The recomputed runs were made by: {typed(record['made_by'])}; compared by `{compared}`.", "",
              "| task | constants | fraction | pairs (run ids) | equal | largest difference |", "|---|---|---|---|---|---|"]
     lines += [f"| {r['task']} | {r['constants']} | {r['fraction_label']} | {r['pairs']} | {r['equal']} | "
               f"{r['largest']:.4f} |" for r in record["summary"]]
@@ -92,7 +99,8 @@ def run_options_block(folder: Path = REPO / "artifacts" / "run_options" / "cpu")
     """Each run option − float32 eager, paired by seed, from benchmarks/run_options.py's table and record."""
     record = json.loads((folder / "run_options.json").read_text(encoding="utf-8"))
     table = pd.read_csv(folder / "comparison.csv")
-    lines = [f"`{record['command']}` ({record['machine']['cpus']} cores, torch {record['machine']['torch']}; each "
+    machine = record["machine"]
+    lines = [f"`{typed(record['command'])}` ({machine['cpus']} cores, torch {machine['torch']}; each "
              "setting's wall time is in its run_options.json):", "",
              "| setting − float32 eager | task | fraction | difference | 95% interval | detectable | seeds |",
              "|---|---|---|---|---|---|---|"]
@@ -343,13 +351,10 @@ def own_model_block(folder: Path = REPO / "artifacts" / "own_model") -> str:
 
 
 def _gpu_check():
-    """benchmarks/gpu_check.py as a module (the benchmarks are scripts, not a package)."""
-    import importlib
-    import sys
+    """`benchmarks.gpu_check`, which reads the GPU check's folders (imported only where a GPU block is drawn)."""
+    from benchmarks import gpu_check
 
-    if str(REPO / "benchmarks") not in sys.path:
-        sys.path.insert(0, str(REPO / "benchmarks"))
-    return importlib.import_module("gpu_check")
+    return gpu_check
 
 
 NO_GPU_RUN = ("No run of `make gpu-check` is committed yet. On a CUDA machine, `make gpu-stage` here and "
@@ -433,9 +438,9 @@ def gpu_estimate_block(folder: Path | None = None) -> str:
         return NO_GPU_RUN
     gc = _gpu_check()
     made = gc.folder_estimate(folder)
-    import grid_estimate  # beside gpu_check, on the path _gpu_check set
+    from benchmarks import grid_estimate
 
-    printed = ("`python benchmarks/grid_estimate.py` over the folder's cost files:\n\n"
+    printed = ("`python -m benchmarks.grid_estimate` over the folder's cost files:\n\n"
                f"{grid_estimate.report(*made).strip()}" if made else "The estimate step did not run.")
     return "\n".join([_gpu_header(gc, folder), "", printed])
 
@@ -561,4 +566,9 @@ def update_all() -> None:
 
 
 if __name__ == "__main__":
+    if __spec__ is None:  # run as a file: again as a module from the repository's root, where benchmarks/ imports
+        import subprocess
+        import sys
+
+        sys.exit(subprocess.call([sys.executable, "-m", "docs.gen_measurements", *sys.argv[1:]], cwd=REPO))
     update_all()

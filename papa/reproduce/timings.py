@@ -187,7 +187,7 @@ def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected:
     head = f"papa reproduce: {len(names)} notebook(s) of profile {profile} into {out_dir}, in this order"
     if expected is None:
         head += (f". No reference run of profile {profile} is on record (artifacts/timings/{profile}/), so no time "
-                 "to expect is given; `python benchmarks/cpu_estimate.py --profile P` estimates a CPU run's grid work "
+                 "to expect is given; `python -m benchmarks.cpu_estimate --profile P` estimates a CPU run's grid work "
                  "from rates it measures.")
     else:
         head += (f", with the time each took in the reference run of this profile ({expected.machine_text()}; "

@@ -14,12 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import gpu_check, gpu_stage
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO / "docs"))
-import gpu_check  # noqa: E402
-import gpu_stage  # noqa: E402
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -77,7 +73,7 @@ def test_the_check_imports_nothing_the_gpu_image_lacks(smoke):
 
 
 def test_each_output_holds_what_its_reader_needs(smoke):
-    import grid_estimate
+    from benchmarks import grid_estimate
 
     out = smoke["out"]
     costs = [json.loads((out / f).read_text()) for f in ("full_cost_b_bf16.json", "full_cost_b_fp32.json")]
@@ -102,7 +98,7 @@ def test_each_output_holds_what_its_reader_needs(smoke):
 
 
 def test_the_docs_blocks_render_from_the_folder(smoke):
-    import gen_measurements
+    from docs import gen_measurements
 
     table = gen_measurements.gpu_table_block(smoke["out"])
     for row in ("| MiniLM-L6 | 16 | capture", "| BERT-base | 16 | attention-free", "compiled (eager)"):

@@ -2,14 +2,9 @@
 running fewer ops than any mode that keeps some input-dependent heads."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import ops  # noqa: E402
+from benchmarks import ops
 
 pytestmark = pytest.mark.integration
 

@@ -2,18 +2,13 @@
 and SST-2: both probes' rows, with sane numbers."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 
+from benchmarks import probe_diagnosis as benchmark
 import papa
-from conftest import REPO
 from papa.core.vocabulary import PROBE_INPUTS
 from papa.paper.decoders import probe_diagnosis
 from papa.runs.profiles import get_profile
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import probe_diagnosis as benchmark  # noqa: E402
 
 pytestmark = pytest.mark.integration
 

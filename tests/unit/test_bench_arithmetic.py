@@ -3,18 +3,15 @@ launch-bound mark, and the headline's shapes (Table 3's and a saturating batch),
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
+from benchmarks import bench, bench_headline
+from benchmarks.bench_flops import row_flops_per_seq
+from benchmarks.peaks import LAUNCH_BOUND_SHARE, device_peaks, launch_bound, peak_tflops
+from benchmarks.report import Row, arithmetic, format_row
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench  # noqa: E402
-import bench_headline  # noqa: E402
-from bench_flops import row_flops_per_seq  # noqa: E402
-from papa.method.cost import encoder_shape, pass_flops  # noqa: E402
-from peaks import LAUNCH_BOUND_SHARE, device_peaks, launch_bound, peak_tflops  # noqa: E402
+from papa.method.cost import encoder_shape, pass_flops
 
 FOLDER = REPO / "artifacts" / "gpu" / "2026-11-28-nvidia-h100-80gb-hbm3"
 
@@ -42,12 +39,12 @@ def test_committed_rows_get_tflops_and_their_share_of_peak(dtype, model, n, what
     cores' (TF32 is off): arithmetic sets that one's time."""
     table = json.loads((FOLDER / f"bench_{dtype}.json").read_text())
     [r] = [r for r in table["rows"] if (r["model"], r["n"], r["what"]) == (model, n, what)]
-    row = bench.Row(r["model"], r["n"], r["what"], r["seq_s"])
-    bench.arithmetic(row, peak_tflops(table["device"], dtype))
+    row = Row(r["model"], r["n"], r["what"], r["seq_s"])
+    arithmetic(row, peak_tflops(table["device"], dtype))
     assert row.flops_per_seq == row_flops_per_seq(model, what, n)
     assert row.tflops == pytest.approx(r["seq_s"] * row.flops_per_seq / 1e12)
     assert row.peak_share == pytest.approx(share, abs=0.001) and row.launch_bound is bound
-    text = bench._format_row(row)
+    text = format_row(row)
     assert f"| {row.tflops:.1f} | {row.peak_share:.1%}{', launch-bound' if bound else ''} |" in text
 
 

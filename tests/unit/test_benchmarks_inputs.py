@@ -1,17 +1,15 @@
-"""benchmarks/bench.py's inputs and timing calls (issue 39): every batch holds the sequences asked for, seq/s divides
-by the sequences timed, and every ratio comes from one timing call."""
+"""The performance suite's inputs (benchmarks.inputs) and timing calls (benchmarks.timing, issue 39): every batch
+holds the sequences asked for, seq/s divides by the sequences timed, and every ratio comes from one timing call."""
 from __future__ import annotations
 
-import sys
 from contextlib import nullcontext
 
 import pytest
 import torch
 
-from conftest import REPO, tiny_model, tiny_tokenizer
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import bench  # noqa: E402
+from benchmarks import cases, inputs, timing
+from benchmarks.report import Report
+from conftest import tiny_model, tiny_tokenizer
 
 TEXTS = ["the cat sat on the mat", "a dog ran", "john ran to london and paris", "it was not good", "the film was bad",
          "mary is small", "a big dog sat", "the plot was very good"]
@@ -20,31 +18,31 @@ TEXTS = ["the cat sat on the mat", "a dog ran", "john ran to london and paris", 
 def test_a_batch_short_of_sequences_fails():
     tok = tiny_tokenizer("bert")
     with pytest.raises(ValueError, match="need 16 texts, got 8"):
-        bench.encoded_batches(tok, TEXTS, 16, 8, 2, "sep_last", "bert", torch.device("cpu"))
-    batches = bench.encoded_batches(tok, TEXTS, 16, 4, 2, "sep_last", "bert", torch.device("cpu"))
+        inputs.encoded_batches(tok, TEXTS, 16, 8, 2, "sep_last", "bert", torch.device("cpu"))
+    batches = inputs.encoded_batches(tok, TEXTS, 16, 4, 2, "sep_last", "bert", torch.device("cpu"))
     assert [b["input_ids"].shape for b in batches] == [torch.Size([4, 16])] * 2
 
 
 def test_texts_cover_the_largest_batch_asked():
     # The GPU tables before issue 39 asked --batch 64 16 of 32 texts: 32 sequences timed as 64 at n = 128.
-    sizes = bench.batch_sizes([128, 512], [64, 16], quick=False)
-    assert sizes == {128: 64, 512: 16} and bench.texts_needed(sizes, 1) == 64
-    assert bench.texts_needed(bench.batch_sizes([128, 512], [256, 64], quick=False), 2) == 512
-    assert bench.batch_sizes([128, 512], None, quick=False) == {128: 8, 512: 2}
+    sizes = inputs.batch_sizes([128, 512], [64, 16], quick=False)
+    assert sizes == {128: 64, 512: 16} and inputs.texts_needed(sizes, 1) == 64
+    assert inputs.texts_needed(inputs.batch_sizes([128, 512], [256, 64], quick=False), 2) == 512
+    assert inputs.batch_sizes([128, 512], None, quick=False) == {128: 8, 512: 2}
     with pytest.raises(ValueError, match="2 sizes for 1 lengths"):
-        bench.batch_sizes([128], [64, 16], quick=False)
+        inputs.batch_sizes([128], [64, 16], quick=False)
 
 
 def test_warmup_rounds_are_not_timed(monkeypatch):
     now = [0.0]
     calls = {"a": 0}
-    monkeypatch.setattr(bench, "clock", lambda: now[0])
+    monkeypatch.setattr(timing, "clock", lambda: now[0])
 
     def slow_first_calls():
         calls["a"] += 1
         now[0] += 100.0 if calls["a"] <= 3 else 1.0
 
-    t = bench.interleaved({"a": slow_first_calls}, repeats=2, device=torch.device("cpu"), warmup=3)
+    t = timing.interleaved({"a": slow_first_calls}, repeats=2, device=torch.device("cpu"), warmup=3)
     assert calls["a"] == 5 and t["a"] == 1.0
 
 
@@ -55,16 +53,16 @@ def test_rows_divide_by_the_sequences_timed_and_ratios_share_a_call(monkeypatch)
     torch._dynamo.reset()
     model, tok = tiny_model("bert"), tiny_tokenizer("bert")
     seen = []
-    original = bench.interleaved
+    original = cases.interleaved
 
     def spy(variants, repeats, device, warmup=1):
         t = original(variants, repeats, device, warmup)
         seen.append(t)
         return t
 
-    monkeypatch.setattr(bench, "interleaved", spy)
-    report = bench.Report()
-    bench.bench_model(bench.Case("tiny", model, tok, 16, 4, 2, 1, nullcontext, torch.device("cpu"), report), TEXTS,
+    monkeypatch.setattr(cases, "interleaved", spy)
+    report = Report()
+    cases.bench_model(cases.Case("tiny", model, tok, 16, 4, 2, 1, nullcontext, torch.device("cpu"), report), TEXTS,
                       compile_backend="eager")
     rows = {r.what: r for r in report.rows}
     first = seen[0]

@@ -3,22 +3,16 @@ follow it, and to a page or file of the site, as docs/hooks.py points it there (
 tests/acceptance/test_docs_site.py, checks the site's side in full)."""
 from __future__ import annotations
 
-import importlib.util
 import re
 from pathlib import Path
 
 import pytest
 
+from docs import hooks
+
 REPO = Path(__file__).resolve().parents[2]
 PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
-
-
-def _hooks():
-    spec = importlib.util.spec_from_file_location("docs_hooks", REPO / "docs" / "hooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _relative_links(page: Path) -> list[str]:
@@ -33,7 +27,6 @@ def test_every_relative_link_leads_to_a_file_of_the_repository(page):
 
 
 def test_the_site_finds_each_docs_link_where_the_build_copies_it():
-    hooks = _hooks()
     copied = {copy: REPO / folder for folder, copy in hooks.SITE_COPIES.items()}
     generated = {*hooks.SITE_PAGES.values(),  # docs/gen_pages.py writes these from the code
                  *(f"reference/{p.name}.md" for p in (REPO / "papa").iterdir() if (p / "__init__.py").is_file())}
@@ -47,7 +40,6 @@ def test_the_site_finds_each_docs_link_where_the_build_copies_it():
 
 
 def test_a_link_outside_the_copied_folders_is_left_as_written():
-    hooks = _hooks()
     assert hooks.site_link("../notebooks/02_main_results.ipynb", "results.md") == "notebooks/02_main_results.ipynb"
     assert hooks.site_link("../../artifacts/cpu/figures/fig2.png", "sub/page.md") == "../results/figures/fig2.png"
     assert hooks.site_link("../papa/cli.py", "index.md") == "reference/cli.md"

@@ -2,16 +2,11 @@
 trained constants are timed with Q/K dropped as the runner runs them, and λ and the plain step keep every Q/K."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 
-from conftest import REPO, tiny_model, tiny_tokenizer
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import full_cost  # noqa: E402
-import grid_estimate  # noqa: E402
+from benchmarks import full_cost, grid_estimate
+from conftest import tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.slow
 

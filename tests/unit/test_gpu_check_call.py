@@ -15,11 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks import gpu_check, gpu_steps
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import gpu_check  # noqa: E402
-import gpu_steps  # noqa: E402
 
 STEPS = tuple(gpu_steps.Step(name, "papa_call_step", ("{out}/" + name,), (), (), 1.0) for name in ("a", "b", "c"))
 
@@ -36,7 +33,7 @@ def stopped_at_b(monkeypatch) -> list[str]:
         Path(argv[0]).write_text("{}", encoding="utf-8")
         return 0
 
-    monkeypatch.setitem(sys.modules, "papa_call_step", types.SimpleNamespace(main=main))
+    monkeypatch.setitem(sys.modules, "benchmarks.papa_call_step", types.SimpleNamespace(main=main))
     monkeypatch.setattr(gpu_check, "STEPS", STEPS)
     monkeypatch.setattr(gpu_check, "STEP_NAMES", tuple(s.name for s in STEPS))
     return calls
@@ -84,10 +81,10 @@ def test_pack_after_the_call_archives_the_folder_the_run_wrote(tmp_path, stopped
 
 def test_the_printed_command_runs_under_the_hard_limit_and_packs_after_it():
     command = gpu_check.device_command(REPO / ".gpu-stage")
-    limit = f"timeout -k {gpu_steps.KILL_AFTER_S} {gpu_steps.CALL_LIMIT_S} python3 benchmarks/gpu_check.py run --fill"
+    limit = f"timeout -k {gpu_steps.KILL_AFTER_S} {gpu_steps.CALL_LIMIT_S} python3 -m benchmarks.gpu_check run --fill"
     assert limit in command and command.endswith("exit $rc")
     # the pack runs after the call whatever its status (`;`, not `&&`), and the call's status is the command's
-    assert "; rc=$?; python3 benchmarks/gpu_check.py pack --stage .gpu-stage --archive $OUT/gpu_check.tar.gz" in command
+    assert "; rc=$?; python3 -m benchmarks.gpu_check pack --stage .gpu-stage --archive $OUT/gpu_check.tar.gz" in command
     assert gpu_steps.CALL_LIMIT_S + gpu_steps.KILL_AFTER_S <= 7 * 60 + 15  # one loan's 7 minutes
     assert gpu_steps.CALL_BUDGET_S < gpu_steps.CALL_LIMIT_S - 60  # the install, imports and packing fit beside
 

@@ -11,11 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-sys.path.insert(0, str(REPO / "docs"))
-import gpu_check  # noqa: E402
+from benchmarks import gpu_check
 
 STEPS = tuple(gpu_check.Step(name, "papa_test_step", ("{out}/" + name,), (), (), 1.0) for name in ("a", "b", "c"))
 NAMES = tuple(s.name for s in STEPS)
@@ -31,7 +27,7 @@ def ran(monkeypatch) -> list[str]:
         Path(argv[0]).write_text("{}", encoding="utf-8")
         return 0
 
-    monkeypatch.setitem(sys.modules, "papa_test_step", types.SimpleNamespace(main=main))
+    monkeypatch.setitem(sys.modules, "benchmarks.papa_test_step", types.SimpleNamespace(main=main))
     monkeypatch.setattr(gpu_check, "STEPS", STEPS)
     monkeypatch.setattr(gpu_check, "STEP_NAMES", NAMES)
     return calls
@@ -92,7 +88,7 @@ def test_a_call_from_another_device_is_refused_before_any_step_runs(tmp_path, ra
 
 
 def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
-    import gen_measurements
+    from docs import gen_measurements
 
     out = tmp_path / "folder"
     first = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
@@ -111,7 +107,7 @@ def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
 def test_a_folder_from_before_calls_kept_their_code_keeps_the_code_it_named(tmp_path, ran):
     """The committed H100 folder's record names one commit for all its steps; filling it must not credit them to
     the new call's code."""
-    import gen_measurements
+    from docs import gen_measurements
 
     out = tmp_path / "folder"
     legacy = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),

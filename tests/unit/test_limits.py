@@ -40,10 +40,7 @@ RUNTIME_ONLY = {
 }
 #: Modules over the limits, each with why it is left for now; an entry no longer over the limit fails the test (so
 #: the list only shrinks).
-KNOWN_OVER = {
-    "benchmarks/bench.py": "the performance suite's one script (issue 75: to be split when benchmarks/ becomes a "
-                           "package; its scripts import one another by file name)",
-}
+KNOWN_OVER: dict[str, str] = {}
 
 
 def _python_files(*folders: str) -> Iterator[Path]:
@@ -144,8 +141,7 @@ def imports_by_source() -> dict[str, set[str]]:
     trees = {_where(p): _tree(p) for p in _python_files(*LIBRARIES, "tests")}
     trees |= {_where(p): _tree(p) for p in sorted((REPO / "docs").glob("*.py"))}
     trees |= {_where(p): ast.parse(_notebook_code(p)) for p in sorted((REPO / "notebooks").glob("*.ipynb"))}
-    # tests' and docs' helper modules, and the benchmark scripts (which import one another by file name)
-    local = {p.stem for p in _python_files("tests", "docs", "benchmarks")}
+    local = {p.stem for p in _python_files("tests", "docs")}  # tests' and docs' helper modules, imported by name
     return {where: {n for n in _imported_names(tree)
                     if n not in sys.stdlib_module_names and n not in FIRST_PARTY | local}
             for where, tree in trees.items()}

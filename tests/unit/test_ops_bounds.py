@@ -2,15 +2,10 @@
 its defaults (batch 2 x 16, one padded example), exactly and the same on every CPU, so they can be bounded here."""
 from __future__ import annotations
 
-import sys
-
 import pytest
 import torch
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import ops  # noqa: E402
+from benchmarks import ops
 
 #: Added ops per layer as this version counts them (issue 42's targets, `ops.TARGETS`, are 8, 12, 15 and 15): a change
 #: that adds an op to a layer fails here. Before issue 42: 10.7, 28.7, 33.7 and 36.3 (a layer with every head constant

@@ -3,14 +3,10 @@ step in every mode the CPU runs and writes the JSON's fields (no timing is asser
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import steps  # noqa: E402
+from benchmarks import steps
 
 
 @pytest.mark.parametrize("argv, says", [

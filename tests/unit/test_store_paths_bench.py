@@ -3,14 +3,10 @@ its inputs checked before any work."""
 from __future__ import annotations
 
 import json
-import sys
 
 import pytest
 
-from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import feature_store as bench_store  # noqa: E402
+from benchmarks import feature_store as bench_store
 
 
 def test_the_smoke_run_times_every_path_the_cpu_has(tmp_path, capsys):
@@ -22,7 +18,7 @@ def test_the_smoke_run_times_every_path_the_cpu_has(tmp_path, capsys):
                      "disk: batch by batch", "disk_streamed: chunks", "disk_streamed_bf16: chunks"]
     # one epoch of 64 examples in batches of 4: 16 steps on every path, chunks included
     assert all(row["steps"] == 16 and row["ms_per_step"] > 0 for row in record["rows"])
-    assert record["command"].startswith("python benchmarks/feature_store.py --smoke")
+    assert record["command"].startswith("python -m benchmarks.feature_store --smoke")
     assert "disk_streamed: chunks" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["paths.json"]  # the disk stores are removed
 

@@ -107,7 +107,7 @@ def test_a_forward_pass_reads_nothing_back_from_the_device(arch, mode, padded):
 #: Ops a layer whose heads are all constant (Q/K dropped) may add to the model's own. On a GPU each op is a kernel
 #: launch, and for a small model launches, not arithmetic, set the time (docs/performance.md, the H200 table). Before
 #: the real keys were made once per pass (`PapaController.real_keys`), such a layer added 20.5 (tiny BERT) and 22.5
-#: (tiny Llama) ops; now 12 and 12.75 (`python benchmarks/ops.py` counts them on a real model).
+#: (tiny Llama) ops; now 12 and 12.75 (`python -m benchmarks.ops` counts them on a real model).
 CONSTANT_LAYER_OPS = 13
 
 

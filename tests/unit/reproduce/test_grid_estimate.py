@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections import Counter
 
 import pytest
 
+from benchmarks import grid_estimate
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import grid_estimate  # noqa: E402
 
 pytestmark = pytest.mark.slow
 INF = float("inf")

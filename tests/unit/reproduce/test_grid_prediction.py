@@ -3,18 +3,12 @@ it, the rate the estimate implies, part A against part B within 1.2×, blocks at
 prediction with a store for every configuration (the path each split takes on a 1 TiB and a 2 TiB node)."""
 from __future__ import annotations
 
-import json
-import sys
-
 import pytest
 
+from benchmarks import grid_estimate, grid_prediction
+from benchmarks.bench_flops import row_flops_per_seq
+from benchmarks.grid_flops import choose_path, feature_bytes
 from conftest import REPO
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-import grid_estimate  # noqa: E402
-import grid_prediction  # noqa: E402
-from bench_flops import row_flops_per_seq  # noqa: E402
-from grid_flops import choose_path, feature_bytes  # noqa: E402
 
 pytestmark = pytest.mark.slow
 FOLDER = REPO / "artifacts" / "gpu" / "2026-11-28-nvidia-h100-80gb-hbm3"
