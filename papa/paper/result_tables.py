@@ -12,6 +12,7 @@ import pandas as pd
 from papa.core.run_folder import RunFolder
 from papa.paper import paper_numbers
 from papa.paper.sections import LEARNS_TABLE, TASK_NAMES
+from papa.tasks.registry import corpus_label
 
 #: The page's order of the encoder's tasks.
 PAGE_TASKS = ("cola", "sst2", "ner", "pos", "mrpc")
@@ -60,8 +61,9 @@ def data_dependence_table(out_dir: str | Path, model: str = "all-MiniLM-L6-v2",
     ours = ours[ours.model == model].set_index("constants_corpus")
     paper = paper_numbers.data_dependence("base")
     lines = _header(["constants from", *[TASK_NAMES[t] for t in tasks]])
-    lines.append(_row(["the task (ours)", *[ours.loc["task", t] for t in tasks]]))
-    lines.append(_row([f"{other} (ours)", *[ours.loc["mlm", t] for t in tasks]]))
+    own, text = corpus_label("task"), corpus_label("mlm")  # the rows as the notebook names them
+    lines.append(_row(["the task (ours)", *[ours.loc[own, t] for t in tasks]]))
+    lines.append(_row([f"{other} (ours)", *[ours.loc[text, t] for t in tasks]]))
     lines.append(_row(["the task (paper, RoBERTa-base)", *[f"{paper.loc['task', t]:.2f}" for t in tasks]]))
     lines.append(_row(["MNLI (paper, RoBERTa-base)", *[f"{paper.loc['mnli', t]:.2f}" for t in tasks]]))
     return "\n".join(lines)
