@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from papa.core.vocabulary import RANKED
 from papa.paper.sections import short_model
 
 #: The head orders that rest on a λ ranking: not read where the claims do not read the ranking.
-LAMBDA_ORDERS = ("lambda", "reversed_lambda")
+LAMBDA_ORDERS = RANKED
 #: The column `ReadMarks.table` adds: "read", or "not read: <why>".
 CLAIMS_COLUMN = "claims"
 
