@@ -115,11 +115,19 @@ DECODER = ("SmolLM2-135M-Instruct-Q4_1", ("sst2", "pos"), ("lambda", "random", "
 
 
 @functools.lru_cache(maxsize=None)
+def cpu_run():
+    """The committed CPU-scale run's tables, read once: every block below reads this one `RunTables`."""
+    from papa.paper.claims import RunTables
+
+    return RunTables.read(CPU_RUN)
+
+
+@functools.lru_cache(maxsize=None)
 def cpu_claims() -> tuple:
-    """The paper's claims as the committed CPU-scale run reads them (read once per process: it resamples)."""
+    """The paper's claims as the committed CPU-scale run reads them (computed once per process: it resamples)."""
     from papa.paper.claims import profile_claims
 
-    return tuple(profile_claims(CPU_RUN, "cpu"))
+    return tuple(profile_claims(cpu_run(), "cpu"))
 
 
 def _relative(text: str) -> str:
@@ -129,7 +137,7 @@ def _relative(text: str) -> str:
 def claims_block() -> str:
     from papa.paper.claims import claim_by_claim, profile_uncertainty_note, stability_note
 
-    head = " ".join([profile_uncertainty_note(CPU_RUN, "cpu"), stability_note(CPU_RUN)])
+    head = " ".join([profile_uncertainty_note(cpu_run(), "cpu"), stability_note(cpu_run())])
     return _relative(f"{head}\n\n{claim_by_claim(cpu_claims())}")
 
 
@@ -167,7 +175,7 @@ def decoder_table_block() -> str:
     from papa.paper.claim_pages import decoder_table
 
     model, tasks, selections = DECODER
-    return decoder_table(CPU_RUN, model, tasks, selections, "cpu")
+    return decoder_table(cpu_run(), model, tasks, selections, "cpu")
 
 
 def probe_inputs_block() -> str:
@@ -175,10 +183,9 @@ def probe_inputs_block() -> str:
     standardized` on the committed run), each task's metric named from the registry."""
     from papa.paper.sections import METRIC_NAMES, TASK_NAMES
     from papa.runs.compare import compare
-    from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
 
-    rows = ResultsTable(CPU_RUN / "results.csv").read()
+    rows = cpu_run().results
     rows = rows[(rows.profile == "cpu") & (rows.model == "sentence-transformers/all-MiniLM-L6-v2")]
     table = compare(rows, "probe_inputs", "raw", "standardized", out_dir=CPU_RUN)
     table = table[table.constants.isin(["none", "average"]) & table.selection.eq("none")]
@@ -204,14 +211,14 @@ def fig2_table_block() -> str:
     from papa.paper.claim_pages import orders_table
 
     model, tasks = ENCODER
-    return orders_table(CPU_RUN, model, [(t, "lambda") for t in tasks], "cpu")
+    return orders_table(cpu_run(), model, [(t, "lambda") for t in tasks], "cpu")
 
 
 def fig5_table_block() -> str:
     """Fig. 5's SST-2 curves of the committed run, every order pooled over its draws, the full profile's λ beside."""
     from papa.paper.claim_pages import orders_table
 
-    return orders_table(CPU_RUN, ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu")
+    return orders_table(cpu_run(), ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu")
 
 
 def table1_block() -> str:
@@ -255,7 +262,7 @@ def fig6_table_block() -> str:
     """Fig. 6's curves of the committed run on the encoder: the MLM probe beside SST-2, in λ order."""
     from papa.paper.claim_pages import orders_table
 
-    return orders_table(CPU_RUN, ENCODER[0], [("mlm", "lambda"), ("sst2", "lambda")], "cpu")
+    return orders_table(cpu_run(), ENCODER[0], [("mlm", "lambda"), ("sst2", "lambda")], "cpu")
 
 
 def lambda_full_block() -> str:
@@ -269,7 +276,7 @@ def ranking_agreement_block() -> str:
     """Every pair of draws of the committed run's λ rankings, per task, and which the claims read."""
     from papa.paper.claim_pages import ranking_agreement
 
-    return ranking_agreement(CPU_RUN / "rankings")
+    return ranking_agreement(cpu_run().folder.rankings)
 
 
 def paper_protocol_block() -> str:
@@ -277,7 +284,7 @@ def paper_protocol_block() -> str:
     full profile's draws at the claims' gate, and the steps each curve took to settle."""
     from papa.paper.claim_pages import paper_protocol_answer
 
-    return paper_protocol_answer(CPU_RUN / "rankings", "sentence-transformers/all-MiniLM-L6-v2",
+    return paper_protocol_answer(cpu_run().folder.rankings, "sentence-transformers/all-MiniLM-L6-v2",
                                  ("cola", "sst2", "mrpc", "ner", "pos"))
 
 
@@ -294,17 +301,16 @@ def draws_time_block() -> str:
     from papa.method.rankings import load_ranking
     from papa.method.selection import parse_selection
     from papa.runs.lambda_curves import load_curve
-    from papa.runs.results import ResultsTable
 
-    rows = ResultsTable(CPU_RUN / "results.csv").read()
+    rows = cpu_run().results
     parsed = rows.selection.map({n: None if n == "none" else parse_selection(n) for n in rows.selection.unique()})
     variant = parsed.map(lambda p: p is not None and p.is_variant)
     other_profile = parsed.map(lambda p: p is not None and p.profile is not None)
     drawn, read = rows[variant & ~other_profile], rows[other_profile]
     # the draws the cpu run made; the rankings learned at the paper's protocol (profile full) are issue 51's
-    curves = [curve for curve, meta in map(load_curve, sorted((CPU_RUN / "rankings" / "curves").glob("*.safetensors")))
-              if "-part" in meta["ranking"]
-              and load_ranking(CPU_RUN / "rankings" / meta["ranking"]).metadata.get("profile") == "cpu"]
+    rankings = cpu_run().folder.rankings
+    curves = [curve for curve, meta in map(load_curve, sorted((rankings / "curves").glob("*.safetensors")))
+              if "-part" in meta["ranking"] and load_ranking(rankings / meta["ranking"]).metadata.get("profile") == "cpu"]
     if drawn.empty:
         return "No head order was drawn again in this run."
     minutes = drawn.runtime_s.sum() / 60

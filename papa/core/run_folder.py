@@ -87,12 +87,22 @@ class RunFolder:
 
     def table(self, name: str) -> Path:
         """The csv of table `name`."""
-        return self.tables / f"{name}.csv"
+        return self.root / self.table_file(name)
+
+    @staticmethod
+    def table_file(name: str) -> str:
+        """The csv of table `name` relative to any run folder (how a claim names the table it rests on)."""
+        return f"tables/{name}.csv"
 
     @property
     def figures(self) -> Path:
         """The folder of the sections' figures."""
         return self.root / "figures"
+
+    @staticmethod
+    def figure_file(name: str) -> str:
+        """The PNG of figure `name` relative to any run folder (how a claim names the figure that shows it)."""
+        return f"figures/{name}.png"
 
     @property
     def notebooks(self) -> Path:

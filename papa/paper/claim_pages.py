@@ -16,6 +16,7 @@ import pandas as pd
 
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import PAPER_FRACTIONS
+from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
 
 if TYPE_CHECKING:
@@ -59,47 +60,41 @@ ORDERS_NOTE = ("Each cell: the mean over seeds ± the half-width of a 95% t-inte
                "bootstrap and the orders' spread) are in the claim-by-claim section.")
 
 
-def orders_table(out_dir: str | Path, model: str, rows: Sequence[tuple[str, str]], profile: str) -> str:
+def orders_table(run: RunLike, model: str, rows: Sequence[tuple[str, str]], profile: str) -> str:
     """A curve table (`curve_table`) of (task, selection) `rows` of the stored run, each order pooled over its draws
     as the claims read it (`papa.paper.sections.curves_over_orders`; a selection ``lambda@full`` is the full
     profile's ranking over its draws), each row named from the registries and marked where the claims do not read
     it (a probe that does not learn, an order resting on a λ ranking the gate does not pass), with `ORDERS_NOTE`
     beneath."""
-    from papa.paper.claims import read_learns, unread_rankings
+    from papa.paper.read_marks import ReadMarks
     from papa.paper.sections import curves_over_orders
-    from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
 
-    results = ResultsTable(RunFolder.at(out_dir).results).read()
-    results = results[(results.model == model) & (results.profile == profile)]
+    tables = RunTables.of(run)
+    results = tables.results[(tables.results.model == model) & (tables.results.profile == profile)]
     methods = list(dict.fromkeys(selection for _, selection in rows))
     curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
-    learns = read_learns(out_dir)
-    # each profile's unread rankings read once (every ranking file of the run is compared), not once per row
-    unread = {p: unread_rankings(out_dir, [model], p) for p in {s.partition("@")[2] or profile for _, s in rows}}
+    marks = ReadMarks.of_run(tables, [model], profile)  # the reasons the notebooks' tables and figures give
     labels = {}
     for task, selection in rows:
         method, _, other = selection.partition("@")
         metric = get_task(task).metric
         label = (f"{TASK_NAMES[task]} {METRIC_NAMES.get(metric, metric)}, {SELECTION_NAMES[method]}"
                  + (f" of the {other} profile" if other else ""))
-        if learns is not None and (model, task) in learns.index and not bool(learns.loc[(model, task), "learns"]):
-            label += " (not read: the probe does not beat its majority class)"
-        elif "lambda" in method and task in unread[other or profile]:
-            label += " (its λ order not read: the ranking moves with its data)"
+        why = marks.why(model, task, selection)
+        label += f" (not read: {why})" if why else ""
         labels[f"{task}/{selection}"] = label
     return curve_table(curves, labels) + "\n\n" + ORDERS_NOTE
 
 
-def decoder_table(out_dir: str | Path, model: str, tasks: Sequence[str], selections: Sequence[str],
+def decoder_table(run: RunLike, model: str, tasks: Sequence[str], selections: Sequence[str],
                   profile: str) -> str:
     """Notebook 08's measurements as a table: the LM with its own head per selection method, the LM probe trained
     from scratch, and each downstream probe in λ order (its metric named from the task registry)."""
     from papa.paper.sections import curves_over_orders
-    from papa.runs.results import ResultsTable
     from papa.tasks.registry import get_task
 
-    rows = ResultsTable(RunFolder.at(out_dir).results).read()
+    rows = RunTables.of(run).results
     rows = rows[(rows.model == model) & (rows.profile == profile)]
     lm = curves_over_orders(rows[rows.task == "lm"], list(selections))
     labels = {f"lm/{s}": f"LM −log perplexity, own head, {SELECTION_NAMES[s]} order" for s in selections}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pandas as pd
 
 from papa.core.vocabulary import RANKED
+from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.sections import short_model
 
 #: The head orders that rest on a λ ranking: not read where the claims do not read the ranking.
@@ -26,7 +26,7 @@ CLAIMS_COLUMN = "claims"
 @dataclass(frozen=True)
 class ReadMarks:
     """A run's unread parts: `profile` (the run's own rankings' profile), `learns` (`sections.probes_learn` or
-    `papa.paper.claims.read_learns`: per (model, task), does the probe beat its majority class) and `unread` (per
+    `papa.paper.claims.RunTables.learns`: per (model, task), does the probe beat its majority class) and `unread` (per
     profile whose rankings the run drew, per task, `papa.paper.claims.unread_rankings`' note)."""
 
     profile: str
@@ -34,18 +34,20 @@ class ReadMarks:
     unread: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
 
     @classmethod
-    def of_run(cls, out_dir: str | Path, models: Collection[str], profile: str,
+    def of_run(cls, run: RunLike, models: Collection[str], profile: str,
                learns: pd.DataFrame | None = None) -> ReadMarks:
-        """The marks of the run under `out_dir` for `models`: `learns` as given (a notebook's own, before it is
-        saved) or as the run saved it, and the unread rankings of every profile whose rankings the run compared."""
-        from papa.paper.claims import read_learns, run_agreement, unread_rankings
+        """The marks of `run` (its folder, or its tables read once) for `models`: `learns` as given (a notebook's
+        own, before it is saved) or as the run saved it, and the unread rankings of every profile whose rankings the
+        run compared."""
+        from papa.paper.claims import unread_rankings
         from papa.runs.profiles import get_profile
 
+        tables = RunTables.of(run)
         own = get_profile(profile).name
-        agreement = run_agreement(out_dir)
+        agreement = tables.agreement
         profiles = {own} | (set(agreement.profile) if agreement is not None and not agreement.empty else set())
-        unread = {p: unread_rankings(out_dir, models, p) for p in sorted(profiles)}
-        return cls(own, read_learns(out_dir) if learns is None else learns, unread)
+        unread = {p: unread_rankings(tables, models, p) for p in sorted(profiles)}
+        return cls(own, tables.learns if learns is None else learns, unread)
 
     def why(self, model: str, task: str, selection: str = "lambda") -> str:
         """Why the claims do not read `task` on `model` under the head order `selection` (``lambda``,

@@ -419,21 +419,22 @@ def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEB
                          out_dir: str | Path | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
     figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
-    from papa.paper.claims import (headed_claims, learns_tables, profile_claims, profile_uncertainty_note,
-                                   read_learns, smoke_run_first, stability_note)
+    from papa.paper.claims import (RunTables, headed_claims, learns_tables, profile_claims, profile_uncertainty_note,
+                                   smoke_run_first, stability_note)
     from papa.paper.sections import not_learning, short_model
 
     prof = get_profile(profile)
     out = Path(out_dir or f"artifacts/{profile}")
-    readings = profile_claims(out, profile, names)
+    run = RunTables.read(out)
+    readings = profile_claims(run, profile, names)
     if not readings:
         return smoke_run_first(prof, f"No claim of the paper is read by the notebooks {', '.join(names)}.")
     head = smoke_run_first(prof, f"The paper's claims as this run reads them (profile {prof.name}, layout "
                                  f"{prof.layout}).")
     if builtin_base(prof) not in ("quick", "full"):
         head += f" {prof.sizes_text()}."
-    head += " " + profile_uncertainty_note(out, prof) + " " + stability_note(out)
-    skipped = not_learning(read_learns(out))
+    head += " " + profile_uncertainty_note(run, prof) + " " + stability_note(run)
+    skipped = not_learning(run.learns)
     if skipped:
         which = ", ".join(f"{task} ({short_model(model)})" for model, task in skipped)
         head += (f" Left out of every claim: {which}, whose probe does not beat its majority-class baseline "

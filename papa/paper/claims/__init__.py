@@ -13,6 +13,7 @@ The modules, one per figure or table (and its section notebook), above the machi
 * `main_results` (Figs. 2 and 3, notebook 02), `constant_patterns` (Fig. 4, 03), `alternative_matrices` (Table 1,
   04), `data_dependence` (Table 2, 05), `head_selection` (Fig. 5, 06), `mlm_electra` (Fig. 6, 07), `decoders`
   (the causal LMs, 08);
+* `run_tables`: a run's tables as the claims, their notes and the pages read them, read once (`RunTables`);
 * `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`) and Fig. 5's comparisons
   (`profile_selection_comparisons`);
 * `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them, and the docs' claim
@@ -29,19 +30,20 @@ from papa.paper.claims.mlm_electra import (DECODER_POINTS, MLM_PRETRAINED, OBJEC
                                            unread_objectives)
 from papa.paper.claims.notes import (CPU_RUN_RESULTS, TITLES, claim_by_claim, claim_table, decoder_claims,
                                      format_claims, headed_claims, in_one_line, in_plain_words, margins_table,
-                                     profile_uncertainty_note, results_in_brief, section_claim_table, section_claims,
+                                     notebook_models, profile_uncertainty_note, results_in_brief, section_claim_table, section_claims,
                                      smoke_run_first, smoke_run_note, stability_note, uncertainty_note,
                                      unread_rankings)
 from papa.paper.claims.head_selection import SelectionComparison, comparison_table, selection_comparisons
-from papa.paper.claims.reading import (learns_tables, profile_claims, profile_selection_comparisons, read_claims,
-                                       read_learns, read_tables, run_agreement, run_claims)
+from papa.paper.claims.reading import profile_claims, profile_selection_comparisons, read_claims, run_claims
+from papa.paper.claims.run_tables import RunLike, RunTables, learns_tables, read_tables
 from papa.paper.claims.rules import (ALIKE_MARGIN, AVERAGE_MARGIN, CLOSE_MARGIN, FIG3_MODELS, HALF_MARGIN,
                                      LAMBDA_CLAIMS, MARGIN_SOURCES, RANKINGS, RELATIVE_MARGIN,
                                      RULES, SPREAD_THRESHOLD, STABLE_RHO, ClaimReading, Part)
 from papa.paper.claims.scores import DRAWN_ORDERS
 from papa.runs.statistics import VERDICTS
 
-__all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "read_claims", "run_claims", "read_learns", "learns_tables",
+__all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "RunTables", "RunLike", "read_claims", "run_claims",
+           "learns_tables", "notebook_models", "unread_rankings",
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note", "SelectionComparison", "selection_comparisons", "comparison_table",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DATA_FREE_KINDS, NONE
 from papa.paper.claims.rules import (CLOSE_MARGIN, ClaimReading, claim_reading, compared_part, not_read_claim,
                                      tally_part, unread_part)
@@ -22,7 +23,7 @@ def _train_examples(run: ClaimRun, model: str, task: str, kind: str, corpus: str
 def read_table1(run: ClaimRun) -> ClaimReading:
     """Table 1's claim on `run`: average constants beat every data-free matrix and trained Toeplitz, and come close
     to trained average constants."""
-    where = ("table1", "Table 1", "04_alternative_matrices", "tables/table1_alternative_matrices.csv")
+    where = ("table1", "Table 1", "04_alternative_matrices", RunFolder.table_file("table1_alternative_matrices"))
     pairs = run.models_tasks()
     k = model_count(pairs)
     beats, trained_toeplitz, trained_average = [], [], []

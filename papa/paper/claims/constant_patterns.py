@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.paper.claims.rules import ClaimReading, Part, not_read_claim
 from papa.paper.paper_numbers import PAPER_DIAGONAL_SHARE, PAPER_SPECIAL_SHARE
 from papa.paper.patterns import pattern_summary
@@ -20,12 +21,12 @@ def pattern_readings(patterns: dict[str, pd.DataFrame], intervals: dict[str, pd.
     """Fig. 4's three claims described from the pattern table of the first task that has one, with the bootstrap
     interval of `papa.paper.pattern_intervals` where the run wrote it (constants have no seeds to test with)."""
     if not patterns:
-        return [not_read_claim(c, "Fig. 4", "03_constant_patterns", "figures/fig4_constant_matrices_<task>.png",
+        return [not_read_claim(c, "Fig. 4", "03_constant_patterns", RunFolder.figure_file("fig4_constant_matrices_<task>"),
                                "no pattern table in this run") for c in FIG4]
     task = sorted(patterns)[0]
     summary = pattern_summary(patterns[task])
     interval = intervals.get(task)
-    figure = f"figures/fig4_constant_matrices_{task}.png"
+    figure = RunFolder.figure_file(f"fig4_constant_matrices_{task}")
     heads = int(summary["heads"])
     readings = []
     for claim, (share, name, paper) in FIG4.items():

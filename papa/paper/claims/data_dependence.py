@@ -1,6 +1,7 @@
 """Table 2's claim (notebook 05): constants averaged on another corpus do as well as the task's own."""
 from __future__ import annotations
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.paper.claims.rules import ALIKE_MARGIN, ClaimReading, claim_reading, compared_part, not_read_claim
 from papa.paper.claims.scores import ClaimRun, model_count, part_label
@@ -10,7 +11,7 @@ from papa.tasks.registry import corpus_label
 
 def read_table2(run: ClaimRun) -> ClaimReading:
     """Table 2's claim on `run`: constants averaged on another corpus do as well as the task's own."""
-    where = ("table2", "Table 2", "05_data_dependence", "tables/table2_data_dependence.csv")
+    where = ("table2", "Table 2", "05_data_dependence", RunFolder.table_file("table2_data_dependence"))
     rows = run.results[(run.results.constants == "average") & (run.results.fraction_label == "0")]
     others = sorted(set(rows.constants_corpus) - {"task", NONE})
     if not others:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DECODER_LAYOUT
 
 
 # Where a claim read on the causal LMs is seen: notebook 08 and its figures.
-DECODER_EVIDENCE = {"fig2_half": "figures/decoder_objective_vs_probes.png",
-                    "fig2_all": "figures/decoder_objective_vs_probes.png",
-                    "fig5": "figures/decoder_lm_selection.png",
-                    "fig6": "figures/decoder_objective_vs_probes.png"}
+DECODER_EVIDENCE = {"fig2_half": RunFolder.figure_file("decoder_objective_vs_probes"),
+                    "fig2_all": RunFolder.figure_file("decoder_objective_vs_probes"),
+                    "fig5": RunFolder.figure_file("decoder_lm_selection"),
+                    "fig6": RunFolder.figure_file("decoder_objective_vs_probes")}
 DECODER_NOTEBOOK = "08_decoders"
 
 

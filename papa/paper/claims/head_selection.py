@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE, RANKED, SELECTION_METHODS
 from papa.paper.claims.rules import (RANKINGS, ClaimReading, Part, claim_reading, compared_part, not_read_claim,
                                      tally_part, unread_part)
@@ -104,7 +105,7 @@ def read_fig5(run: ClaimRun) -> ClaimReading:
     """Per task and fraction strictly between 0 and 1: λ beats every other order, and reversed λ is the worst, over
     every draw of the drawn orders; a ranking learned by another profile in parts of its own, gated by its own
     draws."""
-    where = ("fig5", "Fig. 5", "06_head_selection", "figures/fig5_head_selection.png")
+    where = ("fig5", "Fig. 5", "06_head_selection", RunFolder.figure_file("fig5_head_selection"))
     best: dict[str | None, list[Part]] = {}
     worst: dict[str | None, list[Part]] = {}
     unstable: dict[str | None, dict[str, Part]] = {}

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.paper.claims.rules import (AVERAGE_MARGIN, FIG3_MODELS, HALF_MARGIN, RANKINGS, ClaimReading, Part,
                                      claim_reading, compared_part, not_read_claim, tally_part, unread_part)
@@ -21,7 +22,7 @@ def read_fig2_half(run: ClaimRun) -> ClaimReading:
     """Per task: no major drop at 1/2 in λ order, over the grid's λ rankings; "sometimes improves" across the tasks.
     A ranking learned by another profile (``lambda@full``) is another quantity, not another task: its parts are its
     own, gated by its own draws."""
-    where = ("fig2_half", "Fig. 2", "02_main_results", "figures/fig2_main_results.png")
+    where = ("fig2_half", "Fig. 2", "02_main_results", RunFolder.figure_file("fig2_main_results"))
     drops: dict[str | None, list[Part]] = {}
     improves: dict[str | None, list[Part]] = {}
     pairs = run.models_tasks()
@@ -90,7 +91,7 @@ def task_average_drop(run: ClaimRun, model: str, label: str = "0", selection: st
 def read_fig2_all(run: ClaimRun) -> ClaimReading:
     """Fig. 2's claim at 0 on `run`: with every head constant, the relative drop is about 8% on average and never
     over 20% on a model's average."""
-    where = ("fig2_all", "Fig. 2", "02_main_results", "figures/fig2_main_results.png")
+    where = ("fig2_all", "Fig. 2", "02_main_results", RunFolder.figure_file("fig2_main_results"))
     models = sorted({m for m, _ in run.models_tasks()})
     per_model = {m: task_average_drop(run, m)[:2] for m in models}
     per_model = {m: v for m, v in per_model.items() if v[0] is not None}
@@ -121,7 +122,7 @@ def _beside_paper(mean: Estimate) -> str:
 
 def read_fig3(run: ClaimRun) -> ClaimReading:
     """Fig. 3's claim on `run`: over models, the better the original score, the larger the relative drop."""
-    where = ("fig3", "Fig. 3", "02_main_results", "figures/fig3_performance_vs_drop.png")
+    where = ("fig3", "Fig. 3", "02_main_results", RunFolder.figure_file("fig3_performance_vs_drop"))
     models = sorted({m for m, _ in run.models_tasks()})
     points = []
     for m in models:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE, PAPER_BASE, PAPER_LARGE
 from papa.paper.claims.main_results import drop_share, task_average_drop
 from papa.paper.claims.rules import (ClaimReading, Part, claim_reading, compared_part, not_read_claim, tally_part,
@@ -55,7 +56,7 @@ def _random_too(run: ClaimRun, model: str, task: str, label: str) -> str:
 
 def read_fig6(run: ClaimRun) -> ClaimReading:
     """Fig. 6's claim on `run`: a model's own pretraining objective drops more than its downstream tasks."""
-    where = ("fig6", "Fig. 6", "07_mlm_electra", "figures/fig6_mlm_electra.png")
+    where = ("fig6", "Fig. 6", "07_mlm_electra", RunFolder.figure_file("fig6_mlm_electra"))
     objectives = run.models_tasks(OBJECTIVE_TASKS)
     own = [(m, t) for m, t in objectives if _own_objective(t, m, run.decoders)]
     others = sorted({short_model(m) for m, t in objectives if not _own_objective(t, m, run.decoders)})

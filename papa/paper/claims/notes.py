@@ -15,9 +15,11 @@ from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
 from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
-from papa.paper.claims.reading import profile_claims, run_agreement
+from papa.paper.claims.reading import profile_claims
+from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.claims.rules import GATE, LAMBDA_CLAIMS, MARGIN_SOURCES, RULES, ClaimReading, Part
 from papa.paper.claims.scores import part_label
+from papa.paper.sections import RANKING_STABILITY_TABLE
 from papa.runs.stability import gate_reason, rho_span
 from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ
 
@@ -46,18 +48,19 @@ def smoke_run_first(profile: str | Path, text: str) -> str:
     return " ".join(filter(None, [smoke_run_note(profile), text]))
 
 
-def section_claims(out_dir: str | Path, profile: str | Path, notebook: str) -> str:
+def section_claims(run: RunLike, profile: str | Path, notebook: str) -> str:
     """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
     their intervals hold and how stable the λ rankings are; for a notebook's last cell. A smoke run says so first
-    (`smoke_run_note`)."""
-    readings = profile_claims(out_dir, profile, [notebook])
+    (`smoke_run_note`). The run's tables are read once (`RunTables`)."""
+    tables = RunTables.of(run)
+    readings = profile_claims(tables, profile, [notebook])
     if not readings:
         return smoke_run_first(profile, f"No claim of the paper is read by {notebook}.")
-    models = _notebook_models(out_dir, profile, notebook)
-    head = smoke_run_first(profile, profile_uncertainty_note(out_dir, profile, models))
+    models = notebook_models(tables, profile, notebook)
+    head = smoke_run_first(profile, profile_uncertainty_note(tables, profile, models))
     if any(r.claim in LAMBDA_CLAIMS for r in readings):
-        head += " " + stability_note(out_dir, models)
-    return headed_claims(head, readings, out_dir)
+        head += " " + stability_note(tables, models)
+    return headed_claims(head, readings, tables.folder)
 
 
 def claim_table(readings: Sequence[ClaimReading]) -> pd.DataFrame:
@@ -75,68 +78,61 @@ def claim_table(readings: Sequence[ClaimReading]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def section_claim_table(out_dir: str | Path, profile: str | Path, notebook: str) -> pd.DataFrame:
-    """`claim_table` of the claims `notebook` reads on the run in `out_dir` (those `section_claims` prints): the
-    decoders' rows for the decoders' notebook, the encoders' for every other."""
-    table = claim_table(profile_claims(out_dir, profile, [notebook]))
+def section_claim_table(run: RunLike, profile: str | Path, notebook: str) -> pd.DataFrame:
+    """`claim_table` of the claims `notebook` reads on the run (those `section_claims` prints): the decoders' rows
+    for the decoders' notebook, the encoders' for every other."""
+    table = claim_table(profile_claims(run, profile, [notebook]))
     whose = "decoders" if notebook == DECODER_NOTEBOOK else "encoders"
     return table[table.models == whose].reset_index(drop=True)
 
 
-def _notebook_models(out_dir: str | Path, profile: str | Path, notebook: str) -> set[str]:
+def notebook_models(run: RunTables, profile: str | Path, notebook: str) -> set[str]:
     """The models whose claims `notebook` reads on a run of `profile`: the causal LMs for the decoders' notebook, the
     encoders for every other."""
-    from papa.runs.profiles import get_profile
-    from papa.runs.results import ResultsTable
-
-    rows = ResultsTable(RunFolder.at(out_dir).results).read()
-    models = set(rows.model[rows.profile == get_profile(profile).name])
+    models = set(run.of_profile(profile).model)
+    rows = run.results
     decoders = decoder_models(rows[rows.model.isin(models)]) if models else set()
     return decoders if notebook == DECODER_NOTEBOOK else models - decoders
 
 
-def headed_claims(head: str, readings: Sequence[ClaimReading], out_dir: str | Path) -> str:
-    """`head` wrapped as a paragraph above `format_claims(readings, out_dir)`."""
-    return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, out_dir)])
+def headed_claims(head: str, readings: Sequence[ClaimReading], folder: RunFolder | str | Path | None) -> str:
+    """`head` wrapped as a paragraph above `format_claims(readings, folder)`."""
+    return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, folder)])
 
 
-def profile_uncertainty_note(out_dir: str | Path, profile: str | Path, models: Collection[str] | None = None) -> str:
-    """`uncertainty_note` on the rows a run of `profile` wrote to `out_dir`'s results.csv (those of `models`; None:
-    every model's)."""
-    from papa.runs.profiles import get_profile
-    from papa.runs.results import ResultsTable
-
-    rows = ResultsTable(RunFolder.at(out_dir).results).read()
-    rows = rows[rows.profile == get_profile(profile).name]
-    return uncertainty_note(out_dir, rows if models is None else rows[rows.model.isin(set(models))])
+def profile_uncertainty_note(run: RunLike, profile: str | Path, models: Collection[str] | None = None) -> str:
+    """`uncertainty_note` on the rows a run of `profile` made (those of `models`; None: every model's)."""
+    run = RunTables.of(run)
+    rows = run.of_profile(profile)
+    return uncertainty_note(run.folder, rows if models is None else rows[rows.model.isin(set(models))])
 
 
-def uncertainty_note(out_dir: str | Path, results: pd.DataFrame) -> str:
+def uncertainty_note(folder: RunFolder | str | Path | None, results: pd.DataFrame) -> str:
     """One sentence on what the intervals of a run's claims hold: the seeds' and the evaluation examples' variance,
-    or the seeds' only for a table with no predictions beside it (`papa.runs.compare.RunScores`)."""
+    or the seeds' only for a table with no predictions beside it in `folder` (`papa.runs.compare.RunScores`)."""
     from papa.runs.predictions_store import stores_predictions
 
     drawn = sorted({n for n in set(results["selection"])
                     if n != NONE and parse_selection(n).is_variant and parse_selection(n).profile is None})
     orders = (f" Where a head order was drawn more than once ({', '.join(drawn)}), the intervals of Fig. 2's and "
               "Fig. 5's parts hold the variance over the draws too." if drawn else "")
-    if stores_predictions(out_dir):
+    if folder is not None and stores_predictions(folder):
         return ("Intervals hold the probe seeds' variance and the evaluation examples' (a bootstrap over them), "
                 f"paired by seed.{orders}")
     return (f"No predictions are stored beside the table of these {len(results)} runs: their intervals hold the probe "
             f"seeds' variance only, not the evaluation examples'.{orders}")
 
 
-def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -> str:
+def stability_note(run: RunLike, models: Collection[str] | None = None) -> str:
     """One sentence on the run's λ rankings (of `models`; None: every model's): per task (and profile, where
-    another's ranking ran) the range of Spearman's ρ over every pair of its draws (`run_agreement`), and which the
-    claims do not read (`papa.runs.stability.gate_reason`), or that no pair was measured."""
-    table = run_agreement(out_dir)
+    another's ranking ran) the range of Spearman's ρ over every pair of its draws (`RunTables.agreement`), and which
+    the claims do not read (`papa.runs.stability.gate_reason`), or that no pair was measured."""
+    table = RunTables.of(run).agreement
     if table is not None and models is not None:
         table = table[table.model.isin(set(models))]
     if table is None or table.empty:
         return ("The λ rankings' stability was not measured (no second draw of a ranking beside it, no "
-                "tables/ranking_stability.csv): the parts that rest on them are not read.")
+                f"{RunFolder.table_file(RANKING_STABILITY_TABLE)}): the parts that rest on them are not read.")
     table = table.assign(profile=table.profile.astype(object).where(table.profile.notna(), ""))
     many = table.model.nunique() > 1
     each, refused = [], []
@@ -152,13 +148,13 @@ def stability_note(out_dir: str | Path, models: Collection[str] | None = None) -
             f"{tail} {GATE[0].upper() + GATE[1:]}; a ranking with one draw is not read.")
 
 
-def unread_rankings(out_dir: str | Path, models: Collection[str], profile: str | Path) -> dict[str, str]:
+def unread_rankings(run: RunLike, models: Collection[str], profile: str | Path) -> dict[str, str]:
     """Per task whose λ ranking of `models`, learned by `profile`, the claims do not read (`stability_note`'s gate):
     a short note for that task's panel of a figure that draws it, so that no curve of an unread order passes
     unmarked."""
     from papa.runs.profiles import get_profile
 
-    table = run_agreement(out_dir)
+    table = RunTables.of(run).agreement
     if table is None or table.empty:
         return {}
     table = table[table.model.isin(set(models)) & (table.profile == get_profile(profile).name)]
@@ -171,7 +167,8 @@ def unread_rankings(out_dir: str | Path, models: Collection[str], profile: str |
     return notes
 
 
-def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: int = 116) -> str:
+def format_claims(readings: Sequence[ClaimReading], folder: RunFolder | str | Path | None,
+                  width: int = 116) -> str:
     """Per claim: where in the paper, the verdict and the claim; its rule; then our numbers and the file to look at
     (marked "not written" when the run did not write it), and the decoders' line where causal LMs ran. Lines are
     wrapped at `width`, never inside a path."""
@@ -186,7 +183,7 @@ def format_claims(readings: Sequence[ClaimReading], out_dir: str | Path, width: 
         for label, reading in (("ours", r), ("decoders", r.decoder)):
             if reading is None:
                 continue
-            evidence = Path(out_dir) / reading.evidence
+            evidence = Path(folder or ".") / reading.evidence
             missing = "" if evidence.is_file() or reading.verdict == NOT_READ else " (not written)"
             verdict = f"{reading.verdict_text}: " if label == "decoders" else ""
             lines.append(textwrap.fill(f"{label}: {verdict}{reading.ours} -> {evidence}{missing}", width=width,

@@ -60,6 +60,9 @@ def _spelled_paths(path: Path, names: set[str]) -> list[str]:
             for part in node.values:
                 if isinstance(part, ast.Constant) and any(str(part.value).startswith(f"/{n}") for n in names):
                     found.append(f"{path.relative_to(REPO)}:{node.lineno} f-string '{part.value}'")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and re.match(rf"({'|'.join(map(re.escape, names))})/", node.value):
+            found.append(f"{path.relative_to(REPO)}:{node.lineno} relative path '{node.value[:40]}'")
     return found
 
 
@@ -74,3 +77,14 @@ def test_no_other_module_spells_a_path_of_the_layout():
              for hit in _spelled_paths(path, names)
              if not any(hit.startswith(f"{where}:") and hit.endswith(what) for where, what in NOT_A_RUN)]
     assert found == [], "take the path from papa.core.run_folder.RunFolder"
+
+
+def test_the_guard_sees_a_joined_path_and_a_relative_one(tmp_path, monkeypatch):
+    import tests.unit.core.test_run_folder as guard
+
+    monkeypatch.setattr(guard, "REPO", tmp_path)
+    module = tmp_path / "m.py"
+    module.write_text('out = root / "tables"\nshown = f"figures/{name}.png"\nnamed = "rankings/x.safetensors"\n'
+                      'fine = RunFolder.figure_file("x")\n', encoding="utf-8")
+    assert sorted(hit.split(" ", 1)[0] for hit in guard._spelled_paths(module, {"tables", "figures", "rankings"})) == [
+        "m.py:1", "m.py:2", "m.py:3"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from papa.paper.claim_pages import curve_table, lm_probe_curve
-from papa.paper.claims import read_claims
+from papa.paper.claims import RunTables, read_claims
 from papa.paper.claims.notes import claim_by_claim, decoder_claims, in_one_line, in_plain_words, results_in_brief
 from papa.runs.results import ResultsTable
 from tests.unit.paper.test_claims import MEANS, result_rows, stability_table
@@ -21,7 +21,7 @@ def _readings(tmp_path, decoder: bool = False):
                       model="org/decoder", layout="standard")
     table = ResultsTable(tmp_path / "results.csv")
     table.append(rows)
-    return read_claims(table.read(), stability=stability_table({"sst2": 0.95, "ner": 0.95}))
+    return read_claims(RunTables(table.read(), agreement=stability_table({"sst2": 0.95, "ner": 0.95})))
 
 
 def test_the_claim_section_says_each_verdict_and_part(tmp_path):
@@ -178,12 +178,13 @@ def test_a_table_marks_the_rows_the_claims_do_not_read(tmp_path, monkeypatch):
 
     ResultsTable(tmp_path / "results.csv").append(result_rows(MEANS))
     (tmp_path / "tables").mkdir()
-    pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "learns": [True, False]}
-                 ).to_csv(tmp_path / "tables" / "probes_vs_majority.csv", index=False)
+    pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "learns": [True, False],
+                  "majority": [0.5, 0.9]}).to_csv(tmp_path / "tables" / "probes_vs_majority.csv", index=False)
     monkeypatch.setattr(papa.paper.claims, "unread_rankings",
                         lambda out, models, profile: {"sst2": "moves"} if profile == "quick" else {})
     rows = orders_table(tmp_path, "org/roberta-base", [("sst2", "lambda"), ("sst2", "random"), ("ner", "lambda")],
                         "quick").splitlines()[2:5]
-    assert rows[0].startswith("| SST-2 accuracy, λ (its λ order not read")
+    # the reasons the notebooks' tables give (papa.paper.read_marks.ReadMarks), worded alike
+    assert rows[0].startswith("| SST-2 accuracy, λ (not read: λ ranking unstable (moves)) |")
     assert rows[1].startswith("| SST-2 accuracy, random |")
-    assert rows[2].startswith("| NER F1 (seqeval), λ (not read: the probe does not beat its majority class)")
+    assert rows[2].startswith("| NER F1 (seqeval), λ (not read: probe ≤ majority class (0.900)) |")

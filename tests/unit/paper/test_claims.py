@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from papa.method.selection import as_fraction
-from papa.paper.claims import VERDICTS, format_claims, read_claims, run_claims, section_claims
+from papa.paper.claims import VERDICTS, RunTables, format_claims, read_claims, run_claims, section_claims
 from papa.reproduce.notebooks import reproduction_summary
 from papa.runs.results import ResultRow, ResultsTable, aggregate
 
@@ -94,8 +94,8 @@ def stability_table(rho: dict, model: str = "org/roberta-base", heads: int = 144
 def _read(rows, tmp_path, **kw):
     table = ResultsTable(tmp_path / "r.csv")
     table.append(rows)
-    kw.setdefault("stability", stability_table({"sst2": 0.95, "ner": 0.95}))
-    return {r.claim: r for r in read_claims(table.read(), **kw)}
+    agreement = kw.pop("stability", stability_table({"sst2": 0.95, "ner": 0.95}))
+    return {r.claim: r for r in read_claims(RunTables(table.read(), agreement=agreement, **kw))}
 
 
 def test_every_claim_gets_the_verdict_its_numbers_give(run_dir):
@@ -167,14 +167,14 @@ def _frame(rows, tmp_path):
 
 
 def test_an_unstable_ranking_is_not_read(run_dir):
-    readings = {r.claim: r for r in read_claims(ResultsTable(run_dir / "results.csv").read(),
-                                                stability=stability_table({"sst2": 0.3, "ner": 0.95}))}
+    readings = {r.claim: r for r in read_claims(RunTables(ResultsTable(run_dir / "results.csv").read(),
+                                                          agreement=stability_table({"sst2": 0.3, "ner": 0.95})))}
     half = {p.name: p.verdict for p in readings["fig2_half"].parts}
     assert half["drop at 1/2 (sst2)"] == "not read" and half["drop at 1/2 (ner)"] == "does not hold"
     assert ("3 pairs below 0.8 beyond ρ's 95% interval (lowest seed0–part1 at ρ 0.30 [0.14, 0.45])"
             in readings["fig2_half"].ours)
     seeds = pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "spearman": [0.95, 0.95]})
-    readings = {r.claim: r for r in read_claims(ResultsTable(run_dir / "results.csv").read(), stability=seeds)}
+    readings = {r.claim: r for r in read_claims(RunTables(ResultsTable(run_dir / "results.csv").read(), agreement=seeds))}
     half = {p.name: p for p in readings["fig2_half"].parts}  # two seeds agree: how the data moves it is not known
     assert "drawn on one part of the data only (seed0, seed1)" in half["drop at 1/2 (ner)"].numbers
     assert readings["fig5"].verdict == "not read"
@@ -222,7 +222,7 @@ def test_trained_constants_are_read_only_at_the_others_training_size(tmp_path):
 
 def test_rows_of_another_profile_or_layout_are_not_read(run_dir):
     assert {r.verdict for r in run_claims(run_dir, profile="cpu")} == {"not read", "descriptive"}  # Fig. 4's only
-    assert all(r.verdict == "not read" for r in read_claims(ResultsTable(run_dir / "x.csv").read()))
+    assert all(r.verdict == "not read" for r in read_claims(RunTables(ResultsTable(run_dir / "x.csv").read())))
 
 
 def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
@@ -545,8 +545,9 @@ def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
     table = ResultsTable(tmp_path / "r.csv")
     table.append(result_rows(_drawn_means()))
     stable = _pairs("sst2", _every_pair(_FOUR, 0.95))  # the grid's rankings agree; the full profile's has one draw
-    encoders, _ = claim_runs(table.read(), None, tmp_path, stable, None)
-    readings = {r.claim: r for r in read_claims(table.read(), stability=stable)}
+    run = RunTables(table.read(), agreement=stable)
+    encoders, _ = claim_runs(run)
+    readings = {r.claim: r for r in read_claims(run)}
     counted = {m.name for part in readings["fig5"].parts for m in part.members}
     found = selection_comparisons(encoders)
     assert counted and counted == {c.name for c in found if not c.gate}

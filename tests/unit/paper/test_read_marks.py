@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 
 from papa.paper import read_marks
+from papa.paper.claims import RunTables
 from papa.paper.read_marks import ReadMarks
 
 LEARNS = pd.DataFrame({"model": ["org/a", "org/a"], "task": ["sst2", "mrpc"], "majority": [0.51, 0.812],
@@ -48,11 +49,10 @@ def test_of_run_reads_every_profile_whose_rankings_the_run_compared(tmp_path, mo
     import papa.paper.claims
 
     agreement = pd.DataFrame({"model": ["org/a"] * 2, "task": ["sst2", "cola"], "profile": ["quick", "full"]})
-    monkeypatch.setattr(papa.paper.claims, "run_agreement", lambda out: agreement)
-    monkeypatch.setattr(papa.paper.claims, "unread_rankings", lambda out, models, profile: {"sst2": f"{profile}: x"})
-    monkeypatch.setattr(papa.paper.claims, "read_learns", lambda out: LEARNS)
-    marks = ReadMarks.of_run(tmp_path, ["org/a"], "quick")
+    monkeypatch.setattr(papa.paper.claims, "unread_rankings", lambda run, models, profile: {"sst2": f"{profile}: x"})
+    run = RunTables(pd.DataFrame(), learns=LEARNS, agreement=agreement)
+    marks = ReadMarks.of_run(run, ["org/a"], "quick")
     assert marks.profile == "quick" and dict(marks.unread) == {"full": {"sst2": "full: x"}, "quick": {"sst2": "quick: x"}}
     assert marks.learns is LEARNS
     own = LEARNS.assign(learns=True)
-    assert ReadMarks.of_run(tmp_path, ["org/a"], "quick", own).learns is own
+    assert ReadMarks.of_run(run, ["org/a"], "quick", own).learns is own

@@ -1,0 +1,122 @@
+"""A run's tables as the claims, their notes and the docs' pages read them, read once: `RunTables`.
+
+Reading a run's claims takes its results, the Fig. 4 tables, which probes learn, how its λ rankings agree and each
+task's chance level. `RunTables.read` reads them from a run folder in one pass; `read_claims`, the notes printed
+above the claims, `ReadMarks` and the pages' tables all take the one `RunTables`, so a section's closing cell reads
+``results.csv`` and compares the rankings once. A `RunTables` built in memory (a table made by hand, a test) reads
+alike, with no folder behind it.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Union
+
+import pandas as pd
+
+from papa.core.run_folder import RunFolder
+from papa.paper.claims.decoders import in_layout, with_probe_inputs
+from papa.paper.claims.scores import agreement_pairs
+from papa.paper.sections import CHANCE_TABLES, LEARNS_TABLES, RANKING_STABILITY_TABLES
+
+__all__ = ["RunTables", "RunLike", "read_tables", "learns_tables"]
+
+
+@dataclass(frozen=True, eq=False)  # one run read once: compared (and hashed) as that one read
+class RunTables:
+    """What the claims read of one run: `results` (`papa.runs.results.ResultsTable.read`, every row), `patterns`
+    and `intervals` (task -> Fig. 4's tables), `learns` (per (model, task), does the probe beat its majority
+    class), `agreement` (every pair of draws of a λ ranking, `RunTables.read`), `chance` (each task's chance
+    level) and `folder` (where they were read, with the stored predictions; None: built in memory)."""
+
+    results: pd.DataFrame
+    folder: RunFolder | None = None
+    patterns: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    intervals: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    learns: pd.DataFrame | None = None
+    agreement: pd.DataFrame | None = None
+    chance: pd.DataFrame | None = None
+
+    @classmethod
+    def read(cls, where: RunFolder | str | os.PathLike) -> RunTables:
+        """The tables of the run folder `where`: ``results.csv``, ``tables/fig4_patterns_<task>.csv`` and
+        ``fig4_pattern_intervals_<task>.csv``, the learns and chance tables, and the λ rankings' agreement (the
+        rankings under ``rankings/`` compared pair by pair, with the seed-to-seed tables notebooks 02 and 08
+        wrote)."""
+        from papa.runs.results import ResultsTable
+
+        out = RunFolder.at(where)
+        learns = read_tables(out, LEARNS_TABLES)
+        return cls(results=ResultsTable(out.results).read(), folder=out,
+                   patterns=_tables_by_task(out, "fig4_patterns_"),
+                   intervals=_tables_by_task(out, "fig4_pattern_intervals_"),
+                   learns=None if learns is None else learns.set_index(["model", "task"]),
+                   agreement=_agreement(out), chance=read_tables(out, CHANCE_TABLES))
+
+    @classmethod
+    def of(cls, run: RunLike) -> RunTables:
+        """`run` as it is when already read, else `RunTables.read(run)`."""
+        return run if isinstance(run, RunTables) else cls.read(run)
+
+    def rows(self, profile: str | None = None, layout: str | None = None, dtype: str | None = None,
+             probe_inputs: str | None = None) -> pd.DataFrame:
+        """The results of `profile`, `layout` and `dtype` when given (a folder may hold several runs' rows), and
+        those whose probe read its inputs as `probe_inputs` (None: as each model's grids do by default,
+        `papa.probing.standardize.probe_inputs_for`)."""
+        results = self.results
+        for column, wanted in (("profile", profile), ("dtype", dtype)):
+            if wanted is not None:
+                results = results[results[column] == wanted]
+        if layout is not None:
+            results = results[in_layout(results, layout)]
+        return results[with_probe_inputs(results, probe_inputs)]
+
+    def keeping(self, results: pd.DataFrame) -> RunTables:
+        """The same run with only `results` (rows of its own, e.g. `rows`'s) to read."""
+        return replace(self, results=results)
+
+    def of_profile(self, profile: str | os.PathLike) -> pd.DataFrame:
+        """The rows a run of `profile` (a name or a profile file) made."""
+        from papa.runs.profiles import get_profile
+
+        return self.results[self.results.profile == get_profile(profile).name]
+
+
+#: A run as the claims' readers take it: already read, or its folder.
+RunLike = Union[RunTables, RunFolder, str, os.PathLike]
+
+
+def read_tables(where: RunFolder | str | os.PathLike, names: Sequence[str]) -> pd.DataFrame | None:
+    """The tables `names` under ``<where>/tables/`` that the run wrote, together (None: none)."""
+    tables = [pd.read_csv(path) for name in names if (path := RunFolder.at(where).table(name)).is_file()]
+    return pd.concat(tables, ignore_index=True) if tables else None
+
+
+def learns_tables(where: RunFolder | str | os.PathLike) -> list[str]:
+    """The `papa.paper.sections.probes_learn` tables the run in `where` wrote (notebook 02's, notebook 08's), as
+    paths relative to it."""
+    out = RunFolder.at(where)
+    return [RunFolder.table_file(name) for name in LEARNS_TABLES if out.table(name).is_file()]
+
+
+def _tables_by_task(out: RunFolder, prefix: str) -> dict[str, pd.DataFrame]:
+    return {path.stem.removeprefix(prefix): pd.read_csv(path, index_col=0)
+            for path in sorted(out.tables.glob(f"{prefix}*.csv"))}
+
+
+def _agreement(out: RunFolder) -> pd.DataFrame | None:
+    """Every pair of draws of the run's λ rankings that the claims gate on: the rankings under ``rankings/``
+    compared pair by pair (`papa.runs.stability.draw_agreement`), and the seed-to-seed tables notebooks 02 and 08
+    wrote (a run whose rankings are elsewhere); None where there is neither."""
+    from papa.runs.stability import draw_agreement
+
+    tables = [t for t in (draw_agreement(out.rankings) if out.rankings.is_dir() else None,
+                          agreement_pairs(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
+    if not tables:
+        return None
+    # a pair the folder's files and a notebook's table both hold counts once (at the lower ρ, were they to differ)
+    both = pd.concat([t[["model", "task", "profile", "a", "b", "spearman", "heads"]] for t in tables],
+                     ignore_index=True)
+    return both.groupby(["model", "task", "profile", "a", "b"], dropna=False, sort=False).agg(
+        spearman=("spearman", "min"), heads=("heads", "max")).reset_index()
