@@ -46,6 +46,10 @@ SANITIZERS: tuple[tuple[re.Pattern, str], ...] = (
     (re.compile(r"constants: extracted (.+?) -> (\S+)"), r"constants: read \2 (\1)"),
 )
 
+#: What `replay` leaves out of its copy of the run: the executed notebooks and the per-process phase times.
+NOT_COPIED = shutil.ignore_patterns("notebooks", "phase_times")
+
+
 #: Executed in the kernel before the notebooks: a run's tables are read once and its claims read once on them (each
 #: section notebook reads them again, about 20 s each), on the folder the replay leaves as it found it.
 CACHED_READERS = ("import functools\n"
@@ -128,13 +132,8 @@ def replay(names: Sequence[str], run_dir: str | Path, work_dir: str | Path,
     work = Path(work_dir).resolve()
     here = work / "notebooks"
     stored = {name: nbformat.read(Path(notebook_dir) / f"{name}.ipynb", as_version=4) for name in names}
-    targets = {(here / default_parameters(name, notebook_dir)["out_dir"]).resolve() for name in names}
-    if len(targets) != 1 or not next(iter(targets)).is_relative_to(work):
-        raise InputError(f"the notebooks {', '.join(names)} must all write into one folder beside their own "
-                         "(out_dir = \"../artifacts/<profile>\") for a replay to run on a copy of the run")
     here.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(run_dir, next(iter(targets)), dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("notebooks", "phase_times"))
+    shutil.copytree(run_dir, replayed_run(names, work, notebook_dir), dirs_exist_ok=True, ignore=NOT_COPIED)
     cells, where = [nbformat.v4.new_code_cell(CACHED_READERS)], [None]
     for name, nb in stored.items():
         cells.append(nbformat.v4.new_code_cell("%reset -f"))  # each notebook starts from an empty namespace
@@ -155,6 +154,35 @@ def replay(names: Sequence[str], run_dir: str | Path, work_dir: str | Path,
         if cell is not None:
             cell.outputs = ran.outputs
     return stored
+
+
+def replayed_run(names: Sequence[str], work_dir: str | Path, notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
+    """Where `replay` puts the copy of the run that the notebooks `names` write into: their one ``out_dir`` seen
+    from ``work_dir/notebooks`` (refused where they name several, or one outside `work_dir`)."""
+    work = Path(work_dir).resolve()
+    targets = {(work / "notebooks" / default_parameters(name, notebook_dir)["out_dir"]).resolve() for name in names}
+    if len(targets) != 1 or not next(iter(targets)).is_relative_to(work):
+        raise InputError(f"the notebooks {', '.join(names)} must all write into one folder beside their own "
+                         "(out_dir = \"../artifacts/<profile>\") for a replay to run on a copy of the run")
+    return next(iter(targets))
+
+
+def changed_files(run_dir: str | Path, copy_dir: str | Path) -> tuple[list[str], list[str]]:
+    """What a replay changed in its copy of a run: (the files whose bytes now differ from the run's own, the files
+    the replay added), as paths relative to the run folder (the folders `NOT_COPIED` left out)."""
+    run, copy = Path(run_dir), Path(copy_dir)
+    skipped = set(NOT_COPIED(str(run), [p.name for p in run.iterdir()]))
+    changed, added = [], []
+    for path in sorted(p for p in copy.rglob("*") if p.is_file()):
+        rel = path.relative_to(copy)
+        if rel.parts[0] in skipped:
+            continue
+        own = run / rel
+        if not own.is_file():
+            added.append(rel.as_posix())
+        elif own.read_bytes() != path.read_bytes():
+            changed.append(rel.as_posix())
+    return changed, added
 
 
 @contextmanager

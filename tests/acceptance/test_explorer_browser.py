@@ -96,6 +96,10 @@ def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_pa
             assert cells.count() == 6 * 12
             assert page.locator(".papa-head canvas").first.evaluate("c => c.width") > 0
             assert re.fullmatch(r"#\d+ λ \d\.\d{3}", page.locator(".papa-caption").first.inner_text())
+            # each caption shown whole in its cell, none cut (issue 74: "#44 λ …")
+            assert page.locator(".papa-caption").evaluate_all(
+                "cs => cs.filter(c => c.scrollWidth > c.clientWidth || c.scrollHeight > c.clientHeight)"
+                ".map(c => c.textContent)") == []
 
             # A menu, as before: head 5 of layer 0.
             head_menu.select_option("5")
@@ -144,5 +148,8 @@ def test_a_clicked_head_is_in_sight_on_a_laptop_window(chromium, voila, width, h
             # every caption on one line: the rows of the grid are of one height
             heights = page.locator(".papa-head").evaluate_all("cells => cells.map(c => c.offsetHeight)")
             assert len(set(heights)) == 1, sorted(set(heights))
+            assert page.locator(".papa-caption").evaluate_all(
+                "cs => cs.filter(c => c.scrollWidth > c.clientWidth || c.scrollHeight > c.clientHeight)"
+                ".map(c => c.textContent)") == [], (width, height)
         finally:
             browser.close()

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import REPO
 from papa.core.vocabulary import NOTEBOOKS
-from papa.reproduce.stored_numbers import NOT_REPLAYED, differences, not_replayed, printed, replay
+from papa.reproduce.stored_numbers import (NOT_REPLAYED, changed_files, differences, not_replayed, printed, replay,
+                                          replayed_run)
 
 
 def _stored(name: str) -> dict:
@@ -50,11 +51,31 @@ def test_every_cell_left_out_of_the_replay_is_in_a_stored_notebook():
     assert sum(bool(not_replayed(s)) for s in sources) == len(NOT_REPLAYED)  # one cell each, no more
 
 
+RUN = REPO / "artifacts" / "cpu"
+
+
 @pytest.fixture(scope="module")
-def replayed(tmp_path_factory):
+def replay_dir(tmp_path_factory):
     if not os.environ.get("PAPA_DATA_DIR", "").strip():
         pytest.skip("no data directory: set PAPA_DATA_DIR (the notebooks read the task data)")
-    return replay(NOTEBOOKS, REPO / "artifacts" / "cpu", tmp_path_factory.mktemp("replay"))
+    return tmp_path_factory.mktemp("replay")
+
+
+@pytest.fixture(scope="module")
+def replayed(replay_dir):
+    return replay(NOTEBOOKS, RUN, replay_dir)
+
+
+def test_changed_files_names_what_a_replay_rewrote_or_added(tmp_path):
+    run, copy = tmp_path / "run", tmp_path / "copy"
+    for folder in (run, copy):
+        (folder / "tables").mkdir(parents=True)
+        (folder / "tables" / "a.csv").write_text("x\n1.0\n")
+        (folder / "notebooks").mkdir()
+    (copy / "tables" / "a.csv").write_text("x\n1.00000001\n")  # the last digit moved
+    (copy / "tables" / "b.csv").write_text("y\n")
+    (copy / "notebooks" / "02.ipynb").write_text("{}")  # not part of the copy
+    assert changed_files(run, copy) == (["tables/a.csv"], ["tables/b.csv"])
 
 
 @pytest.mark.slow
@@ -71,3 +92,27 @@ def test_the_stored_notebook_prints_what_the_committed_run_gives(name, replayed)
     holder, key = next((h, k) for h, k in reversed(texts) if re.search(r"\d\.\d", "".join(h[k])))
     holder[key] = re.sub(r"(\d)\.(\d)", lambda m: f"{(int(m[1]) + 1) % 10}.{m[2]}", "".join(holder[key]), count=1)
     assert len(differences(name, stored, replayed[name])) == 1
+
+
+def _git(*args: str) -> list[str]:
+    import subprocess
+
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    return done.stdout.split("\0") if done.returncode == 0 else []
+
+
+@pytest.mark.slow
+@pytest.mark.integration
+def test_rerunning_every_notebook_leaves_the_committed_run_as_it_is(replayed, replay_dir):
+    """Issue 74: a rerun leaves `git status` clean. Every section notebook, executed again on a copy of the committed
+    run, rewrites no committed file of it in any byte and adds none that git would show (an extracted constants
+    file, a lock, is ignored)."""
+    if not _git("rev-parse", "-z", "--git-dir"):
+        pytest.skip("not a git checkout")
+    changed, added = changed_files(RUN, replayed_run(NOTEBOOKS, replay_dir))
+    where = RUN.relative_to(REPO).as_posix()
+    tracked = {p.removeprefix(f"{where}/") for p in _git("ls-files", "-z", where) if p}
+    assert [p for p in changed if p in tracked] == []
+    ignored = {p.removeprefix(f"{where}/") for p in _git("check-ignore", "-z",
+                                                          *[f"{where}/{p}" for p in added]) if p} if added else set()
+    assert [p for p in added if p not in tracked and p not in ignored] == []
