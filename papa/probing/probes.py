@@ -58,12 +58,20 @@ def _mlp(in_features: int, hidden: int, out_features: int, dropout: float, activ
 
 
 class _Standardizable(nn.Module):
-    """A probe whose inputs may be standardised per (layer, dimension): `papa.probing.standardize`."""
+    """A probe over L+1 hidden states of width d ending in the 2-layer MLP (`_mlp`), whose inputs may be
+    standardised per (layer, dimension): `papa.probing.standardize`. The probes' shared arguments are
+    `SentenceProbe`'s."""
 
     input_mean: torch.Tensor | None
     input_std: torch.Tensor | None
 
-    def _no_statistics(self) -> None:
+    def __init__(self, num_layers: int, hidden_size: int, num_labels: int, mlp_hidden: int | None,
+                 dropout: float, activation: Literal["tanh", "gelu"]) -> None:
+        super().__init__()
+        self.num_layers = num_layers
+        self.hidden_size = hidden_size
+        self.num_labels = num_labels
+        self.mlp = _mlp(num_layers * hidden_size, mlp_hidden or hidden_size, num_labels, dropout, activation)
         self.register_buffer("input_mean", None)
         self.register_buffer("input_std", None)
 
@@ -122,16 +130,11 @@ class SentenceProbe(_Standardizable):
         dropout: float = 0.0,
         activation: Literal["tanh", "gelu"] = "tanh",
     ) -> None:
-        super().__init__()
-        self.num_layers = num_layers
-        self.hidden_size = hidden_size
+        super().__init__(num_layers, hidden_size, num_labels, mlp_hidden, dropout, activation)
         self.max_length = max_length
-        self.num_labels = num_labels
         # Logits of the position weights; zeros = uniform pooling over the real tokens at start,
         # i.e. the probe starts as mean pooling and learns which positions matter.
         self.position_logits = nn.Parameter(torch.zeros(num_layers, max_length))
-        self.mlp = _mlp(num_layers * hidden_size, mlp_hidden or hidden_size, num_labels, dropout, activation)
-        self._no_statistics()
 
     def pooling_weights(self, attention_mask: torch.Tensor) -> torch.Tensor:
         """Position weights [batch, L+1, n]: softmax over real tokens, exactly 0 on pads.
@@ -192,12 +195,7 @@ class TokenProbe(_Standardizable):
         dropout: float = 0.0,
         activation: Literal["tanh", "gelu"] = "tanh",
     ) -> None:
-        super().__init__()
-        self.num_layers = num_layers
-        self.hidden_size = hidden_size
-        self.num_labels = num_labels
-        self.mlp = _mlp(num_layers * hidden_size, mlp_hidden or hidden_size, num_labels, dropout, activation)
-        self._no_statistics()
+        super().__init__(num_layers, hidden_size, num_labels, mlp_hidden, dropout, activation)
 
     def token_inputs(self, features: torch.Tensor, select: torch.Tensor | None = None) -> torch.Tensor:
         """The MLP's input per token, [batch, n, (L+1)*d] (or [num_selected, (L+1)*d] with `select`): each token's
