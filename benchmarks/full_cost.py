@@ -57,6 +57,7 @@ from pathlib import Path
 import torch
 
 import papa
+from benchmarks.grid_estimate import COST_FORMAT
 from benchmarks.inputs import random_model_dir
 from benchmarks.timing import cpu_name, interleaved  # the suite's timing call (round-robin medians, warm-up discarded)
 from papa.method.architectures import backbone
@@ -75,8 +76,8 @@ from papa.runs.session import GridConfig, task_constants
 from papa.tasks.data import load_examples
 from papa.tasks.registry import get_task
 
-#: Version of the JSON this script writes; `grid_estimate.py` refuses files without this format's fields.
-FORMAT = 2
+#: Version of the JSON this script writes: the one `grid_estimate.check_format` reads, which refuses every other.
+FORMAT = COST_FORMAT
 #: A profile that is `full` in everything but epochs and seeds: one epoch of one seed of every run.
 ONE_EPOCH = {"name": "full-one-epoch", "base": "full", "epochs": 1, "rank_epochs": 1, "seeds": [0]}
 GRID_TASKS = ("cola", "sst2", "mrpc", "mnli", "ner", "pos", "mlm")

@@ -51,8 +51,9 @@ from benchmarks.grid_prediction import GOALS
 BENCHMARKS = Path(__file__).resolve().parent
 REPO = BENCHMARKS.parent
 
-#: Record format of `check.json`.
-FORMAT = 1
+#: Record format of `check.json`: 2 since each call records its code and machine and each step the call that ran it
+#: (format 1 named one code and machine for the whole folder); `read_check` refuses any other.
+FORMAT = 2
 GPU_ROOT = REPO / "artifacts" / "gpu"
 #: Where `run` notes, under the stage, the folder it writes: `pack` reads it after the call.
 LAST_FOLDER = "last_folder.txt"
@@ -264,11 +265,6 @@ def _open_record(out: Path, machine: dict, smoke: bool, manifest: dict, budget: 
                          "from one device: leave out --out (a new folder per date and device), or pass --fill")
     out.mkdir(parents=True, exist_ok=True)
     record = record or {"steps": [], "machine": machine}
-    if any("call" not in s for s in record["steps"]):
-        # a record from before each call kept its code: its steps keep the code it named (its latest call's)
-        record.setdefault("earlier_source", record["source"])
-        for s in record["steps"]:
-            s.setdefault("call", None)
     # a later call (--steps or --fill, into the same folder) adds to the record: each call keeps its command, the
     # code it ran (the stage's commit) and its machine's software, and each step names the call that ran it
     call = {"started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -278,7 +274,7 @@ def _open_record(out: Path, machine: dict, smoke: bool, manifest: dict, budget: 
             "source": manifest["source"], "machine": machine}
     calls = [*record.get("calls", []), call]
     # `machine` stays the folder's first (its device is every call's); `source` is the latest call's; a step's `call`
-    # indexes `calls` (None: one of the calls before `earlier_source`'s record kept each call's code)
+    # indexes `calls`
     record.update(format=FORMAT, source=manifest["source"], staged=manifest, smoke=smoke, calls=calls)
     return record, len(calls) - 1
 
@@ -371,10 +367,23 @@ def latest(root: Path = GPU_ROOT) -> Path | None:
 
 
 def read_check(folder: Path) -> dict:
-    """`folder`'s record, checked: a file of another format or without its steps is refused."""
-    record = json.loads((folder / "check.json").read_text(encoding="utf-8"))
-    if record.get("format") != FORMAT or "steps" not in record or "machine" not in record:
-        raise ValueError(f"{folder / 'check.json'}: format {record.get('format')!r}, not gpu_check's {FORMAT}")
+    """`folder`'s record, through its one format check: a record of another format, or without its steps, its machine
+    or its per-call records (each call's code and machine, each step's call), is refused saying what to do."""
+    path = folder / "check.json"
+    record = json.loads(path.read_text(encoding="utf-8"))
+    calls = record.get("calls") if isinstance(record.get("calls"), list) else []
+    lacks = [what for what, missing in (
+        ("its steps", "steps" not in record), ("its machine", "machine" not in record),
+        ("each call's code and machine", not calls or any("source" not in c or "machine" not in c for c in calls)),
+        ("each step's call", any(not isinstance(s.get("call"), int) or not 0 <= s["call"] < len(calls)
+                                 for s in record.get("steps", []))),
+    ) if missing]
+    if record.get("format") != FORMAT or lacks:
+        has = (f"is of format {record.get('format')!r}" if record.get("format") != FORMAT else
+               f"lacks {', '.join(lacks)}")
+        raise ValueError(f"{path}: a GPU check record that {has}; gpu_check reads format {FORMAT}, whose record names "
+                         "each call's code and machine and each step's call (format 1 named one code for the whole "
+                         "folder): make the check again into a new folder (make gpu-check).")
     return record
 
 

@@ -68,7 +68,10 @@ from benchmarks.peaks import floor_hours, peak_tflops, share_of_peak, tflops
 #: Examples per split at full size (GLUE, CoNLL-2003, WikiText validation held-out articles; MNLI mismatched dev).
 SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "mnli": (392702, 9832),
          "ner": (14041, 3250), "pos": (14041, 3250), "mlm": (1603, 238)}
-#: What `full_cost.py` rows must hold (format 2, issue 39).
+#: The format of `full_cost.py`'s JSON that this estimate reads (its ``format``; issue 39 began format 2, and the files
+#: before it record none), checked by `check_format`.
+COST_FORMAT = 2
+#: What a part-B row of that format holds (tests/unit/test_full_cost.py checks full_cost.py's rows against it).
 REQUIRED = ("forward_seq_per_s", "capture_seq_per_s", "fill_seq_per_s", "stored_step_s", "stored_eval_seq_per_s",
             "rerun_step_s", "lambda_step_s", "trainable_step_s", "plain_step_s", "read_per_example", "budget_bytes",
             "layers", "hidden")
@@ -78,15 +81,16 @@ def size_class(model: str) -> str:
     return "roberta-large" if "large" in model else "roberta-base"
 
 
-def check_format(cost: dict) -> None:
-    """Raise a ValueError naming what a cost file lacks when `full_cost.py` before issue 39 wrote it."""
-    missing = sorted({k for r in cost.get("steps", []) for k in REQUIRED if k not in r})
-    if cost.get("format", 1) < 2 or missing or not cost.get("steps"):
-        raise ValueError(
-            f"{cost.get('device', 'this file')}: written by full_cost.py before issue 39 (no "
-            f"{', '.join(missing) or 'format 2'}): it has no plain forward or plain step to set a floor with, its "
-            "probe step read features cached in host memory and was rescaled by SST-2's real point, and its "
-            "trained constants kept Q/K. Rerun benchmarks/full_cost.py.")
+def check_format(cost: dict, where: str | None = None) -> None:
+    """Raise a ValueError, saying what to do, unless the cost file `cost` (read from `where`) is of `COST_FORMAT`."""
+    found = cost.get("format")
+    if found != COST_FORMAT:
+        has = "records no format: full_cost.py wrote it before issue 39" if found is None else f"is of format {found!r}"
+        why = (" Such a file has no plain forward or plain step to set a floor with, its probe step read features "
+               "cached in host memory and was rescaled by SST-2's real point, and its trained constants kept Q/K."
+               if found is None else "")
+        raise ValueError(f"{where or cost.get('device', 'this file')}: a cost file that {has}; grid_estimate reads "
+                         f"format {COST_FORMAT}.{why} Rerun benchmarks/full_cost.py.")
 
 
 def store_for(examples: int, row: dict, budgets: dict[str, float]) -> str | None:
@@ -318,6 +322,9 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None, choose=store_f
     goes (`store_for`). With `predict` and the same device's speed table beside the cost (`load`), also the estimate
     with issue 72's changes (`grid_prediction.predict`)."""
     check_format(cost)
+    if not cost.get("steps"):
+        raise ValueError(f"{cost.get('device', 'this cost')}: no part-B rows to multiply by the jobs (part A alone "
+                         "is only checked against them): add a file of benchmarks/full_cost.py --parts B.")
     rows = {(r["model"], r["task"]): r for r in cost["steps"]}
     full = get_profile("full")
     jobs = notebook_jobs("full", PAPER_NOTEBOOKS)
@@ -419,11 +426,12 @@ def load(paths: list[str]) -> dict:
     """The cost files as one: their part-B rows and part-A points together (one device, one format), with the speed
     table the same GPU check wrote beside them in the cost's precision (``bench``, `bench_file`), where there is one."""
     costs = [json.loads(Path(p).read_text()) for p in paths]
+    for path, cost in zip(paths, costs):
+        check_format(cost, path)
     merged = dict(costs[0], steps=[], points=[])
     for path, cost in zip(paths, costs):
-        if (cost.get("device"), cost.get("format", 1)) != (merged.get("device"), merged.get("format", 1)):
-            raise ValueError(f"{path}: measured on {cost.get('device')!r} (format {cost.get('format', 1)}), "
-                             f"not {merged.get('device')!r} (format {merged.get('format', 1)}) as {paths[0]}")
+        if cost.get("device") != merged.get("device"):
+            raise ValueError(f"{path}: measured on {cost.get('device')!r}, not {merged.get('device')!r} as {paths[0]}")
         merged["steps"] += cost.get("steps", [])
         merged["points"] += cost.get("points", [])
     if len(paths) > 1:

@@ -383,24 +383,19 @@ def _code(source: dict) -> str:
 
 def _gpu_header(gc, folder: Path) -> str:
     """The folder, its machine, and its steps: by the call that ran them, with each call's code (and software where
-    it differs from the folder's), when the record names them (calls since `--fill`); else with the code it names."""
+    it differs from the folder's)."""
     record = gc.read_check(folder)
-    m, steps, calls = record["machine"], record["steps"], record.get("calls", [])
+    m, steps, calls = record["machine"], record["steps"], record["calls"]
     shown = {"ok": "{name} {seconds:.0f} s", "skipped": "{name} skipped", "failed": "{name} failed ({why})"}
     listed = lambda chosen: ", ".join(shown[s["status"]].format(**s) for s in chosen)  # noqa: E731
-    if steps and all("call" in s for s in steps):
-        earlier = [s for s in steps if s["call"] is None]
-        ran = [f"calls before each kept its own code (code at {_code(record['earlier_source'])}): {listed(earlier)}"
-               ] if earlier else []
-        for i, c in enumerate(calls):
-            mine = [s for s in steps if s["call"] == i]
-            if mine:  # a call with steps since `--fill` records its code and machine
-                other = _versions(c["machine"]) != _versions(m)
-                ran.append(f"call {i + 1} ({c['started'][:16].replace('T', ' ')} UTC, code at {_code(c['source'])}"
-                           f"{'; ' + _versions(c['machine']) if other else ''}): {listed(mine)}")
-        ran_text = "Steps, by the call that ran them: " + "; ".join(ran) + "."
-    else:
-        ran_text = f"code at {_code(record['source'])}. Steps: {listed(steps)}."
+    ran = []
+    for i, c in enumerate(calls):
+        mine = [s for s in steps if s["call"] == i]
+        if mine:
+            other = _versions(c["machine"]) != _versions(m)
+            ran.append(f"call {i + 1} ({c['started'][:16].replace('T', ' ')} UTC, code at {_code(c['source'])}"
+                       f"{'; ' + _versions(c['machine']) if other else ''}): {listed(mine)}")
+    ran_text = "Steps, by the call that ran them: " + "; ".join(ran) + "."
     return (f"`{folder.relative_to(REPO).as_posix() if folder.is_relative_to(REPO) else folder.name}`: "
             f"{m['device']}{', driver ' + m['driver'] if m.get('driver') else ''}, CUDA {m['cuda'] or 'none'}; "
             f"{_versions(m)}; {ran_text}")

@@ -2,8 +2,8 @@
 
 A `ConstantMatrices` holds one [max_length, max_length] matrix per (layer, head) plus metadata. It is saved as a
 single safetensors file (tensors ``matrices`` [L, H, N, N] float32 and, for averages, ``counts`` [N, N] float64)
-whose header carries the metadata as JSON under the key ``papa``. Loading validates the file against itself
-(shapes, finiteness, non-negativity) and `check_compatible` validates it against a model.
+whose header carries the metadata as JSON under the key ``papa``. Loading checks the file's format (`load_constants`),
+validates it against itself (shapes, finiteness, non-negativity), and `check_compatible` validates it against a model.
 """
 from __future__ import annotations
 
@@ -35,6 +35,9 @@ class ConstantsMetadata:
     num_examples: int = 0
     preprocessing: str = ""
     pairs: bool = False  # the corpus held sentence pairs (a middle separator in slot n/2)
+    # the dtype the model ran in while averaging (`papa.runs.constants_cache.record_dtype`); None where no model ran
+    # (data-free kinds) or the caller of `extract_constants` did not record it
+    dtype: str | None = None
     format_version: int = FORMAT
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
 
@@ -149,8 +152,22 @@ def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: Constan
                                        "counts are how many examples observed an entry: re-create the constants.")
 
 
+def _check_format(fields: dict, path: Path) -> None:
+    """The format check of a constants file's metadata `fields`: papa's artifact format, and the model's dtype in its
+    own field. A file of another format raises `IncompatibleArtifactError` saying what to do."""
+    check_format(fields.get("format_version"), path, "constants file")
+    if "dtype" not in fields:
+        # papa before issue 75 named the model's dtype only at the end of the free-text `preprocessing` record
+        raise IncompatibleArtifactError(
+            f"{path} is a constants file of an older papa: its metadata has no 'dtype' field (the dtype its model "
+            f"ran in is at most named inside its free-text 'preprocessing' record, {fields.get('preprocessing')!r}), "
+            "and this papa reads it only from that field: extract the constants again with this papa (`papa "
+            "extract`, or delete the file and re-run the grid that wrote it).")
+
+
 def load_constants(path: str | os.PathLike) -> ConstantMatrices:
-    """Load and validate a constants file written by `ConstantMatrices.save`."""
+    """Load and validate a constants file written by `ConstantMatrices.save` (refused, saying what to do, when it is
+    of another format: `_check_format`)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no constants file at {path}: create one with `papa extract`.")
@@ -159,10 +176,16 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
         raise CorruptArtifactError(f"{path} is a safetensors file but not a papa constants file (no 'papa' metadata "
                                    "or no 'matrices' tensor): pass a file written by `papa extract`.")
     try:
+        fields = json.loads(header["papa"])
+        if not isinstance(fields, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as exc:
+        raise CorruptArtifactError(f"{path}: unreadable papa metadata ({exc}): re-create the file.") from exc
+    _check_format(fields, path)
+    try:
         meta = ConstantsMetadata.from_json(header["papa"])
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptArtifactError(f"{path}: unreadable papa metadata ({exc}): re-create the file.") from exc
-    check_format(meta.format_version, path, "constants file")
     matrices, counts = tensors["matrices"], tensors.get("counts")
     _validate(matrices, counts, meta, source=str(path))
     return ConstantMatrices(matrices=matrices.float(), metadata=meta, counts=counts)

@@ -52,11 +52,10 @@ class ConstantsSource:
 
 
 def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
-    """`constants` whose metadata also names the dtype the model ran in while they were averaged (appended to their
-    ``preprocessing`` record, which older papa versions read as free text: their files stay loadable both ways)."""
-    meta = constants.metadata
+    """`constants` whose metadata also names the dtype the model ran in while they were averaged (its ``dtype``
+    field)."""
     return ConstantMatrices(matrices=constants.matrices, counts=constants.counts,
-                            metadata=replace(meta, preprocessing=f"{meta.preprocessing}; dtype={dtype}"))
+                            metadata=replace(constants.metadata, dtype=dtype))
 
 
 def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *, out_dir: str | Path,

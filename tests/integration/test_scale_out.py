@@ -82,7 +82,8 @@ def test_extraction_on_two_processes_equals_one(tmp_path, data_dir, minilm):
     assert torch.equal(two.counts, one.counts) and torch.equal(two.matrices, one.matrices)
     # `papa extract` also records the dtype the model ran in (papa.runs.constants_cache.record_dtype)
     assert two.metadata.num_examples == 70
-    assert two.metadata.preprocessing == record_dtype(one, "float32").metadata.preprocessing
+    assert two.metadata.preprocessing == one.metadata.preprocessing
+    assert two.metadata.dtype == record_dtype(one, "float32").metadata.dtype == "float32"
     assert two.metadata.corpus_fingerprint == one.metadata.corpus_fingerprint
 
 

@@ -44,9 +44,11 @@ def _stage(tmp_path: Path, commit: str) -> Path:
 def _folder(root: Path, name: str, device: str, statuses: dict[str, str], smoke: bool = False) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
-    record = {"format": gpu_check.FORMAT, "smoke": smoke, "machine": {"device": device},
-              "source": {"commit": "0" * 40, "dirty": False},
-              "steps": [{"name": n, "status": s} for n, s in statuses.items()]}
+    source, machine = {"commit": "0" * 40, "dirty": False}, {"device": device}
+    record = {"format": gpu_check.FORMAT, "smoke": smoke, "machine": machine, "source": source,
+              "calls": [{"started": f"{name[:10]}T00:00:00+00:00", "command": "python -m benchmarks.gpu_check run",
+                         "budget_s": None, "source": source, "machine": machine}],
+              "steps": [{"name": n, "status": s, "call": 0} for n, s in statuses.items()]}
     (folder / "check.json").write_text(json.dumps(record), encoding="utf-8")
     return folder
 
@@ -104,26 +106,44 @@ def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
     assert "call 2 (" in header and f"code at {'b' * 10}): b 0 s." in header and "call 3" not in header, header
 
 
-def test_a_folder_from_before_calls_kept_their_code_keeps_the_code_it_named(tmp_path, ran):
-    """The committed H100 folder's record names one commit for all its steps; filling it must not credit them to
-    the new call's code."""
+def test_a_record_without_per_call_records_is_refused(tmp_path, ran):
+    """Format 1 named one code for the whole folder; its record is refused by the format check, by `run` before any
+    step and by the docs, saying what to do (no step is credited to a code it did not run)."""
     from docs import gen_measurements
 
     out = tmp_path / "folder"
-    legacy = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
-                           archive=None)
-    for s in legacy["steps"]:
+    current = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
+                            archive=None)
+    assert gpu_check.read_check(out) == current  # a current record reads
+    for s in current["steps"]:
         del s["call"]
-    for c in legacy["calls"]:
+    for c in current["calls"]:
         del c["source"], c["machine"]
-    (out / "check.json").write_text(json.dumps(legacy), encoding="utf-8")
-    filled = gpu_check.run([STEPS[2]], out, _stage(tmp_path, "b" * 40), smoke=True, budget=float("inf"),
-                           archive=None)
-    assert {s["name"]: s["call"] for s in filled["steps"]} == {"a": None, "b": None, "c": 1}
-    assert filled["earlier_source"]["commit"] == "a" * 40 and filled["source"]["commit"] == "b" * 40
-    header = gen_measurements._gpu_header(gpu_check, out)
-    assert f"calls before each kept its own code (code at {'a' * 10}): a 0 s, b 0 s; call 2 (" in header, header
-    assert f"code at {'b' * 10}): c 0 s." in header, header
+    (out / "check.json").write_text(json.dumps(current), encoding="utf-8")
+    lacks = ("a GPU check record that lacks each call's code and machine, each step's call; gpu_check reads format 2, "
+             "whose record names each call's code and machine and each step's call")
+    with pytest.raises(ValueError, match=lacks):
+        gpu_check.read_check(out)
+    with pytest.raises(ValueError, match=lacks):
+        gpu_check.run([STEPS[2]], out, _stage(tmp_path, "b" * 40), smoke=True, budget=float("inf"), archive=None)
+    assert ran == ["a", "b"]
+    (out / "check.json").write_text(json.dumps({**current, "format": 1}), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"record that is of format 1; .*make the check again into a new folder"):
+        gen_measurements._gpu_header(gpu_check, out)
+
+
+def test_the_committed_folder_lists_its_steps_by_call():
+    """The committed H100 folder, converted once to format 2 from its record and the record after its first call."""
+    from docs import gen_measurements
+
+    folder = gpu_check.REPO / "artifacts" / "gpu" / "2026-11-28-nvidia-h100-80gb-hbm3"
+    record = gpu_check.read_check(folder)
+    assert {s["name"]: s["call"] for s in record["steps"]}["bench_bf16_compiled"] == 1
+    assert {s["call"] for s in record["steps"] if s["name"] != "bench_bf16_compiled"} == {0}
+    header = gen_measurements._gpu_header(gpu_check, folder)
+    assert "call 1 (2026-11-28 01:02 UTC, code at 3e2f57d35a with uncommitted changes): bench_fp32 48 s," in header
+    assert "call 2 (2026-11-28 01:24 UTC, code at 3e2f57d35a with uncommitted changes): bench_bf16_compiled failed" \
+        in header
 
 
 def test_fill_chooses_its_own_folder_and_steps(capsys):

@@ -11,8 +11,9 @@ from safetensors.torch import save_file
 import papa
 from papa.method.constants import (ConstantMatrices, data_free_constants, load_constants, toeplitz_matrix, with_matrices,
                             write_constants_index)
+from papa.runs.constants_cache import record_dtype
 
-from conftest import tiny_model, tiny_tokenizer
+from conftest import REPO, tiny_model, tiny_tokenizer
 
 N = 12
 
@@ -134,6 +135,32 @@ def test_bad_contents_are_named(tmp_path, average):
     _write_raw(tmp_path / "counts.safetensors", average.matrices, meta, counts=torch.zeros(3, 3, dtype=torch.float64))
     with pytest.raises(papa.CorruptArtifactError, match="counts have shape"):
         load_constants(tmp_path / "counts.safetensors")
+
+
+def test_a_file_with_the_dtype_only_in_its_free_text_is_refused(tmp_path, average):
+    """Issue 75: papa before it wrote the model's dtype at the end of the ``preprocessing`` record, with no ``dtype``
+    field; the format check refuses such a file and says what to do, and a current file loads with its field."""
+    current = record_dtype(average, "bfloat16")
+    path = current.save(tmp_path / "current.safetensors")
+    loaded = load_constants(path)
+    assert loaded.metadata == current.metadata and loaded.metadata.dtype == "bfloat16"
+    old = json.loads(average.metadata.to_json())
+    del old["dtype"]
+    old["preprocessing"] += "; dtype=float32"
+    _write_raw(tmp_path / "old.safetensors", average.matrices, json.dumps(old), counts=average.counts)
+    with pytest.raises(papa.IncompatibleArtifactError, match=r"constants file of an older papa: its metadata has no "
+                       r"'dtype' field .*truncated=0/3; dtype=float32.*extract the constants again"):
+        load_constants(tmp_path / "old.safetensors")
+    # a data-free kind records that no model ran (null), which is the current format too
+    free = data_free_constants("identity", average.metadata.model, N)
+    assert load_constants(free.save(tmp_path / "free.safetensors")).metadata.dtype is None
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "artifacts").glob("*/constants/*.safetensors")), ids=lambda p: p.name)
+def test_the_committed_constants_load(path):
+    """The committed constants were rewritten once with the dtype in its field (issue 75), their tensors unchanged."""
+    constants = load_constants(path)
+    assert constants.metadata.dtype == "float32" and "dtype" not in constants.metadata.preprocessing
 
 
 def test_in_memory_validation(average):

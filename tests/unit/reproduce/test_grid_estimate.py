@@ -1,5 +1,6 @@
 """benchmarks/grid_estimate.py (issue 39): every job costed once, evaluation counted once per seed, the floor and its
-ratio printed per model and in all, schedules bounded by the work; the cost files written before issue 39 refused."""
+ratio printed per model and in all, schedules bounded by the work; a cost file of another format (those before
+issue 39 record none) refused."""
 from __future__ import annotations
 
 import json
@@ -44,12 +45,28 @@ def jobs():
 
 @pytest.mark.parametrize("name", ["full_cost.json", "h200/full_cost.json"])
 def test_cost_files_before_issue_39_are_refused(name, capsys):
-    """They have no plain forward or step (no floor), and their probe step was rescaled by SST-2's real point."""
+    """They record no format (they have no plain forward or step for a floor, and their probe step was rescaled by
+    SST-2's real point): the format check refuses them by that alone, and says to rerun full_cost.py."""
     path = REPO / "artifacts" / "gpu" / name
-    with pytest.raises(ValueError, match="before issue 39.*forward_seq_per_s"):
+    with pytest.raises(ValueError, match="records no format: full_cost.py wrote it before issue 39; grid_estimate "
+                                         "reads format 2. Such a file has no plain forward"):
         grid_estimate.estimate(json.loads(path.read_text()))
     assert grid_estimate.main([str(path)]) == 2
-    assert "Rerun benchmarks/full_cost.py" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert f"{path}: a cost file that records no format" in err and "Rerun benchmarks/full_cost.py" in err
+
+
+def test_the_format_is_read_not_sniffed(tmp_path):
+    """A file of another format number is refused whatever its rows hold; the committed format-2 files load."""
+    with pytest.raises(ValueError, match="a cost file that is of format 3; grid_estimate reads format 2. Rerun"):
+        grid_estimate.estimate({**_cost(), "format": 3})
+    folder = REPO / "artifacts" / "gpu" / "2026-11-28-nvidia-h100-80gb-hbm3"
+    cost = grid_estimate.load([str(folder / "full_cost_b_bf16.json"), str(folder / "full_cost_a_bf16.json")])
+    assert cost["format"] == grid_estimate.COST_FORMAT and cost["steps"] and cost["points"]
+    part_a = tmp_path / "a.json"
+    part_a.write_text(json.dumps({**_cost(), "steps": []}))
+    with pytest.raises(ValueError, match="no part-B rows"):  # a current file, but nothing to multiply
+        grid_estimate.estimate(grid_estimate.load([str(part_a)]))
 
 
 def test_every_job_is_costed_once(jobs):

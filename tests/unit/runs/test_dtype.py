@@ -2,6 +2,8 @@
 and part of what a cached artifact or a finished run is (a bfloat16 grid never reuses float32 work)."""
 from __future__ import annotations
 
+import json
+
 import pytest
 from safetensors import safe_open
 
@@ -29,12 +31,13 @@ def test_extract_records_the_dtype(tmp_path, float16_dir, capsys):
                      str(out), "--dtype", "bfloat16", "--quiet"]) == 0
     (path,) = out.iterdir()
     assert path.name.endswith("-n16-bfloat16.safetensors") and "bfloat16" in capsys.readouterr().out
-    assert papa.load_constants(path).metadata.preprocessing.endswith("; dtype=bfloat16")
+    meta = papa.load_constants(path).metadata
+    assert meta.dtype == "bfloat16" and "dtype" not in meta.preprocessing  # its own field, not the free text
     # The default is float32 even for this float16 checkpoint, and its file keeps the name it always had.
     assert cli.main(["extract", "--model", str(float16_dir), "--task", str(corpus), "--max-length", "16", "--out",
                      str(out), "--quiet"]) == 0
     default = out / path.name.replace("-bfloat16", "")
-    assert papa.load_constants(default).metadata.preprocessing.endswith("; dtype=float32")
+    assert papa.load_constants(default).metadata.dtype == "float32"
 
 
 def test_a_grid_in_another_dtype_records_it_and_reuses_nothing(tmp_path, float16_dir, data_dir, monkeypatch):
@@ -54,6 +57,6 @@ def test_a_grid_in_another_dtype_records_it_and_reuses_nothing(tmp_path, float16
     assert r_bf16.name.endswith("-dtype-test-bfloat16.safetensors") and r_fp32.name.endswith("-dtype-test.safetensors")
     assert load_ranking(r_bf16).metadata["dtype"] == "bfloat16" and load_ranking(r_fp32).metadata["dtype"] == "float32"
     with safe_open(str(c_bf16), framework="pt") as f:
-        assert "dtype=bfloat16" in f.metadata()["papa"]
+        assert json.loads(f.metadata()["papa"])["dtype"] == "bfloat16"
     with pytest.raises(ValueError, match="unknown dtype 'half'"):
         GridConfig(**cfg, dtype="half").resolved()
