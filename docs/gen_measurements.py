@@ -386,7 +386,8 @@ def _gpu_header(gc, folder: Path) -> str:
     it differs from the folder's)."""
     record = gc.read_check(folder)
     m, steps, calls = record["machine"], record["steps"], record["calls"]
-    shown = {"ok": "{name} {seconds:.0f} s", "skipped": "{name} skipped", "failed": "{name} failed ({why})"}
+    shown = {"ok": "{name} {seconds:.0f} s", "skipped": "{name} skipped", "failed": "{name} failed ({why})",
+             "interrupted": "{name} interrupted after {seconds:.0f} s ({why})"}
     listed = lambda chosen: ", ".join(shown[s["status"]].format(**s) for s in chosen)  # noqa: E731
     ran = []
     for i, c in enumerate(calls):

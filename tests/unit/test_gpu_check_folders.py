@@ -106,6 +106,20 @@ def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
     assert "call 2 (" in header and f"code at {'b' * 10}): b 0 s." in header and "call 3" not in header, header
 
 
+def test_a_step_the_hard_limit_stopped_is_listed_as_interrupted(tmp_path, ran):
+    """A call stopped by its hard limit records the step in flight as "interrupted" (`gpu_check.run`); the docs'
+    header lists it so, with how long it ran and why, instead of failing on a status it did not know."""
+    from docs import gen_measurements
+
+    out = tmp_path / "folder"
+    record = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
+                           archive=None)
+    record["steps"][1].update(status="interrupted", seconds=412.3, why="the call's hard limit stopped it")
+    (out / "check.json").write_text(json.dumps(record), encoding="utf-8")
+    header = gen_measurements._gpu_header(gpu_check, out)
+    assert "a 0 s, b interrupted after 412 s (the call's hard limit stopped it)" in header, header
+
+
 def test_a_record_without_per_call_records_is_refused(tmp_path, ran):
     """Format 1 named one code for the whole folder; its record is refused by the format check, by `run` before any
     step and by the docs, saying what to do (no step is credited to a code it did not run)."""
