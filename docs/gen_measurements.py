@@ -122,9 +122,9 @@ def cpu_run():
     return RunTables.read(CPU_RUN)
 
 
-@functools.lru_cache(maxsize=None)
 def cpu_claims() -> tuple:
-    """The paper's claims as the committed CPU-scale run reads them (computed once per process: it resamples)."""
+    """The paper's claims as the committed CPU-scale run reads them (computed once per process, on `cpu_run`'s one
+    read: it resamples)."""
     from papa.paper.claims import profile_claims
 
     return tuple(profile_claims(cpu_run(), "cpu"))

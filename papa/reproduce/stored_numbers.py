@@ -50,13 +50,12 @@ SANITIZERS: tuple[tuple[re.Pattern, str], ...] = (
 NOT_COPIED = shutil.ignore_patterns("notebooks", "phase_times")
 
 
-#: Executed in the kernel before the notebooks: a run's tables are read once and its claims read once on them (each
-#: section notebook reads them again, about 20 s each), on the folder the replay leaves as it found it.
+#: Executed in the kernel before the notebooks: a run's tables are read once, so its claims are computed once on them
+#: (`RunTables.remembered`; each section notebook reads them again, about 20 s each), on the folder the replay leaves
+#: as it found it.
 CACHED_READERS = ("import functools\n"
-                  "import papa.paper.claims.reading as claims_reading\n"
                   "from papa.paper.claims.run_tables import RunTables\n"
-                  "RunTables.read = classmethod(functools.cache(RunTables.read.__func__))\n"
-                  "claims_reading.run_claims = functools.cache(claims_reading.run_claims)\n")
+                  "RunTables.read = classmethod(functools.cache(RunTables.read.__func__))\n")
 
 
 def printed(cell: Mapping) -> str:

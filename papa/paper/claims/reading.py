@@ -66,9 +66,10 @@ def run_claims(run: RunLike, *, profile: str | None = None, layout: str | None =
                dtype: str | None = None, probe_inputs: str | None = None) -> list[ClaimReading]:
     """`read_claims` on a run (its folder, or its tables read once: `RunTables`), keeping the rows of `profile`,
     `layout` and `dtype` when given (a folder may hold several runs' rows), and those whose probe read its inputs as
-    `probe_inputs` (`RunTables.rows`)."""
+    `probe_inputs` (`RunTables.rows`); computed once per read of the run (`RunTables.remembered`)."""
     tables = RunTables.of(run)
-    return read_claims(tables.keeping(tables.rows(profile, layout, dtype, probe_inputs)))
+    return list(tables.remembered(("claims", profile, layout, dtype, probe_inputs), lambda: read_claims(
+        tables.keeping(tables.rows(profile, layout, dtype, probe_inputs)))))
 
 
 def profile_selection_comparisons(run: RunLike, profile: str | Path) -> pd.DataFrame:

@@ -9,9 +9,9 @@ alike, with no folder behind it.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Union
+from typing import TypeVar, Union
 
 import pandas as pd
 
@@ -21,6 +21,8 @@ from papa.paper.claims.scores import agreement_pairs
 from papa.paper.sections import CHANCE_TABLES, LEARNS_TABLES, RANKING_STABILITY_TABLES
 
 __all__ = ["RunTables", "RunLike", "read_tables", "learns_tables"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, eq=False)  # one run read once: compared (and hashed) as that one read
@@ -37,6 +39,8 @@ class RunTables:
     learns: pd.DataFrame | None = None
     agreement: pd.DataFrame | None = None
     chance: pd.DataFrame | None = None
+    # what has been read off these tables already (`remembered`): a run's claims are computed once per read
+    computed: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def read(cls, where: RunFolder | str | os.PathLike) -> RunTables:
@@ -74,7 +78,14 @@ class RunTables:
 
     def keeping(self, results: pd.DataFrame) -> RunTables:
         """The same run with only `results` (rows of its own, e.g. `rows`'s) to read."""
-        return replace(self, results=results)
+        return replace(self, results=results, computed={})
+
+    def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """`compute()`, computed once per `key` on this read of the run (the tables never change after it): e.g.
+        the claims `papa.paper.claims.run_claims` reads, which a notebook's table and its closing cell share."""
+        if key not in self.computed:
+            self.computed[key] = compute()
+        return self.computed[key]
 
     def of_profile(self, profile: str | os.PathLike) -> pd.DataFrame:
         """The rows a run of `profile` (a name or a profile file) made."""

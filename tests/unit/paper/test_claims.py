@@ -583,3 +583,18 @@ def test_fig6s_figure_says_why_its_mlm_panel_is_not_read():
     assert unread_objectives(["sentence-transformers/all-MiniLM-L6-v2"]) == {
         "mlm": "not read: all-MiniLM-L6-v2 not pretrained with MLM"}
     assert unread_objectives(["roberta-base", "sentence-transformers/all-MiniLM-L6-v2"]) == {}  # RoBERTa's is read
+
+
+def test_a_runs_claims_are_computed_once_per_read(run_dir, monkeypatch):
+    """A notebook's claims table and its closing cell share one read of the run (`RunTables`), and the claims are
+    computed once on it (`RunTables.remembered`); other rows, or a fresh read, are computed apart."""
+    import papa.paper.claims.reading as reading
+
+    calls, real = [], reading.read_claims
+    monkeypatch.setattr(reading, "read_claims", lambda run: calls.append(len(run.results)) or real(run))
+    tables = RunTables.read(run_dir)
+    first = run_claims(tables, profile="quick")
+    assert run_claims(tables, profile="quick") == first and len(calls) == 1
+    run_claims(tables, profile="cpu")
+    assert len(calls) == 2  # another profile's rows: read apart
+    assert [r.verdict for r in run_claims(run_dir, profile="quick")] == [r.verdict for r in first] and len(calls) == 3

@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 
 from conftest import REPO
-from papa.paper.claims import Part, profile_claims
+from papa.paper.claims import Part
 from papa.paper.claims.rules import ALIKE_MARGIN, claim_reading, tally_part
 from papa.probing.predictions import load_predictions
 from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, Outcome,
@@ -66,7 +66,10 @@ def by_hand() -> dict:
 
 @pytest.fixture(scope="module")
 def table2():
-    return next(r for r in profile_claims(CPU_RUN, "cpu") if r.claim == "table2")
+    from docs import gen_measurements
+
+    # profile_claims(CPU_RUN, "cpu"), as the pages read it, computed once per test session
+    return next(r for r in gen_measurements.cpu_claims() if r.claim == "table2")
 
 
 @pytest.mark.slow  # reads the whole stored run once
@@ -98,12 +101,14 @@ def test_the_readings_p_values_are_the_ones_computed_by_hand(by_hand, table2):
 def test_notebook_claim_cell_and_printed_summary_say_the_pages_verdicts(table2):
     """The same reading, verdict and every part's numbers, reaches the page, `papa reproduce`'s summary and notebook
     05's closing cell."""
+    from docs import gen_measurements
     from papa.paper.claims import format_claims, section_claims
 
     page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     assert f"**Table 2, another corpus's constants: {table2.verdict_text}.**" in page
     flat = [" ".join(text.split()) for text in (format_claims([table2], CPU_RUN),
-                                                section_claims(CPU_RUN, "cpu", "05_data_dependence"))]
+                                                section_claims(gen_measurements.cpu_run(), "cpu",
+                                                               "05_data_dependence"))]
     read = [p for p in table2.parts if p.verdict != NOT_READ]
     assert len(read) == 4
     for text in flat:

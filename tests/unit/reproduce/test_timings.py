@@ -169,28 +169,27 @@ def test_a_run_record_says_where_the_time_went(tmp_path):
 def test_every_generated_block_of_the_docs_is_current():
     """The docs' measured blocks and claim pages are generated from the committed runs (docs/gen_measurements.py):
     the README's results, docs/results.md's claim by claim, docs/decoders.md's claim lines and tables included."""
-    import runpy
+    from docs import gen_measurements
 
-    gen = runpy.run_path(str(REPO / "docs" / "gen_measurements.py"), run_name="not_main")
-    assert gen["stale_blocks"]() == [], "regenerate them: python docs/gen_measurements.py"
+    assert gen_measurements.stale_blocks() == [], "regenerate them: python -m docs.gen_measurements"
 
 
 def test_an_edited_claim_number_makes_its_page_stale(tmp_path):
     """A number of a claim typed over in the docs is caught: the page no longer says what the stored run reads."""
     import re
-    import runpy
 
-    gen = runpy.run_path(str(REPO / "docs" / "gen_measurements.py"), run_name="not_main")
+    from docs import gen_measurements as gen
+
     for name in ("claims", "claims-brief", "decoder-claims"):
-        page, block = gen["BLOCKS"][name]
+        page, block = gen.BLOCKS[name]
         text = page.read_text(encoding="utf-8")
-        begin, end = gen["markers"](name)
+        begin, end = gen.markers(name)
         body = text.split(begin, 1)[1].split(end, 1)[0]
         edited = re.sub(r"\d\.(\d)", lambda m: m.group(0)[:-1] + str((int(m.group(1)) + 1) % 10), body, count=1)
         assert edited != body
         copy = tmp_path / page.name
         copy.write_text(text.replace(body, edited), encoding="utf-8")
-        assert gen["stale_blocks"]({name: (copy, block)}) == [f"{page.name}: {name}"]
+        assert gen.stale_blocks({name: (copy, block)}) == [f"{page.name}: {name}"]
 
 
 def _stored_verdicts(notebook: Path) -> list[str]:
@@ -213,10 +212,10 @@ def test_the_stored_cpu_notebooks_print_the_verdicts_the_docs_read():
     """The executed notebooks committed under artifacts/cpu/notebooks print, in their claims cell, the verdicts that
     `papa.paper.claims` reads off the stored run today (what the docs and `papa reproduce`'s summary print): a rule
     changed without the notebooks re-executed is caught."""
-    from papa.paper.claims import profile_claims
+    from docs import gen_measurements
 
     run = REPO / "artifacts" / "cpu"
-    readings = profile_claims(run, "cpu")
+    readings = gen_measurements.cpu_claims()  # profile_claims(run, "cpu"), read once per test session
     for notebook in sorted((run / "notebooks").glob("0*.ipynb")):
         expected = []
         for r in readings:
