@@ -46,9 +46,12 @@ class ConstantsMetadata:
 
     @classmethod
     def from_json(cls, text: str) -> "ConstantsMetadata":
-        d = json.loads(text)
-        d["model"] = ModelSignature(**d["model"])
-        return cls(**d)
+        return cls.from_fields(json.loads(text))
+
+    @classmethod
+    def from_fields(cls, fields: dict) -> "ConstantsMetadata":
+        """The metadata whose JSON object is `fields` (as `to_json` writes it)."""
+        return cls(**{**fields, "model": ModelSignature(**fields["model"])})
 
 
 @dataclass
@@ -181,9 +184,9 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
             raise ValueError("not a JSON object")
     except ValueError as exc:
         raise CorruptArtifactError(f"{path}: unreadable papa metadata ({exc}): re-create the file.") from exc
-    _check_format(fields, path)
+    _check_format(fields, path)  # the format first: an older file is refused for what it is, not as unreadable
     try:
-        meta = ConstantsMetadata.from_json(header["papa"])
+        meta = ConstantsMetadata.from_fields(fields)
     except (ValueError, TypeError, KeyError) as exc:
         raise CorruptArtifactError(f"{path}: unreadable papa metadata ({exc}): re-create the file.") from exc
     matrices, counts = tensors["matrices"], tensors.get("counts")

@@ -116,7 +116,7 @@ def uncertainty_note(folder: RunFolder | str | Path | None, results: pd.DataFram
                     if n != NONE and parse_selection(n).is_variant and parse_selection(n).profile is None})
     orders = (f" Where a head order was drawn more than once ({', '.join(drawn)}), the intervals of Fig. 2's and "
               "Fig. 5's parts hold the variance over the draws too." if drawn else "")
-    if folder is not None and stores_predictions(folder):
+    if stores_predictions(folder):
         return ("Intervals hold the probe seeds' variance and the evaluation examples' (a bootstrap over them), "
                 f"paired by seed.{orders}")
     return (f"No predictions are stored beside the table of these {len(results)} runs: their intervals hold the probe "

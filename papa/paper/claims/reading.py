@@ -56,9 +56,8 @@ def claim_runs(run: RunTables) -> tuple[ClaimRun, ClaimRun]:
     results, left_out = split_learning(run.results, run.learns)
     decoders = decoder_models(results) if len(results) else set()
     is_decoder, left_decoder = results["model"].isin(decoders), left_out["model"].isin(decoders)
-    folder = None if run.folder is None else run.folder.root
-    return (ClaimRun(results[~is_decoder], folder, run.agreement, run.chance, left_out=left_out[~left_decoder]),
-            ClaimRun(results[is_decoder], folder, run.agreement, run.chance, decoders=True,
+    return (ClaimRun(results[~is_decoder], run.folder, run.agreement, run.chance, left_out=left_out[~left_decoder]),
+            ClaimRun(results[is_decoder], run.folder, run.agreement, run.chance, decoders=True,
                      left_out=left_out[left_decoder]))
 
 

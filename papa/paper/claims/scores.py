@@ -9,8 +9,8 @@ learned by another profile (``lambda@full``: the paper's step count) is read in 
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
 
 import pandas as pd
 
@@ -26,7 +26,7 @@ class ClaimRun(RunScores):
     """The rows of one kind of model (the encoders, or the causal LMs) as `RunScores`, with what the claims read
     beside them: the λ rankings' stability and each task's chance level."""
 
-    def __init__(self, results: pd.DataFrame, out_dir: str | Path | None, stability: pd.DataFrame | None,
+    def __init__(self, results: pd.DataFrame, out_dir: str | os.PathLike | None, stability: pd.DataFrame | None,
                  chance: pd.DataFrame | None = None, *, decoders: bool = False, left_out: pd.DataFrame | None = None):
         super().__init__(results, out_dir)
         self.stability = agreement_pairs(stability)
