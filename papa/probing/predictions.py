@@ -109,6 +109,23 @@ class EvalPredictions:
             return len(self.offsets) - 1
         return len(self.loss)
 
+    def keeping(self, indices: Sequence[int] | np.ndarray) -> "EvalPredictions":
+        """These predictions on the examples `indices` only, in that order (repeats allowed): e.g. with one example
+        left out (`papa.paper.claims.leave_one_out`). Label names and metadata are kept."""
+        idx = self._indices(indices)
+        arrays: dict[str, np.ndarray] = {}
+        if self.form == "labels":
+            arrays = {"predicted": self.predicted[idx], "reference": self.reference[idx]}
+        elif self.form == "sequences":
+            spans = [np.arange(self.offsets[i], self.offsets[i + 1]) for i in idx]
+            flat = np.concatenate(spans) if spans else np.zeros(0, dtype=np.int64)
+            lengths = [len(s) for s in spans]
+            arrays = {"predicted": self.predicted[flat], "reference": self.reference[flat],
+                      "offsets": np.concatenate([[0], np.cumsum(lengths, dtype=np.int64)])}
+        else:
+            arrays = {"loss": self.loss[idx], "tokens": self.tokens[idx]}
+        return EvalPredictions(self.kind, label_names=self.label_names, metadata=dict(self.metadata), **arrays)
+
     def metric_inputs(self, indices: Sequence[int] | np.ndarray | None = None) -> tuple[Any, Any]:
         """(predictions, references) of the examples `indices` (repeats allowed; None = all, in order) in the form
         `compute_metric` takes them: label lists, lists of per-sentence label lists, or (mean loss, None)."""

@@ -14,6 +14,8 @@ The modules, one per figure or table (and its section notebook), above the machi
   04), `data_dependence` (Table 2, 05), `head_selection` (Fig. 5, 06), `mlm_electra` (Fig. 6, 07), `decoders`
   (the causal LMs, 08);
 * `run_tables`: a run's tables as the claims, their notes and the pages read them, read once (`RunTables`);
+* `leave_one_out`: a run read again with one evaluation example left out of every run (`leave_one_out`), under
+  which no verdict may move;
 * `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`) and Fig. 5's comparisons
   (`profile_selection_comparisons`);
 * `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them, and the docs' claim
@@ -33,6 +35,7 @@ from papa.paper.claims.notes import (CPU_RUN_RESULTS, TITLES, claim_by_claim, cl
                                      notebook_models, profile_uncertainty_note, results_in_brief, section_claim_table, section_claims,
                                      smoke_run_first, smoke_run_note, stability_note, uncertainty_note,
                                      unread_rankings)
+from papa.paper.claims.leave_one_out import leave_one_out
 from papa.paper.claims.head_selection import SelectionComparison, comparison_table, selection_comparisons
 from papa.paper.claims.reading import profile_claims, profile_selection_comparisons, read_claims, run_claims
 from papa.paper.claims.run_tables import RunLike, RunTables, learns_tables, read_tables
@@ -42,7 +45,7 @@ from papa.paper.claims.rules import (ALIKE_MARGIN, AVERAGE_MARGIN, CLOSE_MARGIN,
 from papa.paper.claims.scores import DRAWN_ORDERS
 from papa.runs.statistics import VERDICTS
 
-__all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "RunTables", "RunLike", "read_claims", "run_claims",
+__all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "RunTables", "RunLike", "leave_one_out", "read_claims", "run_claims",
            "learns_tables", "notebook_models", "unread_rankings",
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",

@@ -245,3 +245,25 @@ def test_corrupt_or_mismatched_files_are_named(tmp_path, damage, match):
 def test_a_missing_file_is_not_found(tmp_path):
     with pytest.raises(FileNotFoundError, match="no predictions file"):
         load_predictions(tmp_path / "none.safetensors")
+
+
+@pytest.mark.parametrize("form", ["labels", "sequences", "losses"])
+def test_keeping_some_examples_scores_those_examples(form):
+    names = ("O", "B-PER", "I-PER", "B-LOC", "I-LOC")
+    rng = np.random.default_rng(0)
+    if form == "labels":
+        p, metric = EvalPredictions.from_labels("sentence", rng.integers(0, 2, 40), rng.integers(0, 2, 40)), "f1"
+    elif form == "sequences":
+        lengths = rng.integers(1, 7, 30)
+        seqs = lambda: [rng.integers(0, 5, n).tolist() for n in lengths]  # noqa: E731
+        p, metric = EvalPredictions.from_sequences(seqs(), seqs(), names), "seqeval_f1"
+    else:
+        p, metric = EvalPredictions.from_losses("lm", rng.uniform(0, 9, 25), rng.integers(1, 9, 25)), \
+            "neg_log_perplexity"
+    kept = np.delete(np.arange(p.num_examples), [0, 7])
+    fewer = p.keeping(kept)
+    assert fewer.num_examples == p.num_examples - 2 and fewer.label_names == p.label_names
+    assert metric_on(fewer, metric) == pytest.approx(metric_on(p, metric, kept), abs=1e-12)
+    assert metric_on(fewer, metric) != pytest.approx(metric_on(p, metric), abs=1e-12)  # two fewer examples moved it
+    with pytest.raises(InputError, match="outside"):
+        p.keeping([p.num_examples])

@@ -1,0 +1,152 @@
+"""A run with one evaluation example left out: a perturbation within the data's precision, under which no claim's
+verdict may move.
+
+`leave_one_out` writes a copy of a run folder in which every run's stored predictions lose one evaluation example,
+every row of ``results.csv`` is scored again on the examples kept, and what the claims read of those scores is read
+again: the tables of which probes beat their majority class (the probe's mean and interval over the seeds, and the
+majority class scored on the same examples), and the majority-class rows of the chance levels. The λ rankings and
+Fig. 4's tables do not read the evaluation examples and are copied as they are; so is a task's unigram chance level
+(an LM task's), whose per-example losses the run does not keep.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import numpy as np
+import pandas as pd
+
+from papa.core.artifacts import atomic_path
+from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.run_folder import RunFolder
+from papa.paper.claims.run_tables import RunLike, RunTables
+from papa.paper.sections import CHANCE_TABLES, LEARNS_TABLES, probes_learn, save_table
+from papa.probing.predictions import EvalPredictions, metric_on
+from papa.runs.predictions_store import load_run_predictions, save_run_predictions, stores_predictions
+from papa.runs.results import aggregate
+
+__all__ = ["leave_one_out"]
+
+#: What a copy keeps of the run folder as it is: what the claims read that no evaluation example enters.
+COPIED = ("rankings", "tables")
+MAJORITY = "majority class of the training subset"  # how the chance table names a majority-class row
+CLOSEST = 1e-3  # how far a stored majority-class level may lie from its constant label's score on the predictions
+
+
+def leave_one_out(run: RunLike, index: int, into: RunFolder | str | os.PathLike) -> RunTables:
+    """The run `run` (a folder, or its `RunTables`) read again with evaluation example `index` (negative: from the
+    end) left out of every run, written into the empty folder `into` (see the module docstring)."""
+    source = RunTables.of(run)
+    if source.folder is None or not stores_predictions(source.folder):
+        raise InputError("leaving an evaluation example out needs a run folder that stores its runs' predictions "
+                         "(predictions/): this run has none, so its rows cannot be scored again")
+    dest = RunFolder.at(into)
+    if not dest.is_empty():
+        raise InputError(f"{dest} is not empty: leave_one_out writes a whole run folder; give it a new one")
+    found = load_run_predictions(source.folder, list(source.results.run_id))
+    kept: dict[str, EvalPredictions] = {}
+    for run_id, predictions in found.items():
+        n = predictions.num_examples
+        if not -n <= index < n:
+            raise InputError(f"example {index} is outside run {run_id}'s {n} evaluation examples")
+        kept[run_id] = predictions.keeping(np.delete(np.arange(n), index % n))
+    for name in COPIED:
+        if (source.folder.root / name).is_dir():
+            shutil.copytree(source.folder.root / name, dest.root / name)
+    results = source.results.assign(value=[metric_on(kept[r], m) for r, m in zip(source.results.run_id,
+                                                                                  source.results.metric)])
+    for run_id, predictions in kept.items():
+        meta = {k: v for k, v in predictions.metadata.items() if k not in ("run_id", "created", "made_by")}
+        save_run_predictions(dest, run_id, predictions, **meta)
+    with atomic_path(dest.results) as tmp:  # as `ResultsTable.append` writes it, every row at once
+        results.to_csv(tmp, index=False)
+    full = {run_id: found[run_id] for run_id in kept}
+    for name in LEARNS_TABLES:
+        if dest.table(name).is_file():
+            save_table(_learns_again(pd.read_csv(source.folder.table(name)), source.results, results, full, kept),
+                       dest, name)
+    for name in CHANCE_TABLES:
+        if dest.table(name).is_file():
+            save_table(_chance_again(pd.read_csv(source.folder.table(name)), source.results, full, kept), dest, name)
+    return RunTables.read(dest)
+
+
+def _learns_again(table: pd.DataFrame, before: pd.DataFrame, after: pd.DataFrame,
+                  full: dict[str, EvalPredictions], kept: dict[str, EvalPredictions]) -> pd.DataFrame:
+    """A learns table (`papa.paper.sections.probes_learn`) read again on the rows `after`: each (model, task) row's
+    runs are the seeds of the original-attention setting whose mean it records (found in `before`)."""
+    curves, baselines = [], []
+    for row in table.itertuples():
+        group = _original_runs(before, row.model, row.task, row.mean, row.n)
+        curves.append(aggregate(after[after.run_id.isin(group)]).assign(fraction=1.0))
+        majority = _majority_again(row.majority, full[group[0]], kept[group[0]], row.task)
+        baselines.append({"model": row.model, "task": row.task, "majority": majority})
+    curves = pd.concat(curves, ignore_index=True)[["model", "task", "fraction", "mean", "ci95", "n"]]
+    learns = probes_learn(curves, pd.DataFrame(baselines).drop(columns="model").drop_duplicates("task"))
+    return learns.reset_index()[list(table.columns)]
+
+
+def _original_runs(results: pd.DataFrame, model: str, task: str, mean: float, n: int) -> list[str]:
+    """The run ids of the one original-attention setting of `model` on `task` whose `n` seeds average `mean`."""
+    rows = results[(results.model == model) & (results.task == task) & (results.fraction == 1.0)]
+    matches = []
+    for _, group in rows.groupby(["profile", "layout", "dtype", "probe_inputs", "precision", "execution",
+                                  "batch_order", "constants", "selection"]):
+        seeds = group.drop_duplicates("seed", keep="last")
+        if len(seeds) == n and np.isclose(seeds.value.mean(), mean, rtol=0, atol=1e-9):
+            matches.append(list(seeds.run_id))
+    if len(matches) != 1:
+        raise CorruptArtifactError(f"{len(matches)} original-attention settings of {model} on {task} average the "
+                                   f"learns table's mean {mean}: the table does not match results.csv")
+    return matches[0]
+
+
+def _majority_again(score: float, full: EvalPredictions, kept: EvalPredictions, task: str) -> float:
+    """The majority class's `score` moved by what leaving the example out moves it: the constant label that scores
+    `score` (to within `CLOSEST`) on one run's stored references (every run of a model on a task keeps the same
+    ones), scored on all of them and on the kept ones. Within, not equal: the level was scored on the task's whole
+    sentences, the predictions keep a token task's words up to the layout's length."""
+    distance = _distances(full, score)
+    best = min(distance.values())
+    if best > CLOSEST:
+        raise CorruptArtifactError(f"{task}: no constant label scores within {CLOSEST} of the stored majority-class "
+                                   f"level {score} on the evaluation examples: the table is not this run's")
+    moved = {round(_constant_score(kept, label) - _constant_score(full, label), 12)
+             for label, d in distance.items() if d <= best + 1e-12}
+    if len(moved) != 1:
+        raise CorruptArtifactError(f"{task}: the constant labels that score the stored majority-class level {score} "
+                                   "move apart on the examples kept: which one is the majority is undecided")
+    return score + moved.pop()
+
+
+def _distances(predictions: EvalPredictions, score: float) -> dict[int, float]:
+    """How far each candidate majority label's constant score lies from `score`: the most frequent reference label
+    where it lies within `CLOSEST` (the usual case, one metric call), else every label (a task's metric can take
+    seconds: seqeval)."""
+    counts = np.bincount(predictions.reference)
+    frequent = {int(np.argmax(counts)): abs(_constant_score(predictions, int(np.argmax(counts))) - score)}
+    if min(frequent.values()) <= CLOSEST:
+        return frequent
+    labels = sorted(set(range(len(predictions.label_names))) | set(np.unique(predictions.reference).tolist()))
+    return {label: abs(_constant_score(predictions, label) - score) for label in labels}
+
+
+def _constant_score(predictions: EvalPredictions, label: int) -> float:
+    """`predictions`' metric when every example (or token) is predicted `label`."""
+    arrays = {"predicted": np.full_like(predictions.reference, label), "reference": predictions.reference}
+    if predictions.form == "sequences":
+        arrays["offsets"] = predictions.offsets
+    constant = EvalPredictions(predictions.kind, label_names=predictions.label_names, **arrays)
+    return metric_on(constant, predictions.metadata["metric"])
+
+
+def _chance_again(table: pd.DataFrame, before: pd.DataFrame, full: dict[str, EvalPredictions],
+                  kept: dict[str, EvalPredictions]) -> pd.DataFrame:
+    """A chance-level table with its majority-class levels scored on the examples kept (unigram levels as they
+    are)."""
+    table = table.copy()
+    for i, row in table.iterrows():
+        runs = list(before[(before.model == row.model) & (before.task == row.task)].run_id)
+        for column in ("chance", "context_free", "same_tokens"):
+            if row.get(f"{column}_how", row.get("how")) == MAJORITY and runs:
+                table.loc[i, column] = _majority_again(row[column], full[runs[0]], kept[runs[0]], row.task)
+    return table
