@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 import papa
+from papa.core.settings import Resources
 from papa.core.vocabulary import PAPER_NOTEBOOKS
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
@@ -122,10 +123,10 @@ def estimate(profile: str, notebooks, model: str, rates: dict, data_dir) -> dict
     def ours(jobs):
         return [j for j in jobs if canonical_model_name(j.model) == canonical_model_name(model)]
 
-    jobs = ours(notebook_jobs(profile, notebooks, data_dir=data_dir))
+    jobs = ours(notebook_jobs(profile, notebooks, resources=Resources(data_dir)))
     # (profile, task) of every λ ranking a notebook learns again with other seeds
     restudied = {(j.profile, j.task) for nb in notebooks if measures_stability(nb)
-                 for j in ours(notebook_jobs(profile, [nb], data_dir=data_dir))
+                 for j in ours(notebook_jobs(profile, [nb], resources=Resources(data_dir)))
                  if j.selection in ("lambda", "reversed_lambda")}
     points = defaultdict(list)
     for j in jobs:  # one head configuration serves every seed; learning-curve points have profiles of their own
@@ -175,8 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     data_dir = resolve_data_dir(args.data_dir)
     prof = get_profile(args.profile)
     layout = layout_for(bool(is_causal_model(args.model)), None, prof.layout)
-    tasks = sorted({j.task for j in notebook_jobs(args.profile, args.notebooks, data_dir=args.data_dir)
-                    if canonical_model_name(j.model) == canonical_model_name(args.model)})
+    listed = notebook_jobs(args.profile, args.notebooks, resources=Resources(args.data_dir))
+    tasks = sorted({j.task for j in listed if canonical_model_name(j.model) == canonical_model_name(args.model)})
     saved = Path(args.rates) if args.rates else None
     rates = json.loads(saved.read_text()) if saved and saved.is_file() else {}
     if any(task not in rates for task in tasks):

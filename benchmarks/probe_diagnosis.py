@@ -14,6 +14,7 @@ import argparse
 import time
 
 import papa
+from papa.core.settings import Resources
 from papa.paper.decoders import probe_diagnosis
 from papa.tasks.registry import get_task
 
@@ -33,7 +34,7 @@ def main(argv=None) -> None:
         ap.error(f"--task must be a sentence, pair or token task (the probes this diagnoses), not {args.task}")
     start = time.perf_counter()
     model, tokenizer = papa.load_model(args.model)
-    table, scale = probe_diagnosis(model, tokenizer, args.task, profile="cpu", data_dir=args.data_dir,
+    table, scale = probe_diagnosis(model, tokenizer, args.task, profile="cpu", resources=Resources(args.data_dir),
                                    train_limit=args.train, eval_limit=args.eval, epochs=args.epochs, seed=args.seed)
     print(f"# {args.model}, {args.task}: {table.attrs['train']} training / {table.attrs['eval']} evaluation "
           f"examples, {table.attrs['epochs']} epochs, seed {args.seed}, {time.perf_counter() - start:.0f} s\n")

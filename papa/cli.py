@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from papa.core.run_folder import RunFolder
+from papa.core.settings import Resources
 from papa.core.vocabulary import (BATCH_ORDERS, CONSTANTS_KINDS, DECODER_LAYOUT, DECODER_PROBE_INPUTS,
                                    DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION,
                                    DEFAULT_STEP_MODE, JOB_ACTIONS, LAYOUTS, MODEL_DTYPES, NOTEBOOKS as NOTEBOOK_NAMES,
@@ -27,10 +28,9 @@ def _extract(args: argparse.Namespace) -> int:
 
     source = CorpusSource(args.task, split=args.split, limit=args.limit, text_column=args.text_column,
                           pair_column=args.pair_column)
-    constants, path, seconds = extract_to_file(args.model, source, max_length=args.max_length, out_dir=args.out,
-                                               layout=args.layout, dtype=args.dtype, device=args.device,
-                                               batch_size=args.batch_size, data_dir=args.data_dir,
-                                               progress=not args.quiet)
+    constants, path, seconds = extract_to_file(args.model, source, max_length=args.max_length, into=args.out,
+                                               layout=args.layout, dtype=args.dtype, batch_size=args.batch_size,
+                                               resources=Resources(args.data_dir, args.device, not args.quiet))
     if path is None:  # not the main process under `accelerate launch`
         return 0
     meta = constants.metadata
@@ -195,8 +195,8 @@ def _executor(args: argparse.Namespace, out: Path):
 def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
     from papa.reproduce.jobs import run_jobs
 
-    report = run_jobs(jobs, out, data_dir=args.data_dir, device=args.device, workers=args.workers,
-                      executor=_executor(args, out), progress=not args.quiet)
+    report = run_jobs(jobs, out, Resources(args.data_dir, args.device, not args.quiet), workers=args.workers,
+                      executor=_executor(args, out))
     print(report.summary(), file=sys.stderr if report.failed else sys.stdout)
     return 1 if report.failed else 0
 

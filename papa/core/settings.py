@@ -1,5 +1,7 @@
-"""What travels together through a run of grids: its profile, its folder, the data, the device, whether cached work
-is recomputed and whether progress is shown, as one frozen object (a notebook's `papa.paper.sections.setup`)."""
+"""What travels together through a run: where its data comes from, the device and whether progress is shown
+(`Resources`, for work that has no profile of its own: extracting constants, a batch's jobs); and for a run of grids
+its profile, its folder and whether cached work is recomputed as well (`RunSettings`, a notebook's
+`papa.paper.sections.setup`). Both frozen."""
 from __future__ import annotations
 
 import os
@@ -7,7 +9,17 @@ from dataclasses import dataclass
 
 from papa.core.run_folder import RunFolder
 
-__all__ = ["RunSettings"]
+__all__ = ["Resources", "RunSettings"]
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What any piece of work runs with: `data_dir` (None: $PAPA_DATA_DIR, else the Hugging Face hub), `device`
+    and `progress` (progress bars and per-step lines)."""
+
+    data_dir: str | os.PathLike | None = None
+    device: str = "cpu"
+    progress: bool = True
 
 
 @dataclass(frozen=True)
@@ -25,6 +37,11 @@ class RunSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "folder", RunFolder.at(self.folder))
+
+    @property
+    def resources(self) -> Resources:
+        """The data folder, device and progress of these settings, for work that takes no profile."""
+        return Resources(self.data_dir, self.device, self.progress)
 
     def config_options(self) -> dict:
         """The fields a `papa.runs.session.GridConfig` takes from these settings (its folder as a string)."""

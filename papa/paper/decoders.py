@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
+from papa.core.settings import Resources
 from papa.core.vocabulary import DECODER_LAYOUT
 from papa.paper.sections import OBJECTIVE_TASKS, split_learning
 
@@ -128,12 +129,13 @@ def hidden_state_scale(model, tokenizer, texts: Sequence[str], *, max_length: in
     return table
 
 
-def probe_diagnosis(model, tokenizer, task: str, *, profile: str, data_dir: str | None = None,
-                    train_limit: int = 500, eval_limit: int = 300, epochs: int | None = None, seed: int = 0,
-                    progress: bool = True) -> tuple[pd.DataFrame, pd.DataFrame]:
+def probe_diagnosis(model, tokenizer, task: str, *, profile: str, resources: Resources = Resources(),
+                    train_limit: int = 500, eval_limit: int = 300, epochs: int | None = None,
+                    seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Why the paper's probe does (not) learn on `model`'s hidden states (original attention), and what standardising
     its inputs changes: `papa.probing.diagnostics.raw_vs_standardized` on the profile's draw of `task`'s examples
-    (at most `train_limit` training and `eval_limit` evaluation ones), with `epochs` (None: the profile's). Returns
+    (at most `train_limit` training and `eval_limit` evaluation ones, from `resources`' data folder, with its
+    progress), with `epochs` (None: the profile's). Returns
     that table and the `DIAGNOSED_DIMENSIONS` largest dimensions of the raw inputs the probe's MLP reads at
     initialisation (mean pooling), with ``std_over_rms``: how much each varies with the input (0 = the same for
     every input)."""
@@ -149,14 +151,15 @@ def probe_diagnosis(model, tokenizer, task: str, *, profile: str, data_dir: str 
     spec, prof = get_task(task), get_profile(profile).for_task(task)
     if not spec.trains_probe:
         raise ValueError(f"task {task!r} trains no probe (the model's own head scores it): diagnose a downstream task")
-    root, causal, n = resolve_data_dir(data_dir), is_causal(model), spec.hparams.max_length
+    root, causal, n = resolve_data_dir(resources.data_dir), is_causal(model), spec.hparams.max_length
     layout = layout_for(causal, None, prof.layout)
 
     def source(split: str, limit: int, profile_limit: int | None) -> FeatureSource:
         examples = load_examples(spec, split, root, limit=min(limit, profile_limit or limit), sample=prof.sample)
         encoded = encode_task(tokenizer, spec, examples, max_length=n, model_type=model.config.model_type,
                               layout=layout, causal=causal)
-        return FeatureSource(model, encoded, trainable_backbone=False, progress=progress, desc=f"{split} features")
+        return FeatureSource(model, encoded, trainable_backbone=False, progress=resources.progress,
+                             desc=f"{split} features")
 
     train, evaluation = source("train", train_limit, prof.train_limit), source("eval", eval_limit, prof.eval_limit)
     settings = TrainSettings.from_task(spec, epochs=epochs or prof.epochs)

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from papa.core.errors import InputError
 from papa.core.run_folder import RunFolder
+from papa.core.settings import Resources
 from papa.core.vocabulary import DEFAULT_DTYPE, NONE, NOTEBOOKS, PAPER_PROBE_INPUTS, RANKED
 from papa.reproduce.batch import Batch
 
@@ -113,22 +114,23 @@ def batch_jobs(batch: Batch) -> list[Job]:
     return list(jobs.values())
 
 
-def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, out_dir: str | Path | None = None,
-                  data_dir: str | None = None, device: str = "cpu", with_models: Sequence[str] | None = None,
+def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, folder: RunFolder | str | None = None,
+                  resources: Resources = Resources(), with_models: Sequence[str] | None = None,
                   with_tasks: Sequence[str] | None = None) -> list[Job]:
     """`batch_jobs` of the batch these name: every job the section notebooks `names` run for `profile` (on
-    `with_models` and `with_tasks` where given)."""
-    return batch_jobs(Batch(profile, names, out_dir=out_dir, data_dir=data_dir, device=device,
-                            with_models=with_models, with_tasks=with_tasks))
+    `with_models` and `with_tasks` where given) into the run folder `folder`, with `resources`' data and device."""
+    return batch_jobs(Batch(profile, names, out_dir=None if folder is None else str(folder),
+                            data_dir=resources.data_dir, device=resources.device, with_models=with_models,
+                            with_tasks=with_tasks))
 
 
 # ---- status ------------------------------------------------------------------------------------------------------
 
-def finished(jobs: Iterable[Job], out_dir: str | Path) -> set[str]:
-    """Keys of the `jobs` whose row is in ``<out_dir>/results.csv``."""
+def finished(jobs: Iterable[Job], folder: RunFolder | str | os.PathLike) -> set[str]:
+    """Keys of the `jobs` whose row is in the run folder's ``results.csv``."""
     from papa.runs.results import ResultsTable
 
-    path = RunFolder.at(out_dir).results
+    path = RunFolder.at(folder).results
     if not path.is_file():
         return set()
     df = ResultsTable(path).read()
@@ -167,9 +169,8 @@ class Unit:
 
     kind: str                    # "prepare" or "point"
     jobs: tuple[Job, ...]
-    out_dir: str
-    data_dir: str | None = None
-    device: str = "cpu"
+    folder: str                  # the run folder, as a path (what a worker elsewhere is given)
+    resources: Resources = Resources()
     ranking: bool = False        # prepare: learn the λ ranking too (else only the constants)
     profile: object = None       # the jobs' Profile, so that workers know profiles read from files
 
@@ -186,8 +187,8 @@ class Unit:
         from papa.runs.experiment import GridConfig
 
         j = self.jobs[0]
-        return GridConfig(task=j.task, model=j.source or j.model, profile=j.profile, out_dir=self.out_dir,
-                          data_dir=self.data_dir, device=self.device, constants=("average" if j.constants == NONE else j.constants,),
+        return GridConfig(task=j.task, model=j.source or j.model, profile=j.profile, out_dir=self.folder,
+                          data_dir=self.resources.data_dir, device=self.resources.device, constants=("average" if j.constants == NONE else j.constants,),
                           selections=(j.selection if j.selection != NONE else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
                           probe_inputs=j.probe_inputs,
@@ -195,14 +196,15 @@ class Unit:
 
 
 
-def plan_units(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None = None,
-               device: str = "cpu") -> tuple[list[Unit], list[Unit]]:
-    """(preparation units, point units) for the jobs not yet finished."""
+def plan_units(jobs: Sequence[Job], folder: RunFolder | str | os.PathLike, resources: Resources = Resources()
+               ) -> tuple[list[Unit], list[Unit]]:
+    """(preparation units, point units) for the jobs not yet finished in the run folder `folder`, each run with
+    `resources`' data and device."""
     from papa.runs.profiles import get_profile
 
-    done = finished(jobs, out_dir)
+    done = finished(jobs, folder)
     todo = [j for j in jobs if j.key not in done]
-    common = dict(out_dir=str(out_dir), data_dir=data_dir, device=device)
+    common = dict(folder=str(folder), resources=resources)
     points: dict[tuple, list[Job]] = {}
     for j in todo:
         points.setdefault(j.point, []).append(j)
@@ -358,10 +360,12 @@ def _gpu_ids() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def run_jobs(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None = None, device: str = "cpu",
-             workers: int = 1, executor=None, progress: bool = True) -> Report:
-    """Run the unfinished `jobs` (preparation first, then points); failures are collected, not raised."""
-    prepare, points = plan_units(jobs, out_dir, data_dir=data_dir, device=device)
+def run_jobs(jobs: Sequence[Job], folder: RunFolder | str | os.PathLike, resources: Resources = Resources(), *,
+             workers: int = 1, executor=None) -> Report:
+    """Run the unfinished `jobs` into the run folder `folder` (preparation first, then points) with `resources`'
+    data and device, a bar of units where `resources` shows progress; failures are collected, not raised."""
+    progress = resources.progress
+    prepare, points = plan_units(jobs, folder, resources)
     report = run_units(prepare, workers=workers, executor=executor, progress=progress)
     # A point whose preparation failed would fail the same way: it waits for a re-run.
     broken = {_preparation(u.jobs[0]) for u, _ in report.failed}
@@ -372,7 +376,7 @@ def run_jobs(jobs: Sequence[Job], out_dir: str | Path, *, data_dir: str | None =
     if report.failed:
         from papa.core.artifacts import atomic_path
 
-        log = RunFolder.at(out_dir).jobs / "failed.log"
+        log = RunFolder.at(folder).jobs / "failed.log"
         with atomic_path(log) as tmp:
             Path(tmp).write_text("\n\n".join(f"# {u.name}\n# jobs: {' '.join(j.id for j in u.jobs)}\n{error}"
                                              for u, error in report.failed), encoding="utf-8")

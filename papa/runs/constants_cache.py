@@ -6,6 +6,7 @@
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,6 +16,7 @@ from papa.core.artifacts import check_output_dir
 from papa.core.errors import InputError, PapaError
 from papa.core.progress import tqdm
 from papa.core.run_folder import RunFolder
+from papa.core.settings import Resources
 from papa.core.vocabulary import DEFAULT_DTYPE
 from papa.method.constants import ConstantMatrices, load_constants
 from papa.method.extract import check_length, extract_constants
@@ -58,21 +60,23 @@ def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
                             metadata=replace(constants.metadata, dtype=dtype))
 
 
-def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *, out_dir: str | Path,
-                             data_dir: Path | None = None, force: bool = False,
-                             progress: bool = True) -> ConstantMatrices:
-    """Average constants of `source`: loaded from ``<out_dir>/constants/`` if there (and made for this model, length
-    and layout), else extracted and saved there.
+def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *,
+                             folder: RunFolder | str | os.PathLike, resources: Resources = Resources(),
+                             force: bool = False) -> ConstantMatrices:
+    """Average constants of `source`: loaded from the run folder's ``constants/`` if there (and made for this model,
+    length and layout), else extracted and saved there.
 
     The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
-    the constants then serve (paper 5.3 uses MNLI's constants for every task). `data_dir` is resolved by the caller
-    (`papa.tasks.data.resolve_data_dir`: None = the hub). The model's dtype is recorded with the constants, and
-    named in the file unless it is float32 (constants averaged in another precision are other constants)."""
+    the constants then serve (paper 5.3 uses MNLI's constants for every task); it is read from `resources`' data
+    folder, and `resources`' progress says whether to tell what was read or extracted (the model is already on its
+    device). The model's dtype is recorded with the constants, and named in the file unless it is float32
+    (constants averaged in another precision are other constants)."""
     from papa.runs.names import constants_filename
 
     dtype = dtype_name(next(model.parameters()).dtype)
     name = constants_filename(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
-    path = RunFolder.at(out_dir).constants / name
+    path = RunFolder.at(folder).constants / name
+    progress = resources.progress
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
         constants.check_compatible(signature, max_length=source.max_length, layout=source.layout)
@@ -83,7 +87,7 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
         for other in _other_corpora(path.parent, name, source.corpus):
             tqdm.write(f"constants: {other} averages another corpus than {source.corpus}, the one this grid's "
                        "protocol uses: give it as the constants file to use it instead")
-    constants = record_dtype(_extract(model, tokenizer, source.load(data_dir), max_length=source.max_length,
+    constants = record_dtype(_extract(model, tokenizer, source.load(resources.data_dir), max_length=source.max_length,
                                       layout=source.layout, token_task=source.token_task,
                                       model_name=signature.model_name, progress=progress), dtype)
     if distributed.is_main():
@@ -102,39 +106,40 @@ def _other_corpora(folder: Path, name: str, corpus: str) -> list[Path]:
     return sorted(p for p in folder.glob(pattern) if p.name != name) if pattern != name else []
 
 
-def extract_to_file(model: str, source: CorpusSource, *, max_length: int, out_dir: str | Path,
-                    layout: str | None = None, dtype: str = DEFAULT_DTYPE, device: str = "cpu", batch_size: int = 32,
-                    data_dir: str | None = None, progress: bool = True) -> tuple[ConstantMatrices, Path | None, float]:
-    """Extract `model`'s average constants of the corpus `source` names and write them under `out_dir` (named by
-    `papa.runs.names.constants_filename`); returns them, their path (None on a process other than the main one
-    under ``accelerate launch``) and the seconds the extraction took.
+def extract_to_file(model: str, source: CorpusSource, *, max_length: int, into: str | os.PathLike,
+                    layout: str | None = None, dtype: str = DEFAULT_DTYPE, batch_size: int = 32,
+                    resources: Resources = Resources()) -> tuple[ConstantMatrices, Path | None, float]:
+    """Extract `model`'s average constants of the corpus `source` names, on `resources`' device and data folder, and
+    write them into the folder `into` (any folder, not a run's: named by `papa.runs.names.constants_filename`);
+    returns them, their path (None on a process other than the main one under ``accelerate launch``) and the seconds
+    the extraction took.
 
     Everything that can be checked is, before any data or weights are read: the device, the dtype, the output
     folder, the corpus file, the length against the model's positions and the layout against its causality, from
     its config where it is on this machine (else `extract_constants` refuses them once the model is loaded).
     `layout` None is the model's default (`papa.method.extract.extract_constants`).
     """
-    resolve_device(device)
+    resolve_device(resources.device)
     dtype = dtype_name(resolve_dtype(dtype))
-    check_output_dir(out_dir)
+    check_output_dir(into)
     source.check()
     _check_length(model, max_length)
     causal = is_causal_model(model)
     if causal is not None and layout is not None:
         layout_for(causal, layout, layout)  # refuses a separator-last layout for a decoder
-    corpus = source.load(data_dir)
-    loaded, tokenizer = load_model(model, device=distributed.process_device(device), dtype=dtype)
+    corpus = source.load(resources.data_dir)
+    loaded, tokenizer = load_model(model, device=distributed.process_device(resources.device), dtype=dtype)
     name = canonical_model_name(model)
     start = time.perf_counter()
     constants = record_dtype(_extract(loaded, tokenizer, corpus, max_length=max_length, layout=layout,
-                                      token_task=source.token_task, model_name=name, progress=progress,
-                                      batch_size=batch_size), dtype)
+                                      token_task=source.token_task, model_name=name,
+                                      progress=resources.progress, batch_size=batch_size), dtype)
     seconds = time.perf_counter() - start
     if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
         return constants, None, seconds
     from papa.runs.names import constants_filename
 
-    path = constants.save(Path(out_dir) / constants_filename(name, corpus.name, max_length,
+    path = constants.save(Path(into) / constants_filename(name, corpus.name, max_length,
                                                              constants.metadata.layout, dtype=dtype))
     return constants, path, seconds
 

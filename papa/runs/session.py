@@ -19,6 +19,7 @@ from papa.core.run_folder import RunFolder
 from papa.core.errors import Arg, InputError, check_one_of
 from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
+from papa.core.settings import Resources
 from papa.core.vocabulary import (BATCH_ORDERS, BF16_STORE_PRECISIONS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER,
                                   DEFAULT_DTYPE, DEFAULT_PRECISION, DEFAULT_STEP_MODE, NONE)
 from papa.method.architectures import is_causal, model_signature
@@ -247,8 +248,8 @@ def recorded_corpus(s: Session, corpus: str) -> str:
 def average_constants(s: Session, progress: bool) -> ConstantMatrices:
     """The session's average constants: cached under ``<out>/constants/``."""
     return cached_average_constants(s.model, s.tokenizer, s.controller.signature,
-                                    constants_source(s.cfg, s.profile, s.spec), out_dir=s.out, data_dir=s.data_dir,
-                                    force=s.cfg.force, progress=progress)
+                                    constants_source(s.cfg, s.profile, s.spec), folder=s.out,
+                                    resources=Resources(s.data_dir, progress=progress), force=s.cfg.force)
 
 
 def task_constants(grid: GridConfig, *, progress: bool = True) -> tuple[ConstantMatrices, object, object]:
@@ -259,8 +260,8 @@ def task_constants(grid: GridConfig, *, progress: bool = True) -> tuple[Constant
     signature = model_signature(loaded, canonical_model_name(cfg.model))
     with timed_into(cfg.out_dir, ran=lambda: False), phase("extraction"):
         constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
-                                             out_dir=cfg.out_dir, data_dir=resolve_data_dir(cfg.data_dir),
-                                             force=cfg.force, progress=progress)
+                                             folder=cfg.out_dir, resources=Resources(cfg.data_dir, progress=progress),
+                                             force=cfg.force)
     return constants, loaded, tokenizer
 
 

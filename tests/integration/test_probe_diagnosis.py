@@ -6,6 +6,7 @@ import pytest
 
 from benchmarks import probe_diagnosis as benchmark
 import papa
+from papa.core.settings import Resources
 from papa.core.vocabulary import PROBE_INPUTS
 from papa.paper.decoders import probe_diagnosis
 from papa.runs.profiles import get_profile
@@ -15,13 +16,14 @@ pytestmark = pytest.mark.integration
 
 def test_the_diagnosis_on_minilm(data_dir):
     model, tokenizer = papa.load_model("all-MiniLM-L6-v2")
-    table, scale = probe_diagnosis(model, tokenizer, "sst2", profile="cpu", data_dir=str(data_dir),
-                                   train_limit=48, eval_limit=32, epochs=1, progress=False)
+    table, scale = probe_diagnosis(model, tokenizer, "sst2", profile="cpu",
+                                   resources=Resources(str(data_dir), progress=False), train_limit=48, eval_limit=32,
+                                   epochs=1)
     assert tuple(table.index) == PROBE_INPUTS
     assert (table.attrs["train"], table.attrs["eval"], table.attrs["epochs"]) == (48, 32, 1)
     # a profile smaller than the sizes asked for caps them: the quick smoke run diagnoses its own few examples
-    smoke, _ = probe_diagnosis(model, tokenizer, "sst2", profile="quick", data_dir=str(data_dir), train_limit=48,
-                               eval_limit=32, progress=False)
+    smoke, _ = probe_diagnosis(model, tokenizer, "sst2", profile="quick",
+                               resources=Resources(str(data_dir), progress=False), train_limit=48, eval_limit=32)
     quick = get_profile("quick")
     assert (smoke.attrs["train"], smoke.attrs["eval"], smoke.attrs["epochs"]) == (quick.train_limit,
                                                                                  quick.eval_limit, quick.epochs)

@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from papa import cli
+from papa.core.settings import Resources
 from papa.method.constants import load_constants
 from papa.method.extract import extract_constants
 from papa.method.models import DEFAULT_MODEL
@@ -122,10 +123,10 @@ def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
         ("none", "none", "1"), ("average", "lambda", "1/2"), ("average", "none", "0"), ("zeros", "lambda", "1/2"),
         ("zeros", "none", "0")}
 
-    sequential = run_jobs(jobs, tmp_path / "here", data_dir=str(data_dir), progress=False)
-    pool = run_jobs(jobs, tmp_path / "pool", data_dir=str(data_dir), workers=2, progress=False)
+    sequential = run_jobs(jobs, tmp_path / "here", Resources(str(data_dir), progress=False))
+    pool = run_jobs(jobs, tmp_path / "pool", Resources(str(data_dir), progress=False), workers=2)
     executor = submitit_executor(tmp_path / "submitit", cluster="local", timeout_min=20)
-    submitted = run_jobs(jobs, tmp_path / "sub", data_dir=str(data_dir), executor=executor, progress=False)
+    submitted = run_jobs(jobs, tmp_path / "sub", Resources(str(data_dir), progress=False), executor=executor)
     for report in (sequential, pool, submitted):
         assert not report.failed, report.summary()
     pd.testing.assert_series_equal(_values(tmp_path / "pool"), _values(tmp_path / "here"))
@@ -133,14 +134,14 @@ def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
     assert finished(jobs, tmp_path / "pool") == {j.key for j in jobs}
 
     # Finished jobs are never dispatched again.
-    again = run_jobs(jobs, tmp_path / "pool", data_dir=str(data_dir), workers=2, progress=False)
+    again = run_jobs(jobs, tmp_path / "pool", Resources(str(data_dir), progress=False), workers=2)
     assert not again.done and not again.failed
     before = (tmp_path / "pool" / "results.csv").read_bytes()
 
     # A failing job (MNLI's data is not in the data directory) is reported with its id; the others still run.
     broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"], "official")
     fresh = [j for j in jobs if j.fraction == "0" and j.constants == "zeros"]
-    report = run_jobs([broken, *fresh], tmp_path / "mixed", data_dir=str(data_dir), workers=2, progress=False)
+    report = run_jobs([broken, *fresh], tmp_path / "mixed", Resources(str(data_dir), progress=False), workers=2)
     assert [j.id for j in report.failed_jobs()] == [broken.id] and len(report.done) == 1
     assert broken.id in report.summary() and "papa jobs run" in report.summary()
     assert "MNLI" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text() or \

@@ -17,6 +17,7 @@ from conftest import tiny_model, tiny_tokenizer
 from papa import cli
 from papa.core.artifacts import check_output_dir, check_output_file
 from papa.core.errors import Arg, InputError, PapaError
+from papa.core.settings import Resources
 from papa.core.vocabulary import DECODER_LAYOUT
 from papa.method.capture import AttentionStats
 from papa.method.layout import layout_for
@@ -166,7 +167,8 @@ CASES: dict[str, dict] = {
         cli_says=["--max-length 200", "--max-length 128 or less"]),
     "length beyond the positions, from the config": dict(
         library=lambda tmp, mp: extract_to_file("sentence-transformers/all-MiniLM-L6-v2", CorpusSource("sst2"),
-                                                max_length=600, out_dir=tmp / "out", progress=False),
+                                                max_length=600, into=tmp / "out",
+                                                resources=Resources(progress=False)),
         cli=lambda tmp: ["extract", "--task", "sst2", "--max-length", "600", "--out", str(tmp / "out"), "--quiet"],
         sites={("method/extract.py", "max_length")}, library_says=["max_length=600", "max_length=512 or less"],
         cli_says=["--max-length 600", "--max-length 512 or less"]),
@@ -243,7 +245,7 @@ CASES: dict[str, dict] = {
         cli=lambda tmp: ["reproduce", "--models", str(tmp / "no"), "--out", str(tmp / "out"), "--quiet"],
         sites=set(), library_says=["with_models=['/"], cli_says=["--models /"]),
     "a notebook the models cannot run": dict(
-        library=lambda tmp, mp: notebook_jobs("quick", ["07_mlm_electra", "08_decoders"], out_dir=tmp / "out",
+        library=lambda tmp, mp: notebook_jobs("quick", ["07_mlm_electra", "08_decoders"], folder=tmp / "out",
                                               with_models=[str(_tiny_dir(tmp))]),
         cli=lambda tmp: ["jobs", "list", "--models", str(_tiny_dir(tmp)), "--notebooks", "07_mlm_electra",
                          "08_decoders", "--out", str(tmp / "out")],

@@ -5,6 +5,9 @@
   method's first argument, `self` or `cls`, does not);
 * papa/, benchmarks/, tests/ and docs/: no private name of this project (`_x`) imported by another module
   (`from papa.x import _y`); a module's own privates stay its own;
+* papa/ and benchmarks/: no function takes two or more of the settings that travel together (`TRAVEL_TOGETHER`:
+  the data folder, the device, whether progress is shown) as separate parameters, but the one that builds them
+  (`papa.core.settings.Resources` and `RunSettings`, taken whole: `RESOURCES_BUILDERS`);
 * papa/, benchmarks/, tests/, docs/*.py and the notebooks' code cells: every third-party import declared in
   pyproject.toml (its dependencies or an extra), the import name mapped to its distribution by
   `importlib.metadata.packages_distributions()`; and every declared distribution imported somewhere, but for those
@@ -102,6 +105,24 @@ def size_violations(folders: tuple[str, ...] = LIBRARIES, known: dict[str, str] 
     return found
 
 
+#: Settings passed as one `papa.core.settings.Resources` (or a `RunSettings`), never two of them side by side.
+TRAVEL_TOGETHER = {"data_dir", "device", "progress"}
+#: The functions that build those objects from a notebook's parameters.
+RESOURCES_BUILDERS = {"papa/paper/sections.py:setup"}
+
+
+def scattered_settings(folders: tuple[str, ...] = LIBRARIES) -> list[str]:
+    """Functions (the `RESOURCES_BUILDERS` aside) that take two or more of `TRAVEL_TOGETHER` as parameters."""
+    found = []
+    for path in _python_files(*folders):
+        for function, _ in _functions(_tree(path)):
+            args = function.args
+            names = {a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)} & TRAVEL_TOGETHER
+            if len(names) >= 2 and f"{_where(path)}:{function.name}" not in RESOURCES_BUILDERS:
+                found.append(f"{_where(path, function)} {function.name}: {', '.join(sorted(names))}")
+    return found
+
+
 def private_imports(folders: tuple[str, ...] = (*LIBRARIES, "tests", "docs")) -> list[str]:
     """`from <this project's module> import _name` anywhere in `folders` (a module's privates are its own)."""
     found = []
@@ -194,6 +215,12 @@ def test_no_module_or_function_is_over_the_limits():
     assert not stale, f"within the limits now: take them out of KNOWN_OVER: {stale}"
 
 
+def test_settings_that_travel_together_are_one_object():
+    found = scattered_settings()
+    assert not found, ("pass the data folder, device and progress as one papa.core.settings.Resources (or the "
+                       "RunSettings they belong to):\n" + "\n".join(found))
+
+
 def test_no_private_name_is_imported_across_modules():
     found = private_imports()
     assert not found, ("private names imported from another module (make the name public, with a docstring, or "
@@ -237,3 +264,6 @@ def test_the_checks_catch_what_they_are_for(tmp_path, monkeypatch):
     assert len(sizes) == 3 and any(s.startswith("lib/big.py: ") for s in sizes)
     assert any("long: 61 lines" in s for s in sizes) and any("wide: 11 parameters" in s for s in sizes)
     assert private_imports(("lib",)) == ["lib/user.py:1: from papa.core import _hidden"]
+    (folder / "loose.py").write_text("def run(jobs, *, device='cpu', progress=True):\n    pass\n"
+                                     "def fine(jobs, device='cpu'):\n    pass\n")
+    assert scattered_settings(("lib",)) == ["lib/loose.py:1 run: device, progress"]

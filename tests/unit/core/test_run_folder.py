@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO
 from papa.core import run_folder
 from papa.core.run_folder import RunFolder
-from papa.core.settings import RunSettings
+from papa.core.settings import Resources, RunSettings
 
 LAYOUT_LINE = re.compile(r"^      (\S+?/?)\s{2,}\S", re.M)
 
@@ -47,6 +47,7 @@ def test_settings_travel_together(tmp_path):
     assert settings.folder == RunFolder(tmp_path)
     assert settings.config_options() == {"profile": "cpu", "out_dir": str(tmp_path), "data_dir": str(tmp_path / "data"),
                                          "device": "cuda", "force": False}
+    assert settings.resources == Resources(tmp_path / "data", "cuda", True)
 
 
 def _spelled_paths(path: Path, names: set[str]) -> list[str]:

@@ -112,7 +112,7 @@ def test_a_profile_file_sets_the_reproductions_seeds_and_fractions(tmp_path, pro
     path = profile_file
     for name in NOTEBOOKS:
         assert {"seeds", "fractions"}.isdisjoint(notebook_parameters(name, Batch(str(path), out_dir=tmp_path)))
-    jobs = notebook_jobs(str(path), out_dir=tmp_path)
+    jobs = notebook_jobs(str(path), folder=tmp_path)
     assert jobs and {j.profile for j in jobs} == {"seeds-fractions-test"}
     assert {j.seed for j in jobs} == {5, 7}
     # Sections 4.2, 5.4 and 5.5 draw curves over the profile's fractions; Tables 1 and 2 compare at 1 and 0 only.

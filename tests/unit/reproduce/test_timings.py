@@ -138,7 +138,7 @@ def test_the_quick_reference_ran_the_grids_the_notebooks_declare_now(tmp_path):
     recorded = read_notebook_times(RunFolder(timings.REFERENCE_DIR / "quick").notebook_times)
     listed, declared = set(), {}
     for name in timings.NOTEBOOKS:  # each notebook computes the runs no earlier notebook did
-        keys = {job.key for job in notebook_jobs("quick", [name], out_dir=tmp_path)}
+        keys = {job.key for job in notebook_jobs("quick", [name], folder=tmp_path)}
         declared[name] = len(keys - listed)
         listed |= keys
     assert declared == dict(zip(recorded["notebook"], recorded["new_runs"].astype(int)))

@@ -11,6 +11,7 @@ import pytest
 from conftest import tiny_model, tiny_tokenizer
 from papa import cli
 from papa.core.errors import IncompatibleArtifactError, InputError
+from papa.core.settings import Resources
 from papa.runs.constants_cache import extract_to_file
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.profiles import PROFILES, Profile
@@ -25,8 +26,8 @@ def extracted(tmp_path, tiny_dir, data_dir, monkeypatch):
     """`papa extract` of 10 SST-2 sentences (the profile averages 8) at SST-2's length, in the grid's layout."""
     monkeypatch.setitem(PROFILES, TINY.name, TINY)
     constants, path, _ = extract_to_file(str(tiny_dir), CorpusSource("sst2", limit=10), max_length=64,
-                                         out_dir=tmp_path / "extracted", layout="official", data_dir=str(data_dir),
-                                         progress=False)
+                                         into=tmp_path / "extracted", layout="official",
+                                         resources=Resources(str(data_dir), progress=False))
     return path
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from papa.core.settings import Resources
 from papa.reproduce.jobs import finished, grid_jobs, plan_units
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.keys import point_key
@@ -62,7 +63,7 @@ def test_each_draw_of_a_ranking_is_prepared_once_and_its_jobs_run_as_the_grid_do
                      selections=("lambda", "reversed_lambda", "lambda@part1", "random@2"))
     jobs = grid_jobs(cfg)
     assert sorted(j.selection for j in jobs) == ["lambda", "lambda@part1", "random@2", "reversed_lambda"]
-    prepare, points = plan_units(jobs, out, data_dir=str(data_dir))
+    prepare, points = plan_units(jobs, out, Resources(str(data_dir)))
     assert sorted(u.jobs[0].selection for u in prepare if u.ranking) in (["lambda", "lambda@part1"],
                                                                           ["lambda@part1", "reversed_lambda"])
     for unit in [*prepare, *points]:
