@@ -93,8 +93,8 @@ def gate_reason(pairs: pd.DataFrame, whose: str) -> str | None:
     if not any(n.startswith("part") for n in names):
         return (f"{whose} drawn on one part of the data only ({', '.join(names)}): how the order moves with the data "
                 "is not measured (`papa rank --part 1`)")
-    heads = pairs["heads"] if "heads" in pairs else pd.Series(math.nan, index=pairs.index)
-    below = sorted((r, a, b, n) for a, b, r, n in zip(pairs.a, pairs.b, pairs.spearman, heads) if disagrees(r, n))
+    below = sorted((r, a, b, n) for a, b, r, n in zip(pairs.a, pairs.b, pairs.spearman, pairs.heads)
+                   if disagrees(r, n))
     if not below:
         return None
     rho, a, b, n = below[0]

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
 
+from papa.core.errors import CorruptArtifactError
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
 from papa.paper.sections import DOWNSTREAM_TASKS, short_model
@@ -138,16 +139,21 @@ class ClaimRun(RunScores):
 def agreement_pairs(table: pd.DataFrame | None) -> pd.DataFrame | None:
     """A table of the λ rankings' agreement as `papa.runs.stability.draw_agreement` writes it (one row per pair of
     draws); a table of two seeds' agreement per (model, task) (notebooks 02 and 08, ``spearman``) stands for the
-    pair seed0, seed1 of the profile it records (None: the grid's)."""
+    pair seed0, seed1 of the profile it records (None: the grid's). Every table records the heads each ρ is taken
+    over (``heads``: the gate reads ρ's interval); one without them is refused."""
     if table is None:
         return None
     table = table.reset_index()
+    missing = [c for c in ("model", "task", "spearman", "heads") if c not in table]
+    if missing:
+        raise CorruptArtifactError(f"a table of the λ rankings' agreement lacks the column(s) {', '.join(missing)} "
+                                   f"(it has {', '.join(map(str, table.columns))}): the gate reads ρ's interval over "
+                                   "the heads; rerun the notebook that wrote it (02 or 08) or `papa report` on the "
+                                   "run folder")
     for column, draw in (("a", draw_name(0)), ("b", draw_name(1))):  # the rows of a table of two seeds
         table[column] = table[column].fillna(draw) if column in table else draw
     if "profile" not in table:
         table = table.assign(profile=None)
-    if "heads" not in table:  # a table from before issue 73 records no head count: its ρ is gated as a point
-        table = table.assign(heads=float("nan"))
     return table[["model", "task", "profile", "a", "b", "spearman", "heads"]]
 
 

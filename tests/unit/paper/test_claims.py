@@ -7,6 +7,7 @@ import zlib
 import pandas as pd
 import pytest
 
+from papa.core.errors import CorruptArtifactError
 from papa.method.selection import as_fraction
 from papa.paper.claims import VERDICTS, RunTables, format_claims, read_claims, run_claims, section_claims
 from papa.reproduce.notebooks import reproduction_summary
@@ -173,7 +174,8 @@ def test_an_unstable_ranking_is_not_read(run_dir):
     assert half["drop at 1/2 (sst2)"] == "not read" and half["drop at 1/2 (ner)"] == "does not hold"
     assert ("3 pairs below 0.8 beyond ρ's 95% interval (lowest seed0–part1 at ρ 0.30 [0.14, 0.45])"
             in readings["fig2_half"].ours)
-    seeds = pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "spearman": [0.95, 0.95]})
+    seeds = pd.DataFrame({"model": ["org/roberta-base"] * 2, "task": ["sst2", "ner"], "spearman": [0.95, 0.95],
+                          "heads": [144, 144]})
     readings = {r.claim: r for r in read_claims(RunTables(ResultsTable(run_dir / "results.csv").read(), agreement=seeds))}
     half = {p.name: p for p in readings["fig2_half"].parts}  # two seeds agree: how the data moves it is not known
     assert "drawn on one part of the data only (seed0, seed1)" in half["drop at 1/2 (ner)"].numbers
@@ -190,6 +192,13 @@ def test_the_summary_says_how_stable_the_rankings_are(run_dir):
     assert ("λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: sst2 0.30 (3 draws), "
             "ner 0.95 (3 draws); not read where a part rests on them: sst2.") in words
     assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # the table is read from the folder
+
+
+def test_an_agreement_table_without_its_head_counts_is_refused(run_dir):
+    tables = run_dir / "tables"
+    stability_table({"sst2": 0.9, "ner": 0.95}).drop(columns="heads").to_csv(tables / "ranking_stability.csv")
+    with pytest.raises(CorruptArtifactError, match=r"lacks the column\(s\) heads .*rerun the notebook"):
+        run_claims(run_dir)
 
 
 def test_a_notebook_prints_the_claims_of_its_section(run_dir):
@@ -325,7 +334,8 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     assert "decoders: partly read" in " ".join(format_claims([reading], run_dir).split())
 
     # notebook 08's tables: the decoder's rankings measured stable, and each task's chance level
-    seeds = pd.DataFrame({"model": ["org/decoder"] * 2, "task": ["lm", "sst2"], "spearman": [0.9, 0.9]})
+    seeds = pd.DataFrame({"model": ["org/decoder"] * 2, "task": ["lm", "sst2"], "spearman": [0.9, 0.9],
+                          "heads": [270, 270]})
     sections.save_table(seeds.set_index(["model", "task"]), run_dir, sections.DECODER_RANKING_STABILITY_TABLE)
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick")}
     parts = {p.name: p for p in readings["fig6"].decoder.parts}
