@@ -47,12 +47,12 @@ def totals() -> dict[str, float]:
     return dict(_totals)
 
 
-def write_phase_times(out_dir: str | os.PathLike) -> Path | None:
-    """Add what was timed since the last write to this process's file under `out_dir` and start counting afresh
+def write_phase_times(folder: RunFolder | str | os.PathLike) -> Path | None:
+    """Add what was timed since the last write to this process's file under `folder` and start counting afresh
     (nothing is written, and no folder made, when no phase ran); returns the file."""
     if not _totals:
         return None
-    path = RunFolder.at(out_dir).phase_times / f"{_PROCESS}.json"
+    path = RunFolder.at(folder).phase_times / f"{_PROCESS}.json"
     seconds = _read(path) if path.is_file() else {}
     for name, value in _totals.items():
         seconds[name] = seconds.get(name, 0.0) + value
@@ -69,8 +69,8 @@ def discard() -> None:
 
 
 @contextmanager
-def timed_into(out_dir: str | os.PathLike, ran: Callable[[], bool]) -> Iterator[None]:
-    """Write the block's phase times under `out_dir` when it ends, unless papa refused it (a `PapaError`) before
+def timed_into(folder: RunFolder | str | os.PathLike, ran: Callable[[], bool]) -> Iterator[None]:
+    """Write the block's phase times under `folder` when it ends, unless papa refused it (a `PapaError`) before
     `ran()` says any work was kept: a refused run leaves no file behind."""
     try:
         yield
@@ -79,7 +79,7 @@ def timed_into(out_dir: str | os.PathLike, ran: Callable[[], bool]) -> Iterator[
             discard()
         raise
     finally:
-        write_phase_times(out_dir)
+        write_phase_times(folder)
 
 
 def _read(path: Path) -> dict[str, float]:
@@ -95,11 +95,11 @@ def _read(path: Path) -> dict[str, float]:
     return {name: float(value) for name, value in seconds.items()}
 
 
-def read_phase_times(out_dir: str | os.PathLike, since: float | None = None) -> dict[str, float]:
-    """Seconds per phase (every `RUN_PHASES` name) over the files under `out_dir` written at or after `since` (a
+def read_phase_times(folder: RunFolder | str | os.PathLike, since: float | None = None) -> dict[str, float]:
+    """Seconds per phase (every `RUN_PHASES` name) over the files under `folder` written at or after `since` (a
     `time.time()`; None: all of them)."""
     sums = dict.fromkeys(RUN_PHASES, 0.0)
-    for path in sorted(RunFolder.at(out_dir).phase_times.glob("*.json")):
+    for path in sorted(RunFolder.at(folder).phase_times.glob("*.json")):
         if since is not None and path.stat().st_mtime < since:
             continue
         for name, value in _read(path).items():

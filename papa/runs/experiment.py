@@ -24,6 +24,7 @@ What a grid shares is `papa.runs.session`'s; the λ ranking is `papa.runs.lambda
 """
 from __future__ import annotations
 
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -305,10 +306,10 @@ def _steps_record(s: Session) -> dict[str, str]:
     return {} if s.cfg.steps == DEFAULT_STEP_MODE else {"steps": s.cfg.steps}
 
 
-def statistics_path(out_dir: str | Path, point_id: str) -> Path:
+def statistics_path(folder: RunFolder | str | os.PathLike, point_id: str) -> Path:
     """Where a grid point's standardisation statistics are stored (``<out>/probe_inputs/<point id>.safetensors``,
     the point id being the run id of its configuration without the seed)."""
-    return RunFolder.at(out_dir).probe_inputs / f"{point_id}.safetensors"
+    return RunFolder.at(folder).probe_inputs / f"{point_id}.safetensors"
 
 
 def _point_statistics(s: Session, probe, source: FeatureSource, point: dict) -> InputStatistics:

@@ -17,29 +17,29 @@ from papa.core.run_folder import RunFolder
 from papa.probing.predictions import EvalPredictions, load_predictions, save_predictions
 
 
-def predictions_path(out_dir: str | os.PathLike, run_id: str) -> Path:
-    """The file of run `run_id`'s predictions under the grid folder `out_dir`."""
+def predictions_path(folder: RunFolder | str | os.PathLike, run_id: str) -> Path:
+    """The file of run `run_id`'s predictions in the grid's run folder `folder`."""
     if not isinstance(run_id, str) or not run_id or Path(run_id).name != run_id or run_id.startswith("."):
         raise InputError(f"{run_id!r} is not a run id (the run_id column of results.csv)")
-    return RunFolder.at(out_dir).predictions / f"{run_id}.safetensors"
+    return RunFolder.at(folder).predictions / f"{run_id}.safetensors"
 
 
-def stores_predictions(out_dir: str | os.PathLike | None) -> bool:
-    """Whether the grid folder `out_dir` stores its runs' predictions (then every row must have its file); a table
+def stores_predictions(folder: RunFolder | str | os.PathLike | None) -> bool:
+    """Whether the grid's run folder `folder` stores its runs' predictions (then every row must have its file); a table
     copied alone, or made by hand, has none beside it."""
-    return out_dir is not None and RunFolder.at(out_dir).predictions.is_dir()
+    return folder is not None and RunFolder.at(folder).predictions.is_dir()
 
 
-def save_run_predictions(out_dir: str | os.PathLike, run_id: str, predictions: EvalPredictions, *, task: str,
+def save_run_predictions(folder: RunFolder | str | os.PathLike, run_id: str, predictions: EvalPredictions, *, task: str,
                          metric: str, **provenance: Any) -> Path:
-    """Write run `run_id`'s predictions atomically under `out_dir`, with its task, metric and any further
+    """Write run `run_id`'s predictions atomically in the run folder `folder`, with its task, metric and any further
     `provenance` (value, model, seed, ...) in the header, and when and by what papa they were made."""
     from papa import __version__
 
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     metadata = {"run_id": run_id, "task": task, "metric": metric, "created": created,
                 "made_by": f"papa {__version__}", **provenance}
-    path = predictions_path(out_dir, run_id)
+    path = predictions_path(folder, run_id)
     # Only the process running a run writes its file, so a temporary folder of this run was left by a writer killed
     # mid-write: the resumed run removes it.
     remove_stale_temporaries(path)
@@ -51,18 +51,19 @@ def _listed(run_ids: list[str], shown: int = 5) -> str:
     return ", ".join(run_ids[:shown]) + more
 
 
-def load_run_predictions(out_dir: str | os.PathLike, run_ids: Iterable[str]) -> dict[str, EvalPredictions]:
-    """run id -> the predictions of each run in `run_ids` under the grid folder `out_dir`, each file validated and
+def load_run_predictions(folder: RunFolder | str | os.PathLike, run_ids: Iterable[str]) -> dict[str, EvalPredictions]:
+    """run id -> the predictions of each run in `run_ids` in the grid's run folder `folder`, each file validated and
     checked to be that run's. A run without its file is a `CorruptArtifactError` naming the runs (every row of a
     table is written after its predictions, so the folder is incomplete)."""
+    folder = RunFolder.at(folder)
     found: dict[str, EvalPredictions] = {}
-    missing = [run_id for run_id in dict.fromkeys(run_ids) if not predictions_path(out_dir, run_id).is_file()]
+    missing = [run_id for run_id in dict.fromkeys(run_ids) if not predictions_path(folder, run_id).is_file()]
     if missing:
         raise CorruptArtifactError(f"{len(missing)} run(s) have no predictions file under "
-                                   f"{RunFolder.at(out_dir).predictions}: {_listed(missing)}; the folder is incomplete: "
+                                   f"{folder.predictions}: {_listed(missing)}; the folder is incomplete: "
                                    "copy the whole run folder, or re-run those runs with force.")
     for run_id in dict.fromkeys(run_ids):  # each once, in order
-        path = predictions_path(out_dir, run_id)
+        path = predictions_path(folder, run_id)
         predictions = load_predictions(path)
         if predictions.metadata.get("run_id") != run_id:
             raise CorruptArtifactError(f"{path} holds the predictions of run {predictions.metadata.get('run_id')!r}, "
