@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> None:
         column, reference, other = COLUMN[name]
         fixed = {c: d for c, d in (("precision", "float32"), ("execution", "eager"), ("batch_order", "per_seed"))
                  if c != column}
-        table = compare(results, column, reference, other, out_dir=args.out, fixed=fixed)
+        table = compare(results, column, reference, other, folder=args.out, fixed=fixed)
         print(f"\n{name} - float32 eager, paired by seed ({args.task}, profile {args.profile}):")
         print(comparison_text(table))
         tables.append(table.assign(setting=name))

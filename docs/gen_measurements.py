@@ -187,7 +187,7 @@ def probe_inputs_block() -> str:
 
     rows = cpu_run().results
     rows = rows[(rows.profile == "cpu") & (rows.model == "sentence-transformers/all-MiniLM-L6-v2")]
-    table = compare(rows, "probe_inputs", "raw", "standardized", out_dir=CPU_RUN)
+    table = compare(rows, "probe_inputs", "raw", "standardized", folder=CPU_RUN)
     table = table[table.constants.isin(["none", "average"]) & table.selection.eq("none")]
     lines = ["| task (metric) | at 1 | at 0 (every head constant) | smallest detectable at 1 / at 0 |",
              "|---|---|---|---|"]

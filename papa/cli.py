@@ -135,7 +135,7 @@ def _report(args: argparse.Namespace) -> int:
             if column in df and value not in set(df[column].astype(str)):
                 raise ValueError(f"--compare {column} {reference} {other}: no row has {column} {value!r}; it holds "
                                  f"{', '.join(sorted(set(df[column].astype(str))))}")
-        agg = compare(df, column, reference, other, out_dir=results.parent)
+        agg = compare(df, column, reference, other, folder=results.parent)
         if agg.empty:
             print(f"papa report: no setting of {results} ran with both {column} {reference!r} and {other!r}",
                   file=sys.stderr)

@@ -6,12 +6,13 @@ resampled alike for every setting of a task), and paired comparison tables.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.runs.predictions_store import load_run_predictions, stores_predictions
 from papa.runs.statistics import Estimate, Scores, difference, resample_weights, scores
@@ -24,14 +25,14 @@ SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label
 class RunScores:
     """The runs of one results table, read as paired `Scores` per setting.
 
-    With `out_dir` (the grid folder holding ``predictions/``), every setting gets the evaluation examples'
+    With `folder` (the grid's run folder holding ``predictions/``), every setting gets the evaluation examples'
     uncertainty, from resamples shared by every setting of the same model and task (a run without its predictions
     file is refused: `papa.runs.predictions_store.load_run_predictions`). A table whose folder holds no
-    ``predictions/`` (copied alone, or made by hand) is read from its seeds alone, as with no `out_dir`."""
+    ``predictions/`` (copied alone, or made by hand) is read from its seeds alone, as with no `folder`."""
 
-    def __init__(self, results: pd.DataFrame, out_dir: str | Path | None = None):
+    def __init__(self, results: pd.DataFrame, folder: RunFolder | str | os.PathLike | None = None):
         self.results = results
-        self.out = Path(out_dir) if stores_predictions(out_dir) else None
+        self.out = RunFolder.at(folder) if stores_predictions(folder) else None
         self._weights: dict[tuple[str, str, int], np.ndarray] = {}
 
     def rows(self, model: str, task: str, **setting: str) -> pd.DataFrame:
@@ -82,7 +83,8 @@ def _pairs_with(a: dict, b: dict, columns: Sequence[str]) -> bool:
     return all(a[c] == b[c] or (c in NOT_APPLICABLE_WHEN_NONE and NONE in (a[c], b[c])) for c in columns)
 
 
-def compare(results: pd.DataFrame, column: str, reference: str, other: str, *, out_dir: str | Path | None = None,
+def compare(results: pd.DataFrame, column: str, reference: str, other: str, *,
+            folder: RunFolder | str | os.PathLike | None = None,
             fixed: Mapping[str, str] | None = None) -> pd.DataFrame:
     """`other` − `reference` of `column` (e.g. layout "sep_last" − "official"), paired by seed, for every model, task
     and setting of the other columns that ran with both: difference, 95% interval, its standard errors, whether the
@@ -101,7 +103,7 @@ def compare(results: pd.DataFrame, column: str, reference: str, other: str, *, o
     for c, v in (fixed or {}).items():
         rows = rows[rows[c] == v]
     others = [c for c in SETTING_COLUMNS if c != column and c in rows]
-    run = RunScores(rows, out_dir)
+    run = RunScores(rows, folder)
     keys = ["model", "task", *others]
     side = {v: [g._asdict() for g in rows.loc[rows[column].astype(str) == str(v), keys].drop_duplicates()
                 .itertuples(index=False)] for v in (reference, other)}

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Sequence
 import pandas as pd
 
 from papa.core.errors import CorruptArtifactError
+from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
 from papa.paper.sections import DOWNSTREAM_TASKS, short_model
@@ -27,9 +28,10 @@ class ClaimRun(RunScores):
     """The rows of one kind of model (the encoders, or the causal LMs) as `RunScores`, with what the claims read
     beside them: the λ rankings' stability and each task's chance level."""
 
-    def __init__(self, results: pd.DataFrame, out_dir: str | os.PathLike | None, stability: pd.DataFrame | None,
-                 chance: pd.DataFrame | None = None, *, decoders: bool = False, left_out: pd.DataFrame | None = None):
-        super().__init__(results, out_dir)
+    def __init__(self, results: pd.DataFrame, folder: RunFolder | str | os.PathLike | None,
+                 stability: pd.DataFrame | None, chance: pd.DataFrame | None = None, *, decoders: bool = False,
+                 left_out: pd.DataFrame | None = None):
+        super().__init__(results, folder)
         self.stability = agreement_pairs(stability)
         self.chance_levels = chance
         self.decoders = decoders

@@ -40,7 +40,7 @@ def _grid(tmp_path, with_predictions: bool):
 
 def test_compare_pairs_by_seed_and_adds_the_examples(tmp_path):
     results = _grid(tmp_path, with_predictions=True)
-    table = compare(results, "layout", "official", "sep_last", out_dir=tmp_path)
+    table = compare(results, "layout", "official", "sep_last", folder=tmp_path)
     assert len(table) == 1
     row = table.iloc[0]
     assert row["difference"] == pytest.approx(row["other"] - row["reference"])
