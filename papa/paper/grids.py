@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -106,16 +107,17 @@ def order_draws(method: str, variants: Sequence[str]) -> list[str]:
 
 
 def main_results(models: Sequence[str], tasks: Sequence[str], ranking_draws: Sequence[str] = (),
-                 other_rankings: Sequence[str] = (), out_dir: str | None = None) -> dict[str, Grids]:
+                 other_rankings: Sequence[str] = (), folder: RunFolder | str | os.PathLike | None = None
+                 ) -> dict[str, Grids]:
     """Fig. 2 and 3 (notebook 02): λ-selected average constants at the profile's fractions, and the profile's
     learning curves of the original-attention probe; with `ranking_draws` (e.g. ["part1", "part2", "seed1"]) the λ
     rankings of those draws at 1/2 too, so that Fig. 2's "no major drop" holds the ranking's own variance; with
     `other_rankings` (e.g. ["full"]) the rankings those profiles learned, at 1/2, on the tasks where they are saved
-    under `out_dir` (`learned_grids`)."""
+    under `folder` (`learned_grids`)."""
     declared = {"results": _grids(models, tasks), "sizes": _grids(models, tasks, runner="curves")}
     if ranking_draws:
         declared["draws"] = _grids(models, tasks, fractions=["1/2"], selections=order_draws("lambda", ranking_draws))
-    return {**declared, **learned_grids(["lambda"], models, tasks, other_rankings, out_dir, fractions=["1/2"],
+    return {**declared, **learned_grids(["lambda"], models, tasks, other_rankings, folder, fractions=["1/2"],
                                         draws=ranking_draws)}
 
 
@@ -135,18 +137,18 @@ def data_dependence(models: Sequence[str], tasks: Sequence[str], other_corpus: s
 
 def head_selection(models: Sequence[str], tasks: Sequence[str], methods: Sequence[str],
                    ranking_draws: Sequence[str] = (), random_draws: int = 0, other_rankings: Sequence[str] = (),
-                   out_dir: str | None = None) -> dict[str, Grids]:
+                   folder: RunFolder | str | os.PathLike | None = None) -> dict[str, Grids]:
     """Fig. 5 (notebook 06): the profile's fractions under each head-selection method; with `ranking_draws` the
     ranked methods under those other λ rankings too, with `random_draws` that many more random permutations
     (random@1, ...): the draws Fig. 5's claim averages over (`papa.paper.claims`). With `other_rankings`, the ranked
     methods under the rankings those profiles learned (e.g. ["full"]: λ at the paper's step count, hours of λ
-    learning of its own), on the tasks where they are saved under `out_dir` (`learned_grids`)."""
+    learning of its own), on the tasks where they are saved under `folder` (`learned_grids`)."""
     declared = {"results": _grids(models, tasks, selections=list(methods))}
     draws = methods_drawn_again(methods, ranking_draws, random_draws)
     if draws:
         declared["draws"] = _grids(models, tasks, fractions=_mid_fractions(), selections=draws)
     ranked = [m for m in methods if m in RANKED]
-    return {**declared, **learned_grids(ranked, models, tasks, other_rankings, out_dir, fractions=_mid_fractions(),
+    return {**declared, **learned_grids(ranked, models, tasks, other_rankings, folder, fractions=_mid_fractions(),
                                         draws=ranking_draws)}
 
 
@@ -158,8 +160,9 @@ def methods_drawn_again(methods: Sequence[str], ranking_draws: Sequence[str], ra
             *(order_draws("random", [str(k) for k in range(1, random_draws + 1)]) if "random" in methods else [])]
 
 
-def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, seed: int = 0, part: int = 0) -> Path:
-    """Where the λ ranking `profile` learns for `model` and `task` lies under `out_dir` (a reproduction's: average
+def saved_ranking_path(folder: RunFolder | str | os.PathLike, model: str, task: str, profile: str, *, seed: int = 0,
+                       part: int = 0) -> Path:
+    """Where the λ ranking `profile` learns for `model` and `task` lies under `folder` (a reproduction's: average
     constants of the task's own data, the reproduction's layout, the model's default probe inputs), λ learned with
     `seed` on training part `part`."""
     from papa.core.vocabulary import DECODER_LAYOUT, REPRODUCTION_LAYOUT
@@ -172,15 +175,16 @@ def saved_ranking_path(out_dir: str, model: str, task: str, profile: str, *, see
     name = RankingName(canonical_model_name(model), task, "average", "task", get_task(task).hparams.max_length,
                        profile, DECODER_LAYOUT if causal else REPRODUCTION_LAYOUT,
                        probe_inputs=probe_inputs_for(causal, None), seed=seed, part=part)
-    return RunFolder.at(out_dir).rankings / name.filename
+    return RunFolder.at(folder).rankings / name.filename
 
 
 def learned_rankings(profiles: Sequence[str], models: Sequence[str], tasks: Sequence[str],
-                     out_dir: str) -> dict[str, tuple[str, ...]]:
-    """Each of `profiles` that has saved a λ ranking under `out_dir` (`saved_ranking_path`) for every model of some
+                     folder: RunFolder | str | os.PathLike) -> dict[str, tuple[str, ...]]:
+    """Each of `profiles` that has saved a λ ranking under `folder` (`saved_ranking_path`) for every model of some
     of `tasks`, with those tasks: another profile's ranking is read by a grid, never learned by it (`papa rank
     --profile <name> --task <task>` learns it, a task at a time)."""
-    saved = {p: tuple(t for t in tasks if all(saved_ranking_path(out_dir, m, t, p).is_file() for m in models))
+    folder = RunFolder.at(folder)
+    saved = {p: tuple(t for t in tasks if all(saved_ranking_path(folder, m, t, p).is_file() for m in models))
              for p in profiles}
     return {p: found for p, found in saved.items() if found}
 
@@ -190,30 +194,33 @@ LEARNED_PREFIX = "ranking@"
 
 
 def learned_grids(methods: Sequence[str], models: Sequence[str], tasks: Sequence[str], profiles: Sequence[str],
-                  out_dir: str | None, fractions: Sequence[str], draws: Sequence[str] = ()) -> dict[str, Grids]:
+                  folder: RunFolder | str | os.PathLike | None, fractions: Sequence[str], draws: Sequence[str] = ()
+                  ) -> dict[str, Grids]:
     """The ranked `methods` under the λ rankings `profiles` learned, at `fractions`: one grid per profile, over the
     tasks where its ranking is saved (`learned_rankings`), with each of that profile's other `draws` (e.g. "part1":
     ``lambda@full-part1``) saved for all of them, so that its parts average over every order it drew; none without
-    `out_dir` or a ranked method."""
-    if out_dir is None or not methods:
+    `folder` or a ranked method."""
+    if folder is None or not methods:
         return {}
+    folder = RunFolder.at(folder)
     return {LEARNED_PREFIX + p: _grids(models, saved, fractions=list(fractions),
                                        selections=[d for m in methods
                                                    for d in order_draws(m, _saved_draws(p, draws, models, saved,
-                                                                                        out_dir))])
-            for p, saved in learned_rankings(profiles, models, tasks, out_dir).items()}
+                                                                                        folder))])
+            for p, saved in learned_rankings(profiles, models, tasks, folder).items()}
 
 
 def _saved_draws(profile: str, draws: Sequence[str], models: Sequence[str], tasks: Sequence[str],
-                 out_dir: str) -> list[str]:
+                 folder: RunFolder | str | os.PathLike) -> list[str]:
     """`profile`'s variant and those of its `draws` whose rankings are saved for every model and task (``full``,
     ``full-part1``, ...)."""
     from papa.method.selection import parse_selection
 
+    folder = RunFolder.at(folder)
     found = [profile]
     for draw in draws:
         selection = parse_selection(f"lambda@{profile}-{draw}")
-        if all(saved_ranking_path(out_dir, m, t, profile, seed=selection.seed, part=selection.part).is_file()
+        if all(saved_ranking_path(folder, m, t, profile, seed=selection.seed, part=selection.part).is_file()
                for m in models for t in tasks):
             found.append(f"{profile}-{draw}")
     return found
@@ -275,12 +282,18 @@ SECTION_GRIDS: dict[str, Callable[..., dict[str, Grids]]] = {
 }
 
 
+#: A notebook parameter that the declarations take under another name: the notebook's ``out_dir`` is their `folder`.
+_ARGUMENTS = {"out_dir": "folder"}
+
+
 def section_grids(name: str, parameters: Mapping[str, object]) -> dict[str, Grids]:
     """What notebook `name` runs with `parameters` (its parameter cell's names and values): its declaration called
-    with the parameters it takes; a notebook without grids declares none."""
+    with the parameters it takes (the notebook's ``out_dir`` as its `folder`); a notebook without grids declares
+    none."""
     declare = SECTION_GRIDS.get(name)
     if declare is None:
         return {}
+    parameters = {_ARGUMENTS.get(p, p): value for p, value in parameters.items()}
     wanted = inspect.signature(declare).parameters
     missing = [p for p, v in wanted.items() if v.default is inspect.Parameter.empty and p not in parameters]
     if missing:

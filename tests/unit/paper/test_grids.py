@@ -56,7 +56,7 @@ def test_another_profiles_ranking_is_declared_on_the_tasks_where_it_is_saved(tmp
     assert learned_rankings(["full"], [MINILM], ["cola", "sst2"], str(tmp_path)) == {"full": ("sst2",)}
     assert learned_rankings(["full"], [MINILM], ["cola"], str(tmp_path)) == {}
     declared = head_selection([MINILM], ["cola", "sst2"], ["lambda", "random", "reversed_lambda"],
-                              other_rankings=["full"], out_dir=str(tmp_path))
+                              other_rankings=["full"], folder=str(tmp_path))
     assert set(declared) == {"results", "ranking@full"}
     assert declared["ranking@full"].tasks == ("sst2",)
     assert declared["ranking@full"].selections == ("lambda@full", "reversed_lambda@full")
