@@ -8,6 +8,7 @@ the stored run reads. The claims' own prose (claim by claim, the README's "Resul
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -109,12 +110,13 @@ def decoder_table(run: RunLike, model: str, tasks: Sequence[str], selections: Se
     return curve_table(pd.concat(frames, ignore_index=True), labels) + "\n\n" + ORDERS_NOTE
 
 
-def lm_probe_curve(out_dir: str | Path) -> str:
+def lm_probe_curve(folder: RunFolder | str | os.PathLike) -> str:
     """The LM probe's learning curve as notebook 08 wrote it (``tables/decoder_lm_probe_curve.csv``), beside the
     strongest predictor that needs no model and the probe's own tokens' unigram (``decoder_chance_levels``)."""
     from papa.paper.claims import read_tables
 
-    curve, chance = (read_tables(out_dir, [name]) for name in ("decoder_lm_probe_curve", "decoder_chance_levels"))
+    folder = RunFolder.at(folder)
+    curve, chance = (read_tables(folder, [name]) for name in ("decoder_lm_probe_curve", "decoder_chance_levels"))
     if curve is None or curve.empty:
         return "No learning curve of the LM probe in this run (its profile draws none)."
     lines = ["| training paragraphs | LM probe, −log perplexity (nats) |", "|---|---|"]
@@ -128,7 +130,8 @@ def lm_probe_curve(out_dir: str | Path) -> str:
     return "\n".join(lines)
 
 
-def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: str | None = None) -> str:
+def paper_steps_ranking(folder: RunFolder | str | os.PathLike, model: str, task: str,
+                        reference: str | None = None) -> str:
     """The λ ranking learned as the paper learns it (`reference`'s; None: the full profile's,
     `papa.paper.sections.PAPER_STEPS_PROFILE`)
     from the tables notebook 06 wrote (``lambda_settling_<task>``, ``lambda_rankings_agreement_<task>``): its steps and
@@ -138,7 +141,7 @@ def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: s
     from papa.probing.convergence import SETTLED_RHO, settled_at
 
     reference = reference or PAPER_STEPS_PROFILE
-    folder = RunFolder.at(out_dir)
+    folder = RunFolder.at(folder)
     settling_file = folder.table(f"lambda_settling_{task}")
     agreement_file = folder.table(f"lambda_rankings_agreement_{task}")
     if not (settling_file.is_file() and agreement_file.is_file()):
@@ -147,7 +150,7 @@ def paper_steps_ranking(out_dir: str | Path, model: str, task: str, reference: s
     from papa.method.rankings import load_ranking
 
     settling, agreement = pd.read_csv(settling_file), pd.read_csv(agreement_file)
-    meta = load_ranking(saved_ranking_path(str(out_dir), model, task, reference)).metadata
+    meta = load_ranking(saved_ranking_path(folder, model, task, reference)).metadata
     last = settling.iloc[-1]
     settled = settled_at(settling.to_dict("records"))
     lines = [f"{short_model(model)} on {TASK_NAMES.get(task, task)}: λ learned with the probe on all "
@@ -259,25 +262,27 @@ def paper_protocol_answer(rankings_dir: str | Path, model: str, tasks: Sequence[
     return "\n".join(lines)
 
 
-def profile_agreement(out_dir: str | Path, model: str, tasks: Sequence[str], reference: str = "full",
+def profile_agreement(folder: RunFolder | str | os.PathLike, model: str, tasks: Sequence[str], reference: str = "full",
                       other: str = "cpu") -> str:
     """How far `other`'s λ rankings (short-trained) are from `reference`'s (the paper's protocol), task by task:
     Spearman's ρ over every pair of an `other` draw and a `reference` draw, beside each profile's own pairs, so that
-    the distance reads against the noise of a draw. Read only: from the rankings saved under `out_dir`."""
+    the distance reads against the noise of a draw. Read only: from the rankings saved under `folder`."""
     from papa.method.rankings import load_ranking
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import spearman
     from papa.runs.stability import RANKING_DRAWS, draw_agreement, draw_name, rho_span
 
+    folder = RunFolder.at(folder)
+
     def draws(task: str, profile: str) -> dict[str, torch.Tensor]:
-        paths = {draw_name(seed, part): saved_ranking_path(str(out_dir), model, task, profile, seed=seed, part=part)
+        paths = {draw_name(seed, part): saved_ranking_path(folder, model, task, profile, seed=seed, part=part)
                  for seed, part in RANKING_DRAWS}
         return {name: load_ranking(path).lambdas for name, path in paths.items() if path.is_file()}
 
-    agreement = draw_agreement(RunFolder.at(out_dir).rankings)
+    agreement = draw_agreement(folder.rankings)
 
     def within(task: str, profile: str) -> list[float]:
-        group = saved_ranking_path(str(out_dir), model, task, profile).name  # every draw's pairs share its name
+        group = saved_ranking_path(folder, model, task, profile).name  # every draw's pairs share its name
         return agreement[agreement.ranking == group].spearman.tolist()
 
     lines = [f"| task | {other} draws | {reference} draws | ρ within {other} | ρ within {reference} | "

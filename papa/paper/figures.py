@@ -350,12 +350,13 @@ def lambda_settling(settling: pd.DataFrame, *, title: str = "") -> plt.Figure:
     return fig
 
 
-def save_lambda_settling(settling: pd.DataFrame | None, out_dir: str | os.PathLike, task: str) -> list[Path]:
-    """`lambda_settling`'s figure saved as ``lambda_settling_<task>`` under `out_dir` ([]: no curve to draw)."""
+def save_lambda_settling(settling: pd.DataFrame | None, folder: str | os.PathLike, task: str) -> list[Path]:
+    """`lambda_settling`'s figure saved as ``lambda_settling_<task>`` under `folder` (a run's figures folder,
+    `RunFolder.figures`, as `save_figure` takes it; []: no curve to draw)."""
     if settling is None:
         return []
     return save_figure(lambda_settling(settling, title=f"λ settling on {task} (learned as the paper learns it)"),
-                       out_dir, f"lambda_settling_{task}")
+                       folder, f"lambda_settling_{task}")
 
 
 def constant_heatmaps(matrices: torch.Tensor, heads: Sequence[tuple[int, int]], *, length: int | None = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,17 +59,17 @@ CHANCE_TABLES = (DECODER_CHANCE_TABLE,)
 STABILITY_SEEDS = (0, 1)
 
 
-def setup(profile: str, out_dir: str, *, data_dir: str | None = None, device: str = "cpu",
+def setup(profile: str, folder: RunFolder | str | os.PathLike, *, data_dir: str | None = None, device: str = "cpu",
           force: bool = False) -> RunSettings:
     """A section notebook's first step, from its parameters: the run's settings as one object (`RunSettings`), the
     tables' display width, and the lines saying which run made the outputs below (`outputs_note`, printed)."""
     pd.set_option("display.width", 160)
-    settings = RunSettings(profile, out_dir, data_dir, device, force)
+    settings = RunSettings(profile, folder, data_dir, device, force)
     print(outputs_note(profile, settings.folder))
     return settings
 
 
-def outputs_note(profile: str, out_dir: str | RunFolder) -> str:
+def outputs_note(profile: str, folder: RunFolder | str | os.PathLike) -> str:
     """The lines a notebook prints first: which profile made the outputs below, into which folder, and how to run it
     again (cached, from scratch, or the quick smoke run)."""
     from papa.runs.profiles import builtin_base, get_profile
@@ -80,8 +81,8 @@ def outputs_note(profile: str, out_dir: str | RunFolder) -> str:
                 "artifacts/cpu), and the Results page (docs/results.md) reads its claims.")
     else:
         sizes = prof.sizes_text()
-        made = f"Outputs below: profile {prof.name}, {sizes[:1].lower() + sizes[1:]}, run into {out_dir}."
-    return (f"{made}\nTo run again: Run All reads the probe runs, rankings and constants cached in {out_dir} and "
+        made = f"Outputs below: profile {prof.name}, {sizes[:1].lower() + sizes[1:]}, run into {folder}."
+    return (f"{made}\nTo run again: Run All reads the probe runs, rankings and constants cached in {folder} and "
             f"computes only what is missing; `papa reproduce --profile {prof.name} --out <new folder>` runs it all "
             "from scratch; `make reproduce` is the quick smoke run (into artifacts/quick).")
 
@@ -104,11 +105,11 @@ def listed(name: str, value: object) -> list[str]:
                      f"-y '{{{name}: [sst2, cola]}}'); got {value!r}")
 
 
-def save_table(table: pd.DataFrame, out_dir: str, name: str) -> Path:
-    """Write `table` as ``<out_dir>/tables/<name>.csv`` (`papa.core.artifacts.write_table`: atomically, floats to 10
-    significant digits, so that a rerun on another CPU, or whose sums land in another order, writes the same bytes);
-    returns the path."""
-    return write_table(table, RunFolder.at(out_dir).table(name))
+def save_table(table: pd.DataFrame, folder: RunFolder | str | os.PathLike, name: str) -> Path:
+    """Write `table` as table `name` of the run folder `folder` (``<folder>/tables/<name>.csv``,
+    `papa.core.artifacts.write_table`: atomically, floats to 10 significant digits, so that a rerun on another CPU, or
+    whose sums land in another order, writes the same bytes); returns the path."""
+    return write_table(table, RunFolder.at(folder).table(name))
 
 
 def short_model(name: str) -> str:
@@ -457,24 +458,26 @@ PAPER_STEPS_PROFILE = "full"
 AGREEMENT_FRACTIONS = ("1/2", "1/8", "1/16")
 
 
-def lambda_settling(out_dir: str, model: str, task: str, profile: str = PAPER_STEPS_PROFILE) -> pd.DataFrame | None:
+def lambda_settling(folder: RunFolder | str | os.PathLike, model: str, task: str,
+                    profile: str = PAPER_STEPS_PROFILE) -> pd.DataFrame | None:
     """Where `profile`'s λ ranking of `model` on `task` settled: one row per record of its learning curve (the step,
     the seconds trained, λ's spread, and its agreement with the final ranking: ρ and the heads kept in common at
     `AGREEMENT_FRACTIONS`; `papa.probing.convergence.settling_curve`); None where that ranking or its curve is not
-    saved under `out_dir`."""
+    saved under `folder`."""
     from papa.paper.grids import saved_ranking_path
     from papa.probing.convergence import settling_curve
     from papa.runs.lambda_curves import curve_path, load_curve
 
-    curve = curve_path(saved_ranking_path(out_dir, model, task, profile))
+    curve = curve_path(saved_ranking_path(folder, model, task, profile))
     if not curve.is_file():
         return None
     trace, _ = load_curve(curve)
     return pd.DataFrame(settling_curve(trace, fractions=AGREEMENT_FRACTIONS))
 
 
-def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAPER_STEPS_PROFILE,
-                       profile: str = "cpu", draws: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame | None:
+def rankings_agreement(folder: RunFolder | str | os.PathLike, model: str, task: str,
+                       reference: str = PAPER_STEPS_PROFILE, profile: str = "cpu",
+                       draws: Sequence[tuple[int, int]] | None = None) -> pd.DataFrame | None:
     """How `profile`'s λ rankings of `model` on `task` (one row per saved draw of `draws`, (seed, part) pairs; None:
     `papa.runs.stability.RANKING_DRAWS`), and `reference`'s own other draws, agree with `reference`'s ranking:
     Spearman's ρ, the heads kept in common at
@@ -486,14 +489,15 @@ def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAP
     from papa.runs.stability import RANKING_DRAWS
 
     draws = RANKING_DRAWS if draws is None else draws
-    reference_path = saved_ranking_path(out_dir, model, task, reference)
+    folder = RunFolder.at(folder)
+    reference_path = saved_ranking_path(folder, model, task, reference)
     if not reference_path.is_file():
         return None
     ref = load_ranking(reference_path)
     rows = []
     compared = [(profile, d) for d in draws] + [(reference, d) for d in draws if d != (0, 0)]
     for whose, (seed, part) in compared:
-        path = saved_ranking_path(out_dir, model, task, whose, seed=seed, part=part)
+        path = saved_ranking_path(folder, model, task, whose, seed=seed, part=part)
         if not path.is_file():
             continue
         other = load_ranking(path)
@@ -510,29 +514,31 @@ def rankings_agreement(out_dir: str, model: str, task: str, reference: str = PAP
     return pd.DataFrame(rows)
 
 
-def paper_steps_tables(out_dir: str, model: str, task: str, profile: str = "cpu",
+def paper_steps_tables(folder: RunFolder | str | os.PathLike, model: str, task: str, profile: str = "cpu",
                        reference: str = PAPER_STEPS_PROFILE) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
     """`lambda_settling` of `reference`'s ranking and `rankings_agreement` of `profile`'s with it, each saved under
     ``<out>/tables/`` (``lambda_settling_<task>``, ``lambda_rankings_agreement_<task>``) where the ranking is saved;
     (None, None) where it is not."""
-    settling = lambda_settling(out_dir, model, task, reference)
+    folder = RunFolder.at(folder)
+    settling = lambda_settling(folder, model, task, reference)
     if settling is None:
         return None, None
-    agreement = rankings_agreement(out_dir, model, task, reference, profile)
-    save_table(settling, out_dir, f"lambda_settling_{task}")
-    save_table(agreement, out_dir, f"lambda_rankings_agreement_{task}")
+    agreement = rankings_agreement(folder, model, task, reference, profile)
+    save_table(settling, folder, f"lambda_settling_{task}")
+    save_table(agreement, folder, f"lambda_rankings_agreement_{task}")
     return settling, agreement
 
 
-def settling_note(out_dir: str, model: str, task: str, profile: str = PAPER_STEPS_PROFILE) -> str:
+def settling_note(folder: RunFolder | str | os.PathLike, model: str, task: str,
+                  profile: str = PAPER_STEPS_PROFILE) -> str:
     """A sentence on `profile`'s λ ranking of `model` on `task`: its steps and time, and where it settled
     (`papa.probing.convergence.settled_at`); or how to learn it where it is not saved."""
     from papa.probing.convergence import SETTLED_RHO, settled_at
 
-    settling = lambda_settling(out_dir, model, task, profile)
+    settling = lambda_settling(folder, model, task, profile)
     if settling is None:
-        return (f"The {profile} profile's λ ranking of {short_model(model)} on {task} is not saved under {out_dir}: "
-                f"learn it with `papa rank --task {task} --profile {profile} --out {out_dir}` (the whole training "
+        return (f"The {profile} profile's λ ranking of {short_model(model)} on {task} is not saved under {folder}: "
+                f"learn it with `papa rank --task {task} --profile {profile} --out {folder}` (the whole training "
                 "set, Table 3's epochs; it checkpoints itself and resumes where it stopped).")
     last = settling.iloc[-1]
     settled = settled_at(settling.to_dict("records"))
