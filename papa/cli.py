@@ -261,7 +261,7 @@ def _reproduce(args: argparse.Namespace) -> int:
                                           f"reference run of profile {prof.name})")
     print(f"done in {took:.0f} s{versus}; executed notebooks in {out.notebooks}, figures in {out.figures}, tables "
           f"in {out.tables}, results in {out.results}, times in {out.notebook_times}\n")
-    print(reproduction_summary(args.profile, names=names, out_dir=out))
+    print(reproduction_summary(args.profile, names=names, folder=out))
     return 0
 
 

@@ -24,6 +24,7 @@ import pandas as pd
 
 from papa.core.artifacts import atomic_path, check_output_dir
 from papa.core.errors import Arg, InputError, PapaError
+from papa.core.run_folder import RunFolder
 from papa.core.settings import RunSettings
 from papa.core.vocabulary import ELECTRA_BASE, NOTEBOOKS, PAPER_BASE, PAPER_LARGE, PAPER_TASKS
 from papa.core.phases import read_phase_times
@@ -416,15 +417,16 @@ def _check_subjects(models: Sequence[str] | None, tasks: Sequence[str] | None) -
 
 
 def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS,
-                         out_dir: str | Path | None = None) -> str:
+                         folder: RunFolder | str | os.PathLike | None = None) -> str:
     """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
-    figure behind each claim those notebooks read, headed by what the profile's numbers can show."""
+    figure behind each claim those notebooks read (of the run folder `folder`; None: ``artifacts/<profile>``), headed
+    by what the profile's numbers can show."""
     from papa.paper.claims import (RunTables, headed_claims, learns_tables, profile_claims, profile_uncertainty_note,
                                    smoke_run_first, stability_note)
     from papa.paper.sections import not_learning, short_model
 
     prof = get_profile(profile)
-    out = Path(out_dir or f"artifacts/{profile}")
+    out = RunFolder.at(folder or f"artifacts/{profile}")
     run = RunTables.read(out)
     readings = profile_claims(run, profile, names)
     if not readings:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
 from pathlib import Path
 
@@ -159,9 +160,9 @@ def _assigned(source: str) -> dict:
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
 
 
-def quick_notebook(path: str | Path, out_dir: str | Path):
+def quick_notebook(path: str | Path, folder: RunFolder | str | os.PathLike):
     """The stored notebook at `path` (an nbformat node) with the quick profile's parameters injected as ``papa
-    reproduce --profile quick --out out_dir`` injects them (papermill's injected-parameters cell): what CI executes.
+    reproduce --profile quick --out folder`` injects them (papermill's injected-parameters cell): what CI executes.
     A notebook that is not a section (the explorer) is returned as stored."""
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
@@ -170,6 +171,6 @@ def quick_notebook(path: str | Path, out_dir: str | Path):
     nb = load_notebook_node(str(path))  # as papermill reads it: every cell has its tags list
     if path.stem not in NOTEBOOKS:
         return nb
-    batch = Batch(profile="quick", out_dir=out_dir, notebook_dir=path.parent)
+    batch = Batch(profile="quick", out_dir=folder, notebook_dir=path.parent)
     params = notebook_parameters(path.stem, batch)
     return parameterize_notebook(nb, params, kernel_name="python3", language="python")

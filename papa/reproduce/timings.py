@@ -44,7 +44,7 @@ def read_notebook_times(path: str | Path) -> pd.DataFrame:
     return times[TIME_COLUMNS]
 
 
-def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
+def record_notebook_time(folder: RunFolder | str | os.PathLike, row: dict) -> pd.DataFrame:
     """Add one notebook's time to ``<out>/notebook_times.csv``, replacing that notebook's earlier row.
 
     Written after each notebook, so a batch that stops (or a later batch of other notebooks) keeps the times of
@@ -52,7 +52,7 @@ def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
     """
     if set(row) != set(TIME_COLUMNS):
         raise ValueError(f"a notebook's time row has the fields {TIME_COLUMNS}, got {sorted(row)}")
-    path = RunFolder.at(out_dir).notebook_times
+    path = RunFolder.at(folder).notebook_times
     times = read_notebook_times(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
     times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
     order = {name: i for i, name in enumerate(NOTEBOOKS)}
@@ -61,10 +61,10 @@ def record_notebook_time(out_dir: str | Path, row: dict) -> pd.DataFrame:
     return times.reset_index(drop=True)
 
 
-def notebook_time(out_dir: str | Path) -> str:
+def notebook_time(folder: RunFolder | str | os.PathLike) -> str:
     """The notebooks' times from the run's ``notebook_times.csv`` (read by `read_notebook_times`): the total, each
     notebook's and how many probe runs they computed, one sentence (docs/results.md)."""
-    path = RunFolder.at(out_dir).notebook_times
+    path = RunFolder.at(folder).notebook_times
     times = read_notebook_times(path)
     each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
     computed = int(times.new_runs.sum())
@@ -73,12 +73,12 @@ def notebook_time(out_dir: str | Path) -> str:
             f"notebook ({each}{runs}).")
 
 
-def result_rows(out_dir: str | Path) -> int:
+def result_rows(folder: RunFolder | str | os.PathLike) -> int:
     """How many probe runs ``<out>/results.csv`` holds (0 when there is none): counted before and after each
     notebook, the difference is how many that notebook computed."""
     from papa.runs.results import ResultsTable
 
-    path = RunFolder.at(out_dir).results
+    path = RunFolder.at(folder).results
     return len(ResultsTable(path).read()) if path.is_file() else 0
 
 
@@ -96,14 +96,14 @@ def machine() -> dict:
             "platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__}
 
 
-def record_run(out_dir: str | Path, *, profile: str, names: Sequence[str], seconds: float, started_empty: bool,
-               device: str, command: str, phases: dict[str, float]) -> dict:
+def record_run(folder: RunFolder | str | os.PathLike, *, profile: str, names: Sequence[str], seconds: float,
+               started_empty: bool, device: str, command: str, phases: dict[str, float]) -> dict:
     """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what, and
     where the time went (`phases`: seconds per `RUN_PHASES` name, `papa.core.phases`)."""
     record = {"format": FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
               "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine(),
               "phases": {name: round(phases.get(name, 0.0), 1) for name in RUN_PHASES}}
-    path = RunFolder.at(out_dir).run_record
+    path = RunFolder.at(folder).run_record
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
@@ -179,12 +179,12 @@ def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expect
                     run["machine"], run["device"], run["command"], folder.root, run["phases"])
 
 
-def plan_text(profile: str, names: Sequence[str], out_dir: str | Path, expected: Expected | None,
+def plan_text(profile: str, names: Sequence[str], folder: RunFolder | str | os.PathLike, expected: Expected | None,
               done: dict[str, tuple[int, int]] | None = None) -> str:
     """What `papa reproduce` says before it starts: the notebooks it will run, in order, and how long each took in
-    the reference run of the profile (scaled down by the share of its probe runs already done in `out_dir`)."""
+    the reference run of the profile (scaled down by the share of its probe runs already done in `folder`)."""
     done = done or {}
-    head = f"papa reproduce: {len(names)} notebook(s) of profile {profile} into {out_dir}, in this order"
+    head = f"papa reproduce: {len(names)} notebook(s) of profile {profile} into {folder}, in this order"
     if expected is None:
         head += (f". No reference run of profile {profile} is on record (artifacts/timings/{profile}/), so no time "
                  "to expect is given; `python -m benchmarks.cpu_estimate --profile P` estimates a CPU run's grid work "

@@ -185,10 +185,10 @@ def test_an_unstable_ranking_is_not_read(run_dir):
 def test_the_summary_says_how_stable_the_rankings_are(run_dir):
     tables = run_dir / "tables"
     (tables / "ranking_stability.csv").unlink()
-    assert "stability was not measured" in " ".join(reproduction_summary("quick", out_dir=run_dir).split())
+    assert "stability was not measured" in " ".join(reproduction_summary("quick", folder=run_dir).split())
     assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # no second seed: not read
     stability_table({"sst2": 0.3, "ner": 0.95}).to_csv(tables / "ranking_stability.csv")
-    words = " ".join(reproduction_summary("quick", out_dir=run_dir).split())
+    words = " ".join(reproduction_summary("quick", folder=run_dir).split())
     assert ("λ rankings, every pair of draws (seeds and disjoint training parts), Spearman's ρ: sst2 0.30 (3 draws), "
             "ner 0.95 (3 draws); not read where a part rests on them: sst2.") in words
     assert {r.claim: r.verdict for r in run_claims(run_dir)}["fig5"] == "not read"  # the table is read from the folder
@@ -206,7 +206,7 @@ def test_a_notebook_prints_the_claims_of_its_section(run_dir):
     words = " ".join(text.split())
     assert "Fig. 2" in words and "Fig. 5" not in words and "Table 1" not in words
     assert "No predictions are stored beside the table" in words and "every pair of draws" in words
-    assert text.split("\n  Fig. 2", 1)[1] in reproduction_summary("quick", out_dir=run_dir)  # the same reading
+    assert text.split("\n  Fig. 2", 1)[1] in reproduction_summary("quick", folder=run_dir)  # the same reading
     patterns = " ".join(section_claims(run_dir, "quick", "03_constant_patterns").split())
     assert "Fig. 4" in patterns and "stability" not in patterns  # no λ ranking behind Fig. 4
     assert section_claims(run_dir, "quick", "01_method").endswith("No claim of the paper is read by 01_method.")
@@ -235,7 +235,7 @@ def test_rows_of_another_profile_or_layout_are_not_read(run_dir):
 
 
 def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
-    text = reproduction_summary("quick", out_dir=run_dir)
+    text = reproduction_summary("quick", folder=run_dir)
     head, claims = text.split("\n  Fig. 2", 1)
     words = " ".join(head.split())
     assert words.startswith("THIS IS A SMOKE RUN, NOT A RESULT: profile quick trains on 8 examples per task "
@@ -250,9 +250,9 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
     flat = " ".join(text.split())
     assert f"-> {run_dir / 'figures' / 'fig2_main_results.png'} Fig. 2" in flat  # written: no mark
     assert f"{run_dir / 'figures' / 'fig5_head_selection.png'} (not written)" in flat
-    only_02 = reproduction_summary("quick", names=("02_main_results",), out_dir=run_dir)
+    only_02 = reproduction_summary("quick", names=("02_main_results",), folder=run_dir)
     assert "Fig. 2" in only_02 and "Table 1" not in only_02 and "Fig. 4" not in only_02
-    assert "No claim of the paper" in reproduction_summary("quick", names=("01_method",), out_dir=run_dir)
+    assert "No claim of the paper" in reproduction_summary("quick", names=("01_method",), folder=run_dir)
     assert format_claims([], run_dir) == ""
 
 
@@ -274,7 +274,7 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     assert readings["table1"].verdict_text == "partly read (1 of 3 parts)"  # trained constants not run
     assert "holds on 3 of 3" in readings["table1"].ours
     assert "fig6" in readings and "MLM drops more than sst2:" in readings["fig6"].ours  # MLM has no majority: kept
-    text = " ".join(reproduction_summary("cpu", out_dir=run_dir).split())
+    text = " ".join(reproduction_summary("cpu", folder=run_dir).split())
     assert ("Left out of every claim: ner (roberta-base), whose probe does not beat its majority-class baseline "
             "(tables/probes_vs_majority.csv)." in text)  # only the tables this run wrote are cited
 
@@ -399,7 +399,7 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     sections.save_table(learns.set_index(["model", "task"]), run_dir, sections.DECODER_LEARNS_TABLE)
     theirs = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"].decoder
     assert "sst2" not in theirs.ours
-    assert "Left out of every claim: sst2 (decoder)" in " ".join(reproduction_summary("cpu", out_dir=run_dir).split())
+    assert "Left out of every claim: sst2 (decoder)" in " ".join(reproduction_summary("cpu", folder=run_dir).split())
 
 
 def _ranked_models(n):
