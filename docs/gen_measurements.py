@@ -237,19 +237,19 @@ def table2_block() -> str:
 def probes_learn_block() -> str:
     from papa.paper.result_tables import learns_table
 
-    return learns_table(CPU_RUN)
+    return learns_table(cpu_run())
 
 
 def mrpc_curve_block() -> str:
     from papa.paper.result_tables import learning_curve_table
 
-    return learning_curve_table(CPU_RUN)
+    return learning_curve_table(cpu_run())
 
 
 def run_rankings_block() -> str:
     from papa.paper.result_tables import ranking_stability_table
 
-    return ranking_stability_table(CPU_RUN)
+    return ranking_stability_table(cpu_run())
 
 
 def margins_block() -> str:
