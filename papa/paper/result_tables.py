@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from papa.core.run_folder import RunFolder
+from papa.method.models import DEFAULT_MODEL
 from papa.paper import paper_numbers
 from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.sections import LEARNS_TABLE, TASK_NAMES
@@ -20,8 +21,8 @@ from papa.tasks.registry import corpus_label
 PAGE_TASKS = ("cola", "sst2", "ner", "pos", "mrpc")
 #: Each task's metric as the page's tables name it.
 SHORT_METRICS = {"cola": "MCC", "sst2": "acc.", "ner": "F1", "pos": "F1", "mrpc": "F1"}
-#: The encoder whose rows the page's tables show, as the learns table names it.
-PAGE_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+#: The encoder whose rows the page's tables show, as the learns table names it: the offline default.
+PAGE_MODEL = DEFAULT_MODEL
 
 
 def _minus(text: str) -> str:
