@@ -188,7 +188,8 @@ class Unit:
 
         j = self.jobs[0]
         return GridConfig(task=j.task, model=j.source or j.model, profile=j.profile, out_dir=self.folder,
-                          data_dir=self.resources.data_dir, device=self.resources.device, constants=("average" if j.constants == NONE else j.constants,),
+                          data_dir=self.resources.data_dir, device=self.resources.device,
+                          constants=("average" if j.constants == NONE else j.constants,),
                           selections=(j.selection if j.selection != NONE else "lambda",),
                           fractions=(j.fraction,), seeds=tuple(x.seed for x in self.jobs), layout=j.layout,
                           probe_inputs=j.probe_inputs,
