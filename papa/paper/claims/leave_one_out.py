@@ -26,8 +26,6 @@ from papa.runs.results import aggregate
 
 __all__ = ["leave_one_out"]
 
-#: What a copy keeps of the run folder as it is: what the claims read that no evaluation example enters.
-COPIED = ("rankings", "tables")
 MAJORITY = "majority class of the training subset"  # how the chance table names a majority-class row
 CLOSEST = 1e-3  # how far a stored majority-class level may lie from its constant label's score on the predictions
 
@@ -49,9 +47,10 @@ def leave_one_out(run: RunLike, index: int, into: RunFolder | str | os.PathLike)
         if not -n <= index < n:
             raise InputError(f"example {index} is outside run {run_id}'s {n} evaluation examples")
         kept[run_id] = predictions.keeping(np.delete(np.arange(n), index % n))
-    for name in COPIED:
-        if (source.folder.root / name).is_dir():
-            shutil.copytree(source.folder.root / name, dest.root / name)
+    # what the claims read that no evaluation example enters
+    for there, here in ((source.folder.rankings, dest.rankings), (source.folder.tables, dest.tables)):
+        if there.is_dir():
+            shutil.copytree(there, here)
     results = source.results.assign(value=[metric_on(kept[r], m) for r, m in zip(source.results.run_id,
                                                                                   source.results.metric)])
     for run_id, predictions in kept.items():
@@ -59,14 +58,13 @@ def leave_one_out(run: RunLike, index: int, into: RunFolder | str | os.PathLike)
         save_run_predictions(dest, run_id, predictions, **meta)
     with atomic_path(dest.results) as tmp:  # as `ResultsTable.append` writes it, every row at once
         results.to_csv(tmp, index=False)
-    full = {run_id: found[run_id] for run_id in kept}
     for name in LEARNS_TABLES:
         if dest.table(name).is_file():
-            save_table(_learns_again(pd.read_csv(source.folder.table(name)), source.results, results, full, kept),
+            save_table(_learns_again(pd.read_csv(source.folder.table(name)), source.results, results, found, kept),
                        dest, name)
     for name in CHANCE_TABLES:
         if dest.table(name).is_file():
-            save_table(_chance_again(pd.read_csv(source.folder.table(name)), source.results, full, kept), dest, name)
+            save_table(_chance_again(pd.read_csv(source.folder.table(name)), source.results, found, kept), dest, name)
     return RunTables.read(dest)
 
 
