@@ -13,6 +13,7 @@ POS score depends on the order of the sentences, while these counts close chunks
 """
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -27,12 +28,15 @@ def _check_metric(metric: str) -> None:
         raise UnknownMetricError(f"unknown metric {metric!r}; known metrics: {', '.join(METRICS)}")
 
 
-def _chunks(tags: Sequence[str]) -> set[tuple]:
+@functools.lru_cache(maxsize=1 << 17)
+def _chunks(tags: tuple[str, ...]) -> frozenset[tuple]:
+    # Remembered: every run of a task scores the same reference sentences, and a probe often predicts a sentence as
+    # another run did; seqeval reads about 10 µs a tag (a claims read of a run scores hundreds of thousands).
     from seqeval.metrics.sequence_labeling import get_entities
 
     with warnings.catch_warnings():  # POS tags have no IOB prefix; seqeval's metric reads them the same way
         warnings.filterwarnings("ignore", message=".*seems not to be NE tag.*")
-        return set(get_entities(list(tags)))
+        return frozenset(get_entities(list(tags)))
 
 
 def per_example_statistics(metric: str, predictions: Any, references: Any,
@@ -58,8 +62,8 @@ def per_example_statistics(metric: str, predictions: Any, references: Any,
             raise ValueError("seqeval_f1 needs label_names to turn label ids into tags")
         out = np.zeros((len(predictions), 3))
         for i, (pred, ref) in enumerate(zip(predictions, references)):
-            p = _chunks([label_names[int(t)] for t in pred])
-            t = _chunks([label_names[int(t)] for t in ref])
+            p = _chunks(tuple(label_names[int(t)] for t in pred))
+            t = _chunks(tuple(label_names[int(t)] for t in ref))
             out[i] = (len(p & t), len(p), len(t))
         return out
     pred, ref = np.asarray(predictions, dtype=np.int64), np.asarray(references, dtype=np.int64)
