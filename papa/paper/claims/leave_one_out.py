@@ -103,12 +103,13 @@ def _majority_again(score: float, full: EvalPredictions, kept: EvalPredictions, 
     `score` (to within `CLOSEST`) on one run's stored references (every run of a model on a task keeps the same
     ones), scored on all of them and on the kept ones. Within, not equal: the level was scored on the task's whole
     sentences, the predictions keep a token task's words up to the layout's length."""
-    distance = _distances(full, score)
+    scored = _candidate_scores(full, score)
+    distance = {label: abs(value - score) for label, value in scored.items()}
     best = min(distance.values())
     if best > CLOSEST:
         raise CorruptArtifactError(f"{task}: no constant label scores within {CLOSEST} of the stored majority-class "
                                    f"level {score} on the evaluation examples: the table is not this run's")
-    moved = {round(_constant_score(kept, label) - _constant_score(full, label), 12)
+    moved = {round(_constant_score(kept, label) - scored[label], 12)
              for label, d in distance.items() if d <= best + 1e-12}
     if len(moved) != 1:
         raise CorruptArtifactError(f"{task}: the constant labels that score the stored majority-class level {score} "
@@ -116,16 +117,16 @@ def _majority_again(score: float, full: EvalPredictions, kept: EvalPredictions, 
     return score + moved.pop()
 
 
-def _distances(predictions: EvalPredictions, score: float) -> dict[int, float]:
-    """How far each candidate majority label's constant score lies from `score`: the most frequent reference label
-    where it lies within `CLOSEST` (the usual case, one metric call), else every label (a task's metric can take
-    seconds: seqeval)."""
-    counts = np.bincount(predictions.reference)
-    frequent = {int(np.argmax(counts)): abs(_constant_score(predictions, int(np.argmax(counts))) - score)}
-    if min(frequent.values()) <= CLOSEST:
-        return frequent
+def _candidate_scores(predictions: EvalPredictions, score: float) -> dict[int, float]:
+    """Each candidate majority label's constant score on all of `predictions`' examples: the most frequent reference
+    label alone where it lies within `CLOSEST` of `score` (the usual case, one metric call), else every label (a
+    task's metric can take seconds: seqeval)."""
+    frequent = int(np.argmax(np.bincount(predictions.reference)))
+    first = _constant_score(predictions, frequent)
+    if abs(first - score) <= CLOSEST:
+        return {frequent: first}
     labels = sorted(set(range(len(predictions.label_names))) | set(np.unique(predictions.reference).tolist()))
-    return {label: abs(_constant_score(predictions, label) - score) for label in labels}
+    return {label: _constant_score(predictions, label) for label in labels}
 
 
 def _constant_score(predictions: EvalPredictions, label: int) -> float:
