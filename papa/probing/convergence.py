@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import torch
-from scipy import stats
 
 from papa.method.selection import fraction_label, heads_to_replace, replacement_order
 from papa.probing.ranking import LambdaTrace
@@ -59,6 +58,8 @@ def spearman(lambdas_a, lambdas_b) -> float:
     a, b = (np.asarray(g.detach().cpu().double().flatten()) for g in (a, b))
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
+    from scipy import stats  # imported where used: scipy.stats takes seconds to import
+
     return float(stats.spearmanr(a, b).statistic)
 
 

@@ -22,7 +22,6 @@ from typing import Any, Iterator
 import numpy as np
 import pandas as pd
 from filelock import FileLock
-from scipy import stats
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format, remove_stale_temporaries
 from papa.core.errors import CorruptArtifactError, check_one_of
@@ -242,6 +241,8 @@ def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
     if df.empty:
         cols = [*by, *(["fraction_label"] if carry_label else []), *STAT_COLUMNS]
         return pd.DataFrame({c: pd.Series([], dtype=df[c].dtype if c in df.columns else "float64") for c in cols})
+    from scipy import stats  # imported where used: scipy.stats takes seconds to import
+
     grouped = df.groupby(by, sort=True, dropna=False)
     out = grouped["value"].agg(n="count", mean="mean", std="std")
     if carry_label:

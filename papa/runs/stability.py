@@ -17,7 +17,6 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from scipy.stats import norm
 
 from papa.core.errors import Arg, InputError
 from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
@@ -66,6 +65,8 @@ def rho_interval(rho: float, heads: float, level: float = LEVEL) -> tuple[float,
     fewer."""
     if not (math.isfinite(rho) and math.isfinite(heads) and heads > 3):
         return math.nan, math.nan
+    from scipy.stats import norm  # imported where used: scipy.stats takes seconds to import
+
     z = math.atanh(min(max(rho, -1 + 1e-12), 1 - 1e-12))
     half = float(norm.ppf(0.5 + level / 2)) * math.sqrt(_FIELLER / (heads - 3))
     return math.tanh(z - half), math.tanh(z + half)

@@ -38,9 +38,17 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as _scipy_stats
 
 from papa.tasks.metric_statistics import metric_on_resamples
+
+
+
+def _scipy_stats():
+    """scipy.stats, imported on first use: importing it takes seconds, which a reader of no statistic need not pay."""
+    from scipy import stats
+
+    return stats
+
 
 LEVEL = 0.95
 #: Each one-sided test's level: a part holds when its two-sided `LEVEL` interval lies on the claim's side.
@@ -150,7 +158,7 @@ class Estimate:
         and no resamples of the evaluation examples."""
         if not self._has_interval():
             return (math.nan, math.nan)
-        half = _scipy_stats.t.ppf(0.5 + level / 2, self.df) * self.se
+        half = _scipy_stats().t.ppf(0.5 + level / 2, self.df) * self.se
         return (self.value - half, self.value + half)
 
     def p_above(self, bound: float) -> float:
@@ -159,7 +167,7 @@ class Estimate:
             return math.nan
         if self.se == 0:
             return 0.0 if self.value > bound else 1.0
-        return float(_scipy_stats.t.sf((self.value - bound) / self.se, self.df))
+        return float(_scipy_stats().t.sf((self.value - bound) / self.se, self.df))
 
     def p_below(self, bound: float) -> float:
         """One-sided p-value of "the quantity is below `bound`" (small: it is); NaN without an interval."""
@@ -167,7 +175,7 @@ class Estimate:
             return math.nan
         if self.se == 0:
             return 0.0 if self.value < bound else 1.0
-        return float(_scipy_stats.t.cdf((self.value - bound) / self.se, self.df))
+        return float(_scipy_stats().t.cdf((self.value - bound) / self.se, self.df))
 
     def text(self, digits: int = 3, *, percent: bool = False, level: float = LEVEL) -> str:
         """e.g. ``-0.027 [-0.043, -0.011]`` or ``12.3% [4.0%, 20.6%]``."""
@@ -272,13 +280,13 @@ def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
     n = len(x)
     if n != len(y) or n < 3:
         raise ValueError(f"Spearman's ρ needs at least 3 pairs of equal length, got {len(x)} and {len(y)}")
-    rx, ry = _scipy_stats.rankdata(x), _scipy_stats.rankdata(y)
+    rx, ry = _scipy_stats().rankdata(x), _scipy_stats().rankdata(y)
     rho = float(np.corrcoef(rx, ry)[0, 1]) if rx.std() and ry.std() else math.nan
     if not math.isfinite(rho):
         return rho, math.nan, math.nan
     if n >= EXACT_SPEARMAN_BELOW:
-        return (rho, float(_scipy_stats.spearmanr(x, y, alternative="greater").pvalue),
-                float(_scipy_stats.spearmanr(x, y, alternative="less").pvalue))
+        return (rho, float(_scipy_stats().spearmanr(x, y, alternative="greater").pvalue),
+                float(_scipy_stats().spearmanr(x, y, alternative="less").pvalue))
     centred = rx - rx.mean()
 
     def rho_of(ranks: np.ndarray, axis: int) -> np.ndarray:
@@ -287,7 +295,7 @@ def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
 
     # One sample (y's ranks against fixed x): "pairings" then visits its n! orders; given both, it visits (n!)².
     # Ties with the observed ρ count as at least as extreme (scipy's relative tolerance).
-    p = [_scipy_stats.permutation_test((ry,), rho_of, permutation_type="pairings", vectorized=True,
+    p = [_scipy_stats().permutation_test((ry,), rho_of, permutation_type="pairings", vectorized=True,
                                        n_resamples=np.inf, alternative=side).pvalue for side in ("greater", "less")]
     return rho, float(p[0]), float(p[1])
 

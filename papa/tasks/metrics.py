@@ -12,7 +12,6 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
 from papa.core.errors import PapaError
 
@@ -43,6 +42,8 @@ def matthews_correlation(
     predictions: Sequence[int], references: Sequence[int], label_names: Sequence[str] | None = None
 ) -> float:
     """Matthews correlation coefficient (CoLA)."""
+    from sklearn.metrics import matthews_corrcoef  # scikit-learn is imported where a metric is computed (seconds)
+
     _check_same_length(predictions, references)
     return float(matthews_corrcoef(list(references), list(predictions)))
 
@@ -51,12 +52,16 @@ def accuracy(
     predictions: Sequence[int], references: Sequence[int], label_names: Sequence[str] | None = None
 ) -> float:
     """Fraction of exact matches (SST-2, MNLI)."""
+    from sklearn.metrics import accuracy_score
+
     _check_same_length(predictions, references)
     return float(accuracy_score(list(references), list(predictions)))
 
 
 def f1(predictions: Sequence[int], references: Sequence[int], label_names: Sequence[str] | None = None) -> float:
     """Binary F1 of the positive class, id 1 (MRPC: ``equivalent``)."""
+    from sklearn.metrics import f1_score
+
     _check_same_length(predictions, references)
     return float(f1_score(list(references), list(predictions), pos_label=1, average="binary", zero_division=0.0))
 

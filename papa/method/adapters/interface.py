@@ -27,9 +27,6 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
-from transformers import AttentionInterface
-from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
-from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
 from papa.core.errors import PapaError
 from papa.method import capture as capture_module
@@ -71,6 +68,8 @@ def original_attention_function(name: str, module: nn.Module) -> Callable:
             raise PapaError(f"{type(module).__name__}'s module defines no eager_attention_forward: load the model "
                             "with attn_implementation='sdpa'")
         return fn
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS  # imported where used: it takes seconds
+
     try:
         return ALL_ATTENTION_FUNCTIONS[name]
     except KeyError as exc:
@@ -86,6 +85,10 @@ def _papa_attention(module: nn.Module, query, key, value, attention_mask, **kwar
 
 
 def register_papa_implementation(original: str) -> str:
+    # Imported where attaching needs them: transformers' model-loading modules cost seconds to import.
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, AttentionMaskInterface
+
     name = PREFIX + original
     AttentionInterface.register(name, _papa_attention)
     AttentionMaskInterface.register(name, ALL_MASK_ATTENTION_FUNCTIONS[original])
