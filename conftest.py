@@ -26,52 +26,182 @@ def _data_dir() -> Path | None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_collect_file(file_path, parent):
-    """nbval runs a section notebook as ``papa reproduce --profile quick`` does: the stored notebook (the cpu run's
-    outputs) with the quick profile's parameters injected, writing to artifacts/quick
-    (`papa.reproduce.stored.quick_notebook`); it compares the outputs of the cells tagged nbval-check-output."""
+    """nbval executes each notebook once, as stored (the cpu run's parameters), in a kernel started beside a copy of
+    the committed run (`papa.reproduce.stored_numbers.replay_folder`: every probe run cached, nothing trained). Each
+    cell fails when it raises, when it is tagged nbval-check-output and its output changed (nbval), and, in a section
+    notebook, when anything it prints differs from what it stored (`cell_difference`); after a section notebook's
+    last cell, one more item fails if the rerun wrote into the copy of the run a file git would show, or changed a
+    committed one."""
     collected = yield
     if file_path.suffix != ".ipynb" or file_path.parent != REPO / "notebooks":
         return collected
     from nbval.plugin import IPyNbFile
 
-    return [_QuickNotebook.from_parent(parent, path=file_path) if isinstance(c, IPyNbFile) else c
+    return [_ReplayedNotebook.from_parent(parent, path=file_path) if isinstance(c, IPyNbFile) else c
             for c in collected]
 
 
-def _quick_notebook_class():
-    from nbval.plugin import IPyNbFile
+#: The committed run the stored notebooks print.
+STORED_RUN = REPO / "artifacts" / "cpu"
 
-    class QuickNotebook(IPyNbFile):
-        """nbval's notebook, read as `papa.reproduce.stored.quick_notebook` gives it (the kernel still runs in
-        notebooks/, where the stored notebook is)."""
+
+def _replay_cwd(config) -> Path:
+    """Where this test run's kernels start: beside its one copy of the committed run (made on first use, removed at
+    the end of the run)."""
+    if not hasattr(config, "_papa_replay_cwd"):
+        import shutil
+        import tempfile
+
+        from papa.reproduce.stored_numbers import replay_folder
+
+        work = Path(tempfile.mkdtemp(prefix="papa-replay-"))
+        config.add_cleanup(lambda: shutil.rmtree(work, ignore_errors=True))
+        config._papa_replay_cwd = replay_folder(STORED_RUN, work)
+    return config._papa_replay_cwd
+
+
+def _git(*args: str) -> list[str]:
+    import subprocess
+
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+    return [p for p in done.stdout.split("\0") if p] if done.returncode == 0 else []
+
+
+def _notebook_classes():
+    import time
+
+    from nbval.kernel import CURRENT_ENV_KERNEL_NAME, RunningKernel
+    from nbval.plugin import IPyNbCell, IPyNbFile, coalesce_streams
+
+    from papa.core.vocabulary import NOTEBOOKS
+    from papa.reproduce.stored_numbers import batch_environment, cell_difference, changed_files, not_replayed
+
+    class ReplayedNotebook(IPyNbFile):
+        """nbval's notebook, its kernel started in `_replay_cwd` (the stored notebook runs there as it is)."""
+
+        def setup(self):
+            self.started_ns = time.time_ns()
+            with batch_environment():
+                self.kernel = RunningKernel(CURRENT_ENV_KERNEL_NAME, cwd=str(_replay_cwd(self.config)),
+                                            startup_timeout=self.config.option.nbval_kernel_startup_timeout)
+            self.setup_sanitize_files()
 
         def collect(self):
-            from unittest import mock
+            for item in super().collect():
+                yield ReplayedCell.from_parent(self, name=item.name, cell_num=item.cell_num, cell=item.cell,
+                                               options=item.options)
+            if self.path.stem in NOTEBOOKS:
+                yield RunUnchanged.from_parent(self, name="the committed run unchanged")
 
-            import nbformat
+    class ReplayedCell(IPyNbCell):
+        """A cell run by nbval, then compared with what it stored: every printed line (section notebooks)."""
 
-            from papa.reproduce.stored import quick_notebook
+        def runtest(self):
+            section = self.parent.path.stem in NOTEBOOKS
+            why = not_replayed(self.cell.source) if section else None
+            if why:
+                pytest.skip(f"not replayed: {why}")
+            kernel, sent = self.parent.kernel, []
+            execute = kernel.execute_cell_input
+            kernel.execute_cell_input = lambda *args, **kwargs: sent.append(execute(*args, **kwargs)) or sent[-1]
+            try:
+                super().runtest()
+            finally:
+                del kernel.execute_cell_input
+            diff = cell_difference(self.cell, self.test_outputs) if section else []
+            if diff:  # a loaded machine can deliver the last lines after the kernel said it was idle: wait for them
+                self.test_outputs = coalesce_streams([*self.test_outputs, *late_outputs(kernel, sent[-1])])
+                diff = cell_difference(self.cell, self.test_outputs)
+            if diff:
+                self.raise_cell_error("Cell prints other numbers than the stored notebook (the committed run "
+                                      "changed, or what reads it): rerun `make notebooks`", "\n".join(diff[:20]))
 
-            nb = quick_notebook(self.path, REPO / "artifacts" / "quick")
-            with mock.patch.object(nbformat, "read", lambda *args, **kwargs: nb):
-                yield from super().collect()
+    class RunUnchanged(pytest.Item):
+        """After a section notebook: the rerun wrote nothing into the copy of the run that git would show, and
+        changed no committed file in any byte."""
 
-    return QuickNotebook
+        def runtest(self):
+            if not _git("rev-parse", "--git-dir"):
+                pytest.skip("not a git checkout")
+            copy = _replay_cwd(self.config).parent / STORED_RUN.relative_to(REPO)
+            changed, added = changed_files(STORED_RUN, copy, since_ns=self.parent.started_ns)
+            where = STORED_RUN.relative_to(REPO).as_posix()
+            tracked = {p.removeprefix(f"{where}/") for p in _git("ls-files", "-z", where)}
+            ignored = {p.removeprefix(f"{where}/") for p in _git("check-ignore", "-z",
+                                                                  *[f"{where}/{p}" for p in added])} if added else set()
+            rewritten = [p for p in changed if p in tracked]
+            new = [p for p in added if p not in tracked and p not in ignored]
+            assert not rewritten and not new, (f"{self.parent.path.stem} rewrote committed files {rewritten} and added "
+                                               f"{new} to a copy of the committed run")
+
+        def reportinfo(self):
+            return self.path, None, f"{self.parent.path.stem}: {self.name}"
+
+    def late_outputs(kernel, msg_id: str, wait: float = 5.0) -> list:
+        """The outputs of the execution `msg_id` that reach iopub within `wait` seconds of each other, after nbval
+        stopped reading at the kernel's idle message (nbval would drop them as another cell's)."""
+        from queue import Empty
+
+        from nbformat import NotebookNode
+
+        found = []
+        while True:
+            try:
+                msg = kernel.get_message("iopub", timeout=wait)
+            except Empty:
+                return found
+            content, kind = msg["content"], msg["msg_type"]
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if kind == "stream":
+                found.append(NotebookNode(output_type=kind, name=content["name"], text=content["text"]))
+            elif kind in ("display_data", "execute_result"):
+                found.append(NotebookNode(output_type=kind, data=content["data"], metadata=content["metadata"]))
+
+    return ReplayedNotebook
 
 
 try:
-    _QuickNotebook = _quick_notebook_class()
+    _ReplayedNotebook = _notebook_classes()
 except ImportError:  # nbval is a test dependency: without it no notebook is collected at all
-    _QuickNotebook = None
+    _ReplayedNotebook = None
+
+
+#: Fixtures that read the real files (../shared's data and tokenizers) or load the real offline model: a test that
+#: takes one is an integration test, wherever it lives.
+REAL_FILES = frozenset({"data_dir", "hub_dir", "minilm", "minilm_model"})
+#: nbval reads a cell's outputs with a 5-second limit per message once the kernel has run the cell; on a loaded
+#: machine a grid cell that draws many progress bars failed that wait although it had finished. The cell's own limit
+#: (--nbval-cell-timeout, pyproject.toml) is unchanged.
+NBVAL_OUTPUT_TIMEOUT_S = 120
+
+
+def tier(item) -> str | None:
+    """The tier marker of a collected test, from where it lives and what it reads (`make test-fast` deselects them
+    all): ``notebook`` (an nbval cell), ``acceptance`` (tests/acceptance: a browser, a real-size build),
+    ``integration`` (tests/integration, or a test taking a `REAL_FILES` fixture), else None (a unit test)."""
+    parts = item.path.resolve().relative_to(REPO).parts if item.path.resolve().is_relative_to(REPO) else ()
+    if parts[:1] == ("notebooks",):
+        return "notebook"
+    if parts[:2] == ("tests", "acceptance"):
+        return "acceptance"
+    if parts[:2] == ("tests", "integration") or REAL_FILES & set(getattr(item, "fixturenames", ())):
+        return "integration"
+    return None
 
 
 def pytest_collection_modifyitems(config, items):
-    """Without a data directory the notebooks cannot run here (tests never download): their cells are skipped with
-    one reason, said once, instead of failing one by one on the unreachable hub."""
+    """Each test gets its tier's marker (`tier`); nbval cells get the patience for their outputs. Without a data
+    directory the notebooks cannot run here (tests never download): their cells are skipped with one reason, said
+    once, instead of failing one by one on the unreachable hub."""
+    for item in items:
+        marker = tier(item)
+        if marker:
+            item.add_marker(marker)
+        if hasattr(item, "output_timeout"):  # an nbval cell
+            item.output_timeout = max(item.output_timeout, NBVAL_OUTPUT_TIMEOUT_S)
     if _data_dir() is not None:
         return
-    import pytest
-
     cells = [item for item in items if item.path.suffix == ".ipynb"]
     if not cells:
         return

@@ -287,21 +287,6 @@ def tiny(arch):
     return tiny_model(arch), tiny_tokenizer(arch)
 
 
-# ---- nbval: patience for a finished cell's output -------------------------------------------------------------------
-
-#: nbval reads a cell's outputs with a 5-second limit per message once the kernel has run the cell; on a loaded
-#: machine a grid cell that draws many progress bars failed that wait although it had finished. The cell's own limit
-#: (--nbval-cell-timeout, pyproject.toml) is unchanged. (A hook here, not a notebooks/conftest.py: a second module
-#: named `conftest` would shadow this one for the tests' `from conftest import ...`.)
-NBVAL_OUTPUT_TIMEOUT_S = 120
-
-
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if hasattr(item, "output_timeout"):  # an nbval cell
-            item.output_timeout = max(item.output_timeout, NBVAL_OUTPUT_TIMEOUT_S)
-
-
 @pytest.fixture
 def tiny_dir(tmp_path):
     """A 2-layer x 4-head BERT saved in a folder as a downloaded model is (`tiny-bert`): 8 heads, so 1/16 of them

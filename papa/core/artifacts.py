@@ -106,15 +106,49 @@ def read_safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
 #: AVX-512) or a sum taken in another order changes a float's last bits, and 10 digits of 17 hide that, so recomputing
 #: the same numbers anywhere writes the same bytes; no number papa reads is finer than that.
 TABLE_FLOAT_FORMAT = "%.10g"
+#: Numbers computed in float32 (attention averages, a bootstrap over them) differ between CPUs from about their 8th
+#: digit, which 10 digits show: a table written again whose numbers all agree with the one already there to this
+#: relative precision is left as it is (`same_table`).
+SAME_TABLE_RTOL = 1e-6
 
 
 def write_table(table, path: str | os.PathLike, *, index: bool = True) -> Path:
     """Write the pandas `table` as CSV at `path`, atomically, floats as `TABLE_FLOAT_FORMAT` says (the one writer of
-    a run's tables, so that a rerun leaves a committed table byte for byte as it was); returns the path."""
+    a run's tables, so that a rerun leaves a committed table byte for byte as it was: one already at `path` with the
+    same numbers, `same_table`, is not rewritten); returns the path."""
     path = Path(path)
+    text = table.to_csv(index=index, float_format=TABLE_FLOAT_FORMAT)
+    if path.is_file() and same_table(path.read_text(encoding="utf-8"), text):
+        return path
     with atomic_path(path) as tmp:
-        table.to_csv(tmp, index=index, float_format=TABLE_FLOAT_FORMAT)
+        tmp.write_text(text, encoding="utf-8")
     return path
+
+
+def same_table(old: str, new: str, rtol: float = SAME_TABLE_RTOL) -> bool:
+    """Whether two CSV texts hold the same table: the same columns, rows and text cells, and numbers equal to `rtol`
+    (NaN equal to NaN)."""
+    if old == new:
+        return True
+    import io
+
+    import numpy as np
+    import pandas as pd
+
+    try:
+        a, b = pd.read_csv(io.StringIO(old)), pd.read_csv(io.StringIO(new))
+    except (ValueError, pd.errors.ParserError):
+        return False
+    if list(a.columns) != list(b.columns) or a.shape != b.shape:
+        return False
+    for column in a.columns:
+        x, y = a[column], b[column]
+        if pd.api.types.is_numeric_dtype(x) and pd.api.types.is_numeric_dtype(y):
+            if not np.allclose(x.to_numpy(float), y.to_numpy(float), rtol=rtol, atol=0.0, equal_nan=True):
+                return False
+        elif not x.astype(str).equals(y.astype(str)):
+            return False
+    return True
 
 
 def write_json_atomic(path: str | os.PathLike, obj: object) -> None:

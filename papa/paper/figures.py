@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -431,15 +432,35 @@ def png_bytes(fig: Figure, dpi: int = 80) -> bytes:
 
 
 def save_figure(fig: plt.Figure, folder: str | os.PathLike, name: str) -> list[Path]:
-    """Write `fig` as ``<name>.png`` and ``<name>.svg`` under `folder` (a run's figures folder, atomically); returns
-    the paths."""
+    """Write `fig` as ``<name>.png`` and ``<name>.svg`` under `folder` (a run's figures folder, atomically; a file
+    already there that draws the same, `same_drawing`, is left as it is); returns the paths."""
     paths = []
     for ext in ("png", "svg"):
         path = Path(folder) / f"{name}.{ext}"
-        with atomic_path(path) as tmp:
-            # SVGs carry a date and random ids by default: fix them so a re-run writes the same bytes.
-            meta = {"Date": None} if ext == "svg" else {"Software": None}
-            with plt.rc_context({"svg.hashsalt": "papa"}):
-                fig.savefig(tmp, format=ext, dpi=110, bbox_inches="tight", metadata=meta)
+        buf = io.BytesIO()
+        # SVGs carry a date and random ids by default: fix them so a re-run writes the same bytes.
+        meta = {"Date": None} if ext == "svg" else {"Software": None}
+        with plt.rc_context({"svg.hashsalt": "papa"}):
+            fig.savefig(buf, format=ext, dpi=110, bbox_inches="tight", metadata=meta)
+        if not (path.is_file() and same_drawing(path.read_bytes(), buf.getvalue())):
+            with atomic_path(path) as tmp:
+                tmp.write_bytes(buf.getvalue())
         paths.append(path)
     return paths
+
+
+#: The id matplotlib gives an SVG clip path: a hash of its rectangle's coordinates, which float rounding in the layout
+#: (another CPU, another order of a sum) changes while the drawing stays the same.
+_CLIP_ID = re.compile(rb"\bp[0-9a-f]{10}\b")
+
+
+def same_drawing(old: bytes, new: bytes) -> bool:
+    """Whether two files of a figure draw the same: equal bytes, or SVGs equal but for their clip paths' ids."""
+    if old == new:
+        return True
+
+    def numbered(svg: bytes) -> bytes:
+        ids: dict[bytes, bytes] = {}
+        return _CLIP_ID.sub(lambda m: ids.setdefault(m[0], b"clip%d" % len(ids)), svg)
+
+    return old.lstrip().startswith((b"<?xml", b"<svg")) and numbered(old) == numbered(new)

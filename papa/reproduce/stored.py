@@ -1,4 +1,4 @@
-"""The notebooks in ``notebooks/``: the cpu run's executed copies, and the quick copies CI executes from them.
+"""The notebooks in ``notebooks/``: the cpu run's executed copies.
 
 A reader opens the section notebooks to see the paper's sections with their results, so the notebooks in git hold
 the outputs of the committed CPU-scale run (`STORED_PROFILE`): `store_run_notebooks` writes each executed notebook of
@@ -6,16 +6,15 @@ that run (``artifacts/cpu/notebooks/NAME.ipynb``) back into ``notebooks/`` with 
 no progress bar and metadata as JupyterLab writes it. Their parameters are then the cpu run's, and every other
 profile states what it changes (`papa.reproduce.notebooks.PROFILE_PARAMETERS`).
 
-CI executes the same notebooks at the quick profile (`quick_notebook`: the stored notebook with the quick profile's
-parameters injected, exactly as ``papa reproduce --profile quick`` runs it; the root ``conftest.py`` hands it to
-nbval), and nbval compares only the outputs that are the same on every profile and CPU: the cells tagged
-``nbval-check-output`` (`COMPARED`), i.e. the check lines (`papa.paper.checks`) and 01's input layouts.
+The tests execute each stored notebook as it is, on a copy of that run (`papa.reproduce.stored_numbers`; the root
+``conftest.py`` hands it to nbval): nbval compares the outputs of the cells tagged ``nbval-check-output``
+(`COMPARED`), i.e. the check lines (`papa.paper.checks`) and 01's input layouts, which are the same on every profile
+and CPU, and every other printed line is compared with the stored one.
 """
 from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 from pathlib import Path
 
@@ -23,8 +22,8 @@ from papa.core.artifacts import atomic_path
 from papa.core.errors import InputError
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS
-from papa.reproduce.batch import NOTEBOOK_DIR, Batch
-from papa.reproduce.notebooks import WIDGET_VIEW, as_lab_writes, notebook_parameters
+from papa.reproduce.batch import NOTEBOOK_DIR
+from papa.reproduce.notebooks import WIDGET_VIEW, as_lab_writes
 
 #: The profile whose executed notebooks ``notebooks/`` stores (its run is committed under ``artifacts/cpu``).
 STORED_PROFILE = "cpu"
@@ -158,19 +157,3 @@ def literal(value: object) -> str:
 def _assigned(source: str) -> dict:
     return {s.targets[0].id: ast.literal_eval(s.value) for s in ast.parse(source).body
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name)}
-
-
-def quick_notebook(path: str | Path, folder: RunFolder | str | os.PathLike):
-    """The stored notebook at `path` (an nbformat node) with the quick profile's parameters injected as ``papa
-    reproduce --profile quick --out folder`` injects them (papermill's injected-parameters cell): what CI executes.
-    A notebook that is not a section (the explorer) is returned as stored."""
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-
-    path = Path(path)
-    nb = load_notebook_node(str(path))  # as papermill reads it: every cell has its tags list
-    if path.stem not in NOTEBOOKS:
-        return nb
-    batch = Batch(profile="quick", out_dir=folder, notebook_dir=path.parent)
-    params = notebook_parameters(path.stem, batch)
-    return parameterize_notebook(nb, params, kernel_name="python3", language="python")

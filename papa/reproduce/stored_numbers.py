@@ -2,14 +2,14 @@
 
 ``notebooks/`` stores the outputs of the committed cpu run (`papa.reproduce.stored`). A later change to that run (a
 draw added, a ranking relearned, a reader changed) leaves a notebook that was not re-executed printing stale
-numbers. `replay` executes the stored notebooks again, in one kernel, on a copy of the run's folder, where every
-probe run, ranking and constant is cached, so nothing is trained; `differences` compares what each cell prints now
-with what it stored: the text/plain of its results and displays and its standard output, as printed (both sides
-round alike), after `SANITIZERS` mask what legitimately differs between two executions (durations).
+numbers. The test suite executes each stored notebook once, as stored, in a kernel started in a `replay_folder`:
+beside a copy of the run's folder, where every probe run, ranking and constant is cached, so nothing is trained
+(the root ``conftest.py`` hands the notebooks so to nbval). `cell_difference` compares what a cell prints then with
+what it stored: the text/plain of its results and displays and its standard output, as printed (both sides round
+alike), after `SANITIZERS` mask what legitimately differs between two executions (durations). `changed_files`
+says what the rerun wrote into the copy that is not the run's own bytes.
 
-Cells are matched by their position among the code cells of the same stored notebook (the replay executes that
-notebook's own sources), never by a number written here. The few cells not replayed are named in `NOT_REPLAYED` by a
-piece of their source, each with why.
+The few cells not replayed are named in `NOT_REPLAYED` by a piece of their source, each with why.
 """
 from __future__ import annotations
 
@@ -23,8 +23,9 @@ from pathlib import Path
 
 from papa.core.errors import InputError
 from papa.core.progress import BATCH_ENVIRONMENT
+from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.batch import NOTEBOOK_DIR
-from papa.reproduce.notebooks import KERNEL_ARGUMENTS, default_parameters
+from papa.reproduce.notebooks import default_parameters
 
 #: Cells not replayed, by a piece of their source: what they print is not read from the run, and replaying them
 #: would cost minutes or print this machine's speed. A cell that only reads what one of them computed is here too.
@@ -48,14 +49,6 @@ SANITIZERS: tuple[tuple[re.Pattern, str], ...] = (
 
 #: What `replay` leaves out of its copy of the run: the executed notebooks and the per-process phase times.
 NOT_COPIED = shutil.ignore_patterns("notebooks", "phase_times")
-
-
-#: Executed in the kernel before the notebooks: a run's tables are read once, so its claims are computed once on them
-#: (`RunTables.remembered`; each section notebook reads them again, about 20 s each), on the folder the replay leaves
-#: as it found it.
-CACHED_READERS = ("import functools\n"
-                  "from papa.paper.claims.run_tables import RunTables\n"
-                  "RunTables.read = classmethod(functools.cache(RunTables.read.__func__))\n")
 
 
 def printed(cell: Mapping) -> str:
@@ -97,6 +90,17 @@ def code_cells(nb: Mapping) -> list[Mapping]:
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
 
 
+def cell_difference(stored: Mapping, outputs: Sequence[Mapping]) -> list[str]:
+    """The lines in which what the stored code cell `stored` printed (`printed`) and what it printed again (its new
+    `outputs`) differ, as a unified diff's changed lines ("-" stored, "+" again); empty when they agree."""
+    before, after = printed(stored), printed({"outputs": outputs})
+    if before == after:
+        return []
+    return [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), "stored", "replayed", n=0,
+                                                  lineterm="")
+            if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
+
+
 def differences(name: str, stored: Mapping, replayed: Mapping) -> list[str]:
     """Each code cell of notebook `name` whose stored print (`printed`) differs from the replayed one, as a message
     naming the cell (its first line) and the lines that differ; cells not replayed are skipped. Both notebooks must
@@ -107,74 +111,40 @@ def differences(name: str, stored: Mapping, replayed: Mapping) -> list[str]:
     found = []
     for i, (cell, again) in enumerate(zip(ours, theirs)):
         source = _text(cell["source"])
-        if not_replayed(source):
-            continue
-        before, after = printed(cell), printed(again)
-        if before != after:
+        diff = [] if not_replayed(source) else cell_difference(cell, again.get("outputs", []))
+        if diff:
             first = source.strip().splitlines()[0] if source.strip() else ""
-            diff = [line for line in difflib.unified_diff(before.splitlines(), after.splitlines(), "stored",
-                                                          "replayed", n=0, lineterm="")
-                    if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
             found.append(f"{name} code cell {i} ({first[:80]}):\n  " + "\n  ".join(diff[:12]))
     return found
 
 
-def replay(names: Sequence[str], run_dir: str | Path, work_dir: str | Path,
-           notebook_dir: str | Path = NOTEBOOK_DIR, timeout: int = 900) -> dict:
-    """Execute the stored notebooks `names` (from `notebook_dir`) in one kernel, in NOTEBOOKS order, on a copy of
-    the run in `run_dir` (placed under `work_dir` where each notebook's ``out_dir`` parameter points from
-    ``work_dir/notebooks``, so the run itself is never written); returns name -> the replayed notebook (an nbformat
-    node: the stored one with the new outputs; cells not replayed have none)."""
-    import nbformat
-    from nbclient import NotebookClient
-
+def replay_folder(run_dir: str | Path, work_dir: str | Path, names: Sequence[str] = NOTEBOOKS,
+                  notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
+    """Copy the run in `run_dir` to where the stored notebooks `names` write (their one ``out_dir``, seen from
+    ``work_dir/notebooks``), and return ``work_dir/notebooks``: a kernel started there runs a stored notebook as it is
+    on the copy, so the run itself is never written. Refused where the notebooks name several folders, or one outside
+    `work_dir`."""
     work = Path(work_dir).resolve()
     here = work / "notebooks"
-    stored = {name: nbformat.read(Path(notebook_dir) / f"{name}.ipynb", as_version=4) for name in names}
-    here.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(run_dir, replayed_run(names, work, notebook_dir), dirs_exist_ok=True, ignore=NOT_COPIED)
-    cells, where = [nbformat.v4.new_code_cell(CACHED_READERS)], [None]
-    for name, nb in stored.items():
-        cells.append(nbformat.v4.new_code_cell("%reset -f"))  # each notebook starts from an empty namespace
-        where.append(None)
-        for cell in code_cells(nb):
-            if not not_replayed(cell.source):
-                cells.append(nbformat.v4.new_code_cell(cell.source))
-                where.append(cell)
-    batch = nbformat.v4.new_notebook(cells=cells)
-    batch.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    client = NotebookClient(batch, kernel_name="python3", allow_errors=True, timeout=timeout,
-                            extra_arguments=KERNEL_ARGUMENTS, resources={"metadata": {"path": str(here)}})
-    for cell in (c for nb in stored.values() for c in code_cells(nb)):
-        cell.outputs = []
-    with _batch_environment():
-        client.execute()
-    for ran, cell in zip(cells, where):
-        if cell is not None:
-            cell.outputs = ran.outputs
-    return stored
-
-
-def replayed_run(names: Sequence[str], work_dir: str | Path, notebook_dir: str | Path = NOTEBOOK_DIR) -> Path:
-    """Where `replay` puts the copy of the run that the notebooks `names` write into: their one ``out_dir`` seen
-    from ``work_dir/notebooks`` (refused where they name several, or one outside `work_dir`)."""
-    work = Path(work_dir).resolve()
-    targets = {(work / "notebooks" / default_parameters(name, notebook_dir)["out_dir"]).resolve() for name in names}
+    targets = {(here / default_parameters(name, notebook_dir)["out_dir"]).resolve() for name in names}
     if len(targets) != 1 or not next(iter(targets)).is_relative_to(work):
         raise InputError(f"the notebooks {', '.join(names)} must all write into one folder beside their own "
                          "(out_dir = \"../artifacts/<profile>\") for a replay to run on a copy of the run")
-    return next(iter(targets))
+    here.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(run_dir, next(iter(targets)), dirs_exist_ok=True, ignore=NOT_COPIED)
+    return here
 
 
-def changed_files(run_dir: str | Path, copy_dir: str | Path) -> tuple[list[str], list[str]]:
+def changed_files(run_dir: str | Path, copy_dir: str | Path, since_ns: int = 0) -> tuple[list[str], list[str]]:
     """What a replay changed in its copy of a run: (the files whose bytes now differ from the run's own, the files
-    the replay added), as paths relative to the run folder (the folders `NOT_COPIED` left out)."""
+    the replay added), as paths relative to the run folder (the folders `NOT_COPIED` left out); with `since_ns`, only
+    the files modified at or after that time (``time.time_ns()``) are looked at."""
     run, copy = Path(run_dir), Path(copy_dir)
     skipped = set(NOT_COPIED(str(run), [p.name for p in run.iterdir()]))
     changed, added = [], []
     for path in sorted(p for p in copy.rglob("*") if p.is_file()):
         rel = path.relative_to(copy)
-        if rel.parts[0] in skipped:
+        if rel.parts[0] in skipped or path.stat().st_mtime_ns < since_ns:
             continue
         own = run / rel
         if not own.is_file():
@@ -185,9 +155,10 @@ def changed_files(run_dir: str | Path, copy_dir: str | Path) -> tuple[list[str],
 
 
 @contextmanager
-def _batch_environment() -> Iterator[None]:
-    """The kernel draws no progress bar, as a batch run's kernels do (`papa.core.progress.BATCH_ENVIRONMENT`), and
-    imports this papa, the one replaying (a checkout other than the installed one)."""
+def batch_environment() -> Iterator[None]:
+    """While a kernel is started: it draws no progress bar, as a batch run's kernels do
+    (`papa.core.progress.BATCH_ENVIRONMENT`), and imports this papa, the one replaying (a checkout other than the
+    installed one)."""
     import papa
 
     here = str(Path(papa.__file__).resolve().parents[1])

@@ -21,6 +21,7 @@ def test_bad_input_is_refused_before_any_work(argv, says, tmp_path):
         steps.check(steps._arguments([*argv, "--json", str(tmp_path / "out.json")]))
 
 
+@pytest.mark.slow  # the benchmark's smoke run, every kind and mode
 def test_smoke_writes_every_kind_and_mode(tmp_path, capsys):
     out = tmp_path / "steps.json"
     assert steps.main(["--smoke", "--device", "cpu", "--tasks", "sst2", "--steps", "2", "--repeats", "1",

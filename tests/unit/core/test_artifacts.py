@@ -10,7 +10,7 @@ import torch
 from safetensors.torch import save_file
 
 from papa.core.artifacts import (atomic_path, check_output_dir, check_output_file, read_safetensors_metadata,
-                                 remove_stale_temporaries)
+                                 remove_stale_temporaries, same_table, write_table)
 from papa.core.errors import CorruptArtifactError, OutputPathError
 
 
@@ -99,3 +99,24 @@ def test_a_failed_write_leaves_the_old_file_and_nothing_else(tmp_path):
             tmp.write_text("half")
             raise RuntimeError("the writer failed")
     assert [p.name for p in tmp_path.iterdir()] == ["table.csv"] and target.read_text() == "old"
+
+
+def test_a_table_written_again_with_the_same_numbers_keeps_its_bytes(tmp_path):
+    """A rerun on another CPU recomputes float32 sums to other last digits: the table already written stays as it
+    was when every number agrees to SAME_TABLE_RTOL; a number that moved beyond it, or a changed label, rewrites it."""
+    import pandas as pd
+
+    path = tmp_path / "t.csv"
+    table = pd.DataFrame({"value": [0.7219086230, float("nan")], "n": [72, 50], "name": ["spread", "diagonal"]})
+    write_table(table, path)
+    before = path.read_bytes()
+    rerun = table.assign(value=[0.7219086178, float("nan")])  # the 8th digit moved, as between two CPUs
+    assert before != rerun.to_csv(float_format="%.10g").encode()  # written afresh it would differ
+    write_table(rerun, path)
+    assert path.read_bytes() == before
+    for changed in (table.assign(value=[0.7219, float("nan")]), table.assign(name=["spread", "special"]),
+                    table.assign(n=[72, 51]), table.iloc[:1]):
+        assert not same_table(before.decode(), changed.to_csv(float_format="%.10g"))
+        write_table(changed, path)
+        assert path.read_bytes() == changed.to_csv(float_format="%.10g").encode()
+        write_table(table, path)

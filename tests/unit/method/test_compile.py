@@ -23,6 +23,9 @@ N = 16
 TEXTS = ["the cat sat on the mat", "a dog", "john ran to london and paris", "it was not good"]
 MODES = ("nothing replaced", "all replaced, Q/K dropped", "half replaced", "λ mix", "capture")
 
+#: torch.compile traces every case anew (seconds each): the full suite runs them, `make test-fast` does not.
+pytestmark = pytest.mark.slow
+
 
 def _half(ctrl) -> torch.Tensor:
     mask = torch.zeros(ctrl.num_layers, ctrl.num_heads, dtype=torch.bool)

@@ -1,6 +1,8 @@
 """Figures render from section frames and save identically twice; the section 3.4 cost formulas."""
 from __future__ import annotations
 
+import re
+
 import pandas as pd
 import pytest
 import torch
@@ -99,6 +101,22 @@ def test_heatmaps_crop_and_save_deterministically(tmp_path):
     second = [p.read_bytes() for p in figures.save_figure(fig, tmp_path / "b", "f")]
     assert first[1] == second[1] and first[1].startswith(b"<?xml")  # the SVG is byte-identical
     assert first[0][:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_figure_drawn_again_the_same_keeps_its_file(tmp_path):
+    """Float rounding in the layout (another CPU) renames an SVG's clip paths without changing the drawing: the file
+    already written stays; another drawing replaces it."""
+    fig = figures.constant_heatmaps(torch.rand(1, 2, 8, 8), [(0, 1)], length=4)
+    svg = figures.save_figure(fig, tmp_path, "f")[1]
+    renamed = re.sub(rb"p[0-9a-f]{10}", lambda m: b"p" + bytes(reversed(m[0][1:])), svg.read_bytes())
+    assert renamed != svg.read_bytes() and figures.same_drawing(svg.read_bytes(), renamed)
+    svg.write_bytes(renamed)
+    figures.save_figure(fig, tmp_path, "f")
+    assert svg.read_bytes() == renamed  # the same drawing: not rewritten
+    other = figures.constant_heatmaps(torch.rand(1, 2, 8, 8), [(0, 1)], length=4)
+    assert not figures.same_drawing(renamed, figures.save_figure(other, tmp_path / "b", "f")[1].read_bytes())
+    figures.save_figure(other, tmp_path, "f")
+    assert svg.read_bytes() == (tmp_path / "b" / "f.svg").read_bytes()
 
 
 def test_attention_vs_constant_labels_long_inputs_sparsely():

@@ -71,6 +71,7 @@ def _lambda_setup(arch: str = "bert"):
     return ctrl, spec, data
 
 
+@pytest.mark.slow  # a subprocess per case, each importing torch and learning λ
 @pytest.mark.parametrize("kill_at, how", [(5, "kill"), (9, "kill"), (11, "kill"), (7, "SIGINT"), (3, "SIGTERM")])
 def test_lambda_learning_killed_and_run_again_ends_as_an_uninterrupted_run(tmp_path, kill_at, how):
     """Killed within epoch 1 (saved at 4: an epoch's end), within epoch 2, twice; interrupted, it saves where it

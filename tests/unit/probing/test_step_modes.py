@@ -134,6 +134,7 @@ def test_eager_step_is_the_loop_as_it_ran(what):
     _assert_same(ran, _reference("bert", what, SETTINGS), exact=True)
 
 
+@pytest.mark.slow  # torch.compile traces each case anew
 @pytest.mark.parametrize("arch, what", [("bert", "plain"), ("bert", "ner"), ("bert", "lambda"), ("bert", "trainable"),
                                         ("llama", "lambda"), ("llama", "trainable")])
 def test_compiled_step_equals_eager(arch, what):
@@ -221,6 +222,7 @@ def test_compiled_step_under_inductor_equals_eager_on_cuda(what):
     _assert_same(compiled, _train("bert", what, SETTINGS, "cuda"), exact=False)
 
 
+@pytest.mark.slow  # torch.compile
 def test_compiled_steps_of_many_probes_and_shapes_keep_compiling():
     """Probes of one shape share a graph; a grid's head configurations and ragged batches add graphs past the
     compiler's default limit of 8, which under fullgraph=True would fail the run."""

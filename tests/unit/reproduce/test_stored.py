@@ -1,5 +1,5 @@
-"""The stored notebooks are the cpu run's, and CI executes them at the quick profile comparing only what every profile
-and CPU print alike (papa.reproduce.stored, the root conftest.py, pyproject's nbval options)."""
+"""The stored notebooks are the cpu run's, and nbval, as configured, compares the cells tagged for it (papa.reproduce.
+stored, the root conftest.py, pyproject's nbval options)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO
 from papa.core.errors import InputError
 from papa.core.vocabulary import NOTEBOOKS
-from papa.reproduce.stored import (COMPARED, STORED_PROFILE, is_progress_bar, quick_notebook, store_run_notebooks,
+from papa.reproduce.stored import (COMPARED, STORED_PROFILE, is_progress_bar, store_run_notebooks,
                                    stored_notebook, with_values)
 
 PARAMETERS = ('model = "m"                      # which model\n'
@@ -94,18 +94,6 @@ def test_the_stored_notebooks_are_the_cpu_runs(name):
     for cell in code:  # every check line is compared: it is the same on every profile and CPU (papa.paper.checks)
         if "checks.check_table(" in "".join(cell["source"]):
             assert COMPARED in cell["metadata"].get("tags", [])
-
-
-def test_ci_runs_the_stored_notebook_at_the_quick_profile():
-    nb = quick_notebook(REPO / "notebooks" / "06_head_selection.ipynb", REPO / "artifacts" / "quick")
-    injected = [c for c in nb.cells if "injected-parameters" in c.metadata.get("tags", [])]
-    assert len(injected) == 1
-    values = {}
-    exec(injected[0].source, {}, values)  # papermill's own lines: plain assignments
-    assert values["profile"] == "quick" and values["out_dir"] == "../artifacts/quick"
-    assert values["ranking_draws"] == [] and values["random_draws"] == 0 and values["other_rankings"] == []
-    explorer = quick_notebook(REPO / "notebooks" / "explorer.ipynb", REPO / "artifacts" / "quick")
-    assert not any("injected-parameters" in c.metadata.get("tags", []) for c in explorer.cells)
 
 
 @pytest.mark.slow

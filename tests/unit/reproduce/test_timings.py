@@ -166,6 +166,7 @@ def test_a_run_record_says_where_the_time_went(tmp_path):
     assert "features" in text and "30.0%" in text and "40.0 s   40.0%" in text  # the notebooks' rest: 100 - 60
 
 
+@pytest.mark.slow  # reads the committed runs and renders every generated block
 def test_every_generated_block_of_the_docs_is_current():
     """The docs' measured blocks and claim pages are generated from the committed runs (docs/gen_measurements.py):
     the README's results, docs/results.md's claim by claim, docs/decoders.md's claim lines and tables included."""

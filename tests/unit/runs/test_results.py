@@ -101,6 +101,7 @@ def _append_each(path, seeds) -> None:
         table.append([row(seed)])
 
 
+@pytest.mark.slow  # processes appending at once
 def test_concurrent_appends_keep_every_row(tmp_path):
     """Four processes append six rows each, one at a time, to one table: the lock keeps every row (without it, two
     writers that read the same table each rewrite it without the other's row)."""
