@@ -25,11 +25,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 # Everything, what CI runs: unit, integration and acceptance tests (the browser, JupyterLab, the docs' strict build),
 # and every notebook executed once by nbval on a copy of the committed run (docs/tests.md).
 test: install
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist loadfile
 
 # For every change: the library's behaviour on tiny random models, no data, no browser, no notebook (docs/tests.md).
 test-fast: install
-	$(PY) -m pytest tests -m "not (integration or acceptance or notebook or slow)"
+	$(PY) -m pytest -n auto --dist loadfile tests -m "not (integration or acceptance or notebook or slow)"
 
 reproduce: install
 	$(VENV)/bin/papa reproduce --profile $(PROFILE)

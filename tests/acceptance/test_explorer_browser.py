@@ -24,10 +24,11 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 HEAD_VIEW = "img.widget-image"
 
 
-@pytest.fixture
-def explorer_notebook(tmp_path, minilm):
+@pytest.fixture(scope="module")
+def explorer_notebook(tmp_path_factory, minilm):
     """A copy of notebooks/explorer.ipynb whose artifacts folder holds MiniLM constants from a few sentences and a
-    λ ranking for MiniLM."""
+    λ ranking for MiniLM (made once for the module's tests)."""
+    tmp_path = tmp_path_factory.mktemp("explorer")
     from papa.method.architectures import model_signature
     from papa.method.extract import extract_constants
     from papa.method.rankings import HeadRanking
@@ -50,9 +51,11 @@ def explorer_notebook(tmp_path, minilm):
     return path
 
 
-@pytest.fixture
-def voila(explorer_notebook, tmp_path):
+@pytest.fixture(scope="module")
+def voila(explorer_notebook):
+    """One Voilà server for the module's tests: each page it serves runs the explorer in a kernel of its own."""
     pytest.importorskip("voila", reason="voila is not installed (it is a test dependency: pip install -e '.[test]')")
+    tmp_path = explorer_notebook.parent
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     command = [sys.executable, "-m", "voila", str(explorer_notebook), "--no-browser", f"--port={port}",

@@ -123,6 +123,11 @@ def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
         ("none", "none", "1"), ("average", "lambda", "1/2"), ("average", "none", "0"), ("zeros", "lambda", "1/2"),
         ("zeros", "none", "0")}
 
+    # The smallest grid that reaches every kind of job: one seed of the shared fraction 1, a λ-ranked 1/2 and an
+    # all-constant 0 (of the other constants), run here, on a pool and through submitit.
+    jobs = [j for j in jobs if j.seed == 0 and (j.constants, j.fraction) in {("none", "1"), ("average", "1/2"),
+                                                                               ("zeros", "0")}]
+    assert len(jobs) == 3
     sequential = run_jobs(jobs, tmp_path / "here", Resources(str(data_dir), progress=False))
     pool = run_jobs(jobs, tmp_path / "pool", Resources(str(data_dir), progress=False), workers=2)
     executor = submitit_executor(tmp_path / "submitit", cluster="local", timeout_min=20)

