@@ -14,6 +14,8 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   `papa.paper.claims.notes`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
   ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
   ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`papa.paper.result_tables`);
+* docs/tests.md, ``test-durations``: where runs of the test suite spent their time (``artifacts/timings/
+  test_suite/``, written by docs/test_durations.py from pytest's JUnit report);
 * docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
   measurement, but a fact the code owns, kept from drifting the same way).
 
@@ -329,6 +331,12 @@ def notebook_time_block() -> str:
     return _relative(notebook_time(CPU_RUN))
 
 
+def test_durations_block() -> str:
+    from docs.test_durations import block  # as a module: this file re-runs itself so when run as a file
+
+    return block()
+
+
 def own_model_block(folder: Path = REPO / "artifacts" / "own_model") -> str:
     """docs/own-model.md's times: each committed run of `papa reproduce --models` on a model in a folder, from its
     record (`reproduction.json`) and its notebooks' times."""
@@ -542,6 +550,7 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "own-model": (DOCS / "own-model.md", own_model_block),
     "gpu-check": (DOCS / "performance.md", gpu_table_block),
     "gpu-estimate": (DOCS / "scaling.md", gpu_estimate_block),
+    "test-durations": (DOCS / "tests.md", test_durations_block),
 }
 
 
