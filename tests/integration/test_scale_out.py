@@ -54,12 +54,6 @@ def profile_file(tmp_path) -> Path:
     PROFILES.pop(PROFILE["name"], None)
 
 
-@pytest.fixture
-def small_profile(tmp_path) -> Path:
-    yield _profile(tmp_path, SMALL)
-    PROFILES.pop(SMALL["name"], None)
-
-
 def _accelerate(*args: str, cwd: Path) -> None:
     """`accelerate launch` of the papa CLI on 2 processes; without GPUs accelerate forms a gloo group."""
     launcher = shutil.which("accelerate", path=str(Path(sys.executable).parent)) or "accelerate"
@@ -113,46 +107,64 @@ def _values(out: Path) -> pd.Series:
     return df.set_index("run_id")["value"].sort_index()
 
 
-def test_jobs_on_a_pool_and_through_submitit(tmp_path, data_dir, small_profile):
+@pytest.fixture(scope="module")
+def small_jobs(tmp_path_factory, data_dir):
+    """The smallest grid that reaches every kind of job, run here once: (jobs, the folder they wrote, resources)."""
+    tmp = tmp_path_factory.mktemp("jobs")
+    profile = _profile(tmp, SMALL)
     # The workers are fresh processes: they learn the profile read from a file with their units.
-    cfg = GridConfig(task="sst2", profile=str(small_profile), constants=("average", "zeros"), data_dir=str(data_dir))
+    cfg = GridConfig(task="sst2", profile=str(profile), constants=("average", "zeros"), data_dir=str(data_dir))
     jobs = grid_jobs(cfg)
     # fraction 1 once, 1/2 with average (zeros at 1/2 too: ranked with zeros), fraction 0 per kind; 2 seeds each
     assert len(jobs) == 10 and len({j.id for j in jobs}) == 10
     assert {(j.constants, j.selection, j.fraction) for j in jobs} == {
         ("none", "none", "1"), ("average", "lambda", "1/2"), ("average", "none", "0"), ("zeros", "lambda", "1/2"),
         ("zeros", "none", "0")}
-
-    # The smallest grid that reaches every kind of job: one seed of the shared fraction 1, a λ-ranked 1/2 and an
-    # all-constant 0 (of the other constants), run here, on a pool and through submitit.
+    # One seed of the shared fraction 1, a λ-ranked 1/2 and an all-constant 0 (of the other constants).
     jobs = [j for j in jobs if j.seed == 0 and (j.constants, j.fraction) in {("none", "1"), ("average", "1/2"),
                                                                                ("zeros", "0")}]
     assert len(jobs) == 3
-    sequential = run_jobs(jobs, tmp_path / "here", Resources(str(data_dir), progress=False))
-    pool = run_jobs(jobs, tmp_path / "pool", Resources(str(data_dir), progress=False), workers=2)
-    executor = submitit_executor(tmp_path / "submitit", cluster="local", timeout_min=20)
-    submitted = run_jobs(jobs, tmp_path / "sub", Resources(str(data_dir), progress=False), executor=executor)
-    for report in (sequential, pool, submitted):
-        assert not report.failed, report.summary()
-    pd.testing.assert_series_equal(_values(tmp_path / "pool"), _values(tmp_path / "here"))
-    pd.testing.assert_series_equal(_values(tmp_path / "sub"), _values(tmp_path / "here"))
+    resources = Resources(str(data_dir), progress=False)
+    sequential = run_jobs(jobs, tmp / "here", resources)
+    assert not sequential.failed, sequential.summary()
+    yield jobs, tmp / "here", resources
+    PROFILES.pop(SMALL["name"], None)
+
+
+def test_jobs_on_a_pool_give_what_one_process_gives(small_jobs, tmp_path):
+    jobs, here, resources = small_jobs
+    pool = run_jobs(jobs, tmp_path / "pool", resources, workers=2)
+    assert not pool.failed, pool.summary()
+    pd.testing.assert_series_equal(_values(tmp_path / "pool"), _values(here))
     assert finished(jobs, tmp_path / "pool") == {j.key for j in jobs}
 
+
+def test_jobs_through_submitit_give_what_one_process_gives(small_jobs, tmp_path):
+    jobs, here, resources = small_jobs
+    executor = submitit_executor(tmp_path / "submitit", cluster="local", timeout_min=20)
+    submitted = run_jobs(jobs, tmp_path / "sub", resources, executor=executor)
+    assert not submitted.failed, submitted.summary()
+    pd.testing.assert_series_equal(_values(tmp_path / "sub"), _values(here))
+
+
+def test_finished_jobs_are_not_run_again_and_a_failing_one_is_reported(small_jobs, tmp_path):
+    jobs, here, resources = small_jobs
     # Finished jobs are never dispatched again.
-    again = run_jobs(jobs, tmp_path / "pool", Resources(str(data_dir), progress=False), workers=2)
-    assert not again.done and not again.failed
+    shutil.copytree(here, tmp_path / "pool")
     before = (tmp_path / "pool" / "results.csv").read_bytes()
+    again = run_jobs(jobs, tmp_path / "pool", resources, workers=2)
+    assert not again.done and not again.failed
+    assert (tmp_path / "pool" / "results.csv").read_bytes() == before
 
     # A failing job (MNLI's data is not in the data directory) is reported with its id; the others still run.
     broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"], "official")
     fresh = [j for j in jobs if j.fraction == "0" and j.constants == "zeros"]
-    report = run_jobs([broken, *fresh], tmp_path / "mixed", Resources(str(data_dir), progress=False), workers=2)
+    report = run_jobs([broken, *fresh], tmp_path / "mixed", resources, workers=2)
     assert [j.id for j in report.failed_jobs()] == [broken.id] and len(report.done) == 1
     assert broken.id in report.summary() and "papa jobs run" in report.summary()
     assert "MNLI" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text() or \
         "mnli" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text()
     assert finished(fresh, tmp_path / "mixed") == {j.key for j in fresh}
-    assert (tmp_path / "pool" / "results.csv").read_bytes() == before
 
 
 def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):
