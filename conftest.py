@@ -17,7 +17,7 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
 # Tests never reach the hub: models come from files, data from the data directory, hub paths are faked.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-# nbval's kernels inherit this environment but run in notebooks/: a relative data directory (PAPA_DATA_DIR=
+# nbval's kernels inherit this environment but run in another folder: a relative data directory (PAPA_DATA_DIR=
 # ../shared/data, typed from the clone's root) is made absolute here, where it was meant, or they would not find it.
 if os.environ.get("PAPA_DATA_DIR", "").strip() and not Path(os.environ["PAPA_DATA_DIR"].strip()).is_absolute():
     os.environ["PAPA_DATA_DIR"] = str(Path(os.environ["PAPA_DATA_DIR"].strip()).resolve())
@@ -72,6 +72,12 @@ def _git(*args: str) -> list[str]:
     return [p for p in done.stdout.split("\0") if p] if done.returncode == 0 else []
 
 
+#: Run in a notebook's kernel before nbval stops it: coverage.py's measurement of it, if any, saved.
+_SAVE_COVERAGE = ("import sys\nif 'coverage' in sys.modules:\n    import coverage\n"
+                  "    _measured = coverage.Coverage.current()\n"
+                  "    if _measured is not None:\n        _measured.stop()\n        _measured.save()\n")
+
+
 def _notebook_classes():
     import copy
     import time
@@ -91,6 +97,17 @@ def _notebook_classes():
                 self.kernel = RunningKernel(CURRENT_ENV_KERNEL_NAME, cwd=str(_replay_cwd(self.config)),
                                             startup_timeout=self.config.option.nbval_kernel_startup_timeout)
             self.setup_sanitize_files()
+
+        def teardown(self):
+            # nbval kills the kernel: where coverage.py measures it (a run under `coverage run` with patch =
+            # subprocess), what it measured is saved first, or the notebooks' lines would be lost from the report
+            if self.kernel is not None and self.kernel.is_alive():
+                msg_id = self.kernel.execute_cell_input(_SAVE_COVERAGE, allow_stdin=False)
+                try:
+                    self.kernel.await_idle(msg_id, 60)
+                except Exception:  # noqa: BLE001 - a kernel that no longer answers has nothing to save
+                    pass
+            super().teardown()
 
         def collect(self):
             for item in super().collect():

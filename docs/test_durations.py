@@ -3,10 +3,12 @@ docs/tests.md (`block`, filled by ``python docs/gen_measurements.py``).
 
     pytest ... --junitxml=report.xml          # then
     python -m docs.test_durations REPORT.xml --name after --commit abc1234 --command "make test" \
-        --conditions "fresh clone, 2 cores, idle" [--wall-s 1234]
+        --conditions "fresh clone, 2 cores, idle" [--wall-s 1234] [--coverage coverage.json]
 
 writes ``artifacts/timings/test_suite/<name>.json``: the counts, pytest's wall time (the report's own, or
-``--wall-s``), each test's seconds (setup, call and teardown: JUnit's ``time``), and the conditions as given.
+``--wall-s``), each test's seconds (setup, call and teardown: JUnit's ``time``), the conditions as given, and with
+``--coverage`` the line coverage of ``papa/`` from coverage.py's JSON report of that run (``coverage json
+--include '<clone>/papa/*'``).
 """
 from __future__ import annotations
 
@@ -50,7 +52,12 @@ def summary(record: dict) -> dict:
             "long": sorted(t for t, s in tests.items() if s > LONG_S), "slowest": slowest}
 
 
-def block(names: tuple[str, ...] = ("before", "after"), folder: Path = FOLDER) -> str:
+#: The recorded runs the table sets side by side: the start under coverage.py, the same under coverage.py now, and
+#: now as CI runs it.
+RUNS = ("before", "after-coverage", "after")
+
+
+def block(names: tuple[str, ...] = RUNS, folder: Path = FOLDER) -> str:
     """The table of docs/tests.md: each recorded run side by side, then each run's ten slowest tests."""
     records = [json.loads((folder / f"{name}.json").read_text(encoding="utf-8")) for name in names]
     sums = [summary(r) for r in records]
@@ -67,6 +74,9 @@ def block(names: tuple[str, ...] = ("before", "after"), folder: Path = FOLDER) -
     for g in GROUPS:
         rows.append(f"| … of which `{g}/` | " + " | ".join(f"{s['by_group'][g]:.0f} s" for s in sums) + " |")
     rows.append(f"| tests over {LONG_S:.0f} s | " + " | ".join(str(len(s["long"])) for s in sums) + " |")
+    rows.append("| line coverage of `papa/` | " + " | ".join(
+        f"{r['coverage']['percent']:.2f}% ({r['coverage']['covered']} of {r['coverage']['statements']} lines)"
+        if r.get("coverage") else "not measured" for r in records) + " |")
     rows.append("| the slowest | " + " | ".join(f"`{s['slowest'][0]}` {s['slowest'][1]:.0f} s" for s in sums) + " |")
     out = ["\n".join(rows)]
     for record in records:
@@ -84,11 +94,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--command", required=True)
     parser.add_argument("--conditions", required=True)
     parser.add_argument("--wall-s", type=float, default=None, help="pytest's wall time, if not the report's own")
+    parser.add_argument("--coverage", type=Path, default=None, help="coverage.py's JSON report of the same run")
     args = parser.parse_args(argv)
     record = {"name": args.name, "commit": args.commit, "command": args.command, "conditions": args.conditions,
               **read_report(args.report)}
     if args.wall_s is not None:
         record["wall_s"] = args.wall_s
+    if args.coverage is not None:
+        totals = json.loads(args.coverage.read_text(encoding="utf-8"))["totals"]
+        record["coverage"] = {"statements": totals["num_statements"], "covered": totals["covered_lines"],
+                              "percent": round(totals["percent_covered"], 2)}
     FOLDER.mkdir(parents=True, exist_ok=True)
     out = FOLDER / f"{args.name}.json"
     out.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

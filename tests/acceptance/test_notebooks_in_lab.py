@@ -35,25 +35,32 @@ def lab(tmp_path_factory):
         yield f"http://127.0.0.1:{port}/", root
 
 
-def test_lab_shows_the_cpu_runs_outputs_and_leaves_the_notebooks_unmodified(chromium, lab):
+@pytest.fixture(scope="module")
+def lab_page(chromium, lab):
+    """One headless Chromium page on the module's JupyterLab."""
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
-    url, root = lab
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(120_000)
-            for name in NOTEBOOKS:
-                page.goto(f"{url}lab/tree/notebooks/{name}.ipynb?reset")  # only this notebook open
-                first = page.locator(".jp-OutputArea-output:visible").filter(has_text="Outputs below: profile").first
-                first.wait_for()
-                assert first.inner_text().startswith(f"Outputs below: profile {STORED_PROFILE}, "), name
-                page.wait_for_timeout(3_000)  # what Lab would rewrite on open marks the tab within this
-                tab = page.locator(".lm-TabBar-tab.jp-mod-current")
-                assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), f"Lab marks {name} modified"
-                stored = (REPO / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8")
-                if '"image/png"' in stored:  # Tables 1 and 2 (04, 05) draw none
-                    page.locator(".jp-RenderedImage img:visible").first.wait_for()  # Lab renders what it stores
-                page.screenshot(path=root / f"{name}.png")
+            yield page
         finally:
             browser.close()
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_lab_shows_the_cpu_runs_outputs_and_leaves_the_notebook_unmodified(lab, lab_page, name):
+    url, root = lab
+    page = lab_page
+    page.goto(f"{url}lab/tree/notebooks/{name}.ipynb?reset")  # only this notebook open
+    first = page.locator(".jp-OutputArea-output:visible").filter(has_text="Outputs below: profile").first
+    first.wait_for()
+    assert first.inner_text().startswith(f"Outputs below: profile {STORED_PROFILE}, "), name
+    page.wait_for_timeout(3_000)  # what Lab would rewrite on open marks the tab within this
+    tab = page.locator(".lm-TabBar-tab.jp-mod-current")
+    assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), f"Lab marks {name} modified"
+    stored = (REPO / "notebooks" / f"{name}.ipynb").read_text(encoding="utf-8")
+    if '"image/png"' in stored:  # Tables 1 and 2 (04, 05) draw none
+        page.locator(".jp-RenderedImage img:visible").first.wait_for()  # Lab renders what it stores
+    page.screenshot(path=root / f"{name}.png")
