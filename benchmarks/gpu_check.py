@@ -4,7 +4,7 @@
     make gpu-check          # on a CUDA machine: one call (7 minutes at most) of the steps its folder lacks
     make gpu-check SMOKE=1  # anywhere: the same steps on the CPU at tiny sizes (tests/integration/test_gpu_check.py)
 
-`stage` copies into one ignored folder what the steps read and a lent GPU machine lacks: the configs and tokenizers
+`stage` copies into one ignored folder what the steps read and a bare GPU machine lacks: the configs and tokenizers
 of the models timed (bert-base-uncased, roberta-base and roberta-large, all-MiniLM-L6-v2 without its weights: every
 model is built from its config with seeded random weights, since time does not depend on their values), the data
 files in their original formats (SST-2 and WikiText whole, since part A extracts SST-2's constants over every
@@ -57,7 +57,7 @@ FORMAT = 2
 GPU_ROOT = REPO / "artifacts" / "gpu"
 #: Where `run` notes, under the stage, the folder it writes: `pack` reads it after the call.
 LAST_FOLDER = "last_folder.txt"
-#: papa's declared dependencies the lent machines' CUDA image lacks (device KINDS list, 2026-11-17) and nothing
+#: papa's declared dependencies a bare CUDA image lacks (the image this was built against, 2026-11-17) and nothing
 #: carries: the check must not import them (tests/integration/test_gpu_check.py reads the smoke run's imports).
 NOT_ON_GPU_IMAGE = ("datasets", "evaluate", "nbformat", "papermill", "ipykernel", "ipywidgets", "anywidget",
                     "jupyter_client", "traitlets", "submitit", "gguf", "jupyterlab")
@@ -515,7 +515,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.data_dir is None or not Path(args.data_dir).is_dir():
             parser.error("no data directory: pass --data-dir or set PAPA_DATA_DIR (glue_data/, conll2003/, wikitext/)")
         manifest = stage(args.stage, args.hub, Path(args.data_dir), args.rows, args.wheels, args.python)
-        print(f"Staged {args.stage} ({manifest['bytes'] / 2**20:.1f} MiB with the working tree). On a lent GPU "
+        print(f"Staged {args.stage} ({manifest['bytes'] / 2**20:.1f} MiB with the working tree). On the GPU "
               f"machine, carrying {args.stage.name}, run from the checkout's root:\n\n"
               f"    {device_command(args.stage)}\n\nthen unpack gpu_check.tar.gz under artifacts/gpu/ "
               "and run `python docs/gen_measurements.py`.")

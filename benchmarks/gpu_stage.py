@@ -1,5 +1,6 @@
-"""Staging the GPU check (benchmarks/gpu_check.py) here: what a lent GPU machine lacks, copied into one ignored folder
-that travels with the working tree, and the one command that machine runs.
+"""Staging the GPU check (benchmarks/gpu_check.py) here: what a bare GPU machine (a time-limited allocation, a
+preemptible instance, a short queue slot, with no network) lacks, copied into one ignored folder that travels with the
+working tree, and the one command that machine runs.
 
 The folder holds the configs and tokenizers of the models timed (no weights: every model is built from its config
 with seeded random weights, since time does not depend on their values), the data files in their original formats
@@ -23,7 +24,8 @@ REPO = Path(__file__).resolve().parents[1]
 STAGE = REPO / ".gpu-stage"
 #: Record format of the stage's manifest.json.
 MANIFEST_FORMAT = 1
-#: What one call to a lent machine may carry (the working tree and the staged folder together).
+#: What one call to the GPU machine may carry (the working tree and the staged folder together): a parameter of the
+#: allocation, 64 MiB by default.
 TRANSFER_LIMIT = 64 * 2**20
 #: Staged models: the folder name under hub/, and where its config comes from (`--hub` or the installed package).
 HUB_MODELS = ("bert-base-uncased", "roberta-base", "roberta-large")
@@ -112,7 +114,7 @@ def download_wheels(out: Path, python: str) -> list[str]:
 
 
 def travelling_files(repo: Path) -> list[str]:
-    """What a call to a lent machine copies of `repo` (relative paths): tracked files and untracked ones git does not
+    """What a call to the GPU machine copies of `repo` (relative paths): tracked files and untracked ones git does not
     ignore."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
                             capture_output=True, check=True).stdout.decode().split("\0")
@@ -135,7 +137,7 @@ def _commit(repo: Path) -> dict:
 
 
 def device_command(stage: Path, python: str = "python3", smoke: bool = False) -> str:
-    """The command a lent machine runs, from the checkout's root (`make gpu-check` runs it too, with its `python`):
+    """The command the GPU machine runs, from the checkout's root (`make gpu-check` runs it too, with its `python`):
     the check with `--fill` (the steps its device's newest committed folder lacks, else a new folder) under the call's
     hard limit, packed into $OUT after every step and, whatever happened, once more after the call."""
     rel = stage.resolve().relative_to(REPO) if stage.resolve().is_relative_to(REPO) else stage

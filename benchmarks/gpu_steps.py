@@ -1,9 +1,9 @@
-"""The GPU check's steps (benchmarks/gpu_check.py), in order of priority, and the limits of one call to a lent machine.
+"""The GPU check's steps (benchmarks/gpu_check.py), in order of priority, and the limits of one call to a GPU machine.
 
-A lent machine gives a session about 15 minutes of device time; one call may run 7 minutes under a hard timeout
-(`CALL_LIMIT_S`). The check is therefore cut into calls: each runs the steps its folder still lacks, in `STEPS` order,
+The check is made for a time-limited GPU allocation (a preemptible instance, a short queue slot): one call runs at
+most 7 minutes under a hard timeout (`CALL_LIMIT_S`), a parameter of the allocation. The check is therefore cut into calls: each runs the steps its folder still lacks, in `STEPS` order,
 as many as `CALL_BUDGET_S` holds by their `usual_s`, and the next call (`--fill`) goes on where it stopped. The first
-steps measure what issue 72 changed (the CUDA tests of the compiled and graphed steps, the steps' speed, the stores'
+steps measure the newest code paths (the CUDA tests of the compiled and graphed steps, the steps' speed, the stores'
 fetch at the grid's shapes, the bench at the grid's shapes and a saturating batch); the older rows follow.
 """
 from __future__ import annotations

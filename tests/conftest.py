@@ -129,10 +129,20 @@ def local_server(command: list[str], url: str, *, name: str, log: Path, timeout:
 #: ``PAPA_TEST_DEVICE=cuda`` runs the device-agnostic tests on a GPU: tensors and models made without a device go
 #: there (torch's default device), so the fast paths, capture and bf16 checks run unchanged on CUDA.
 TEST_DEVICE = os.environ.get("PAPA_TEST_DEVICE", "cpu")
+#: ``PAPA_TEST_DEFAULT_DEVICE=0`` keeps torch's default device on the CPU for every test, with PAPA_TEST_DEVICE=cuda
+#: too (models still go to that device: `tiny_model`); a test marked ``explicit_device`` has it so whatever the
+#: setting. The library places every tensor it makes itself, so it gives the same results either way.
+DEFAULT_DEVICE_SCOPE = os.environ.get("PAPA_TEST_DEFAULT_DEVICE", "1").strip() not in ("0", "")
+EXPLICIT_DEVICE = "explicit_device"
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{EXPLICIT_DEVICE}: the test places every tensor on the device it names, "
+                                       "so PAPA_TEST_DEVICE does not become torch's default device for it")
 
 
 @pytest.fixture(autouse=True)
-def _test_device():
+def _test_device(request):
     if TEST_DEVICE == "cpu":
         yield
         return
@@ -140,6 +150,9 @@ def _test_device():
 
     if torch.device(TEST_DEVICE).type == "cuda" and not torch.cuda.is_available():
         pytest.skip(f"PAPA_TEST_DEVICE={TEST_DEVICE} but CUDA is not available here")
+    if not DEFAULT_DEVICE_SCOPE or request.node.get_closest_marker(EXPLICIT_DEVICE) is not None:
+        yield
+        return
     with torch.device(TEST_DEVICE):
         yield
 

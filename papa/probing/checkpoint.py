@@ -27,6 +27,15 @@ from papa.core.errors import IncompatibleArtifactError, InputError
 CHECKPOINT_HEADER_KEY = "papa_checkpoint"
 
 
+def stack_losses(losses: list[torch.Tensor]) -> torch.Tensor:
+    """Step losses [steps] on the last one's device (a loss from elsewhere, e.g. restored, is moved there first);
+    none: an empty float32 tensor on the CPU."""
+    if not losses:
+        return torch.zeros(0, dtype=torch.float32, device="cpu")
+    at = losses[-1].device
+    return torch.stack([loss if loss.device == at else loss.to(at) for loss in losses])
+
+
 @dataclass
 class Resumed:
     """Where a restored checkpoint left the training: steps taken, each step's loss, the order of the epoch it
@@ -110,9 +119,9 @@ class TrainingCheckpoint:
                    for g, group in enumerate(optimizer.param_groups) for i, p in enumerate(group["params"])}
         for index, state in optimizer.state_dict()["state"].items():
             for name, value in state.items():
-                tensors[f"optim.{index}.{name}"] = torch.as_tensor(value).detach().cpu().reshape(-1).contiguous()
-        tensors["losses"] = (torch.stack(losses).detach().cpu().float() if losses
-                             else torch.zeros(0, dtype=torch.float32))
+                value = torch.as_tensor(value, device="cpu")  # a step count may be a number
+                tensors[f"optim.{index}.{name}"] = value.detach().reshape(-1).contiguous()
+        tensors["losses"] = stack_losses(losses).detach().cpu().float()
         tensors["order"] = order.cpu().contiguous()
         tensors["generator"] = generator.get_state()
         tensors["torch_rng"] = torch.get_rng_state()
@@ -172,7 +181,10 @@ class TrainingCheckpoint:
         if self.on_restore is not None:
             self.on_restore({k.removeprefix("carry."): v for k, v in tensors.items() if k.startswith("carry.")})
         self._trained_before = float(seconds) - (time.perf_counter() - self._started)
-        return Resumed(steps=int(steps), losses=list(tensors["losses"].unbind(0)), order=tensors["order"])
+        # the losses go where the steps put theirs (the parameters' device), so that the ones taken after the
+        # restore stack with them
+        at = params[0].device if params else torch.device("cpu")
+        return Resumed(steps=int(steps), losses=list(tensors["losses"].to(at).unbind(0)), order=tensors["order"])
 
     def remove(self) -> None:
         """Delete the checkpoint (the training it saved has ended and its result is saved)."""

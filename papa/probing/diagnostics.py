@@ -41,7 +41,7 @@ def mlp_inputs(probe: nn.Module, source, *, batch_size: int = 64) -> torch.Tenso
         raise ValueError("the feature source holds no examples")
     out = []
     for start in range(0, n, batch_size):
-        feats, mask, labels = source(torch.arange(start, min(start + batch_size, n)))
+        feats, mask, labels = source(torch.arange(start, min(start + batch_size, n), device="cpu"))
         x = probe.pool(feats, mask) if isinstance(probe, SentenceProbe) else probe.token_inputs(
             feats, labels != IGNORE_INDEX)
         out.append(x.double().cpu())
@@ -56,7 +56,7 @@ def input_scale(inputs: torch.Tensor, num_layers: int, hidden_size: int) -> pd.D
         raise ValueError(f"inputs must be [items, {num_layers} * {hidden_size}], got {tuple(inputs.shape)}")
     x = inputs.double()
     square = (x ** 2).mean(0)
-    dims = torch.arange(x.shape[1])
+    dims = torch.arange(x.shape[1], device="cpu")
     table = pd.DataFrame({
         "layer": (dims // hidden_size).numpy(), "dim": (dims % hidden_size).numpy(),
         "rms": square.sqrt().numpy(), "mean": x.mean(0).numpy(), "std": x.std(0, correction=0).numpy(),
@@ -76,7 +76,7 @@ def hidden_saturation(probe: nn.Module, inputs: torch.Tensor, threshold: float =
 
 def constant_prediction_share(predictions) -> float:
     """The share of items given the most frequent predicted label (1.0: the probe predicts one class for all)."""
-    labels = torch.as_tensor(predictions).reshape(-1)
+    labels = torch.as_tensor(predictions, device="cpu").reshape(-1)
     if labels.numel() == 0:
         raise ValueError("no predictions")
     return float(torch.bincount(labels - labels.min()).max()) / labels.numel()

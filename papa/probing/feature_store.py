@@ -13,9 +13,12 @@ Where they go is decided from their size before the first forward pass (`plan_st
 * ``device``: on an accelerator, when they fit ``PAPA_FEATURE_DEVICE_GB`` (by default 40% of its free memory); a
   batch is one gather on the device from a map of every example's rows made once (`FeatureStore.rows`), so a step
   does no work on the host and waits for nothing;
-* ``host``: in memory, when they fit ``PAPA_FEATURE_CACHE_GB`` (by default 60% of the memory available); pinned when
-  the model is on an accelerator (path ``pinned_host``), where `papa.probing.prefetch` gathers every seed's next
-  batch in one gather and copies it in one transfer on a side stream, a step ahead;
+* ``host``: in memory, when they fit ``PAPA_FEATURE_CACHE_GB`` (by default 60% of the memory available). When the
+  model is on an accelerator (path ``pinned_host``) every read goes through pinned staging buffers:
+  `papa.probing.prefetch` gathers every seed's next batch into one and copies it in one transfer on a side stream, a
+  step ahead; a chunk and an evaluation batch are gathered into one before their copy. The table itself stays in
+  pageable memory, exactly its size: no copy reads it directly, and torch's pinned allocator would round it up to a
+  power of two and keep it cached after the store is closed;
 * ``disk``: in a memory-mapped file under the run's folder, when they fit ``PAPA_FEATURE_DISK_GB`` (by default 90%
   of the free space there); the file is written under a temporary name, renamed when complete, and removed when the
   store is closed (``PAPA_KEEP_FEATURES=1`` keeps it, with a JSON file saying what it holds; a process killed
@@ -44,7 +47,7 @@ import torch
 
 from papa.core.errors import Arg, InputError, check_one_of
 from papa.core.progress import tqdm
-from papa.core.vocabulary import BF16_SUFFIX, DEFAULT_BATCH_ORDER, FEATURE_STORES, STORE_PATHS
+from papa.core.vocabulary import BF16_SUFFIX, DEFAULT_BATCH_ORDER, FEATURE_STORES
 from papa.probing.probes import IGNORE_INDEX
 
 CACHE_BUDGET_ENV = "PAPA_FEATURE_CACHE_GB"
@@ -92,13 +95,29 @@ def _env_budget(name: str) -> int | None:
 
 def _available_memory() -> int:
     """Bytes that can be allocated now without swapping, page cache included (psutil's `available`: on Linux the
-    kernel's MemAvailable)."""
+    kernel's MemAvailable), once the pinned blocks torch keeps cached for reuse are given back (`release_pinned`):
+    the staging buffers of a store closed before are this process's own memory, free for the next store, and would
+    otherwise count as taken."""
+    release_pinned()
     return int(psutil.virtual_memory().available)
+
+
+def release_pinned() -> None:
+    """Give the pinned host blocks torch's caching allocator holds unused back to the system (a no-op before CUDA
+    is set up: none can exist). Blocks a copy may still read are kept until it is done."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.accelerator.empty_host_cache()
 
 
 def cache_budget_bytes() -> int:
     """Bytes one split's features may take in host memory: ``PAPA_FEATURE_CACHE_GB`` GiB, else 60% of the memory
-    available now (so that a training split stored first leaves room for its evaluation split)."""
+    available now (so that a training split stored first leaves room for its evaluation split; `_available_memory`:
+    what closed stores left cached counts as available).
+
+    The budget holds a store's table (its kept rows and a zero row, exactly). Its pinned staging buffers are outside
+    it, each rounded up to a power of two by torch's pinned allocator: two of every seed's batch for the steps, one
+    batch for an evaluation read, two chunks' kept rows for batch order ``chunks``. Their sizes are not known when
+    the split is placed (seeds, batch and chunk sizes come later), and beside a split they are small."""
     budget = _env_budget(CACHE_BUDGET_ENV)
     if budget is not None:
         return budget
@@ -223,7 +242,8 @@ class StorePlan:
                 f"{_gib(self.kept_bytes)} of {self.dtype} features (padded: {_gib(self.padded_bytes)})")
         if self.placement == "backbone":
             return f"{what}: not stored, the backbone runs again for every batch ({STORE_ENV}=backbone)"
-        where = {"device": "on the device", "host": "in pinned host memory" if self.accelerator else "in host memory",
+        where = {"device": "on the device",
+                 "host": "in host memory, read through pinned buffers" if self.accelerator else "in host memory",
                  "disk": f"in a memory-mapped file under {self.folder}"}[self.placement]
         streamed = ", read in sequential chunks" if self.batch_order == CHUNKS else ""
         return f"{what}: stored {where}{streamed} (budget {_gib(self.budget_bytes)}; path {self.path})"
@@ -328,8 +348,7 @@ class FeatureStore:
         self.dtype = STORE_DTYPES[plan.dtype]
         kept = plan.kept_positions
         self.home = device if plan.placement == "device" else torch.device("cpu")
-        self.rows = torch.where(self.keep, self._starts[:, None] + self.keep.cumsum(1) - 1,
-                                torch.full((), kept)).to(self.home)
+        self.rows = torch.where(self.keep, self._starts[:, None] + self.keep.cumsum(1) - 1, kept).to(self.home)
         shape = (kept + 1, layers, hidden)  # the last row stays zero: what the probe reads at unread slots
         self.path: Path | None = None
         self._tmp: Path | None = None
@@ -348,9 +367,8 @@ class FeatureStore:
             keep_file = os.environ.get(KEEP_ENV, "").strip() not in ("", "0")
             self._finalizer = weakref.finalize(self, _remove, None if keep_file else [self._tmp, self.path,
                                                                                        self._meta_path()])
-        else:
-            self.table = _empty(shape, self.dtype, self.home, pinned=plan.placement == "host" and plan.accelerator,
-                                desc=desc)
+        else:  # pageable, exactly its size (module docstring)
+            self.table = torch.empty(shape, dtype=self.dtype, device=self.home)
             self.table[kept].zero_()
         self.values = self.table[:kept]
 
@@ -392,44 +410,92 @@ class FeatureStore:
         moved = gathered.to(device, non_blocking=non_blocking).to(torch.float32)
         return moved.view(-1, n, self.layers, self.hidden).permute(0, 2, 1, 3).contiguous()
 
+    @property
+    def staged(self) -> bool:
+        """Whether a read for the model's device goes through pinned staging buffers: the table is on the host
+        and the model on an accelerator."""
+        return self.plan.accelerator and self.home.type == "cpu"
+
     def get(self, idx: torch.Tensor, device: torch.device) -> torch.Tensor:
         """Padded features [B, L+1, n, d] of examples `idx` on `device`, in float32: the stored values at the read
-        positions, zeros elsewhere."""
+        positions, zeros elsewhere. For an accelerator the rows are gathered into a pinned buffer first, so that the
+        copy runs without the host (torch's allocator keeps the buffer until the copy is done)."""
+        if self.staged and device.type != "cpu":
+            shape = (idx.numel() * self.keep.shape[1], self.layers, self.hidden)
+            staging = _empty(shape, self.dtype, self.home, pinned=True, desc="a batch", quiet=True)
+            return self.padded(self.gather(idx, out=staging), device, non_blocking=True)
         return self.padded(self.gather(idx), device)
 
-    def read_range(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Examples `start`..`stop`-1 in one sequential read: (their rows and a zero row after them, where the
-        table is, in pinned memory where that is the host and the model is on an accelerator; each slot's row among
-        them, [stop - start, n]), for `padded(rows[index])`."""
+    def _range(self, start: int, stop: int) -> tuple[int, int]:
+        """The table's rows [first, last) of examples `start`..`stop`-1."""
         first = int(self._starts[start])
-        last = int(self._starts[stop]) if stop < len(self._starts) else self.plan.kept_positions
-        block = _empty((last - first + 1, self.layers, self.hidden), self.dtype, self.home,
-                       pinned=self.plan.accelerator, desc="a chunk", quiet=True)
+        return first, int(self._starts[stop]) if stop < len(self._starts) else self.plan.kept_positions
+
+    def range_block(self, start: int, stop: int) -> torch.Tensor:
+        """An uninitialised block for `read_range(start, stop)`, where the table is; pinned where that is the host
+        and the model on an accelerator (`staged`). Made by the thread that copies it to the device, before a reader
+        fills it: a pinned allocation is a CUDA call, which a reader thread must not make."""
+        first, last = self._range(start, stop)
+        return _empty((last - first + 1, self.layers, self.hidden), self.dtype, self.home, pinned=self.staged,
+                      desc="a chunk", quiet=True)
+
+    def read_range(self, start: int, stop: int, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Examples `start`..`stop`-1 in one sequential read: (their rows and a zero row after them, in `out` (a
+        `range_block`) or a new `range_block`; each slot's row among them, [stop - start, n], where the table's map
+        is), for `padded(rows[index])`. Into a given host block it only copies host memory: no CUDA call."""
+        first, last = self._range(start, stop)
+        block = self.range_block(start, stop) if out is None else out
+        if block.shape != (last - first + 1, self.layers, self.hidden):
+            raise ValueError(f"a block of shape {tuple(block.shape)} for examples {start}..{stop - 1}: give "
+                             "range_block(start, stop)")
         block[:-1].copy_(self.table[first:last])
         block[-1].zero_()
         index = self.rows[start:stop]
         return block, torch.where(index == self.plan.kept_positions, last - first, index - first)
 
     def close(self) -> None:
-        """Free the store; a disk store's file is removed (unless ``PAPA_KEEP_FEATURES=1``)."""
+        """Free the store; a disk store's file is removed (unless ``PAPA_KEEP_FEATURES=1``), and the pinned
+        staging buffers torch keeps cached go back to the system (`release_pinned`)."""
         self.values = self.table = self.rows = self._mapped = None
         if self._finalizer is not None:
             self._finalizer()
+        if self.staged:
+            release_pinned()
 
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, *, pinned: bool, desc: str,
            quiet: bool = False) -> torch.Tensor:
-    """An uninitialised tensor; in pinned host memory with `pinned` (a copy from it to an accelerator runs without
-    the host), else, or where pinning fails (said unless `quiet`), in pageable memory."""
+    """An uninitialised tensor on `device`; in pinned host memory with `pinned` (a copy from it to an accelerator
+    runs without the host), else, or where pinning is refused (said unless `quiet`), in pageable memory. Any other
+    failure to pin (a call CUDA forbids at that moment, a fault) is raised, never taken for a refusal."""
     if pinned and device.type == "cpu":
-        try:
-            return torch.empty(shape, dtype=dtype, pin_memory=True)
-        except RuntimeError as error:  # pinning is refused beyond what the OS lets a process lock
-            if not quiet:
-                tqdm.write(f"{desc}: could not pin {_gib(int(np.prod(shape)) * dtype.itemsize)} of host memory "
-                           f"({str(error).splitlines()[0]}); kept in pageable memory, so each copy to the device "
-                           "waits for the host")
+        refusal = None if torch.cuda.is_available() else "no CUDA device to pin for"
+        if refusal is None:
+            try:
+                return _pinned_empty(shape, dtype)
+            except RuntimeError as error:
+                if not _refused(error):
+                    raise
+                refusal = str(error).splitlines()[0]
+        if not quiet:
+            tqdm.write(f"{desc}: could not pin {_gib(int(np.prod(shape)) * dtype.itemsize)} of host memory "
+                       f"({refusal}); kept in pageable memory, so each copy to the device waits for the host")
     return torch.empty(shape, dtype=dtype, device=device)
+
+
+def _pinned_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """An uninitialised tensor in pinned host memory, from torch's caching pinned allocator."""
+    return torch.empty(shape, dtype=dtype, device="cpu", pin_memory=True)
+
+
+def _refused(error: RuntimeError) -> bool:
+    """Whether a failed pinned allocation is the system refusing to lock that much memory (CUDA's out of memory)."""
+    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower()
+
+
+def pinned_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """A staging buffer for copies to an accelerator: pinned host memory, pageable where pinning is refused."""
+    return _empty(shape, dtype, torch.device("cpu"), pinned=True, desc="a staging buffer", quiet=True)
 
 
 def _remove(paths: list[Path | None] | None) -> None:

@@ -67,7 +67,7 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
     if spec.kind == "token":
         batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type, causal=decoder)
-        labels = torch.full(batch.inputs["input_ids"].shape, IGNORE_INDEX, dtype=torch.long)
+        labels = torch.full(batch.inputs["input_ids"].shape, IGNORE_INDEX, dtype=torch.long, device="cpu")
         for i, (example, word_ids) in enumerate(zip(examples, batch.word_ids)):
             for slot in _labelled_slots(word_ids, last=decoder):
                 labels[i, slot] = example.label[word_ids[slot]]
@@ -75,14 +75,14 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type, causal=decoder)
         ids, real = batch.inputs["input_ids"], batch.inputs["attention_mask"].bool()
-        labels = torch.full(ids.shape, IGNORE_INDEX, dtype=torch.long)
+        labels = torch.full(ids.shape, IGNORE_INDEX, dtype=torch.long, device="cpu")
         # slot t predicts the token in slot t+1 wherever that one is real (left-aligned: real slots come first)
         labels[:, :-1] = torch.where(real[:, 1:], ids[:, 1:], torch.full_like(ids[:, 1:], IGNORE_INDEX))
     elif spec.kind == "mlm":
         batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
                        model_type=model_type, causal=decoder, token_task=True)
         ids = batch.inputs["input_ids"]
-        special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids))
+        special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=ids.device))
         masked, labels = mask_tokens(ids, special, batch.inputs["attention_mask"], tokenizer.mask_token_id,
                                      len(tokenizer), torch.Generator().manual_seed(mlm_seed))
         batch.inputs["input_ids"] = masked
@@ -90,7 +90,7 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
         pairs = [e.text_pair for e in examples] if spec.kind == "pair" else None
         batch = encode(tokenizer, [e.text for e in examples], pairs, max_length=max_length, layout=layout,
                        model_type=model_type, causal=decoder)
-        labels = torch.tensor([e.label for e in examples], dtype=torch.long)
+        labels = torch.tensor([e.label for e in examples], dtype=torch.long, device="cpu")
     return EncodedTask(kind=spec.kind, inputs=batch.inputs, labels=labels, truncated=sum(batch.truncated))
 
 
@@ -129,11 +129,11 @@ def _fill(model, data: EncodedTask, store: FeatureStore, *, batch_size: int = 64
     spans = list(distributed.batch_spans(len(data), batch_size))
     bar = tqdm(spans, desc=desc, unit="batch", disable=not progress or not distributed.is_main(), leave=False)
     if distributed.world_size() > 1:
-        block = torch.cat([padded_features(model, data, torch.arange(a, b)).cpu() for a, b in bar])
+        block = torch.cat([padded_features(model, data, torch.arange(a, b, device="cpu")).cpu() for a, b in bar])
         store.put(0, distributed.gather_blocks(block))
     else:
         for start, end in bar:
-            store.put(start, padded_features(model, data, torch.arange(start, end)))
+            store.put(start, padded_features(model, data, torch.arange(start, end, device="cpu")))
     store.finish()
 
 
@@ -263,6 +263,6 @@ class FeatureSource:
         self.check_chunks()
         n = len(self.data)
         starts = list(range(0, n, size))
-        order = torch.randperm(len(starts), generator=torch.Generator().manual_seed(seed)).tolist()
+        order = torch.randperm(len(starts), generator=torch.Generator().manual_seed(seed), device="cpu").tolist()
         spans = [(starts[i], min(starts[i] + size, n)) for i in order]
         yield from stored_chunks(self.store, spans, self.device, self._mask, self._labels)

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
-from papa.probing.feature_store import FeatureStore
+from papa.probing.feature_store import FeatureStore, pinned_buffer
 
 Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (features, attention mask, labels) on the model's device
 
@@ -57,8 +57,8 @@ class _SideCopier:
         self.store, self.device = store, device
         self.stream = torch.cuda.Stream(device)
         shape = (rows + 1, store.layers, store.hidden)  # + a zero row for the slots the probe does not read
-        self.buffers = [torch.empty(shape, dtype=store.dtype, pin_memory=True) for _ in range(2)]
-        self.places = [torch.empty(rows, dtype=torch.long, pin_memory=True) for _ in range(2)]
+        self.buffers = [pinned_buffer(shape, store.dtype) for _ in range(2)]
+        self.places = [pinned_buffer((rows,), torch.long) for _ in range(2)]
         self.done: list[torch.cuda.Event | None] = [None, None]
         self.turn = 0
 
@@ -77,7 +77,7 @@ class _SideCopier:
         self.buffers[k][m].zero_()
         place = self.places[k][:rows.numel()]
         place.fill_(m)
-        place[read] = torch.arange(m)
+        place[read] = torch.arange(m, device="cpu")
         with torch.cuda.stream(self.stream):
             moved = self.buffers[k][:m + 1].to(self.device, non_blocking=True)
             where = place.to(self.device, non_blocking=True)
@@ -100,15 +100,27 @@ class _SideCopier:
 def stored_chunks(store: FeatureStore, spans: Sequence[tuple[int, int]], device: torch.device, mask: torch.Tensor,
                   labels: torch.Tensor) -> Iterator[Batch]:
     """The padded features, mask and labels of each range of examples in `spans`, in that order, each read from the
-    store in one sequential read (`FeatureStore.read_range`), the next range's read running on a thread while the
-    current one is used."""
+    store in one sequential read (`FeatureStore.read_range`). From a store on the host (memory or disk) the next
+    range's read runs on a thread while the current one is used; its error is raised here, when that range is
+    taken. The thread only copies host memory into a block made here beforehand (`FeatureStore.range_block`,
+    pinned for an accelerator): it makes no CUDA call, none that could break a CUDA graph being captured meanwhile
+    (`papa.probing.step_modes`). A range of a store on the device is read when it is taken."""
     if not spans:
         return
+    if store.home.type != "cpu":
+        for a, b in spans:
+            block, index = store.read_range(a, b)
+            yield store.padded(block[index.to(block.device).reshape(-1)], device), mask[a:b], labels[a:b]
+        return
     with ThreadPoolExecutor(max_workers=1) as reader:
-        pending = reader.submit(store.read_range, *spans[0])
+        def read(span: tuple[int, int]):
+            return reader.submit(store.read_range, *span, out=store.range_block(*span))
+
+        pending = read(spans[0])
         for i, (a, b) in enumerate(spans):
             block, index = pending.result()
             if i + 1 < len(spans):
-                pending = reader.submit(store.read_range, *spans[i + 1])
+                pending = read(spans[i + 1])
+            # from a pinned block the copy runs without the host; torch's allocator keeps the block until it is done
             rows = block.to(device, non_blocking=True)
             yield store.padded(rows[index.to(device).reshape(-1)], device), mask[a:b], labels[a:b]

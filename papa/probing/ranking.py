@@ -49,14 +49,14 @@ class LambdaTrace:
 
     def to_tensors(self) -> dict[str, torch.Tensor]:
         """The record as tensors (``steps``, ``seconds``, ``lambdas`` [records, L, H]), to save with a checkpoint."""
-        return {"steps": torch.tensor(self.steps, dtype=torch.int64),
-                "seconds": torch.tensor(self.seconds, dtype=torch.float64),
-                "lambdas": torch.stack(self.lambdas) if self.lambdas else torch.zeros(0)}
+        return {"steps": torch.tensor(self.steps, dtype=torch.int64, device="cpu"),
+                "seconds": torch.tensor(self.seconds, dtype=torch.float64, device="cpu"),
+                "lambdas": torch.stack(self.lambdas) if self.lambdas else torch.zeros(0, device="cpu")}
 
     def load_tensors(self, tensors: dict[str, torch.Tensor]) -> None:
         """Replace the record by the one `to_tensors` saved (nothing saved: an empty record)."""
-        self.steps = [int(v) for v in tensors.get("steps", torch.zeros(0)).tolist()]
-        self.seconds = [float(v) for v in tensors.get("seconds", torch.zeros(0)).tolist()]
+        self.steps = [int(v) for v in tensors.get("steps", torch.zeros(0, device="cpu")).tolist()]
+        self.seconds = [float(v) for v in tensors.get("seconds", torch.zeros(0, device="cpu")).tolist()]
         self.lambdas = list(tensors["lambdas"].unbind(0)) if self.steps else []
 
 

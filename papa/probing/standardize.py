@@ -76,7 +76,7 @@ def input_statistics(probe: SentenceProbe | TokenProbe, source, *, batch_size: i
     total = square = None
     count = 0
     for start in range(0, n, batch_size):
-        feats, mask, labels = source(torch.arange(start, min(start + batch_size, n)))
+        feats, mask, labels = source(torch.arange(start, min(start + batch_size, n), device="cpu"))
         chosen = read_positions("sentence" if isinstance(probe, SentenceProbe) else "token", mask, labels)  # [b, n]
         vectors = feats.permute(0, 2, 1, 3)[chosen].double()  # [tokens, L+1, d]
         if total is None:

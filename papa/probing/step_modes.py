@@ -6,13 +6,15 @@ and a step costs the same 2-4 ms per layer whatever the batch: the GPU waits on 
 (`STEP_MODES`):
 
 * ``eager``: the reference, the step as it always ran (`eager_step`), bit for bit.
-* ``graphed``: CUDA graphs. The first batches of the fixed layout's shape run eagerly (on a side stream, as CUDA
+* ``graphed``: CUDA graphs. The first batches of the full batch's shape run eagerly (on a side stream, as CUDA
   graph capture asks), then forward, loss, backward and the optimizer's step are captured once into a graph whose
   inputs are static buffers; every later batch of that shape is copied into the buffers and the graph replayed.
   AdamW is made ``capturable`` (its step count lives on the device). A batch of another shape (the ragged last batch
-  of an epoch) runs the same step eagerly, with the same optimizer and its state. CUDA only.
+  of an epoch, wherever it comes: first, on a resumed run) runs the same step eagerly, with the same optimizer and
+  its state. The graph is captured in ``thread_local`` mode (`GraphedStep._capture`). CUDA only.
 * ``compiled``: `torch.compile` of the forward and loss (``fullgraph=True``; ``mode="reduce-overhead"`` with the
-  inductor backend, CUDA graphs on a GPU), and of the optimizer's step; one graph per batch shape.
+  inductor backend, CUDA graphs on a GPU), one graph per batch shape; and of AdamW's update (`compiled_update`), one
+  graph per set of parameter shapes and hyper-parameters, shared by every optimizer that has them.
 
 The graphed and compiled steps need static shapes: a probe of a kind labelled slot by slot (`POSITION_KINDS`)
 scores every position of the batch and the loss ignores the unlabelled ones (`step_logits` with ``dense``), where
@@ -30,6 +32,7 @@ from functools import partial
 
 import torch
 from torch import nn
+from torch.optim.adam import adam
 
 from papa.core.errors import Arg, InputError
 from papa.core.vocabulary import DEFAULT_STEP_MODE, STEP_MODES
@@ -46,6 +49,12 @@ DEFAULT_BACKEND = "inductor"
 #: configuration its backbone trains in (trained constants at each fraction) and batch shape (the ragged last batch);
 #: under ``fullgraph=True`` the compiler's default limit would stop a grid after its fourth such point.
 COMPILED_GRAPHS = 256
+#: How CUDA checks the calls made while a graph is captured: only the capturing thread's. Other threads may work
+#: meanwhile (a batch order ``chunks`` reader copying the next chunk on the host, torch's own helper threads); under
+#: the default ``global`` mode a call CUDA deems unsafe from any of them (a pinned allocation, an event query) would
+#: fail the capture. The readers of `papa.probing.prefetch` make no CUDA call at all; this keeps any other thread's
+#: from breaking a capture. Inductor's CUDA graphs are captured in the same mode.
+CAPTURE_ERROR_MODE = "thread_local"
 
 Batch = tuple[torch.Tensor, ...]
 #: What a step computes from a batch's device tensors: (features [B, L+1, n, d], attention mask [B, n], labels).
@@ -142,16 +151,25 @@ class EagerStep:
         return eager_step(self.probe, self.optimizer, self.kind, *self.features(*batch))
 
 
+def _rows(shape: tuple) -> int:
+    """The examples in a batch of `shape` (`GraphedStep`'s: each tensor's (shape, dtype, device)): its first
+    tensor's leading size."""
+    first = shape[0][0] if shape else ()
+    return first[0] if first else 0
+
+
 class GraphedStep:
-    """Steps replayed from a CUDA graph captured on the first batch shape seen (the fixed layout's), after
-    `warmup` eager steps of that shape; other shapes step eagerly with the same optimizer (module docstring)."""
+    """Steps replayed from a CUDA graph captured for the full batch's shape (batches of `batch_size` examples; None:
+    the largest batch seen so far), after `warmup` eager steps of that shape; other shapes step eagerly with the
+    same optimizer (module docstring)."""
 
     def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
-                 warmup: int = WARMUP_STEPS):
+                 warmup: int = WARMUP_STEPS, batch_size: int | None = None):
         if not all(g.get("capturable") for g in optimizer.param_groups):
             raise ValueError("a graphed step needs a capturable optimizer: make it with new_optimizer('graphed', ...)")
         self.probe, self.optimizer, self.kind, self.features = probe, optimizer, kind, features
         self.warmup, self.warm = warmup, 0
+        self.batch_size = batch_size
         self.shape: tuple | None = None           # the batch shape the graph is (to be) captured for
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static: Batch = ()
@@ -161,10 +179,10 @@ class GraphedStep:
     def __call__(self, batch: Batch) -> torch.Tensor:
         """One step on `batch`; its loss on the device (a copy: the graph's own is overwritten by the next replay)."""
         shape = tuple((tuple(t.shape), t.dtype, t.device) for t in batch)
-        if self.shape is None:
-            self.shape = shape
+        if self.graph is None:
+            self._choose_shape(shape)
         if shape != self.shape:
-            return self._eager(batch)  # the ragged last batch: same kernels as the graph's, same optimizer state
+            return self._eager(batch)  # a ragged batch: same kernels as the graph's, same optimizer state
         if self.graph is None:
             if self.warm < self.warmup:
                 self.warm += 1
@@ -175,6 +193,16 @@ class GraphedStep:
         self.graph.replay()
         self.replays += 1
         return self.static_loss.clone()
+
+    def _choose_shape(self, shape: tuple) -> None:
+        """Before capture: the shape to capture is the first full batch's (`batch_size` examples), or without a
+        batch size the largest batch's seen so far (its warm-up starts again). A ragged batch seen first (a resumed
+        run's) is never the one captured, or every full batch after it would run eagerly."""
+        if self.batch_size is not None:
+            if self.shape is None and _rows(shape) == self.batch_size:
+                self.shape = shape
+        elif self.shape is None or (shape != self.shape and _rows(shape) > _rows(self.shape)):
+            self.shape, self.warm = shape, 0
 
     def _eager(self, batch: Batch, side_stream: bool = False) -> torch.Tensor:
         """The step run eagerly, in the graph's own arithmetic (its loss formulation, the capturable optimizer)."""
@@ -196,13 +224,13 @@ class GraphedStep:
         return loss.detach()
 
     def _capture(self, batch: Batch) -> None:
-        """Capture forward, loss, backward and the optimizer's step on static copies of `batch`'s tensors. The
-        gradients are unset first, so the captured backward writes them (into the graph's memory) rather than adding
-        to them; capture launches nothing, the first replay takes the step."""
+        """Capture forward, loss, backward and the optimizer's step on static copies of `batch`'s tensors, in
+        `CAPTURE_ERROR_MODE`. The gradients are unset first, so the captured backward writes them (into the graph's
+        memory) rather than adding to them; capture launches nothing, the first replay takes the step."""
         self.static = tuple(t.clone() for t in batch)
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode=CAPTURE_ERROR_MODE):
             with _uncached_autocast(batch[0].device):
                 loss = _dense_loss(self.probe, self.kind, self.features, *self.static)
             loss.backward()
@@ -210,10 +238,55 @@ class GraphedStep:
         self.graph, self.static_loss = graph, loss.detach()
 
 
+def _adamw_update(tensors: tuple[list[torch.Tensor], ...], settings: dict) -> None:
+    """AdamW's update of one parameter group, as `torch.optim.AdamW.step` computes it, from its state's tensors
+    (params, grads, first and second moments, max second moments, step counts) and `settings` (`adam`'s keywords:
+    the group's hyper-parameters)."""
+    with torch.no_grad():
+        adam(*tensors, capturable=False, differentiable=False, fused=None, **settings)
+
+
+_COMPILED_UPDATES: dict[str, Callable] = {}
+
+
+def compiled_update(backend: str) -> Callable:
+    """`_adamw_update` compiled with `backend` (``fullgraph=True``, static shapes), made once per backend. Its
+    inputs are the state's tensors, so the compiler's guards check their shapes and the hyper-parameters, never which
+    optimizer they belong to: every optimizer with the same parameter shapes reuses one graph. Compiling each
+    optimizer's own `step` instead adds a graph per optimizer (its guards hold the optimizer itself), and past the
+    compiler's recompile limit every later optimizer would step eagerly without a word."""
+    if backend not in _COMPILED_UPDATES:
+        _COMPILED_UPDATES[backend] = torch.compile(_adamw_update, backend=backend, fullgraph=True, dynamic=False)
+    return _COMPILED_UPDATES[backend]
+
+
+def compiled_optimizer_step(optimizer: torch.optim.Optimizer, backend: str) -> None:
+    """One step of `optimizer` (an AdamW of `new_optimizer`) through `compiled_update`: each group's state is made
+    as `step` makes it (`_init_group`: the optimizer's own code, on its first step), its step counts moved to their
+    parameters' device as the compiler does for a compiled `step`, and the update runs compiled."""
+    update = compiled_update(backend)
+    for group in optimizer.param_groups:
+        params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = [], [], [], [], [], []
+        has_complex = optimizer._init_group(group, params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps)
+        if not params:
+            continue
+        for k, (p, step) in enumerate(zip(params, steps)):
+            if step.device != p.device:  # a fresh or restored state counts its steps on the CPU
+                optimizer.state[p]["step"] = steps[k] = step.to(p.device)
+        beta1, beta2 = group["betas"]
+        settings = dict(amsgrad=group["amsgrad"], beta1=beta1, beta2=beta2, lr=group["lr"],
+                        weight_decay=group["weight_decay"], eps=group["eps"], maximize=group["maximize"],
+                        decoupled_weight_decay=group.get("decoupled_weight_decay", True), foreach=group["foreach"],
+                        has_complex=has_complex)
+        with torch._dynamo.config.patch(recompile_limit=COMPILED_GRAPHS):
+            update((params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps), settings)
+
+
 class CompiledStep:
     """Steps whose forward and loss run compiled (`torch.compile`, ``fullgraph=True``, one graph per batch shape:
-    ``dynamic=False``), and the optimizer's step too (`compile_optimizer`). With the inductor backend the mode is
-    ``reduce-overhead`` (CUDA graphs on a GPU; on the CPU it compiles without them)."""
+    ``dynamic=False``), and the optimizer's update too (`compile_optimizer`: `compiled_optimizer_step`, one graph
+    shared by every optimizer of the same shapes). With the inductor backend the loss's mode is ``reduce-overhead``
+    (CUDA graphs on a GPU; on the CPU it compiles without them)."""
 
     def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
                  backend: str = DEFAULT_BACKEND, compile_optimizer: bool = True):
@@ -221,8 +294,7 @@ class CompiledStep:
         self.loss = torch.compile(partial(_dense_loss, probe, kind, features), backend=backend, fullgraph=True,
                                   dynamic=False, **options)
         self.optimizer, self.probe, self.kind, self.features, self.warmed = optimizer, probe, kind, features, False
-        # The optimizer's step holds Python-side bookkeeping (its state's first creation), so it may break graphs.
-        self.optimizer_step = (torch.compile(optimizer.step, backend=backend, dynamic=False) if compile_optimizer
+        self.optimizer_step = (partial(compiled_optimizer_step, optimizer, backend) if compile_optimizer
                                else optimizer.step)
 
     def __call__(self, batch: Batch) -> torch.Tensor:
@@ -254,13 +326,14 @@ Step = EagerStep | GraphedStep | CompiledStep
 
 
 def make_step(mode: str, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
-              backend: str = DEFAULT_BACKEND) -> Step:
+              backend: str = DEFAULT_BACKEND, batch_size: int | None = None) -> Step:
     """The step of `mode` for one probe and its optimizer (`new_optimizer(mode, ...)`); `features` as `fetcher`
-    gives it. `backend` is the compiled mode's."""
+    gives it. `backend` is the compiled mode's; `batch_size` the full batch's size, the shape a graphed step
+    captures (None: the largest batch it has seen)."""
     if mode == "eager":
         return EagerStep(probe, optimizer, kind, features)
     if mode == "graphed":
-        return GraphedStep(probe, optimizer, kind, features, warmup=WARMUP_STEPS)
+        return GraphedStep(probe, optimizer, kind, features, warmup=WARMUP_STEPS, batch_size=batch_size)
     if mode == "compiled":
         return CompiledStep(probe, optimizer, kind, features, backend=backend)
     raise InputError(f"unknown step mode {mode!r}: choose one of {', '.join(STEP_MODES)}")

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from papa.core.progress import tqdm
-from papa.probing.checkpoint import TrainingCheckpoint
+from papa.probing.checkpoint import TrainingCheckpoint, stack_losses
 from papa.probing.features import FeatureSource, fetched_steps, padded_features
 from papa.probing.predictions import EvalPredictions
 from papa.core.errors import InputError
@@ -133,7 +133,8 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
     members = []
     for probe, seed in zip(probes, seeds):
         optimizer = new_optimizer(mode, [{"params": list(probe.parameters()), "lr": settings.learning_rate}])
-        step = make_step(mode, probe, optimizer, kind, given_features, backend=settings.step_backend)
+        step = make_step(mode, probe, optimizer, kind, given_features, backend=settings.step_backend,
+                         batch_size=min(settings.batch_size, len(data)))
         members.append((probe, step, torch.Generator().manual_seed(seed), []))
     for probe, *_ in members:
         probe.train()
@@ -145,7 +146,7 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
     for epoch in range(settings.epochs):
         for feats, mask, labels in read(epoch, block_examples):
             for probe, step, generator, losses in members:
-                order = torch.randperm(len(feats), generator=generator)
+                order = torch.randperm(len(feats), generator=generator, device="cpu")
                 for first in range(0, len(order), settings.batch_size):
                     rows = order[first:first + settings.batch_size].to(feats.device)
                     losses.append(step((feats[rows], mask[rows], labels[rows])))
@@ -153,7 +154,7 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
     bar.close()
     for probe, *_ in members:
         probe.eval()
-    return [torch.stack(losses).tolist() for *_, losses in members]
+    return [stack_losses(losses).tolist() for *_, losses in members]
 
 
 def _checked_mode(settings: TrainSettings, probes: Sequence[nn.Module]) -> str:
@@ -165,7 +166,7 @@ def _checked_mode(settings: TrainSettings, probes: Sequence[nn.Module]) -> str:
 def _backbone_blocks(model, data, size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
     """The blocks of one epoch of batch order ``blocks``: the split shuffled once (`seed`) and cut into blocks of
     `size`, the backbone run over each block as it is taken."""
-    shared = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed))
+    shared = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed), device="cpu")
     for start in range(0, len(data), size):
         block = shared[start:start + size]
         feats = padded_features(model, data, block)
@@ -219,12 +220,12 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
                disable=not progress, leave=False)
     fetch, features = fetcher(source)
     # made after the restore: a graph captures the optimizer's state tensors as they are from here on
-    runners = [make_step(mode, m.probe, optimizer, kind, features, backend=settings.step_backend)
-               for m, optimizer, _, _ in trained]
+    runners = [make_step(mode, m.probe, optimizer, kind, features, backend=settings.step_backend,
+                         batch_size=min(settings.batch_size, len(source.data))) for m, optimizer, _, _ in trained]
     with nullcontext() if checkpoint is None else checkpoint.stopping_between_steps():
         _epochs(trained, runners, (fetch, source), settings, steps, resumed, bar, on_step, checkpoint)
     bar.close()
-    read = {id(m): torch.stack(losses).tolist() for m, _, _, losses in trained}
+    read = {id(m): stack_losses(losses).tolist() for m, _, _, losses in trained}
     for m in members:
         m.probe.eval()
     return [read.get(id(m), []) for m in members]
@@ -278,7 +279,7 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
     example_losses, example_tokens = [], []
     n = len(source.data)
     for start in range(0, n, batch_size):
-        idx = torch.arange(start, min(start + batch_size, n))
+        idx = torch.arange(start, min(start + batch_size, n), device="cpu")
         feats, mask, labels = source(idx)
         logits, targets = step_logits(probe, spec.kind, feats, mask, labels)
         if spec.vocabulary_targets:
@@ -325,5 +326,5 @@ def _example_losses(logits: torch.Tensor, targets: torch.Tensor, labels: torch.T
     batch_loss = nn.functional.nll_loss(log_probs, targets, reduction="sum").item()
     token_loss = nn.functional.nll_loss(log_probs, targets, reduction="none").float().cpu().double()
     rows = (labels != IGNORE_INDEX).nonzero(as_tuple=True)[0].cpu()
-    per_row = torch.zeros(labels.shape[0], dtype=torch.float64).index_add_(0, rows, token_loss)
+    per_row = torch.zeros(labels.shape[0], dtype=torch.float64, device="cpu").index_add_(0, rows, token_loss)
     return batch_loss, per_row, torch.bincount(rows, minlength=labels.shape[0])

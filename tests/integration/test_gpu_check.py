@@ -1,6 +1,6 @@
-"""`make gpu-check SMOKE=1` (issue 54): the GPU check's every step on the CPU at tiny sizes, run as a lent GPU machine
-runs it: from a copy of the checkout and its staged folder alone (no ../shared, no PAPA_DATA_DIR), so the script
-cannot rot between GPU loans; and the docs' GPU blocks render from the folder it writes."""
+"""`make gpu-check SMOKE=1`: the GPU check's every step on the CPU at tiny sizes, run as a bare GPU machine runs it:
+from a copy of the checkout and its staged folder alone (no ../shared, no PAPA_DATA_DIR), so the script cannot rot
+between runs on a GPU; and the docs' GPU blocks render from the folder it writes."""
 from __future__ import annotations
 
 import json
@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 
 def _checkout_copy(dest: Path) -> Path:
-    """The files a call to a lent machine copies: tracked, and untracked that git does not ignore."""
+    """The files a call to the GPU machine copies: tracked, and untracked that git does not ignore."""
     for rel in gpu_stage.travelling_files(REPO):
         if not rel.startswith("artifacts/"):  # the check reads no artifact; notebooks it does
             (dest / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""One call of the GPU check (issue 72): it fits a loan's 7 minutes under a hard timeout, leaves its folder archived to
+"""One call of the GPU check: it fits an allocation's 7-minute call under a hard timeout, leaves its folder archived to
 $OUT whatever stops it, and runs on the pinned wheels it carries. The steps are a stand-in script: what is tested is
 the call's bookkeeping, not a benchmark."""
 from __future__ import annotations
@@ -85,7 +85,7 @@ def test_the_printed_command_runs_under_the_hard_limit_and_packs_after_it():
     assert limit in command and command.endswith("exit $rc")
     # the pack runs after the call whatever its status (`;`, not `&&`), and the call's status is the command's
     assert "; rc=$?; python3 -m benchmarks.gpu_check pack --stage .gpu-stage --archive $OUT/gpu_check.tar.gz" in command
-    assert gpu_steps.CALL_LIMIT_S + gpu_steps.KILL_AFTER_S <= 7 * 60 + 15  # one loan's 7 minutes
+    assert gpu_steps.CALL_LIMIT_S + gpu_steps.KILL_AFTER_S <= 7 * 60 + 15  # one call's 7 minutes
     assert gpu_steps.CALL_BUDGET_S < gpu_steps.CALL_LIMIT_S - 60  # the install, imports and packing fit beside
 
 

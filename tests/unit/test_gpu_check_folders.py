@@ -1,6 +1,6 @@
-"""benchmarks/gpu_check.py's folders (issue 54): a folder holds one device's rows, a later call into it records its
+"""benchmarks/gpu_check.py's folders: a folder holds one device's rows, a later call into it records its
 own code and machine beside the steps it ran, and `--fill` completes the newest folder of this device (the command
-a lent machine runs), so a second loan adds what the first lacked instead of starting over. The steps here are a
+the GPU machine runs), so a second allocation adds what the first lacked instead of starting over. The steps here are a
 stand-in script that records its calls: what is tested is the folder's bookkeeping, not a benchmark."""
 from __future__ import annotations
 

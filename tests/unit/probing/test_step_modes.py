@@ -31,6 +31,9 @@ TEXTS = ["the movie was good", "it was bad", "a very good film", "not good at al
 # 18 examples in batches of 4: 5 steps per epoch, the last batch holds 2 (ragged)
 SETTINGS = TrainSettings(1e-2, 4, 2)
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs and inductor's CUDA graphs need a GPU")
+#: Every test here places its tensors on the device it names (its CPU references stay on the CPU with
+#: PAPA_TEST_DEVICE=cuda): the harness does not make that device the default one.
+pytestmark = pytest.mark.explicit_device
 
 
 def _setup(arch: str, what: str, device: str = "cpu"):
@@ -241,3 +244,30 @@ def test_compiled_steps_of_many_probes_and_shapes_keep_compiling():
                 assert torch.isfinite(step((feats, mask, torch.zeros(batch, dtype=torch.long))))
     finally:
         torch._dynamo.reset()
+
+
+@pytest.mark.slow  # torch.compile
+def test_compiled_updates_of_many_optimizers_share_one_graph():
+    """Every probe of a grid has an optimizer of its own; their compiled updates share one graph (one per set of
+    parameter shapes and hyper-parameters), so past the compiler's recompile limit (8 by default) every optimizer
+    still steps compiled, none compiles anew."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    try:
+        for seed in range(10):
+            torch.manual_seed(seed)
+            probe = make_probe(get_task("sst2"), tiny_model("bert"), N)
+            optimizer = step_modes.new_optimizer("compiled", [{"params": list(probe.parameters()), "lr": 1e-2}])
+            step = step_modes.make_step("compiled", probe, optimizer, "sentence", step_modes.given_features,
+                                        backend="aot_eager")
+            before = [p.detach().clone() for p in probe.parameters()]
+            feats, mask = torch.randn(4, 3, N, 32), torch.ones(4, N, dtype=torch.long)
+            assert torch.isfinite(step((feats, mask, torch.arange(4) % 2)))
+            assert all(not torch.equal(p, q) for p, q in zip(probe.parameters(), before))
+            assert [float(s["step"]) for s in optimizer.state.values()] == [1.0] * len(before)
+        graphs = counters["stats"]["unique_graphs"]
+    finally:
+        torch._dynamo.reset()
+    assert graphs == 2  # the loss's, shared by the probes of one shape, and the update's
