@@ -9,11 +9,17 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
 * docs/performance.md, ``run-options`` and ``run-options-bf16-store``: the run options paired by seed against
   float32 eager (``artifacts/run_options/cpu/`` and ``bf16_store/``, written by benchmarks/run_options.py);
+* README.md ``what-was-run`` and ``run-found``, docs/results.md ``results-what-was-run``: what the committed CPU-scale
+  run ran and found (`docs.first_page`);
 * docs/results.md ``claims``, README.md ``claims-brief``, ``takeaway`` and ``finding``, docs/decoders.md ``decoder-claims``: the
   paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
   `papa.paper.claims.notes`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
   ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
   ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`papa.paper.result_tables`);
+  ``fig2-table``, ``fig5-table``, ``fig6-table``: the curve tables notebooks 02, 06 and 07 wrote, cell for cell;
+  ``table1-trained``, ``fig4-paper``, ``fig6-mlm``: where the run departs from the paper, from its tables;
+  docs/decoders.md ``decoder-own-head``, ``decoder-fig5``, ``decoder-patterns``: notebook 08's own-head curve, its
+  Fig. 5 verdict and its heads' patterns in words, from its tables;
 * docs/tests.md, ``test-durations``: where runs of the test suite spent their time (``artifacts/timings/
   test_suite/``, written by docs/test_durations.py from pytest's JUnit report);
 * docs/architecture.md, ``modules``: every module of papa/ by layer with the first sentence of its docstring (not a
@@ -173,6 +179,20 @@ def decoder_claims_block() -> str:
     return decoder_claims(cpu_claims())
 
 
+def decoder_own_head_block() -> str:
+    """The LM with the decoder's own frozen head, described from the committed run (not a part of Fig. 6's claim)."""
+    from papa.paper.decoders import own_head_description
+
+    return own_head_description(cpu_run(), "cpu")
+
+
+def decoder_fig5_block() -> str:
+    """Fig. 5's verdict on the committed run's decoder in words."""
+    from papa.paper.decoders import fig5_explanation
+
+    return fig5_explanation(cpu_run(), "cpu")
+
+
 def decoder_table_block() -> str:
     from papa.paper.claim_pages import decoder_table
 
@@ -208,19 +228,34 @@ FIG5_ORDERS = ("lambda", "lambda@full", "first_to_last", "last_to_first", "rando
                "reversed_lambda@full")
 
 
+def what_was_run_block() -> str:
+    """The README's first screen and Results' head: the models the committed run ran and its sizes beside the
+    paper's (`docs.first_page`)."""
+    from docs.first_page import what_was_run
+
+    return what_was_run(cpu_run())
+
+
+def run_found_block() -> str:
+    """What the committed run learned beside the verdicts, each from its tables (`docs.first_page`)."""
+    from docs.first_page import what_run_found
+
+    return what_run_found(cpu_run(), cpu_claims())
+
+
 def fig2_table_block() -> str:
     """Fig. 2's curves of the committed run, λ pooled over its draws where the claims pool them."""
     from papa.paper.claim_pages import orders_table
 
     model, tasks = ENCODER
-    return orders_table(cpu_run(), model, [(t, "lambda") for t in tasks], "cpu")
+    return orders_table(cpu_run(), model, [(t, "lambda") for t in tasks], "cpu", table="fig2_main_results")
 
 
 def fig5_table_block() -> str:
     """Fig. 5's SST-2 curves of the committed run, every order pooled over its draws, the full profile's λ beside."""
     from papa.paper.claim_pages import orders_table
 
-    return orders_table(cpu_run(), ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu")
+    return orders_table(cpu_run(), ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu", table="fig5_head_selection")
 
 
 def table1_block() -> str:
@@ -264,7 +299,7 @@ def fig6_table_block() -> str:
     """Fig. 6's curves of the committed run on the encoder: the MLM probe beside SST-2, in λ order."""
     from papa.paper.claim_pages import orders_table
 
-    return orders_table(cpu_run(), ENCODER[0], [("mlm", "lambda"), ("sst2", "lambda")], "cpu")
+    return orders_table(cpu_run(), ENCODER[0], [("mlm", "lambda"), ("sst2", "lambda")], "cpu", table="fig6_mlm")
 
 
 def lambda_full_block() -> str:
@@ -513,6 +548,89 @@ def run_folder_block() -> str:
     return "\n".join(["```text", textwrap.dedent(doc.split("::", 1)[1]).strip("\n"), "```"])
 
 
+
+def table1_trained_block() -> str:
+    """Table 1's rows that the committed run does not reproduce, as notebook 04's table marks them (its ``note``
+    column, `sections.trained_size_notes` of the run's rows)."""
+    from papa.paper.sections import NOTE_COLUMN, short_model, trained_size_notes
+
+    notes = trained_size_notes(cpu_run().rows(profile="cpu"))
+    model = short_model(ENCODER[0])
+    names = {"trainable_toeplitz": "trained, Toeplitz init.", "trainable_average": "trained, average init."}
+    kinds: dict[str, list[str]] = {}
+    for (which, kind), note in notes.items():
+        if which == model:
+            kinds.setdefault(note, []).append(names.get(kind, kind))
+    if not kinds:
+        return "The run's Table 1 marks no row: its trained constants trained on the other rows' sizes."
+    marked = "; ".join(f"{' and '.join(f'*{label}*' for label in labels)} “{note}”" for note, labels in kinds.items())
+    return f"Notebook 04's table (`tables/table1_alternative_matrices.csv`, column `{NOTE_COLUMN}`) marks {marked}."
+
+
+def fig4_paper_block() -> str:
+    """Fig. 4's shares of the committed run beside the paper's, in one sentence (notebook 03 prints the same)."""
+    from papa.paper.claims.constant_patterns import paper_comparison
+
+    intervals = cpu_run().intervals
+    if not intervals:
+        return "The run wrote no pattern intervals."
+    task = sorted(intervals)[0]
+    return f"{paper_comparison(intervals[task])} From `tables/fig4_pattern_intervals_{task}.csv` (notebook 03)."
+
+
+def fig6_mlm_block() -> str:
+    """Fig. 6's rows as notebook 07's table reads them (`sections.fraction_claims` of ``tables/fig6_mlm.csv``):
+    whether the claim reads the objective, its change in nats, and the downstream task's relative drop."""
+    import math
+
+    from papa.paper.sections import METRIC_NAMES, OBJECTIVE_COLUMN, OBJECTIVE_TASKS, TASK_NAMES, fraction_claims
+
+    def minus(value: float, spec: str = ".3f") -> str:
+        return format(value, spec).replace("-", "−")
+
+    curves = pd.read_csv(cpu_run().folder.table("fig6_mlm"), index_col=0)
+    metrics = dict(zip(curves.task, curves.metric))
+    claims = fraction_claims(curves)
+    rows = cpu_run().rows(profile="cpu")
+    sentences = []
+    for (model, task, _), row in claims.iterrows():
+        name = TASK_NAMES.get(task, task)
+        if task in OBJECTIVE_TASKS:
+            mark = row.get(OBJECTIVE_COLUMN, "read")
+            own = rows[(rows.task == task) & (rows.constants == "none") & rows.model.str.endswith(model)]
+            sized = json.loads(own.extra.iloc[0]) if len(own) and isinstance(own.extra.iloc[0], str) else {}
+            trained = (f", trained on {sized['train_examples']:,} paragraphs for {sized['epochs']} epochs"
+                       if {"train_examples", "epochs"} <= set(sized) else "")
+            read = (f"reads the {name} probe of {model}{trained}" if mark == "read" else
+                    f"does **not read** the {name} probe of {model}{trained} ({mark.partition(': ')[2] or mark})")
+            change = -row["drop_at_0"]
+            sentences.append(
+                f"Fig. 6's claim {read}. Its −log perplexity is "
+                f"{minus(row['original'])} with the original attention (perplexity "
+                f"{math.exp(-row['original']):,.0f}), {minus(row['at_half'])} with half the heads constant and "
+                f"{minus(row['at_0'])} with all of them: {minus(change, '+.3f')} nats at 0, "
+                f"{'a gain' if change > 0 else 'a loss'} (a difference in nats, not a relative drop: a log "
+                "perplexity's zero is arbitrary).")
+        else:
+            sentences.append(f"{name} ({METRIC_NAMES.get(metrics.get(task), metrics.get(task))}): "
+                             f"{row['original']:.3f} with the original attention, {row['at_0']:.3f} with every head "
+                             f"constant, a relative drop of {row['relative_drop_at_0']:.1%}.")
+    return " ".join(sentences)
+
+
+def decoder_patterns_block() -> str:
+    """The decoder's constant-matrix patterns by layer (``tables/decoder_patterns_lm.csv``, notebook 08)."""
+    from papa.paper.patterns import by_layer_text, pattern_summary
+    from papa.runs.profiles import get_profile
+
+    table = pd.read_csv(cpu_run().folder.table("decoder_patterns_lm"), index_col=0)
+    corpus = get_profile("cpu").for_task("lm").corpus_limit
+    kinds = (("sink", "Sinks"), ("previous", "Previous-token heads"), ("diagonal", "Diagonal heads"))
+    return (f"Patterns of {DECODER[0]}'s {len(table)} constant matrices (the LM task's constants over {corpus} "
+            "paragraphs, `tables/decoder_patterns_lm.csv`), by layer. "
+            + "".join(f"{by_layer_text(table, column, name)}. " for column, name in kinds)
+            + f"Median row spread {pattern_summary(table)['median_spread']:.2f}.")
+
 BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "layers": (DOCS / "architecture.md", layers_block),
     "run-folder": (DOCS / "architecture.md", run_folder_block),
@@ -525,6 +643,9 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
                                functools.partial(run_options_block, REPO / "artifacts" / "run_options" / "bf16_store")),
     "fig2-table": (DOCS / "results.md", fig2_table_block),
     "table1": (DOCS / "results.md", table1_block),
+    "table1-trained": (DOCS / "results.md", table1_trained_block),
+    "fig4-paper": (DOCS / "results.md", fig4_paper_block),
+    "fig6-mlm": (DOCS / "results.md", fig6_mlm_block),
     "table2": (DOCS / "results.md", table2_block),
     "fig5-table": (DOCS / "results.md", fig5_table_block),
     "fig6-table": (DOCS / "results.md", fig6_table_block),
@@ -540,12 +661,18 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "claims": (DOCS / "results.md", claims_block),
     "cpu-notebook-time": (DOCS / "results.md", notebook_time_block),
     "cpu-rerun-time": (DOCS / "notebooks.md", notebook_time_block),
+    "what-was-run": (REPO / "README.md", what_was_run_block),
+    "run-found": (REPO / "README.md", run_found_block),
+    "results-what-was-run": (DOCS / "results.md", what_was_run_block),
     "claims-brief": (REPO / "README.md", brief_block),
     "takeaway": (REPO / "README.md", takeaway_block),
     "finding": (REPO / "README.md", finding_block),
     "decoder-claims": (DOCS / "decoders.md", decoder_claims_block),
     "decoder-table": (DOCS / "decoders.md", decoder_table_block),
+    "decoder-own-head": (DOCS / "decoders.md", decoder_own_head_block),
+    "decoder-fig5": (DOCS / "decoders.md", decoder_fig5_block),
     "decoder-lm-probe-curve": (DOCS / "decoders.md", lm_probe_curve_block),
+    "decoder-patterns": (DOCS / "decoders.md", decoder_patterns_block),
     "probe-inputs": (DOCS / "decoders.md", probe_inputs_block),
     "own-model": (DOCS / "own-model.md", own_model_block),
     "gpu-check": (DOCS / "performance.md", gpu_table_block),

@@ -90,7 +90,7 @@ def _probe(args: argparse.Namespace) -> int:
 def _majority_line(cfg) -> str | None:
     """The score of always predicting the training subset's majority class, on the examples the probe is scored on
     (None for a task without classes)."""
-    from papa.paper.sections import majority_baselines
+    from papa.paper.baselines import majority_baselines
     from papa.tasks.registry import get_task
 
     resolved = cfg.resolved()

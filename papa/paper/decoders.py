@@ -1,8 +1,10 @@
 """Beyond the paper: PAPA on a causal LM (notebook 08). The decoder's counterpart of Fig. 6 (its own pretraining
-objective, next-token perplexity with its frozen LM head) beside its downstream probes, and the measured speed of
-scoring text with every head constant.
+objective, next-token perplexity with its frozen LM head) beside its downstream probes, the claims' readings of
+it in words (the frozen head described, Fig. 5's verdict explained), and the measured speed of scoring text with
+every head constant.
 
-Everything here reads frames that `papa.paper.sections` makes from result rows, or times a model; nothing trains.
+Everything here reads frames that `papa.paper.sections` makes from result rows or a run's tables, or times a model;
+nothing trains.
 """
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ from collections.abc import Sequence
 import pandas as pd
 
 from papa.core.settings import Resources
-from papa.core.vocabulary import DECODER_LAYOUT
+from papa.core.vocabulary import DECODER_LAYOUT, DEFAULT_DTYPE
+from papa.paper.claims.head_selection import fig5_sentence
+from papa.paper.claims.mlm_electra import own_head_sentence
+from papa.paper.claims.reading import claim_runs
+from papa.paper.claims.run_tables import RunLike, RunTables
+from papa.paper.claims.scores import ClaimRun
 from papa.paper.sections import OBJECTIVE_TASKS, split_learning
 
 #: The pretraining objective of a decoder (papa.tasks.registry), read beside its downstream probes.
@@ -76,6 +83,28 @@ def objective_vs_probes_summary(table: pd.DataFrame) -> str:
         lines.append(f"{model.split('/')[-1]} at {fraction}: the LM objective loses {row['lm_relative_drop']:.1%}, "
                      f"{probes_text}{verdict}")
     return "\n".join(lines)
+
+
+def decoder_claim_run(run: RunLike, profile: str) -> ClaimRun:
+    """The causal LMs' rows of a run of `profile` (its folder, or its tables read once) as the claims read them
+    (`papa.paper.claims.profile_claims`'s rows: the profile's layout, float32, each model's default probe inputs)."""
+    from papa.runs.profiles import get_profile
+
+    prof = get_profile(profile)
+    tables = RunTables.of(run)
+    return claim_runs(tables.keeping(tables.rows(prof.name, prof.layout, DEFAULT_DTYPE)))[1]
+
+
+def own_head_description(run: RunLike, profile: str) -> str:
+    """The LM with the model's own frozen head described on a run of `profile`
+    (`papa.paper.claims.mlm_electra.own_head_sentence`): a description beside Fig. 6's claim, not a part of it."""
+    return own_head_sentence(decoder_claim_run(run, profile)) or "No LM scored with its own head at 1 and at 0 yet."
+
+
+def fig5_explanation(run: RunLike, profile: str) -> str:
+    """Fig. 5's verdict on the causal LMs of a run of `profile` in words
+    (`papa.paper.claims.head_selection.fig5_sentence`)."""
+    return fig5_sentence(decoder_claim_run(run, profile)) or "Fig. 5 is not read on a decoder: no two head orders ran."
 
 
 def scoring_speed(model, tokenizer, texts: Sequence[str], constants, *, max_length: int, batch_size: int = 8,

@@ -20,10 +20,16 @@ import torch
 from matplotlib.figure import Figure
 
 from papa.core.artifacts import atomic_path
-from papa.core.vocabulary import PAPER_FRACTIONS
+from papa.core.vocabulary import NONE, PAPER_FRACTIONS
+from papa.paper.paper_numbers import (PAPER_DIAGONAL_SHARE, PAPER_SPECIAL_SHARE, paper_score,
+                                      performance_vs_drop_points)
 from papa.paper.sections import METRIC_NAMES, OBJECTIVE_TASKS, SELECTION_NAMES, short_model
 
 FRACTION_ORDER = PAPER_FRACTIONS  # plotted from all heads input-dependent to none
+#: The legend's name of the paper's scores marked on the fraction plots.
+PAPER_TABLE1_LABEL = "paper, RoBERTa-base (Table 1)"
+#: How the paper's numbers are drawn beside the run's: hollow, grey, no line.
+_PAPER_STYLE = dict(linestyle="none", color="0.35", markerfacecolor="none", markeredgewidth=1.4, markersize=8)
 
 
 def _grid(n: int, ncols: int = 3, size: float = 3.4) -> tuple[plt.Figure, list[plt.Axes]]:
@@ -57,15 +63,19 @@ def _shifts(n: int, spread: float = 0.3) -> list[float]:
     return [0.0] if n == 1 else [spread * (i / (n - 1) - 0.5) for i in range(n)]
 
 
-def _legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes], extra: Sequence = ()) -> None:
+def _legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes], extra: Sequence = (), last: Sequence[str] = ()) -> None:
     """One legend for every panel (each label once, whichever panel draws it), right of them, so that it covers no
-    curve; `extra` handles (what the bars hold) after the panels' own."""
+    curve; `extra` handles (what the bars hold) after the panels' own, and the entries labelled `last` (the paper's)
+    after all."""
     entries: dict = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     for handle in extra:
         entries.setdefault(handle.get_label(), handle)
+    for label in last:
+        if label in entries:
+            entries[label] = entries.pop(label)
     if len(entries) > 1:
         fig.legend(list(entries.values()), list(entries), loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=9,
                    frameon=False)
@@ -83,13 +93,14 @@ def _metric_name(rows: pd.DataFrame) -> str:
 
 def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "", learns: pd.DataFrame | None = None,
                     unread: dict[str, str] | None = None,
-                    unread_lines: Mapping[tuple[str, str], str] | None = None) -> plt.Figure:
+                    unread_lines: Mapping[tuple[str, str], str] | None = None, paper: bool = True) -> plt.Figure:
     """Fig. 2 (and 5, 6): one panel per task, metric vs fraction with the 95% interval, one line per `by` value.
     With `learns` (`papa.paper.sections.probes_learn`), a task whose probe does not beat its majority class shows
     that class's score as a dashed line and says it is not read; `unread` gives a task's other reasons (task: why),
     over its panel; `unread_lines` ((task, `by` value): why, `papa.paper.read_marks.ReadMarks.lines`) marks single
     lines: dashed, hollow, their reason in the legend. A point pooled over several draws of its order (``orders``
-    above 1, `sections.curves_over_orders`) is drawn as a square, and the legend says what every bar holds."""
+    above 1, `sections.curves_over_orders`) is drawn as a square, and the legend says what every bar holds. With
+    `paper`, a task the paper's Table 1 scores shows its RoBERTa-base scores at fractions 1 and 0 (`_paper_marks`)."""
     if curves.empty:
         raise ValueError("no results to plot: run the section's grid first")
     tasks = list(dict.fromkeys(curves["task"]))
@@ -109,14 +120,32 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "",
                        **style)
                 _pooled_points(ax, group, labels, shift, plt.get_cmap("tab10")(lines.index(key) % 10),
                                style.get("markerfacecolor"))
+        if paper:
+            _paper_marks(ax, task, rows, labels)
         _fraction_axis(ax, labels)
         ax.set_title(task + _panel_note(learns, task, rows, unread, ax), fontsize=10)
         ax.set_ylabel(_metric_name(rows))
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    _legend_outside(fig, axes, _bar_entries(curves))
+    _legend_outside(fig, axes, _bar_entries(curves), last=(PAPER_TABLE1_LABEL,))
     return fig
+
+
+def _paper_marks(ax: plt.Axes, task: str, rows: pd.DataFrame, labels: Sequence[str]) -> None:
+    """The paper's RoBERTa-base scores on `task` (Table 1) as hollow grey diamonds: the original model's at fraction
+    1 and, at fraction 0, that of the constants kind the panel ran there (``constants``; average where the frame does
+    not say); none where the table has no such task or row, or the axis no such fraction."""
+    if "constants" in rows:
+        kinds = set(rows.loc[rows["fraction_label"] == "0", "constants"].dropna())
+        kind = kinds.pop() if len(kinds) == 1 else None
+    else:
+        kind = "average"
+    points = [(labels.index(f), paper_score(task, k)) for f, k in (("1", NONE), ("0", kind)) if f in labels and k]
+    points = [(x, y) for x, y in points if y is not None]
+    if points:
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="D", label=PAPER_TABLE1_LABEL, zorder=3, **_PAPER_STYLE)
 
 
 def _panel_note(learns: pd.DataFrame | None, task: str, rows: pd.DataFrame, unread: dict[str, str] | None,
@@ -268,7 +297,7 @@ def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None,
                     grid_points: pd.DataFrame | None = None) -> plt.Figure:
     """One panel per task: the original-attention probe's metric (95% interval) against training examples
     (`papa.paper.grids.run` of a "curves" declaration), with a baseline (`baselines`' column `baseline`: the majority
-    class of `sections.majority_baselines`, or e.g. ``context_free`` of `sections.chance_levels`) dashed where given,
+    class of `papa.paper.baselines.majority_baselines`, or e.g. ``context_free`` of its `chance_levels`) dashed where given,
     and the grid's own probe (`sections.grid_points`) marked apart; one legend beside the panels."""
     if curves.empty:
         raise ValueError("no learning curve to plot: the profile draws none (its `curves`)")
@@ -303,26 +332,69 @@ def learning_curves(curves: pd.DataFrame, baselines: pd.DataFrame | None = None,
     return fig
 
 
-def performance_vs_drop(summary: pd.DataFrame) -> plt.Figure:
-    """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model. With
-    no point to place (no task whose probe beats its majority baseline, as a model with random weights has), the
-    figure says so."""
+def performance_vs_drop(summary: pd.DataFrame, *, paper: bool = True) -> plt.Figure:
+    """Fig. 3: original average performance (y) vs mean relative drop with every head replaced (x), per model; with
+    `paper`, the paper's RoBERTa-base and RoBERTa-large beside them (hollow grey, from its Tables 1 and 4,
+    `paper_numbers.performance_vs_drop_points`). With no point of the run's to place (no task whose probe beats its
+    majority baseline, as a model with random weights has), the figure says so."""
     fig, ax = plt.subplots(figsize=(4.5, 3.6))
     if summary.empty:
         ax.text(0.5, 0.5, "no model has a task whose probe beats its\nmajority baseline at fractions 1 and 0",
                 ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return fig
-    ax.scatter(summary["relative_drop"] * 100, summary["original"])
+    ax.scatter(summary["relative_drop"] * 100, summary["original"], label="this run", zorder=3)
     for row in summary.itertuples():
         ax.annotate(short_model(row.model), (row.relative_drop * 100, row.original), fontsize=8,
                     xytext=(4, 4), textcoords="offset points")
+    if paper:
+        for (model, row), marker in zip(performance_vs_drop_points().iterrows(), "s^"):
+            ax.plot([row["relative_drop"] * 100], [row["original"]], marker=marker,
+                    label=f"paper, {model} ({row['source']})", **_PAPER_STYLE)
     ax.set_xlabel("relative drop with no input-dependent heads (%)")
     ax.set_ylabel("original average performance")
     ax.grid(alpha=0.3)
     if len(summary) == 1:  # the paper's figure relates models: one point shows one model, no relation
         ax.set_title(f"one model ({short_model(summary['model'].iloc[0])}): no relation to read", fontsize=9)
     fig.tight_layout()
+    _legend_outside(fig, [ax], last=[f"paper, {m} ({r})" for m, r in performance_vs_drop_points()["source"].items()])
+    return fig
+
+
+#: The pattern table's entries that are no share of heads (a count, a median).
+_NOT_HEAD_SHARES = ("heads", "median_spread")
+
+
+def pattern_shares(shares: pd.Series | pd.DataFrame, *, title: str = "", paper: bool = True) -> plt.Figure:
+    """Fig. 4's shares of heads by pattern, one bar each: `papa.paper.patterns.pattern_summary`'s series, or
+    `papa.paper.pattern_intervals.pattern_share_intervals`' frame (``value``, its 95% interval ``low``–``high`` as
+    error bars). With `paper`, the paper's shares (Sec. 5.1: about 90% diagonal, about 40% mostly on [CLS]/[SEP])
+    as dashed ticks across their bars."""
+    table = shares.to_frame("value") if isinstance(shares, pd.Series) else shares
+    if "value" not in table:
+        raise ValueError("pattern shares need a `value` per share (pattern_summary or pattern_share_intervals)")
+    table = table.drop(index=[n for n in _NOT_HEAD_SHARES if n in table.index]).astype({"value": float})
+    names = list(table.index)
+    fig, ax = plt.subplots(figsize=(1.0 * len(names) + 2.0, 3.6))
+    x = list(range(len(names)))
+    yerr = None
+    if {"low", "high"} <= set(table.columns):
+        yerr = [(table["value"] - table["low"]).clip(lower=0), (table["high"] - table["value"]).clip(lower=0)]
+    ax.bar(x, table["value"], yerr=yerr, capsize=3, color="tab:blue", label="this run")
+    marks = [(name, share) for name, share in (("diagonal", PAPER_DIAGONAL_SHARE), ("special", PAPER_SPECIAL_SHARE))
+             if paper and name in names]
+    for name, share in marks:
+        i = names.index(name)
+        ax.plot([i - 0.4, i + 0.4], [share, share], color="0.2", linestyle="--", linewidth=1.6,
+                label=f"paper (about {share:.0%})")
+    ax.set_xticks(x, names, rotation=30, ha="right")
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share of heads")
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    _legend_outside(fig, [ax], last=[f"paper (about {share:.0%})" for _, share in marks])
     return fig
 
 

@@ -91,3 +91,27 @@ def relative_drops(size: str = "base") -> pd.Series:
     table = alternative_matrices(size)
     drops = (table.loc["none"] - table.loc["average"]) / table.loc["none"]
     return pd.concat([drops, pd.Series({"average": drops.mean()})])
+
+
+def paper_score(task: str, kind: str = "none", size: str = "base") -> float | None:
+    """`task`'s score in Table 1 (``size="base"``) or Table 4 (``"large"``) with constants `kind` (``"none"``: the
+    original model, fraction 1; ``"average"``: every head replaced by PAPA's constants, fraction 0), on the scale of
+    papa's metrics; None where the table has no such task or row. The one place a paper score is put on the run's
+    scale: the tables print fractions (accuracy 0.91, not 91; MCC 0.47), as papa's metrics are, so none changes."""
+    table = alternative_matrices(size)
+    if task not in table.columns or kind not in table.index:
+        return None
+    return float(table.loc[kind, task])
+
+
+def performance_vs_drop_points() -> pd.DataFrame:
+    """Fig. 3's coordinates for the models whose scores the paper prints: RoBERTa-base (Table 1) and RoBERTa-large
+    (Table 4), one row each (index ``model``), with ``original``, the original model's score averaged over the six
+    tasks, ``relative_drop``, the mean of the tasks' relative drops with every head replaced (`relative_drops`), and
+    ``source``, the table. The figure's other models (BERT, DeBERTa) have no numbers in the text."""
+    rows = {f"RoBERTa-{size}": {"original": float(alternative_matrices(size).loc["none"].mean()),
+                                "relative_drop": float(relative_drops(size)["average"]), "source": source}
+            for size, source in (("base", "Table 1"), ("large", "Table 4"))}
+    table = pd.DataFrame.from_dict(rows, orient="index")
+    table.index.name = "model"
+    return table

@@ -153,3 +153,47 @@ def representative_heads(patterns: pd.DataFrame, k: int = 6) -> list[tuple[int, 
             if len(picks) >= k:
                 break
     return picks
+
+
+def layer_counts(patterns: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per layer of a pattern table: ``heads``, how many of them are `column` (a pattern: ``sink``, ``diagonal``,
+    ...) as ``marked``, and their ``share``."""
+    groups = patterns.groupby("layer", sort=True)[column]
+    table = pd.DataFrame({"heads": groups.size(), "marked": groups.sum().astype(int)})
+    return table.assign(share=table["marked"] / table["heads"])
+
+
+def layer_ranges(layers: Sequence[int]) -> str:
+    """Layers as runs of three or more: ``0–11, 16, 17, 20–22``."""
+    runs: list[list[int]] = []
+    for layer in sorted(int(x) for x in layers):
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    return ", ".join(f"{r[0]}–{r[-1]}" if len(r) > 2 else ", ".join(map(str, r)) for r in runs)
+
+
+def by_layer_text(patterns: pd.DataFrame, column: str, name: str) -> str:
+    """How `column`'s heads (called `name`) sit across layers, in words: their share of all heads, then the layers
+    where a majority of the heads are `name` (more than half), where fewer are, and where none is, each group with
+    the range of its counts (``5–9 of 9``; shares where the layers' head counts differ)."""
+    counts = layer_counts(patterns, column)
+    same = counts["heads"].nunique() == 1
+
+    def span(group: pd.DataFrame) -> str:
+        if same:
+            low, high = group["marked"].min(), group["marked"].max()
+            return f"{low}{'' if low == high else f'–{high}'} of {counts['heads'].iloc[0]}"
+        low, high = group["share"].min(), group["share"].max()
+        return f"{low:.0%}" if low == high else f"{low:.0%}–{high:.0%}"
+
+    most = counts[counts["share"] > 0.5]
+    some = counts[(counts["share"] > 0) & (counts["share"] <= 0.5)]
+    groups = [f"{span(group)}{label} in layer{'s' if len(group) > 1 else ''} {layer_ranges(group.index)}"
+              for label, group in ((" (a majority)", most), ("", some)) if len(group)]
+    none = counts[counts["marked"] == 0]
+    if len(none):
+        groups.append(f"none in layer{'s' if len(none) > 1 else ''} {layer_ranges(none.index)}")
+    total = counts["marked"].sum() / counts["heads"].sum()
+    return f"{name}, {total:.0%} of the {counts['heads'].sum()} heads: {'; '.join(groups)}"

@@ -9,7 +9,6 @@ Conventions of the results table (see `papa.runs.experiment`): fraction 1 is rec
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ import pandas as pd
 from papa.core.artifacts import write_table
 from papa.core.run_folder import RunFolder
 from papa.core.settings import RunSettings
-from papa.core.vocabulary import PAPER_FRACTIONS, PAPER_TASKS
+from papa.core.vocabulary import PAPER_BASE, PAPER_FRACTIONS, PAPER_LARGE, PAPER_TASKS, TRAINABLE_KINDS
 from papa.paper.grids import Grids
 from papa.runs.results import GROUP_KEYS, aggregate, relative_drop
 from papa.tasks.registry import TASKS
@@ -223,29 +222,89 @@ def performance_vs_drop(curves: pd.DataFrame, tasks: Sequence[str] = DOWNSTREAM_
     return out.reset_index()
 
 
-def format_cell(mean: float, ci95: float, digits: int = 3) -> str:
-    """``0.812 ± 0.010``; the interval is left out when there is only one seed."""
+def format_cell(mean: float, ci95: float, digits: int = 3, orders: int = 1) -> str:
+    """``0.812 ± 0.010``, or ``0.781 ± 0.009 (4 orders)`` where the point pools `orders` draws of a head order
+    (`curves_over_orders`); the interval is left out when there is only one seed."""
     if pd.isna(mean):
         return "—"
-    return f"{mean:.{digits}f}" if pd.isna(ci95) else f"{mean:.{digits}f} ± {ci95:.{digits}f}"
+    pooled = f" ({int(orders)} orders)" if pd.notna(orders) and orders > 1 else ""
+    return (f"{mean:.{digits}f}" if pd.isna(ci95) else f"{mean:.{digits}f} ± {ci95:.{digits}f}") + pooled
+
+
+def curve_cells(curves: pd.DataFrame) -> pd.DataFrame:
+    """A curve frame as it is printed wherever it appears (notebook, docs page): one row per (model, task,
+    selection), one column per fraction, each cell `format_cell` of its mean, interval and the draws it pools."""
+    if curves.empty:
+        return pd.DataFrame()
+    orders = curves["orders"] if "orders" in curves else pd.Series(1, index=curves.index)
+    cells = curves.assign(model=curves.model.map(short_model),
+                          cell=[format_cell(m, c, orders=k) for m, c, k in zip(curves["mean"], curves["ci95"], orders)])
+    wide = cells.pivot_table(index=["model", "task", "selection"], columns="fraction_label", values="cell",
+                             aggfunc="first", sort=False)
+    return wide[[c for c in _ORDER if c in wide.columns]].fillna("—")
+
+
+#: The column `alternatives_table` adds: why a row is no reproduction of the paper's ("" where it is one).
+NOTE_COLUMN = "note"
 
 
 def alternatives_table(results: pd.DataFrame, kinds: Sequence[str]) -> pd.DataFrame:
-    """Table 1 for every model: rows (model, constants kind), columns tasks, cells mean ± 95% interval.
+    """Table 1 for every model: rows (model, constants kind), columns tasks, cells mean ± 95% interval, and
+    `NOTE_COLUMN`: "not reproduced: ..." on a trained kind whose probes trained on another size than the original
+    attention's (`trained_size_notes`), "" elsewhere.
 
     ``none`` is the original model (fraction 1); every other kind is the attention-free model (fraction 0).
     """
     r = results
     rows = pd.concat([r[(r.constants == "none") & (r.fraction == 1.0)],
                       r[r.constants.isin(kinds) & (r.fraction == 0.0) & r.constants_corpus.isin(["task", "none"])]])
-    return _pivot(aggregate(rows), "constants", ["none", *[k for k in kinds if k != "none"]])
+    table = _pivot(aggregate(rows), "constants", ["none", *[k for k in kinds if k != "none"]])
+    if table.empty:
+        return table
+    notes = trained_size_notes(results)
+    return table.assign(**{NOTE_COLUMN: [notes.get(key, "") for key in table.index]})
+
+
+def _sizes(results: pd.DataFrame) -> pd.Series:
+    """Each row's training size, (examples, epochs) as its ``extra`` recorded them (None where it did not)."""
+    extra = results["extra"] if "extra" in results else pd.Series("", index=results.index)
+    parsed = extra.map(lambda text: json.loads(text) if isinstance(text, str) and text else {})
+    return pd.Series([(e.get("train_examples"), e.get("epochs")) for e in parsed], index=results.index, dtype=object)
+
+
+def _size_text(sizes: Sequence[tuple[int, int]]) -> str:
+    """``200 examples, 1 epoch``; a range where the tasks differ (``500–3000 examples, 4–15 epochs``)."""
+    def span(values: list[int], unit: str) -> str:
+        low, high = min(values), max(values)
+        return f"{low}{'' if low == high else f'–{high}'} {unit}{'' if high == 1 else 's'}"
+    return f"{span([s[0] for s in sizes], 'example')}, {span([s[1] for s in sizes], 'epoch')}"
+
+
+def trained_size_notes(results: pd.DataFrame) -> dict[tuple[str, str], str]:
+    """(short model, trained kind) -> "not reproduced: N examples, E epochs (the other rows: ...)" for Table 1's
+    trained constants (`TRAINABLE_KINDS`) where their probes trained on another size than the original attention's
+    on the same task (a profile may give them fewer: they run the backbone every step), from the sizes the rows
+    recorded; a kind whose rows or reference rows recorded no size is not marked."""
+    sized = results.assign(size=_sizes(results))
+    notes = {}
+    for model, rows in sized.groupby("model"):
+        reference = rows[(rows.constants == "none") & (rows.fraction == 1.0)].groupby("task")["size"].agg(set)
+        for kind in TRAINABLE_KINDS:
+            own = rows[(rows.constants == kind) & (rows.fraction == 0.0)].groupby("task")["size"].agg(set)
+            apart = [t for t in own.index if t in reference.index and own[t] != reference[t]
+                     and all(None not in s for s in (*own[t], *reference[t]))]
+            if apart:
+                trained = [s for t in apart for s in own[t]]
+                others = [s for t in apart for s in reference[t]]
+                notes[(short_model(model), kind)] = (f"not reproduced: {_size_text(trained)} (the other rows: "
+                                                     f"{_size_text(others)})")
+    return notes
 
 
 def training_sizes(results: pd.DataFrame) -> pd.DataFrame:
     """What each constants kind's probes trained on, per task: "examples × epochs" (a profile may train Table 1's
     trained constants, which run the backbone every step, on fewer examples than the frozen rows)."""
-    extra = results["extra"].map(lambda text: json.loads(text) if isinstance(text, str) and text else {})
-    sizes = results.assign(size=[f"{e.get('train_examples', '?')} × {e.get('epochs', '?')}" for e in extra])
+    sizes = results.assign(size=[f"{'?' if n is None else n} × {'?' if e is None else e}" for n, e in _sizes(results)])
     table = sizes.pivot_table(index="constants", columns="task", values="size", aggfunc="first")
     return table[[t for t in TABLE_TASKS if t in table.columns]].fillna("—")
 
@@ -281,8 +340,30 @@ def means(table_agg: pd.DataFrame) -> pd.DataFrame:
     return wide[[c for c in _ORDER if c in wide.columns]]
 
 
+#: The paper's MLM-pretrained encoders, by short name: Fig. 6 reads MLM only on these.
+MLM_PRETRAINED = tuple(short_model(m) for m in (*PAPER_BASE, *PAPER_LARGE))
+
+
+def unread_objectives(models: list[str] | set[str]) -> dict[str, str]:
+    """For Fig. 6's tables and figure: the MLM row's reason where none of the encoders `models` was pretrained with
+    MLM (the claim reads MLM only for the paper's MLM-pretrained encoders); {} where one was."""
+    others = sorted({short_model(m) for m in models} - set(MLM_PRETRAINED))
+    if not others or len(others) < len(set(models)):
+        return {}
+    return {"mlm": f"not read: {', '.join(others)} not pretrained with MLM"}
+
+
+#: The column `fraction_claims` adds where a row is a pretraining objective (`OBJECTIVE_TASKS`): "read", or "not
+#: read: " and why (Fig. 6's claim reads MLM only for MLM-pretrained encoders); "—" on a downstream task.
+OBJECTIVE_COLUMN = "objective"
+
+
 def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
-    """Per model and task: the original score, the drop at 1/2 in points, and the relative drop at 0 (Fig. 2)."""
+    """Per model and task: the original score, the drop at 1/2 in points, and the relative drop at 0 (Fig. 2).
+
+    Where a row is a pretraining objective (a −log perplexity, `OBJECTIVE_TASKS`) its relative drop is NaN (a log
+    perplexity's zero is arbitrary, so a share of it means nothing), and the table gains ``drop_at_0`` (original −
+    at 0 in the metric's units: nats for an objective, points elsewhere) and `OBJECTIVE_COLUMN`."""
     wide = means(curves)
     out = pd.DataFrame(index=wide.index)
     out["original"] = wide.get("1")
@@ -292,6 +373,14 @@ def fraction_claims(curves: pd.DataFrame) -> pd.DataFrame:
     if "0" in wide:
         out["at_0"] = wide["0"]
         out["relative_drop_at_0"] = (wide["1"] - wide["0"]) / wide["1"].abs()
+    objective = out.index.get_level_values("task").isin(OBJECTIVE_TASKS) if len(out) else []
+    if not any(objective):
+        return out
+    if "0" in wide:
+        out.insert(out.columns.get_loc("relative_drop_at_0"), "drop_at_0", wide["1"] - wide["0"])
+        out.loc[objective, "relative_drop_at_0"] = float("nan")
+    out[OBJECTIVE_COLUMN] = [unread_objectives([model]).get(task, "read") if task in OBJECTIVE_TASKS else "—"
+                             for model, task, *_ in out.index]
     return out
 
 
@@ -307,100 +396,6 @@ def grid_points(results: pd.DataFrame, curves: pd.DataFrame) -> pd.DataFrame:
     agg = aggregate(rows, by=["model", "task", "metric"])
     agg["train_examples"] = [int(sizes[(m, t)]) for m, t in zip(agg["model"], agg["task"])]
     return agg[list(curves.columns)]
-
-
-def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | None = None) -> pd.DataFrame:
-    """Per task: the score of predicting the training subset's majority class on the evaluation subset the profile
-    probes (`papa.tasks.baselines`), in the task's metric; tasks without classes (MLM, LM) are left out."""
-    from papa.runs.profiles import get_profile
-    from papa.tasks.baselines import majority_baseline
-    from papa.tasks.data import load_examples, resolve_data_dir
-    from papa.tasks.registry import get_task
-
-    root = resolve_data_dir(data_dir)
-    rows = []
-    for task in tasks:
-        spec, prof = get_task(task), get_profile(profile).for_task(task)
-        if spec.num_labels == 0:
-            continue
-        train = load_examples(spec, "train", root, limit=prof.train_limit, sample=prof.sample)
-        evaluation = load_examples(spec, "eval", root, limit=prof.eval_limit, sample=prof.sample)
-        rows.append(dict(task=task, metric=spec.metric, majority=majority_baseline(spec, train, evaluation),
-                         train_examples=len(train), eval_examples=len(evaluation)))
-    return pd.DataFrame(rows, columns=["task", "metric", "majority", "train_examples", "eval_examples"])
-
-
-def chance_levels(model: str, vocab_size: int, tasks: Sequence[str], *, profile: str,
-                  data_dir: str | None = None, tokenizer=None, model_type: str | None = None) -> pd.DataFrame:
-    """Per task: the score of a predictor that knows nothing of the input, in the task's metric: the majority class
-    of the training subset (`majority_baselines`) for a classification task, and for a task over the vocabulary
-    (LM, MLM) −log of the vocabulary's size (a uniform guess, in nats). With the model's `tokenizer` (and its
-    `model_type`), ``context_free`` is the strongest such predictor: the majority class, or for a task over the
-    vocabulary the best unigram model (`papa.tasks.baselines.unigram_baseline`) fit on the target tokens of any
-    training subset of `tasks` over the vocabulary, scored on this task's evaluation subset (``context_free_how``
-    names whose); ``same_tokens`` is the unigram fit on the task's own training tokens, the baseline on equal terms
-    with its probe. One row per task, `model` named as result rows name it."""
-    from papa.method.models import canonical_model_name
-    from papa.tasks.registry import get_task
-
-    baselines = majority_baselines(tasks, profile=profile, data_dir=data_dir).set_index("task")
-    model = canonical_model_name(model)
-    over_vocabulary = [t for t in tasks if not get_task(t).num_labels]
-    targets = {t: _targets(t, tokenizer, model_type, profile=profile, data_dir=data_dir)
-               for t in over_vocabulary} if tokenizer is not None else {}
-    rows = []
-    for task in tasks:
-        spec = get_task(task)
-        if spec.num_labels:
-            chance = float(baselines.loc[task, "majority"])
-            how = "majority class of the training subset"
-            rows.append(dict(model=model, task=task, metric=spec.metric, chance=chance, how=how, context_free=chance,
-                             context_free_how=how, same_tokens=chance, same_tokens_how=how))
-            continue
-        row = dict(model=model, task=task, metric=spec.metric, chance=-math.log(vocab_size),
-                   how=f"uniform over the {vocab_size:,}-token vocabulary", context_free=math.nan, context_free_how="",
-                   same_tokens=math.nan, same_tokens_how="")
-        if targets:
-            row.update(unigram_levels(task, targets, vocab_size))
-        rows.append(row)
-    return pd.DataFrame(rows, columns=["model", "task", "metric", "chance", "how", "context_free", "context_free_how",
-                                       "same_tokens", "same_tokens_how"]).set_index(["model", "task"])
-
-
-def unigram_levels(task: str, targets: dict[str, tuple[list[int], list[int]]], vocab_size: int) -> dict:
-    """`task`'s unigram baselines (`papa.tasks.baselines.unigram_baseline`) scored on its evaluation tokens: fit on
-    its own training tokens (``same_tokens``), and the best of those fit on every task's (``context_free``)."""
-    from papa.tasks.baselines import unigram_baseline
-
-    fits = {}
-    for source, (train, _) in targets.items():
-        score, k = unigram_baseline(train, targets[task][1], vocab_size)
-        whose = "the training subset's" if source == task else f"the {source} task's training subset's"
-        fits[source] = (score, f"unigram of {whose} {len(train):,} target tokens (add-{k:.3g} smoothing)")
-    best = max(fits, key=lambda source: fits[source][0])
-    return dict(context_free=fits[best][0], context_free_how=fits[best][1], same_tokens=fits[task][0],
-                same_tokens_how=fits[task][1])
-
-
-def _targets(task: str, tokenizer, model_type: str | None, *, profile: str,
-             data_dir: str | None) -> tuple[list[int], list[int]]:
-    """The target tokens of `task`'s training and evaluation subsets as the profile's probe is given them
-    (`papa.probing.features.encode_task`)."""
-    from papa.probing.features import encode_task
-    from papa.probing.probes import IGNORE_INDEX
-    from papa.runs.profiles import get_profile
-    from papa.tasks.data import load_examples, resolve_data_dir
-    from papa.tasks.registry import get_task
-
-    spec, prof = get_task(task), get_profile(profile).for_task(task)
-    root = resolve_data_dir(data_dir)
-    targets = []
-    for split, limit in (("train", prof.train_limit), ("eval", prof.eval_limit)):
-        examples = load_examples(spec, split, root, limit=limit, sample=prof.sample)
-        labels = encode_task(tokenizer, spec, examples, max_length=spec.hparams.max_length,
-                             model_type=model_type).labels
-        targets.append(labels[labels != IGNORE_INDEX].tolist())
-    return targets[0], targets[1]
 
 
 def probes_learn(curves: pd.DataFrame, baselines: pd.DataFrame) -> pd.DataFrame:

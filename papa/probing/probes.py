@@ -23,9 +23,9 @@ Defaults follow the official probe (schwartz-lab-NLP/papa, ``FreezeExtractPoller
 hidden width is d (the backbone's hidden size) and its activation tanh. Two deliberate
 differences from that code: the position weights go through a softmax restricted to real tokens
 (the official weights are raw, initialised to 1/max_length and merely multiplied by the mask, so
-the pooled scale varies with sentence length). An optional dropout before the output layer is off by
-default, as in the official probe. For MLM the official code
-used the backbone's ``hidden_act`` (GELU) instead of tanh: pass ``activation="gelu"`` to match.
+the pooled scale varies with sentence length); and the MLM probe's activation is tanh like every other
+probe's, where the official code used the backbone's ``hidden_act`` (GELU): pass ``activation="gelu"`` to
+match. An optional dropout before the output layer is off by default, as in the official probe.
 """
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ class SentenceProbe(_Standardizable):
         num_labels: number of classes.
         mlp_hidden: hidden width of the MLP; ``None`` means ``hidden_size`` (as the official probe).
         dropout: dropout before the output layer (active in ``train()`` mode only).
-        activation: ``"tanh"`` (default, as the paper's probe) or ``"gelu"``.
+        activation: ``"tanh"`` (default: every probe's) or ``"gelu"`` (the released code's MLM probe).
     """
 
     def __init__(

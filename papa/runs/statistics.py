@@ -59,9 +59,15 @@ HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_READ = "holds", "does not hold", "inconc
 PARTLY_READ = "partly read"
 #: A reading that describes (a share with its interval) and tests nothing.
 DESCRIPTIVE = "descriptive"
-#: A claim's verdicts: its three readings, "partly read", "not read" where the run has nothing to read it on, and
-#: "descriptive" where the claim is described rather than tested.
-VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, PARTLY_READ, NOT_READ, DESCRIPTIVE)
+#: A part that could not have failed: its control shows no effect beyond the part's margin, so neither "holds" nor
+#: "inconclusive" says anything about the claim (`papa.paper.claims.rules.Control`).
+NOT_INFORMATIVE = "not informative"
+#: A claim's verdicts: its three readings, "partly read", "not read" where the run has nothing to read it on,
+#: "not informative" where its control shows no effect, and "descriptive" where the claim is described rather than
+#: tested.
+VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, PARTLY_READ, NOT_READ, NOT_INFORMATIVE, DESCRIPTIVE)
+#: The verdicts of a part that tells nothing either way about its claim.
+UNREAD = (NOT_READ, NOT_INFORMATIVE)
 
 
 def resample_weights(n: int, resamples: int = RESAMPLES, *, key: str = "") -> np.ndarray:
@@ -408,11 +414,12 @@ def _corrected_verdicts(tests: Iterable[Outcome | str], side: str) -> list[str]:
 def all_of(tests: Iterable[Outcome | str]) -> str:
     """A claim made of parts (or of every task), with Holm's correction across them for "does not hold" (any one
     part decides it): does not hold if a part does not, holds if every part holds, partly read if the parts read
-    all hold but some were not read, inconclusive otherwise; not read if none was read."""
+    all hold but some were not read or not informative, inconclusive otherwise; not informative if every part read
+    is, not read if none was read."""
     verdicts = _corrected_verdicts(tests, "fails")
-    read = [v for v in verdicts if v != NOT_READ]
+    read = [v for v in verdicts if v not in UNREAD]
     if not read:
-        return NOT_READ
+        return NOT_INFORMATIVE if NOT_INFORMATIVE in verdicts else NOT_READ
     if DOES_NOT_HOLD in read:
         return DOES_NOT_HOLD
     if INCONCLUSIVE in read:
@@ -424,7 +431,8 @@ def any_of(tests: Iterable[Outcome | str]) -> str:
     """A claim that something happens somewhere ("sometimes"), with Holm's correction across the places for
     "holds" (any one decides it): holds if one part holds, does not hold if every part read does not,
     inconclusive otherwise."""
-    read = [v for v in _corrected_verdicts(tests, "holds") if v != NOT_READ]
+    verdicts = _corrected_verdicts(tests, "holds")
+    read = [v for v in verdicts if v not in UNREAD]
     if not read:
-        return NOT_READ
+        return NOT_INFORMATIVE if NOT_INFORMATIVE in verdicts else NOT_READ
     return HOLDS if HOLDS in read else DOES_NOT_HOLD if all(v == DOES_NOT_HOLD for v in read) else INCONCLUSIVE

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from papa.paper.claims.constant_patterns import FIG4
 from papa.paper.claims.decoders import DECODER_EVIDENCE, DECODER_NOTEBOOK, decoder_models
-from papa.paper.claims.mlm_electra import (DECODER_POINTS, MLM_PRETRAINED, OBJECTIVE_NAMES, PAPER_MLM_NATS,
-                                           unread_objectives)
+from papa.paper.claims.mlm_electra import DECODER_POINTS, OBJECTIVE_NAMES, PAPER_MLM_NATS
+from papa.paper.sections import MLM_PRETRAINED, unread_objectives
 from papa.paper.claims.notes import (CPU_RUN_RESULTS, TITLES, claim_by_claim, claim_table, decoder_claims,
                                      format_claims, headed_claims, in_one_line, in_plain_words, margins_table,
                                      notebook_models, profile_uncertainty_note, results_in_brief, section_claim_table, section_claims,

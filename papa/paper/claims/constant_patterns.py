@@ -1,5 +1,5 @@
 """Fig. 4's claims (notebook 03): the shares of diagonal heads and of heads on special tokens, and the median row
-spread, described from the run's pattern tables (no verdict)."""
+spread, described from the run's pattern tables (no verdict), and the shares set beside the paper's in a sentence."""
 from __future__ import annotations
 
 import pandas as pd
@@ -45,3 +45,24 @@ def pattern_readings(patterns: dict[str, pd.DataFrame], intervals: dict[str, pd.
         readings.append(ClaimReading(claim, "Fig. 4", "03_constant_patterns", DESCRIPTIVE, f"{name}: {text}", figure,
                                      (part,)))
     return readings
+
+
+def paper_comparison(intervals: pd.DataFrame) -> str:
+    """One sentence on Fig. 4's two shares that the paper gives a value for (diagonal heads, heads on [CLS]/[SEP]):
+    the run's share and 95% interval (`intervals`: indexed by share, columns ``value``, ``low``, ``high`` and
+    ``heads``, as `papa.paper.pattern_intervals` writes them) beside the paper's, saying where the interval excludes
+    the paper's value (lies wholly below or above it) and where it holds it."""
+    clauses = []
+    for share, name, paper in (entry for entry in FIG4.values() if entry[2] is not None):
+        if share not in intervals.index:
+            continue
+        value, low, high = (float(intervals.loc[share, c]) for c in ("value", "low", "high"))
+        side = "below" if high < paper else "above" if low > paper else None
+        verdict = (f"an interval wholly {side} it (the run disagrees with the paper)" if side
+                   else "an interval that holds it")
+        clauses.append(f"{name} {value:.0%} [{low:.0%}, {high:.0%}] against the paper's about {paper:.0%}, {verdict}")
+    if not clauses:
+        return "No pattern share with an interval to set beside the paper's: the run wrote no pattern intervals."
+    heads = f"{int(intervals['heads'].iloc[0])} heads, " if "heads" in intervals else ""
+    return f"Fig. 4's shares beside the paper's ({heads}95% bootstrap intervals over the corpus sentences): " \
+           f"{'; '.join(clauses)}."

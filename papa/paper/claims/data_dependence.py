@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
-from papa.paper.claims.rules import ALIKE_MARGIN, ClaimReading, claim_reading, compared_part, not_read_claim
+from papa.paper.claims.rules import (ALIKE_MARGIN, EVERY_HEAD, ClaimReading, claim_reading, compared_part, control,
+                                     not_read_claim)
 from papa.paper.claims.scores import ClaimRun, model_count, part_label
 from papa.runs.statistics import difference, within
 from papa.tasks.registry import corpus_label
@@ -26,8 +27,10 @@ def read_table2(run: ClaimRun) -> ClaimReading:
         theirs = run.scores(model, task, "average", other, NONE, "0")
         if own is not None and theirs is not None:
             d = difference(own, theirs)
+            # Which constants replace the heads cannot matter by more than replacing them costs at all.
+            gate = control(EVERY_HEAD, run.all_heads_drop(model, task), ALIKE_MARGIN, either_side=True)
             parts.append(compared_part(f"{corpus}'s constants alike ({part_label(model, task, k)})",
-                                       within(d, -ALIKE_MARGIN, ALIKE_MARGIN), d.text()))
+                                       within(d, -ALIKE_MARGIN, ALIKE_MARGIN), d.text(), gate))
     if not parts:
         return not_read_claim(*where, f"no task was run with both its own and {corpus}'s constants")
     return claim_reading(*where, parts)

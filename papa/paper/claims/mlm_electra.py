@@ -1,57 +1,37 @@
-"""Fig. 6's claim (notebook 07): a model's own pretraining objective (MLM; a decoder's LM, with its own head and
-as a probe) drops more than its downstream tasks, and MLM-pretrained encoders lose 1-1.5 nats (ELECTRA is named, not
-read)."""
+"""Fig. 6's claim (notebook 07): a model's own pretraining objective (MLM; a decoder's LM, as a probe trained from
+scratch) drops more than its downstream tasks, and MLM-pretrained encoders lose 1-1.5 nats (ELECTRA is named, not
+read); a decoder's LM scored by its own frozen head is described beside it (`own_head_sentence`), not read."""
 from __future__ import annotations
 
-import numpy as np
+import pandas as pd
 
 from papa.core.run_folder import RunFolder
-from papa.core.vocabulary import NONE, PAPER_BASE, PAPER_LARGE
+from papa.core.vocabulary import NONE
 from papa.paper.claims.main_results import drop_share, task_average_drop
 from papa.paper.claims.rules import (ClaimReading, Part, claim_reading, compared_part, not_read_claim, tally_part,
                                      unread_part)
 from papa.paper.claims.scores import ClaimRun
-from papa.paper.sections import OBJECTIVE_TASKS, short_model
+from papa.paper.sections import DECODER_CHANCE_TABLE, MLM_PRETRAINED, OBJECTIVE_TASKS, short_model
 from papa.runs.statistics import Scores, above, difference, estimate, within
 
 
-# The pretraining objectives Fig. 6 compares with the downstream tasks (`sections.OBJECTIVE_TASKS`): an encoder's
-# MLM (a probe trained on its features), a decoder's LM scored by its own frozen head (notebook 08) and by an LM probe
-# trained from scratch. How each is named in a part:
+# The pretraining objectives of `sections.OBJECTIVE_TASKS`: an encoder's MLM (a probe trained on its features), a
+# decoder's LM scored by its own frozen head (notebook 08) and by an LM probe trained from scratch. Fig. 6's claim
+# reads MLM and the LM probe; the own head, never adapted to constant attention while the downstream probes are
+# retrained at every fraction, loses more by construction: it is described (`own_head_sentence`), not read. Names:
 OBJECTIVE_NAMES = {"mlm": "MLM", "lm": "LM (own head)", "lm_probe": "LM probe (from scratch)"}
-# The paper's hypothesis is about a model's own pretraining objective: MLM is read for the paper's MLM-pretrained
-# encoders only (not ELECTRA, pretrained on replaced-token detection, nor e.g. a sentence-embedding model without an
-# MLM head), LM (with its head, or a probe) for every decoder.
-MLM_PRETRAINED = tuple(short_model(m) for m in (*PAPER_BASE, *PAPER_LARGE))
 # The paper's MLM numbers (Fig. 6): MLM-pretrained encoders lose 1–1.5 nats.
 PAPER_MLM_NATS = (1.0, 1.5)
-# A decoder's LM with its own head is read at every fraction the notebook runs it (heads replaced in λ order, as its
-# probes), since nothing but the reading needs more: its score takes no training. The probes, the paper's at 0.
+# The points of notebook 08's own-head curve beyond its original (heads replaced in λ order, then every head
+# constant): its score takes no training, so the notebook scores it at every fraction; `own_head_sentence` describes
+# its ends.
 DECODER_POINTS = (("1/2", "lambda"), ("1/8", "lambda"), ("1/16", "lambda"), ("0", NONE))
+# Where notebook 08 writes each task's chance level, as a part or a description names it.
+CHANCE_FILE = RunFolder.table_file(DECODER_CHANCE_TABLE)
 
 
 def _own_objective(task: str, model: str, decoders: bool) -> bool:
-    return task in ("lm", "lm_probe") if decoders else task == "mlm" and short_model(model) in MLM_PRETRAINED
-
-
-def unread_objectives(models: list[str] | set[str]) -> dict[str, str]:
-    """For Fig. 6's figure: the MLM panel's reason where none of the encoders `models` was pretrained with MLM (the
-    claim reads MLM only for the paper's MLM-pretrained encoders); {} where one was."""
-    others = sorted({short_model(m) for m in models} - set(MLM_PRETRAINED))
-    if not others or len(others) < len(set(models)):
-        return {}
-    return {"mlm": f"not read: {', '.join(others)} not pretrained with MLM"}
-
-
-def _random_too(run: ClaimRun, model: str, task: str, label: str) -> str:
-    """Where the run scored `task` at `label` in random order too (notebook 08's LM): its score, so that a size read
-    in λ order is seen beside another order's ("" where it did not)."""
-    random = run.draws(model, task, "random", label)
-    if not random:
-        return ""
-    means = [s.values.mean() for s in random.values()]
-    return (f"; in random order {np.mean(means):.2f} nats, "
-            + (f"{len(means)} random orders" if len(means) > 1 else "1 order"))
+    return task == "lm_probe" if decoders else task == "mlm" and short_model(model) in MLM_PRETRAINED
 
 
 def read_fig6(run: ClaimRun) -> ClaimReading:
@@ -59,7 +39,7 @@ def read_fig6(run: ClaimRun) -> ClaimReading:
     where = ("fig6", "Fig. 6", "07_mlm_electra", RunFolder.figure_file("fig6_mlm_electra"))
     objectives = run.models_tasks(OBJECTIVE_TASKS)
     own = [(m, t) for m, t in objectives if _own_objective(t, m, run.decoders)]
-    others = sorted({short_model(m) for m, t in objectives if not _own_objective(t, m, run.decoders)})
+    others = sorted({short_model(m) for m, t in objectives if t == "mlm" and not _own_objective(t, m, run.decoders)})
     parts, nats = [], []
     models = sorted({m for m, _ in own})
     for model, task in own:
@@ -71,12 +51,17 @@ def read_fig6(run: ClaimRun) -> ClaimReading:
                 d = difference(replaced, original)
                 nats.append(compared_part(f"loses 1-1.5 nats ({short_model(model)})", within(d, *PAPER_MLM_NATS),
                                           d.text(2)))
-    if not parts:
-        why = ("a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, LM for a decoder) "
-               "and a downstream task whose probe learns were not both run at fractions 1 and 0")
+    own_head = run.decoders and any(t == "lm" for _, t in objectives)
+    if not parts and not own_head:
+        why = ("a model's own pretraining objective (MLM for the paper's MLM-pretrained encoders, an LM probe for a "
+               "decoder) and a downstream task whose probe learns were not both run at fractions 1 and 0")
         if others:
             why += f" (MLM probes of {', '.join(others)} are not read: not pretrained with MLM)"
         return not_read_claim(*where, why)
+    if not parts:  # the LM ran with its own head alone: say what the claim reads instead, never hide the line
+        parts.append(unread_part(f"{OBJECTIVE_NAMES['lm_probe']} drops more",
+                                 "an LM probe and a downstream task whose probe learns were not both run at fractions "
+                                 "1 and 0 (the LM with its own frozen head is described, not read)"))
     if run.decoders:  # the sentence's other parts are of MLM-pretrained encoders and ELECTRA: say so, never drop them
         parts += [unread_part("MLM-pretrained encoders lose 1-1.5 nats", "a decoder is not pretrained with MLM"),
                   unread_part("ELECTRA", "a decoder is not ELECTRA")]
@@ -93,50 +78,76 @@ def read_fig6(run: ClaimRun) -> ClaimReading:
 def _objective_drops(run: ClaimRun, model: str, task: str, original: Scores | None, *,
                      several_models: bool) -> list[Part]:
     """Whether `model`'s own pretraining objective `task` (scored `original` with every head) drops more than its
-    downstream tasks, at each fraction read (`DECODER_POINTS` for a decoder's LM, else 0)."""
-    parts = []
-    for label, selection in DECODER_POINTS if task == "lm" else (("0", NONE),):
-        replaced = run.scores(model, task, "average", "task", selection, label)
-        if original is None or replaced is None:
-            continue
-        name = OBJECTIVE_NAMES[task] + (f" at {label}" if run.decoders else "") + (
-            f" ({short_model(model)})" if several_models else "")
-        unstable = [why for t in [task, *sorted({t for m, t in run.models_tasks() if m == model})]
-                    if selection == "lambda" and (why := run.unstable(model, t))]
-        if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
-            parts.append(unread_part(f"{name} drops more", why))
-            continue
-        if unstable:
-            parts.append(unread_part(f"{name} drops more", unstable[0]))
-            continue
-        parts += _drops_beside_tasks(run, model, task, name, (label, selection), original, replaced)
-    return parts
+    downstream tasks with every head constant; an LM probe only where it beats the strongest baseline."""
+    replaced = run.scores(model, task, "average", "task", NONE, "0")
+    if original is None or replaced is None:
+        return []
+    name = OBJECTIVE_NAMES[task] + (" at 0" if run.decoders else "") + (
+        f" ({short_model(model)})" if several_models else "")
+    if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
+        return [unread_part(f"{name} drops more", why)]
+    return _drops_beside_tasks(run, model, task, name, original, replaced)
 
 
-def _drops_beside_tasks(run: ClaimRun, model: str, task: str, name: str, point: tuple[str, str], original: Scores,
+def _drops_beside_tasks(run: ClaimRun, model: str, task: str, name: str, original: Scores,
                         replaced: Scores) -> list[Part]:
-    """The objective's drop from `original` to `replaced` at `point` (fraction label, selection) minus the
-    downstream tasks' average drop there: relative, then normalised to chance."""
-    label, selection = point
+    """The objective's drop from `original` to `replaced` (every head constant) minus the downstream tasks' average
+    drop there: relative, then normalised to chance."""
     parts = []
     for normalise in (False, True):
         chance = run.chance(model, task) if normalise else None
-        downstream, tasks, settings, average = task_average_drop(run, model, label, selection,
-                                                                 normalise=normalise)
+        downstream, tasks, settings, average = task_average_drop(run, model, "0", NONE, normalise=normalise)
         if normalise and (chance is None or downstream is None):
             if run.decoders:  # the decoders' reading promises it: say that it is missing
                 parts.append(unread_part(f"{name} drops more, normalised to chance",
-                                         "the chance levels were not written (tables/decoder_chance_levels.csv)"))
+                                         f"the chance levels were not written ({CHANCE_FILE})"))
             continue
         if downstream is None:
             continue
         gap = estimate(lambda o, z, *rest: drop_share(o, z, chance) - average(*rest),  # noqa: B023
                        original, replaced, *settings)
         scale = "share of the margin over chance lost" if normalise else "relative drop"
-        ordered = ("" if selection == NONE else
-                   f" (λ order: 1 order{_random_too(run, model, task, label)})")
         parts.append(compared_part(f"{name} drops more than {', '.join(tasks)}"
                                    + (", normalised to chance" if normalise else ""), above(gap),
-                                   f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats{ordered}; "
+                                   f"{original.values.mean():.2f} -> {replaced.values.mean():.2f} nats; "
                                    f"{scale} minus the tasks' {gap.text(percent=True)}"))
     return parts
+
+
+def own_head_sentence(run: ClaimRun) -> str:
+    """The LM scored by each causal LM's own frozen head, described from `run`'s numbers (Fig. 6's claim does not
+    read it): its score with every head input-dependent and with every head constant, in nats, against the strongest
+    predictor that needs no model (chance where the run wrote none); "" where no model scored it at both ends."""
+    label, selection = DECODER_POINTS[-1]
+    sentences = []
+    for model in sorted({m for m, _ in run.models_tasks(("lm",))}):
+        original, replaced = run.scores(model, "lm"), run.scores(model, "lm", "average", "task", selection, label)
+        if original is None or replaced is None:
+            continue
+        at_1, at_0 = original.values.mean(), replaced.values.mean()
+        level = run.chance(model, "lm")
+        if level is None:
+            baseline = f"; the strongest predictor that needs no model is not written yet ({CHANCE_FILE})"
+        else:
+            gap = at_0 - level
+            side = "at" if round(gap, 3) == 0 else f"{abs(gap):.3f} nats {'below' if gap < 0 else 'above'}"
+            name, how = _baseline(run, model, "lm")
+            baseline = f", {side} {name} ({level:.3f} nats" + (f", {how}" if how else "") + ")"
+        sentences.append(
+            f"{short_model(model)}'s LM with its own head scores {at_1:.3f} nats with every head input-dependent and "
+            f"{at_0:.3f} nats with every head constant{baseline}. The head is frozen, never adapted to constant "
+            "attention, so this drop is not comparable with the downstream probes', retrained at every fraction: the "
+            "curve is described, not read; Fig. 6's claim on the decoder is read with the LM probe trained from "
+            "scratch.")
+    return " ".join(sentences)
+
+
+def _baseline(run: ClaimRun, model: str, task: str) -> tuple[str, str]:
+    """What `ClaimRun.chance` of (`model`, `task`) is, and how it was made: the strongest predictor that needs no
+    model where the run wrote it, else chance."""
+    table = run.chance_levels.reset_index()
+    row = table[(table.model == model) & (table.task == task)].iloc[0]
+    strongest = "context_free" in row and pd.notna(row["context_free"])
+    how = row.get("context_free_how" if strongest else "how")
+    return ("the strongest predictor that needs no model" if strongest else "chance"), (
+        "" if how is None or pd.isna(how) else str(how))

@@ -21,7 +21,7 @@ from papa.paper.claims.rules import GATE, LAMBDA_CLAIMS, MARGIN_SOURCES, RULES, 
 from papa.paper.claims.scores import part_label
 from papa.paper.sections import RANKING_STABILITY_TABLE
 from papa.runs.stability import gate_reason, rho_span
-from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ
+from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE, NOT_READ, PARTLY_READ
 
 
 #: Where the results of the CPU-scale run are, for a smoke run's readers.
@@ -262,20 +262,24 @@ def results_in_brief(readings: Sequence[ClaimReading]) -> str:
 
 def in_plain_words(readings: Sequence[ClaimReading]) -> str:
     """The README's lead: what the run finds, in plain words, counted over the parts of the paper's claims it reads
-    (the encoders'; the decoders' apart), with the parts that hold and those that do not named."""
+    (the encoders'; the decoders' apart): the informative parts by verdict, with those that hold and those that do
+    not named, then how many could not have failed (not informative) and how many could not be read."""
     lines = []
-    for whose, read in (("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])):
+    for whose, read in _sides(readings):
         parts = [p for r in read for p in r.parts if p.verdict in _ORDER]
         if not parts:
             continue
         n = {v: sum(p.verdict == v for p in parts) for v in _ORDER}
-        tested = len(parts) - n[NOT_READ]
-        line = (f"* **On {whose}**, of the {len(parts)} parts the paper's claims cut into, {tested} could be tested: "
-                f"{n[HOLDS]} {'holds' if n[HOLDS] == 1 else 'hold'}, {n[DOES_NOT_HOLD]} "
+        tested = len(parts) - n[NOT_READ] - n[NOT_INFORMATIVE]
+        line = (f"* **On {whose}**, of the {len(parts)} parts the paper's claims cut into, {tested} could be tested "
+                f"and could have failed: {n[HOLDS]} {'holds' if n[HOLDS] == 1 else 'hold'}, {n[DOES_NOT_HOLD]} "
                 f"{'does' if n[DOES_NOT_HOLD] == 1 else 'do'} not, {n[INCONCLUSIVE]} "
                 f"{'is' if n[INCONCLUSIVE] == 1 else 'are'} inconclusive (the data cannot decide either way); "
+                f"{n[NOT_INFORMATIVE]} {'is' if n[NOT_INFORMATIVE] == 1 else 'are'} not informative (their control, "
+                "e.g. every head replaced, shows no effect beyond the part's margin, so they could not have failed); "
                 f"{n[NOT_READ]} could not be read (the claim-by-claim reading says why).")
-        for verdict, words in ((HOLDS, "What holds"), (DOES_NOT_HOLD, "What does not")):
+        for verdict, words in ((HOLDS, "What holds"), (DOES_NOT_HOLD, "What does not"),
+                               (NOT_INFORMATIVE, "Not informative")):
             named = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == verdict]
             line += f" {words}: {'; '.join(named)}." if named else ""
         lines.append(line)
@@ -283,22 +287,31 @@ def in_plain_words(readings: Sequence[ClaimReading]) -> str:
 
 
 def in_one_line(readings: Sequence[ClaimReading]) -> str:
-    """The README's one-line takeaway: per model kind, whether any tested part of the paper's claims is contradicted
-    (naming those that are), with the counts of those that hold and those the data cannot decide."""
+    """The README's one-line takeaway: per model kind, whether any informative part of the paper's claims (one that
+    could have failed) is contradicted (naming those that are), with the counts of those that hold and those the
+    data cannot decide, and how many parts were not informative."""
     sides = []
-    for whose, read in (("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])):
+    for whose, read in _sides(readings):
         parts = [p for r in read for p in r.parts if p.verdict in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD)]
-        if not parts:
+        idle = sum(p.verdict == NOT_INFORMATIVE for r in read for p in r.parts)
+        if not parts and not idle:
             continue
         held, open_ = (sum(p.verdict == v for p in parts) for v in (HOLDS, INCONCLUSIVE))
         against = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == DOES_NOT_HOLD]
         counts = f"{held} hold, {open_} undecided"
+        idle_text = f"; {idle} more could not have failed (not informative)" if idle else ""
         sides.append(f"on {whose}, the data contradict {len(against)} of the {len(parts)} parts this run could test "
-                     f"({'; '.join(against)}; {counts})" if against else
-                     f"on {whose}, the data contradict none of the {len(parts)} parts this run could test ({counts})")
+                     f"({'; '.join(against)}; {counts}){idle_text}" if against else
+                     f"on {whose}, the data contradict none of the {len(parts)} parts this run could test and that "
+                     f"could have failed ({counts}){idle_text}")
     if not sides:
         return "**In one line:** this run tested no part of the paper's claims."
     return "**In one line:** " + "; ".join(sides) + "."
+
+
+def _sides(readings: Sequence[ClaimReading]) -> list[tuple[str, list[ClaimReading]]]:
+    """The readings of the encoders and the decoders' readings, each named."""
+    return [("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])]
 
 
 def _showing(reading: ClaimReading) -> Part | None:
@@ -310,7 +323,7 @@ def _showing(reading: ClaimReading) -> Part | None:
 
 
 #: The order verdicts are counted in.
-_ORDER = (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, PARTLY_READ, NOT_READ)
+_ORDER = (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, PARTLY_READ, NOT_INFORMATIVE, NOT_READ)
 
 
 def _counts(parts: Sequence[Part]) -> str:

@@ -7,6 +7,12 @@ hold** (it lies on the other side), **inconclusive** (it straddles the bound). A
 models, trained constants sized apart from the rest, a λ ranking with one draw, or with a pair of draws that disagree)
 is **not read** and named.
 
+A part that asserts an effect stays under a margin ("no major drop", "alike", "close", "never over 20%") names its
+**control** (`Control`): the same comparison where the effect is largest the run has (every head replaced; for a
+bound on the all-heads drop, the data-free matrices). Such a part could have failed only where its control's 95%
+interval clears the margin; where it does not, the part is **not informative**, whatever its own interval says, and
+its line gives the control's number. A part that does not hold keeps its verdict: it failed, so it could fail.
+
 A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
 comparison of the claim read, whatever its own verdict (any one of them decides it); it is **partly read (k of m
 parts)** when the parts read all hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2)
@@ -28,8 +34,8 @@ from dataclasses import dataclass, field, replace
 from papa.paper.paper_numbers import (CLAIMS, PAPER_AVERAGE_RELATIVE_DROP, PAPER_DIAGONAL_SHARE,
                                       PAPER_MAX_RELATIVE_DROP, PAPER_SPECIAL_SHARE)
 from papa.runs.stability import STABLE_RHO
-from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Outcome, all_of,
-                                  any_of, corrected)
+from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE, NOT_READ, PARTLY_READ,
+                                  UNREAD, Estimate, Outcome, all_of, any_of, corrected)
 
 
 # "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
@@ -56,10 +62,14 @@ RANKINGS = "λ rankings"
 GATE = (f"read where the ranking's draws include one on disjoint training data and no pair of them agrees below "
         f"Spearman's ρ {STABLE_RHO} beyond ρ's 95% interval")
 
+#: How a part bounded by a margin is gated by its control (`Control`).
+CONTROLLED = ("not informative where the control's 95% interval does not clear the margin (every head replaced by "
+              "the task's average constants: original − that)")
+
 #: Each claim's rule, in one line.
 RULES = {
     "fig2_half": f"per task whose probe learns: original − (λ, 1/2) below {HALF_MARGIN} (upper end of its 95% "
-                 f"interval; over every λ ranking the run drew, their spread in the interval; {GATE}); 'sometimes "
+                 f"interval; over every λ ranking the run drew, their spread in the interval; {GATE}; {CONTROLLED}); 'sometimes "
                  "improves': on some task (λ, 1/2) − original above 0 (Holm over every task read); another profile's "
                  "ranking in parts of its own",
     "fig2_all": f"per model, the relative drop at 0 averaged over its tasks: the mean over models within "
@@ -67,7 +77,8 @@ RULES = {
                 f"({PAPER_AVERAGE_RELATIVE_DROP - AVERAGE_MARGIN:.0%} to "
                 f"{PAPER_AVERAGE_RELATIVE_DROP + AVERAGE_MARGIN:.0%}; the interval's side of {PAPER_AVERAGE_RELATIVE_DROP:.0%} said where it excludes it), and each "
                 f"model's mean over its tasks below {PAPER_MAX_RELATIVE_DROP:.0%} (the paper's bound is on a model's "
-                "average: its own CoLA drops are over it)",
+                "average: its own CoLA drops are over it; not informative where the same average with every head a "
+                "data-free matrix, the one that drops most, does not clear the bound by its interval)",
     "fig3": "over models: Spearman's ρ of original score and relative drop above 0, one-sided p < "
             f"{ALPHA:.3g} (exact over every permutation below 10 models; read from {FIG3_MODELS} models, the fewest "
             "whose exact test can reach it)",
@@ -78,8 +89,9 @@ RULES = {
     "fig4_spread": "descriptive: the median normalised row entropy (0 = one token, 1 = uniform) with a 95% bootstrap "
                    f"interval over the corpus sentences; 'spread' where at least {SPREAD_THRESHOLD}",
     "table1": f"at 0, per task: average − each data-free kind above 0; average − trained Toeplitz above 0; |average − "
-              f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size)",
-    "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN}",
+              f"trained average| within {CLOSE_MARGIN} (trained rows read only at the others' training size; "
+              f"{CONTROLLED})",
+    "table2": f"at 0, per task: other corpus's constants − the task's own within ±{ALIKE_MARGIN} ({CONTROLLED})",
     "fig5": "per task and fraction strictly between 0 and 1: λ − each other method above 0; each method − reversed λ "
             f"above 0 ({GATE}; over "
             "every λ ranking and random permutation the run drew, their spread in the interval; '(1 order)' where "
@@ -87,9 +99,10 @@ RULES = {
     "fig6": "per model: its own objective's drop at 0 − the mean of its downstream tasks' above 0, as relative drops "
             "and as shares of the margin over chance, the strongest predictor that needs no model (the majority class; "
             "for the LM the best unigram model fit on any training text the run has, the probe's own training "
-            "tokens' beside it) (MLM probe for MLM-pretrained encoders; for decoders the LM with its own head, also at "
-            "1/2, 1/8 and 1/16 in λ order with the random order beside it, and an LM probe trained from scratch, read "
-            "only where it beats that strongest baseline by its interval); the paper's nats and ELECTRA read only "
+            "tokens' beside it) (MLM probe for MLM-pretrained encoders; for decoders an LM probe trained from "
+            "scratch, read only where it beats that strongest baseline by its interval; the LM scored by the "
+            "model's own frozen head is described beside it, not read: a head never adapted to constant attention "
+            "is not comparable with probes retrained at every fraction); the paper's nats and ELECTRA read only "
             "where such models ran, 'partly read' where they cannot be",
 }
 
@@ -113,6 +126,42 @@ MARGIN_SOURCES = {
 
 
 @dataclass(frozen=True)
+class Control:
+    """What shows a part could have failed: the comparison where the part's effect is largest (`name`, e.g. "every
+    head replaced"), its estimate's text, the margin the part is read against, and whether the control's 95% interval
+    clears it (`shows_effect`)."""
+
+    name: str
+    numbers: str
+    margin: float
+    shows_effect: bool
+    percent: bool = False
+
+    @property
+    def text(self) -> str:
+        """e.g. "control: every head replaced 0.004 [-0.001, +0.009], not beyond the margin 0.02"."""
+        side = "beyond" if self.shows_effect else "not beyond"
+        margin = f"{self.margin:.0%}" if self.percent else f"{self.margin:g}"
+        return f"control: {self.name} {self.numbers}, {side} the margin {margin}"
+
+
+def control(name: str, e: Estimate | None, margin: float, *, either_side: bool = False, percent: bool = False
+            ) -> Control:
+    """The control `name` with estimate `e` against `margin`: it shows an effect where its 95% interval lies above
+    `margin` (with `either_side`, or below −`margin`: a difference that may go either way). No estimate (the control
+    was not run): no effect shown. `percent`: the estimate and margin are shares, printed as percentages."""
+    if e is None:
+        return Control(name, "not run", margin, False, percent)
+    low, high = e.interval()
+    shows = bool(low > margin or (either_side and high < -margin))
+    return Control(name, e.text(percent=percent), margin, shows, percent)
+
+
+#: How a part names its usual control: the drop with every head constant (`ClaimRun.all_heads_drop`).
+EVERY_HEAD = "every head replaced"
+
+
+@dataclass(frozen=True)
 class Part:
     """One part of a claim's sentence as this run reads it: one comparison (`test`), or a tally of comparisons
     (`members`, combined as "everywhere", or as "somewhere" with `anywhere`)."""
@@ -123,11 +172,23 @@ class Part:
     test: Outcome | None = None
     members: tuple["Part", ...] = ()
     anywhere: bool = False
+    control: Control | None = None
 
 
-def compared_part(name: str, test: Outcome, numbers: str) -> Part:
-    """A part that is one comparison: its verdict is `test`'s."""
-    return Part(name, test.verdict, numbers, test)
+def compared_part(name: str, test: Outcome, numbers: str, control: Control | None = None) -> Part:
+    """A part that is one comparison: its verdict is `test`'s (`gated` by its `control`, where it names one, once
+    the claim is read)."""
+    return Part(name, test.verdict, numbers, test, control=control)
+
+
+def gated(part: Part) -> Part:
+    """`part` read against its control: "holds" or "inconclusive" become "not informative" where the control shows
+    no effect beyond the margin; the control's number joins the part's either way."""
+    c = part.control
+    if c is None:
+        return part
+    verdict = NOT_INFORMATIVE if not c.shows_effect and part.verdict in (HOLDS, INCONCLUSIVE) else part.verdict
+    return replace(part, verdict=verdict, numbers=f"{part.numbers}; {c.text}")
 
 
 def unread_part(name: str, why: str) -> Part:
@@ -177,8 +238,9 @@ class ClaimReading:
         """The verdict as printed: "partly read (k of m parts)" says how much was read."""
         if self.verdict != PARTLY_READ:
             return self.verdict
-        read = sum(p.verdict != NOT_READ for p in self.parts)
-        return f"{PARTLY_READ} ({read} of {len(self.parts)} parts)"
+        read = sum(p.verdict not in UNREAD for p in self.parts)
+        idle = sum(p.verdict == NOT_INFORMATIVE for p in self.parts)
+        return f"{PARTLY_READ} ({read} of {len(self.parts)} parts" + (f"; {idle} not informative)" if idle else ")")
 
 
 def _corrected(parts: Sequence[Part]) -> list[Part]:
@@ -193,10 +255,10 @@ def _corrected(parts: Sequence[Part]) -> list[Part]:
     out = []
     for i, p in enumerate(parts):
         if (i, None) in fixed:
-            p = replace(p, verdict=fixed[i, None].verdict, test=fixed[i, None])
+            p = gated(replace(p, verdict=fixed[i, None].verdict, test=fixed[i, None]))
         elif p.members and not p.anywhere:
-            members = tuple(replace(m, verdict=fixed[i, j].verdict, test=fixed[i, j]) if (i, j) in fixed else m
-                            for j, m in enumerate(p.members))
+            members = tuple(gated(replace(m, verdict=fixed[i, j].verdict, test=fixed[i, j])) if (i, j) in fixed
+                            else m for j, m in enumerate(p.members))
             verdict = all_of(m.verdict for m in members)
             p = replace(p, verdict=verdict, numbers=_tally_text(members, verdict), members=members)
         out.append(p)
@@ -209,8 +271,8 @@ def settle_anywhere(part: Part) -> Part:
     members = [replace(m, verdict=t.verdict, test=t)
                for m, t in zip(part.members, corrected([m.test or Outcome(m.verdict) for m in part.members], "holds"))]
     verdict = any_of(m.verdict for m in members)
-    p_fails = max((m.test.p_fails for m in members if m.verdict != NOT_READ), default=math.nan)
-    read = [m for m in members if m.verdict != NOT_READ]
+    p_fails = max((m.test.p_fails for m in members if m.verdict not in UNREAD), default=math.nan)
+    read = [m for m in members if m.verdict not in UNREAD]
     held = sum(m.verdict == HOLDS for m in members)
     smallest = min((m.test.p_adjusted for m in read), default=math.nan)
     holm = f"Holm over {len(read)}" + (f", smallest adjusted p {smallest:.3f}" if math.isfinite(smallest) else "")
@@ -257,7 +319,8 @@ def _example(parts: Sequence[Part], verdict: str) -> str:
 def _tally_text(parts: Sequence[Part], verdict: str) -> str:
     """e.g. "holds on 10 of 12, inconclusive on 2 (e.g. beats zeros (ner) -0.004 [-0.020, +0.012])": the count per
     verdict, and one comparison that illustrates the tally's `verdict`."""
-    counts = [(v, sum(p.verdict == v for p in parts)) for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, NOT_READ)]
+    counts = [(v, sum(p.verdict == v for p in parts))
+              for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, NOT_INFORMATIVE, NOT_READ)]
     text = ", ".join(f"{v} on {n}" + (f" of {len(parts)}" if i == 0 else "") for i, (v, n) in enumerate(counts)
                      if n or i == 0)
     return text + _example(parts, verdict)

@@ -21,7 +21,7 @@ from papa.method.selection import parse_selection
 from papa.paper.sections import DOWNSTREAM_TASKS, short_model
 from papa.runs.compare import RunScores
 from papa.runs.stability import AGREEMENT_COLUMNS, draw_name, draw_order, gate_reason
-from papa.runs.statistics import Estimate, Scores, estimate, over_orders
+from papa.runs.statistics import Estimate, Scores, difference, estimate, over_orders
 
 
 class ClaimRun(RunScores):
@@ -120,6 +120,13 @@ class ClaimRun(RunScores):
         table = table.reset_index()
         row = table[(table.model == model) & (table.task == task)]
         return "" if row.empty or pd.isna(row[column].iloc[0]) else str(row[column].iloc[0])
+
+    def all_heads_drop(self, model: str, task: str) -> Estimate | None:
+        """original − every head replaced by the task's average constants on (`model`, `task`), paired by seed
+        (None where either did not run): the largest drop the method makes, the control of every part that bounds
+        a smaller effect (`papa.paper.claims.rules.control`)."""
+        original, constant = self.scores(model, task), self.scores(model, task, "average", "task", NONE, "0")
+        return None if original is None or constant is None else difference(constant, original)
 
     def ranking_profiles(self, model: str, task: str) -> list[str]:
         """The other profiles whose λ rankings ran on (`model`, `task`) (selections such as ``lambda@full``)."""

@@ -16,9 +16,11 @@ from tests.unit.paper.test_claims import MEANS, result_rows, stability_table
 def _readings(tmp_path, decoder: bool = False):
     rows = result_rows(MEANS)
     if decoder:
-        rows += result_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", "average", "task", "none", "0"): -9.0,
-                       ("sst2", "none", "none", "none", "1"): 0.80, ("sst2", "average", "task", "none", "0"): 0.76},
-                      model="org/decoder", layout="standard")
+        zero = ("average", "task", "none", "0")
+        rows += result_rows({("lm", "none", "none", "none", "1"): -4.0, ("lm", *zero): -9.0,
+                             ("lm_probe", "none", "none", "none", "1"): -6.0, ("lm_probe", *zero): -7.0,
+                             ("sst2", "none", "none", "none", "1"): 0.80, ("sst2", *zero): 0.76},
+                            model="org/decoder", layout="standard")
     table = ResultsTable(tmp_path / "results.csv")
     table.append(rows)
     return read_claims(RunTables(table.read(), agreement=stability_table({"sst2": 0.95, "ner": 0.95})))
@@ -42,7 +44,8 @@ def test_a_decoder_gets_lines_of_its_own(tmp_path):
     assert fig6.decoder is not None
     assert f"* decoders (beyond the paper; notebook `08_decoders`, `{fig6.decoder.evidence}`): " \
            f"**{fig6.decoder.verdict_text}**" in text
-    assert "LM (own head) at 0 drops more than sst2" in decoder_claims(readings)
+    assert "LM probe (from scratch) at 0 drops more than sst2" in decoder_claims(readings)
+    assert "LM (own head)" not in decoder_claims(readings)  # described in notebook 08, not a part of the claim
     brief = results_in_brief(readings).splitlines()
     assert len(brief) == len(readings) and any("decoders: **" in line for line in brief)
 

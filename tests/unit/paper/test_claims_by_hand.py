@@ -18,10 +18,10 @@ from scipy import stats
 
 from conftest import REPO
 from papa.paper.claims import Part
-from papa.paper.claims.rules import ALIKE_MARGIN, claim_reading, tally_part
+from papa.paper.claims.rules import ALIKE_MARGIN, HALF_MARGIN, claim_reading, compared_part, control, tally_part
 from papa.probing.predictions import load_predictions
-from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, Outcome,
-                                  resample_weights)
+from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE, NOT_READ, PARTLY_READ,
+                                  Estimate, Outcome, at_most, resample_weights, within)
 
 CPU_RUN = REPO / "artifacts" / "cpu"
 MODEL, TASK = "sentence-transformers/all-MiniLM-L6-v2", "sst2"
@@ -75,11 +75,14 @@ def table2():
 @pytest.mark.slow  # reads the whole stored run once
 def test_the_printed_interval_is_the_one_computed_by_hand(by_hand):
     page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
-    line = re.search(rf"\* {re.escape(PART)}: (\S+) \[(\S+), (\S+)\] — \*(\w[\w ]*)\*", page)
+    line = re.search(rf"\* {re.escape(PART)}: (\S+) \[(\S+), (\S+)\]; control: every head replaced \S+ "
+                     rf"\[(\S+), \S+\], not beyond the margin {ALIKE_MARGIN:g} — \*(\w[\w ]*)\*", page)
     assert line, f"docs/results.md prints no line for {PART}"
     printed = [float(v) for v in line.groups()[:3]]
     assert printed == [round(by_hand[k], 3) for k in ("value", "low", "high")]
-    assert line.group(4) == "holds" and by_hand["p_holds"] < ALPHA  # inside ±0.02 by both one-sided tests
+    assert by_hand["p_holds"] < ALPHA  # inside ±0.02 by both one-sided tests...
+    # ...but the all-heads drop's own interval does not clear the margin: the part could not have failed
+    assert float(line.group(4)) <= ALIKE_MARGIN and line.group(5) == "not informative"
 
 
 @pytest.mark.slow  # reads the whole stored run once
@@ -182,3 +185,66 @@ def test_a_claim_whose_parts_disagree_reads_as_its_weakest_part_and_prints_each(
     assert [p.verdict for p in mixed.parts] == [HOLDS, DOES_NOT_HOLD]
     assert "beats zeros (sst2):  (holds)" in mixed.ours and "beats uniform (sst2):  (does not hold)" in mixed.ours
     assert claim(0.2).verdict == INCONCLUSIVE
+
+
+# ---- a part that holds only where it could have failed ----------------------------------------------------------
+
+def _five_seeds(value: float, se: float) -> Estimate:
+    """An estimate over five seeds (t interval on 4 degrees of freedom: ± 2.776 se)."""
+    return Estimate(value, se, 0.0, 5, False)
+
+
+def _half_part(task: str, half_drop: float, all_heads_drop: float, se: float = 0.002) -> Part:
+    """"No major drop at 1/2" on `task`, gated by the drop with every head replaced."""
+    drop = _five_seeds(half_drop, se)
+    gate = control("every head replaced", _five_seeds(all_heads_drop, se), HALF_MARGIN)
+    return compared_part(f"drop at 1/2 ({task})", at_most(drop, HALF_MARGIN), drop.text(), gate)
+
+
+def test_a_part_whose_control_shows_no_effect_is_not_informative():
+    """The half drop 0.001 ± 0.006 holds under the margin 0.02 either way; it counts as holding only where replacing
+    every head drops by more than the margin, interval and all: 0.06 ± 0.006 (informative), 0.005 ± 0.006 (inside
+    the margin: not informative), 0.02 ± 0.006 (at the edge, its interval straddles the margin: the control does not
+    show the effect, not informative). A part that fails keeps its verdict: failing shows it could fail."""
+    cases = {"informative": 0.06, "inside": 0.005, "edge": 0.02}
+    reading = claim_reading("fig2_half", "Fig. 2", "02", "", [_half_part(t, 0.001, d) for t, d in cases.items()])
+    verdicts = {p.name: p.verdict for p in reading.parts}
+    assert verdicts == {"drop at 1/2 (informative)": HOLDS, "drop at 1/2 (inside)": NOT_INFORMATIVE,
+                        "drop at 1/2 (edge)": NOT_INFORMATIVE}
+    assert reading.verdict == PARTLY_READ and reading.verdict_text == "partly read (1 of 3 parts; 2 not informative)"
+    inside = reading.parts[1]
+    assert inside.numbers.endswith("; control: every head replaced +0.005 [-0.001, +0.011], not beyond the margin 0.02")
+    assert reading.parts[0].numbers.endswith("beyond the margin 0.02") and "not beyond" not in reading.parts[0].numbers
+    # just past the edge: the control's lower end 0.0262 − 0.0056 clears 0.02
+    assert _read_one(_half_part("x", 0.001, 0.0262)).verdict == HOLDS
+    failing = _read_one(_half_part("x", 0.05, 0.005))
+    assert failing.verdict == DOES_NOT_HOLD and failing.parts[0].verdict == DOES_NOT_HOLD
+    undecided = _read_one(_half_part("x", 0.02, 0.005))
+    assert undecided.parts[0].verdict == NOT_INFORMATIVE  # inconclusive, and could not have failed either
+
+
+def _read_one(part: Part):
+    return claim_reading("fig2_half", "Fig. 2", "02", "", [part])
+
+
+def test_a_claim_of_uninformative_parts_alone_is_not_informative_and_counts_say_so():
+    """Every part uninformative: the claim is not informative (never "holds"); the page's tallies count the
+    informative parts and name the uninformative ones apart."""
+    from papa.paper.claims.notes import in_one_line, in_plain_words
+
+    alike = [compared_part(f"alike ({t})", within(_five_seeds(0.001, 0.002), -ALIKE_MARGIN, ALIKE_MARGIN), "",
+                           control("every head replaced", _five_seeds(0.004, 0.002), ALIKE_MARGIN, either_side=True))
+             for t in ("a", "b")]
+    reading = claim_reading("table2", "Table 2", "05", "", alike)
+    assert reading.verdict == NOT_INFORMATIVE
+    assert [p.verdict for p in reading.parts] == [NOT_INFORMATIVE, NOT_INFORMATIVE]
+    line = in_one_line([reading])
+    assert "contradict none of the 0 parts" in line and "2 more could not have failed (not informative)" in line
+    words = in_plain_words([reading])
+    assert "0 could be tested and could have failed" in words and "2 are not informative" in words
+    assert "Not informative: Table 2: alike (a); Table 2: alike (b)." in words
+    # an improvement beyond the margin shows the constants matter too: the two-sided control clears it
+    both = control("every head replaced", _five_seeds(-0.06, 0.002), ALIKE_MARGIN, either_side=True)
+    assert both.shows_effect and not control("x", _five_seeds(-0.06, 0.002), ALIKE_MARGIN).shows_effect
+    # a control that did not run shows nothing
+    assert not control("every head replaced", None, ALIKE_MARGIN).shows_effect

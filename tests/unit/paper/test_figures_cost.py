@@ -30,7 +30,9 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
     xs = [tuple(c.lines[0].get_xdata()) for c in axes[0].containers]
     assert xs[0] != xs[1] and all(ax.get_legend() is None for ax in axes)
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert len(fig.legends) == 1 and legend == ["a", "b", "bars: 95% interval over the seeds"]
+    # the paper's values beside the run's, on SST-2 (Table 1 has it; the MLM panel gets none)
+    assert len(fig.legends) == 1 and legend == ["a", "b", "bars: 95% interval over the seeds",
+                                                "paper, RoBERTa-base (Table 1)"]
     assert [t.get_text() for t in axes[0].get_xticklabels()] == ["1", "1/2", "0"]
     assert axes[1].get_ylabel() == "−log perplexity"
     with pytest.raises(ValueError, match="no results"):

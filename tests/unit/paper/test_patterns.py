@@ -124,3 +124,42 @@ def test_shares_stay_shares_when_the_weights_round_past_one():
     matrices = (torch.eye(n) * 0.9 + 0.1 / n)[None, None, None]  # [1, 1, 1, n, n]: each row's strongest key is itself
     table = head_patterns_of(matrices, counts, special=[])
     assert table["diagonal_share"].item() == 1.0 and table[["special_mass", "spread", "first_mass"]].le(1).all(None)
+
+
+def test_by_layer_text_names_the_layers_where_a_majority_some_and_none_are_sinks():
+    """Three layers of four heads: 3 sinks in layer 0 (a majority), 1 in layer 2 (some), none in layer 1."""
+    from papa.paper.patterns import by_layer_text, layer_counts, layer_ranges
+
+    sinks = {0: [True, True, True, False], 1: [False] * 4, 2: [True, False, False, False]}
+    table = pd.DataFrame([(layer, head, flag) for layer, flags in sinks.items() for head, flag in enumerate(flags)],
+                         columns=["layer", "head", "sink"])
+    assert layer_counts(table, "sink")["marked"].tolist() == [3, 0, 1]
+    assert by_layer_text(table, "sink", "Sinks") == ("Sinks, 33% of the 12 heads: 3 of 4 (a majority) in layer 0; "
+                                                    "1 of 4 in layer 2; none in layer 1")
+    uneven = table[~((table["layer"] == 2) & (table["head"] == 3))]  # layers of 4, 4 and 3 heads: shares, not counts
+    assert by_layer_text(uneven, "sink", "Sinks").startswith("Sinks, 36% of the 11 heads: 75% (a majority) in layer 0;"
+                                                              " 33% in layer 2; none")
+    assert layer_ranges([16, 0, 1, 2, 3, 20, 21]) == "0–3, 16, 20, 21"
+
+
+def _intervals(diagonal: tuple[float, float, float], special: tuple[float, float, float]) -> pd.DataFrame:
+    shares = {"diagonal": diagonal, "special": special, "median_spread": (0.7, 0.69, 0.71)}
+    return pd.DataFrame([(name, *values, 72) for name, values in shares.items()],
+                        columns=["share", "value", "low", "high", "heads"]).set_index("share")
+
+
+def test_the_shares_beside_the_papers_say_where_an_interval_excludes_its_value():
+    from papa.paper.claims.constant_patterns import paper_comparison
+
+    apart = paper_comparison(_intervals((0.65, 0.62, 0.67), (0.25, 0.25, 0.25)))
+    assert apart.startswith("Fig. 4's shares beside the paper's (72 heads, 95% bootstrap intervals")
+    assert ("diagonal heads 65% [62%, 67%] against the paper's about 90%, an interval wholly below it (the run "
+            "disagrees with the paper)") in apart
+    assert ("heads mostly on special tokens 25% [25%, 25%] against the paper's about 40%, an interval wholly "
+            "below") in apart
+    near = paper_comparison(_intervals((0.88, 0.85, 0.92), (0.45, 0.41, 0.48)))
+    assert "diagonal heads 88% [85%, 92%] against the paper's about 90%, an interval that holds it;" in near
+    assert "45% [41%, 48%] against the paper's about 40%, an interval wholly above it (the run disagrees" in near
+    assert "spread" not in near  # the paper gives no value for the spread
+    assert "no pattern intervals" in paper_comparison(_intervals((0.6, 0.5, 0.7), (0.2, 0.1, 0.3)).drop(
+        ["diagonal", "special"]))

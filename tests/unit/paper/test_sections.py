@@ -6,7 +6,7 @@ import pytest
 import scipy.stats
 
 from papa.method.selection import as_fraction
-from papa.paper import grids, sections
+from papa.paper import baselines, grids, sections
 from papa.runs.results import ResultRow, ResultsTable
 
 
@@ -157,8 +157,8 @@ def test_chance_levels_are_the_majority_class_or_a_uniform_guess(data_dir):
     evaluation subset; the LM's −log of the vocabulary's size."""
     import math
 
-    table = sections.chance_levels("smollm2", 49152, ["lm", "sst2"], profile="quick", data_dir=str(data_dir))
-    majority = sections.majority_baselines(["sst2"], profile="quick", data_dir=str(data_dir))["majority"].iloc[0]
+    table = baselines.chance_levels("smollm2", 49152, ["lm", "sst2"], profile="quick", data_dir=str(data_dir))
+    majority = baselines.majority_baselines(["sst2"], profile="quick", data_dir=str(data_dir))["majority"].iloc[0]
     assert list(table.index) == [("SmolLM2-135M-Instruct-Q4_1", "lm"), ("SmolLM2-135M-Instruct-Q4_1", "sst2")]
     assert table.loc[("SmolLM2-135M-Instruct-Q4_1", "lm"), "chance"] == pytest.approx(-math.log(49152))
     assert table.loc[("SmolLM2-135M-Instruct-Q4_1", "sst2"), "chance"] == majority
@@ -170,9 +170,67 @@ def test_the_strongest_unigram_is_fit_on_any_training_text_the_run_has():
     scored on the probe's evaluation tokens, and the table names whose."""
     evaluation = [1, 1, 2, 1]
     targets = {"lm": ([1] * 300 + [2] * 100 + [3] * 10, [5]), "lm_probe": ([3, 3, 1, 2], evaluation)}
-    levels = sections.unigram_levels("lm_probe", targets, 8)
+    levels = baselines.unigram_levels("lm_probe", targets, 8)
     assert levels["context_free"] > levels["same_tokens"]
     assert levels["context_free_how"].startswith("unigram of the lm task's training subset's 410 target tokens")
     assert levels["same_tokens_how"].startswith("unigram of the training subset's 4 target tokens")
-    own = sections.unigram_levels("lm_probe", {"lm_probe": targets["lm_probe"]}, 8)
+    own = baselines.unigram_levels("lm_probe", {"lm_probe": targets["lm_probe"]}, 8)
     assert own["context_free"] == own["same_tokens"] == levels["same_tokens"]
+
+
+def _sized(results: pd.DataFrame, trained: str, frozen: str) -> pd.DataFrame:
+    """`results` with Table 1's two trained kinds added at fraction 0 (sizes `trained`, the others `frozen`)."""
+    extra = results.assign(extra=frozen)
+    trained_rows = [extra[(extra.constants == "zeros")].assign(constants=kind, constants_corpus="task", extra=trained)
+                    for kind in ("trainable_toeplitz", "trainable_average")]
+    return pd.concat([extra, *trained_rows], ignore_index=True)
+
+
+def test_table1_marks_trained_rows_that_trained_on_another_size(results):
+    """The trained constants' rows say in the table itself that they are not reproduced, with the sizes their rows
+    and the original attention's recorded; the other rows, and trained rows sized like the others, carry no mark."""
+    kinds = ["zeros", "trainable_toeplitz", "trainable_average", "average"]
+    apart = _sized(results, '{"train_examples": 200, "epochs": 1}', '{"train_examples": 2000, "epochs": 4}')
+    table = sections.alternatives_table(apart, kinds)
+    note = table[sections.NOTE_COLUMN]
+    expected = "not reproduced: 200 examples, 1 epoch (the other rows: 2000 examples, 4 epochs)"
+    assert note[("m", "trainable_toeplitz")] == note[("m", "trainable_average")] == expected
+    assert (note.drop([("m", "trainable_toeplitz"), ("m", "trainable_average")]) == "").all()
+    assert table.loc[("m", "trainable_average"), "sst2"].startswith("0.600 ± ")  # the scores as before
+    alike = _sized(results, '{"train_examples": 8, "epochs": 1}', '{"train_examples": 8, "epochs": 1}')
+    assert (sections.alternatives_table(alike, kinds)[sections.NOTE_COLUMN] == "").all()
+    unsized = _sized(results, "", "")  # sizes not recorded: nothing to say
+    assert (sections.alternatives_table(unsized, kinds)[sections.NOTE_COLUMN] == "").all()
+
+
+def test_the_note_names_each_tasks_sizes_as_a_range(results):
+    other = results.assign(task="cola")
+    both = pd.concat([_sized(results, '{"train_examples": 200, "epochs": 1}', '{"train_examples": 2000, "epochs": 4}'),
+                      _sized(other, '{"train_examples": 200, "epochs": 1}', '{"train_examples": 3000, "epochs": 15}')])
+    notes = sections.trained_size_notes(both)
+    assert notes[("m", "trainable_average")] == ("not reproduced: 200 examples, 1 epoch (the other rows: "
+                                                  "2000–3000 examples, 4–15 epochs)")
+
+
+def _objective_curves(model: str) -> pd.DataFrame:
+    """An MLM curve (−log perplexity) beside SST-2's, at fractions 1, 1/2 and 0."""
+    rows = [(task, label, value) for task, values in (("mlm", (-8.4, -8.2, -8.1)), ("sst2", (0.80, 0.79, 0.76)))
+            for label, value in zip(("1", "1/2", "0"), values)]
+    return pd.DataFrame({"model": model, "task": [r[0] for r in rows], "selection": "lambda",
+                         "fraction_label": [r[1] for r in rows], "mean": [r[2] for r in rows]})
+
+
+def test_an_objectives_drop_is_in_nats_and_its_reading_is_marked():
+    """MLM's row has no relative drop (a log perplexity's zero is arbitrary) but its change in nats, and says that
+    the claim does not read the MLM probe of a model not pretrained with MLM; SST-2's row keeps its relative drop."""
+    claims = sections.fraction_claims(_objective_curves("sentence-transformers/all-MiniLM-L6-v2"))
+    mlm, sst2 = claims.loc[("all-MiniLM-L6-v2", "mlm", "lambda")], claims.loc[("all-MiniLM-L6-v2", "sst2", "lambda")]
+    assert pd.isna(mlm["relative_drop_at_0"]) and mlm["drop_at_0"] == pytest.approx(-0.3)
+    assert mlm["drop_at_half"] == pytest.approx(-0.2)
+    assert mlm[sections.OBJECTIVE_COLUMN] == "not read: all-MiniLM-L6-v2 not pretrained with MLM"
+    assert sst2["relative_drop_at_0"] == pytest.approx(0.05) and sst2["drop_at_0"] == pytest.approx(0.04)
+    assert sst2[sections.OBJECTIVE_COLUMN] == "—"
+    assert sections.fraction_claims(_objective_curves("roberta-base")).loc[
+        ("roberta-base", "mlm", "lambda"), sections.OBJECTIVE_COLUMN] == "read"  # an MLM-pretrained encoder
+    downstream = sections.fraction_claims(_objective_curves("m").query("task == 'sst2'"))
+    assert list(downstream.columns) == ["original", "at_half", "drop_at_half", "at_0", "relative_drop_at_0"]
