@@ -49,12 +49,12 @@ notebooks: install
 docs: install
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(VENV)/bin/mkdocs build --strict
 
-# Performance suite (issue 6); BENCH_ARGS="--quick" for a smoke run, "--dtype bf16", "--device cuda", ...
+# Performance suite; BENCH_ARGS="--quick" for a smoke run, "--dtype bf16", "--device cuda", ...
 BENCH_ARGS ?=
 bench: install
 	$(PY) -m benchmarks.bench $(BENCH_ARGS)
 
-# The GPU check (issues 54 and 72, benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs
+# The GPU check (benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs
 # into .gpu-stage/ and prints the one command to run there. On a CUDA machine: `make gpu-check` runs that command, one
 # call of at most 7 minutes (a hard timeout): the staged wheels installed, the steps the newest artifacts/gpu/ folder
 # of that device lacks (or every step into a new artifacts/gpu/<date>-<device>/), the folder packed into

@@ -1,4 +1,4 @@
-"""PAPA performance suite (issue 6): one process, the same batches for every variant, a markdown table at the end.
+"""PAPA performance suite: one process, the same batches for every variant, a markdown table at the end.
 
     python -m benchmarks.bench            # full run (2 CPU threads: several minutes)
     python -m benchmarks.bench --quick    # smoke run: small batches, fewer repeats

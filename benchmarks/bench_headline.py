@@ -1,4 +1,4 @@
-"""The speed table's headline (issue 72): the method at the grid's shapes and at a saturating batch, beside its FLOPs.
+"""The speed table's headline: the method at the grid's shapes and at a saturating batch, beside its FLOPs.
 
     python -m benchmarks.bench --headline --hub DIR --device cuda --dtype bf16 --models bert-base
 

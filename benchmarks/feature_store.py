@@ -15,7 +15,7 @@ default, as a whole training set's padded features exceed memory everywhere), ti
   point, and each seed's probe evaluation are added); `--backbone-whole` times the whole point instead (about an
   hour at the defaults on 2 cores), `--skip-backbone` skips it.
 
-It prints the wall times, stored / floor (the issue's target: <= 1.3), backbone / stored (the speed-up), and the
+It prints the wall times, stored / floor (the target: <= 1.3), backbone / stored (the speed-up), and the
 largest score difference between the two paths (they must agree to float tolerance). Every ratio is taken from
 timings of this one run. Model loading is excluded (warmed up first).
 

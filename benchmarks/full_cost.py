@@ -20,7 +20,7 @@ stores probably come out larger than they are), any other task's a quarter paddi
 * ``stored_step_s[store]`` and ``stored_eval_seq_per_s[store]``: one seed's probe step, and its evaluation, reading
   that store (no backbone; a disk store is read back from the page cache, so its time is a lower bound once the
   file outgrows memory);
-* ``rerun_step_s``: ``PAPA_FEATURE_STORE=backbone``, the path before issue 39 for features over the cache budget: the
+* ``rerun_step_s``: ``PAPA_FEATURE_STORE=backbone``, the backbone path (no feature store): the
   backbone run again for every batch (half the heads replaced, Q/K dropped) plus the probe's step;
 * ``lambda_step_s``: a λ step (every head mixed, θ and the probe trainable, backward through the backbone);
 * ``trainable_step_s``: a trained-constants step as the runner runs it (every head replaced by trainable constants,

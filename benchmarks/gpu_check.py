@@ -1,4 +1,4 @@
-"""One GPU check (issues 54 and 72): the GPU speed table and the full grid's cost from one command, into one folder.
+"""One GPU check: the GPU speed table and the full grid's cost from one command, into one folder.
 
     make gpu-stage          # here: stage what must travel into .gpu-stage/ and print the command to run there
     make gpu-check          # on a CUDA machine: one call (7 minutes at most) of the steps its folder lacks
@@ -23,7 +23,7 @@ seconds) is rewritten, and with `--archive` the whole folder is packed again. On
 (`gpu_steps.CALL_LIMIT_S`): its SIGTERM marks the step it stopped "interrupted", writes the record and packs the
 folder; `pack`, which the printed command runs after the call whatever happened, packs it again (a SIGKILL leaves
 no time for the handler). docs/gen_measurements.py renders the newest committed folder into docs/performance.md
-and docs/scaling.md; `goals` reads the issues' targets off it.
+and docs/scaling.md; `goals` reads the targets off it.
 """
 from __future__ import annotations
 
@@ -387,18 +387,18 @@ def read_check(folder: Path) -> dict:
     return record
 
 
-#: The estimate's targets (issue 72, one owner: `grid_prediction.GOALS`): (goal, model or None for the whole grid,
+#: The estimate's targets (one owner: `grid_prediction.GOALS`): (goal, model or None for the whole grid,
 #: hours, estimate / FLOP floor at 40% of the dense peak), read in bf16.
 HOUR_GOALS = GOALS
 #: The speed table's targets read here: (goal, what the bench row starts with), each in float32 and bf16, eager.
 SPEED_GOALS = (("capture ≥ 0.85× the plain forward", "capture (papa)"),
                ("attention-free ≥ 95% of its MAC ceiling", "attention-free"))
-#: Issue 72's targets of the bench at the grid's shapes (bench_grid.json): (goal, the variant its saturating rows name).
+#: The targets of the bench at the grid's shapes (bench_grid.json): (goal, the variant its saturating rows name).
 SATURATING_GOALS = (("capture ≥ 0.85× the plain forward at a saturating batch", "capture (papa)"),
                     ("1/2 heads ≥ 1.0× the plain forward at a saturating batch", "1/2 input-dependent"))
 
 
-#: Issue 72's target of the training steps: (goal, the step kinds it reads, least speed-up over eager), read off each
+#: The target of the training steps: (goal, the step kinds it reads, least speed-up over eager), read off each
 #: steps file (steps_bf16.json: graphed; steps_bf16_compiled.json: compiled), at Table 3's batches.
 STEP_GOAL = ("λ and trained-constant steps ≥ 5× faster than eager bf16 steps", ("lambda", "trainable"), 5.0)
 
@@ -451,7 +451,7 @@ def folder_estimate(folder: Path) -> tuple[dict, dict] | None:
 
 
 def goals(folder: Path) -> list[dict]:
-    """Issues 54's and 72's goals as `folder` reads them: {goal, value, met}; met is None where a step did not run."""
+    """Every goal as `folder` reads them: {goal, value, met}; met is None where a step did not run."""
     found = []
     est = (folder_estimate(folder) or (None, None))[1]
     for goal, model, hours, ratio in HOUR_GOALS:

@@ -55,8 +55,8 @@ _COST = ("--hub", "{hub}", "--data-dir", "{data}")
 _COST_SMOKE = ("--device", "cpu", "--tiny", "--steps", "1", "--repeats", "1", "--sample", "16", "--forward-batch", "2",
                "--forward-batches", "1", "--precision", "float32")
 
-#: In order of priority: what issue 72 changed (its tests, the eager and graphed steps, the stores, the bench at the
-#: grid's shapes), then the eager table, the cost in bf16 (the goals' precision) and its estimate, then the compiled
+#: In order of priority: the CUDA tests, the eager and graphed steps, the stores and the bench at the grid's shapes,
+#: then the eager table, the cost in bf16 (the goals' precision) and its estimate, then the compiled
 #: tables and steps and the float32 cost.
 STEPS = (
     Step("cuda_tests", "pytest", ("--junit", "{out}/cuda_tests.xml", *CUDA_TESTS),

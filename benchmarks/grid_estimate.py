@@ -13,7 +13,7 @@ sets (`SIZES`), Table 3's epochs. Every time is a part-B measurement of the task
 models (BERT, RoBERTa, ELECTRA, DeBERTa base) take roberta-base's, LARGE ones roberta-large's, so DeBERTa's rows
 are a lower bound. Nothing is scaled from SST-2's real points (part A); they are checked against part B instead.
 
-Estimate, as the runner runs (issue 39):
+Estimate, as the runner runs:
 
 * extraction: the corpus's training examples at the capture rate;
 * λ ranking: epochs × steps × the λ step;
@@ -24,21 +24,21 @@ Estimate, as the runner runs (issue 39):
   one pass over the evaluation examples into a store and the probe's evaluation over it.
 
 A split whose features fit no budget stops the runner with an error; such points are counted on the backbone path
-(``PAPA_FEATURE_STORE=backbone``, what the runner did before issue 39 whenever features exceeded the cache budget:
+(``PAPA_FEATURE_STORE=backbone``, the path without a feature store:
 the backbone for every batch of every epoch of every seed, and for each seed's evaluation) and counted in the output,
 beside what ``--batch-order blocks`` would take for them (one backbone pass per epoch, the seeds training on each
 block held in memory; a stated change of batch order, so not the estimate).
-The backbone path of every frozen point is printed too, as the cost before issue 39.
+The backbone path of every frozen point is printed too, as the cost without feature stores.
 
-FLOPs and the FLOP floor (issue 72): every part's FLOPs as the estimate runs it and as the protocol needs it (every
+FLOPs and the FLOP floor: every part's FLOPs as the estimate runs it and as the protocol needs it (every
 split stored: one backbone pass per frozen point), counted by `grid_flops.row_flops` (`papa.method.cost`); the FLOP
 floor is the needed FLOPs at the device's dense peak and at 40% of it (`peaks.py`), and TFLOP/s the FLOPs run over
-the estimate's hours. The floor before issue 72 stays as "the plain model at measured rates" (key ``floor``): the
+the estimate's hours. A second floor is "the plain model at measured rates" (key ``floor``): the
 passes the protocol needs at the plain model's measured, launch-bound speed (one forward over a frozen point's
 examples and each extraction corpus, a plain step for each λ and trained-constants step, a forward over the
 evaluation examples per trained seed). Part A's rows are flagged where they and part B differ by more than
 `AGREEMENT`. With the same device's speed table beside the cost (`load`), `grid_prediction.py` adds the estimate with
-issue 72's changes, a prediction from the committed rates.
+a store for every configuration and no launch overhead, a prediction from the committed rates.
 
 On k workers the units spread greedily (longest first) after the preparations; on a Slurm array with enough parallel
 slots the time is the longest chain: a model's constants, then its ranking, then its longest point.
@@ -68,8 +68,8 @@ from benchmarks.peaks import floor_hours, peak_tflops, share_of_peak, tflops
 #: Examples per split at full size (GLUE, CoNLL-2003, WikiText validation held-out articles; MNLI mismatched dev).
 SIZES = {"cola": (8551, 1043), "sst2": (67349, 872), "mrpc": (3668, 408), "mnli": (392702, 9832),
          "ner": (14041, 3250), "pos": (14041, 3250), "mlm": (1603, 238)}
-#: The format of `full_cost.py`'s JSON that this estimate reads (its ``format``; issue 39 began format 2, and the files
-#: before it record none), checked by `check_format`.
+#: The format of `full_cost.py`'s JSON that this estimate reads (its ``format``; older files record none),
+#: checked by `check_format`.
 COST_FORMAT = 2
 #: What a part-B row of that format holds (tests/unit/test_full_cost.py checks full_cost.py's rows against it).
 REQUIRED = ("forward_seq_per_s", "capture_seq_per_s", "fill_seq_per_s", "stored_step_s", "stored_eval_seq_per_s",
@@ -85,7 +85,7 @@ def check_format(cost: dict, where: str | None = None) -> None:
     """Raise a ValueError, saying what to do, unless the cost file `cost` (read from `where`) is of `COST_FORMAT`."""
     found = cost.get("format")
     if found != COST_FORMAT:
-        has = "records no format: full_cost.py wrote it before issue 39" if found is None else f"is of format {found!r}"
+        has = "records no format: an older full_cost.py wrote it" if found is None else f"is of format {found!r}"
         why = (" Such a file has no plain forward or plain step to set a floor with, its probe step read features "
                "cached in host memory and was rescaled by SST-2's real point, and its trained constants kept Q/K."
                if found is None else "")
@@ -320,7 +320,7 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None, choose=store_f
     """Seconds of the estimate, the floor and the backbone path, and FLOPs, per unit and per part (module docstring).
     `budgets` (bytes per store) replaces the budgets each row measured, store by store; `choose` says where a split
     goes (`store_for`). With `predict` and the same device's speed table beside the cost (`load`), also the estimate
-    with issue 72's changes (`grid_prediction.predict`)."""
+    with a store for every configuration and no launch overhead (`grid_prediction.predict`)."""
     check_format(cost)
     if not cost.get("steps"):
         raise ValueError(f"{cost.get('device', 'this cost')}: no part-B rows to multiply by the jobs (part A alone "
@@ -361,7 +361,7 @@ def estimate(cost: dict, budgets: dict[str, float] | None = None, choose=store_f
     return est
 
 
-#: The share of the dense peak the goals' second floor assumes (issue 72: "within 2× its FLOP floor at 40%").
+#: The share of the dense peak the goals' second floor assumes ("whole grid ≤ 2× its FLOP floor at 40% of peak").
 GOAL_SHARE = 0.4
 
 
@@ -466,7 +466,7 @@ def _model_rows(est: dict) -> list[str]:
     """The per-model table: FLOPs, the FLOP floor at peak and at 40% of it, the estimate and the rate it implies."""
     peak = est.get("peak_tflops")
     out = ["| model | PFLOP | FLOP floor at peak (h) | at 40% of peak (h) | estimate (h) | estimate / floor at 40% | "
-           "TFLOP/s | % of peak | plain model at measured rates (h) | backbone path, before issue 39 (h) |",
+           "TFLOP/s | % of peak | plain model at measured rates (h) | backbone path (h) |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     rows = [(m, v, False) for m, v in sorted(est["per_model"].items())] + [("all", est["totals"], True)]
     for model, v, bold in rows:
@@ -495,7 +495,7 @@ def _part_rows(est: dict) -> list[str]:
     return out
 
 
-#: Part A and part B agree when neither is more than this many times the other (issue 72).
+#: Part A and part B agree when neither is more than this many times the other.
 AGREEMENT = 1.2
 
 
@@ -518,7 +518,7 @@ def _part_a_rows(checks: list[tuple[str, float, float, str]]) -> list[str]:
 def report(cost: dict, est: dict, workers: tuple[int, ...] = (1, 4, 8), budgets: dict[str, float] | None = None
            ) -> str:
     """The estimate's tables in Markdown: per model, per task, per part, on k workers, part A's check, and (where
-    `estimate` made one) the estimate with issue 72's changes."""
+    `estimate` made one) the estimate with a store for every configuration and no launch overhead."""
     h = 3600.0
     out = [f"Full profile on {cost['device']} (torch {cost['torch']}): {est['jobs']} probe runs in {est['points']} "
            f"head configurations, {est['preparations']} preparations (constants, λ rankings, rankings with other "
@@ -534,7 +534,7 @@ def report(cost: dict, est: dict, workers: tuple[int, ...] = (1, 4, 8), budgets:
                f"{_fmt(peak, ',.1f')} TFLOP/s, `benchmarks/peaks.py`). FLOPs: what the protocol needs, every split "
                "stored (`benchmarks/grid_flops.py`); the FLOP floor: those FLOPs at the dense peak and at 40% of it; "
                "TFLOP/s: the FLOPs the estimate runs over its hours; the plain model at measured rates: the floor "
-               "before issue 72, eager passes and steps at their measured (launch-bound) rates.\n")
+               "of eager passes and steps at their measured (launch-bound) rates.\n")
     out += _model_rows(est)
     out.append("\n| task (every model) | estimate (h) | share |\n|---|---|---|")
     for task, t in sorted(est["per_task"].items(), key=lambda kv: -kv[1]):

@@ -1,11 +1,11 @@
-"""FLOPs of what `full_cost.py` times, and where a split's features go on a node of a given memory (issue 72).
+"""FLOPs of what `full_cost.py` times, and where a split's features go on a node of a given memory.
 
 `row_flops` counts, for one part-B row (a size class on a task at Table 3's batch and length), the FLOPs of each
 rate and step the row holds, with `papa.method.cost`: every slot of the padded length n counts (the models compute
 padding), the probe reads the row's `read_per_example` positions. The row's model is RoBERTa-shaped: its layers and
 hidden width, a feed-forward block 4 × as wide, the MLM probe decoding to RoBERTa's vocabulary.
 
-`choose_path` is where a split's features live with the stores of issue 72: the runner's own rule
+`choose_path` is where a split's features live with the feature stores: the runner's own rule
 (`papa.probing.feature_store.choose_path`) on an accelerator, with the batch order ``chunks`` where a split fits no
 memory and the disk unbounded.
 """

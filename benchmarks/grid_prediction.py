@@ -1,4 +1,4 @@
-"""The full grid's estimate with issue 72's changes: a prediction from the committed rates, not a measurement.
+"""The full grid's estimate with two changes to how it runs: a prediction from the committed rates, not a measurement.
 
 The changes: (a) a store for every configuration, no configuration on the backbone path: each split's features go
 where `grid_flops.choose_path` (the runner's rule) puts them on a node of 1 TiB and of 2 TiB of host memory (float32
@@ -41,7 +41,7 @@ HOST_SHARE = 0.6
 DISK_GBPS = 3.0
 #: Seeds of a point of the full profile: they train together, so a chunk streamed from disk is read once for all.
 SEEDS = len(get_profile("full").seeds)
-#: Issue 72's goals: the whole grid's hours, its ratio to the FLOP floor at 40% of peak, BERT-base's hours.
+#: The grid's goals: the whole grid's hours, its ratio to the FLOP floor at 40% of peak, BERT-base's hours.
 GOALS = (("whole grid ≤ 25 GPU-hours", None, 25.0, None), ("whole grid ≤ 2× its FLOP floor at 40% of peak", None,
                                                             None, 2.0),
          ("BERT-base, every section, ≤ 1 GPU-hour", "bert-base-uncased", 1.0, None))
@@ -151,7 +151,7 @@ def _path_rows(prediction: dict) -> list[str]:
 
 
 def _goal_rows(est: dict) -> list[str]:
-    """Issue 72's goals: the estimate now and predicted on each node."""
+    """The goals (`GOALS`): the estimate now and predicted on each node."""
     nodes = list(est["prediction"]["nodes"])
     out = ["| goal | now | " + " | ".join(f"predicted, {n}" for n in nodes) + " |", "|---|---|" + "---|" * len(nodes)]
     for goal, model, hours, ratio in GOALS:
@@ -175,7 +175,8 @@ def report_rows(est: dict) -> list[str]:
     """The prediction's section of the estimate's Markdown (`grid_estimate.report`)."""
     p, nodes = est["prediction"], list(est["prediction"]["nodes"])
     r = p["rates"]
-    out = [f"**With issue 72's changes: a prediction, not a measurement** (`benchmarks/grid_prediction.py`). Every "
+    out = [f"**With a store for every configuration and no launch overhead: a prediction, not a measurement** "
+           f"(`benchmarks/grid_prediction.py`). Every "
            f"split stored where `choose_path` puts it on the node, no configuration on the backbone path; a pass "
            f"takes its FLOPs at R_pass = {r['pass']:.1f} TFLOP/s or its bytes at its path's bandwidth, whichever is "
            f"longer, a training step its FLOPs at R_step = {r['step']:.1f} TFLOP/s: the rates this device measured "

@@ -42,7 +42,7 @@ def texts_needed(sizes: dict[int, int], n_batches: int) -> int:
 def encoded_batches(tokenizer, texts: list[str], n: int, batch_size: int, n_batches: int, layout: str,
                     model_type: str, device: torch.device) -> list[dict[str, torch.Tensor]]:
     """`n_batches` batches of exactly `batch_size` texts each, encoded at length `n`. Raises when the texts run out:
-    a short batch would be timed as if it held `batch_size` sequences (GPU tables before issue 39 reported seq/s at
+    a short batch would be timed as if it held `batch_size` sequences (an earlier GPU table reported seq/s at
     n = 128 twice too high that way)."""
     if len(texts) < batch_size * n_batches:
         raise ValueError(f"{n_batches} batches of {batch_size} sequences need {batch_size * n_batches} texts, "

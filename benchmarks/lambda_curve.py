@@ -1,4 +1,4 @@
-"""Does λ learn a ranking within a profile's budget? A learning curve of λ from two seeds (issue 27).
+"""Does λ learn a ranking within a profile's budget? A learning curve of λ from two seeds.
 
     python -m benchmarks.lambda_curve --task sst2 --steps 256 --lrs paper 1e-2
     python -m benchmarks.lambda_curve --task cola --steps 378 --every 63 --lrs paper 1e-3 1e-2

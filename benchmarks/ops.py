@@ -8,8 +8,8 @@ the same there whatever its size. This counts the aten ops of one forward pass (
 least one launch in eager mode) for the plain model and for each mode, the ops added per layer beyond the plain
 forward, and the host time of a pass at a tiny shape on this machine (where arithmetic is negligible; a proxy for
 the launch-bound regime, noisy to about ±10%). Counts are exact and the same on every run; they are taken on a
-second pass, after the first has prepared what papa makes once per head configuration. `TARGETS` holds what issue 42
-asked for, and tests/unit/test_ops_bounds.py bounds the counts.
+second pass, after the first has prepared what papa makes once per head configuration. `TARGETS` holds each mode's
+target, and tests/unit/test_ops_bounds.py bounds the counts.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def _variants(model, batch, n: int) -> dict:
     return out
 
 
-#: Added ops per layer that issue 42 asked for (MiniLM, batch 2 x 16, one padded example: this script's defaults).
+#: The targets of added ops per layer (MiniLM, batch 2 x 16, one padded example: this script's defaults).
 TARGETS = {"attention-free (all constant, Q/K dropped)": 8, "1/2 input-dependent, Q/K dropped": 12,
            "λ mix (every head)": 15, "capture": 15}
 
@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     defaults = args.model == "minilm" and (B, n) == (2, 16)
     print(f"# papa ops per forward pass: {args.model}, batch {B} x {n} tokens, torch {torch.__version__}, "
           f"{args.threads} threads, {args.regime} regime; host time: median of 5 rounds of {args.repeats} passes\n")
-    print("| variant | aten ops per pass | added per layer | of which not views | target (issue 42) "
+    print("| variant | aten ops per pass | added per layer | of which not views | target "
           "| host ms per pass | most frequent ops |")
     print("|---|---|---|---|---|---|---|")
     counts = added_ops(model, batch, n)

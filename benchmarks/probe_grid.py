@@ -45,7 +45,7 @@ class ProbeGrid:
         from papa.probing.features import FeatureSource
         from papa.probing.training import evaluate_probe, make_probe, train_probe
 
-        # The re-run path is forced (PAPA_FEATURE_STORE=backbone): since issue 39 a zero cache budget only sends the
+        # The re-run path is forced (PAPA_FEATURE_STORE=backbone): a zero cache budget only sends the
         # features to the next store (disk). None: the store the runner picks.
         if store is None:
             os.environ.pop(STORE_ENV, None)

@@ -1,4 +1,4 @@
-"""Training steps without launch overhead (issue 72): eager vs graphed vs compiled steps at the grid's shapes.
+"""Training steps without launch overhead: eager vs graphed vs compiled steps at the grid's shapes.
 
     python -m benchmarks.steps --hub DIR --device cuda --json steps.json [--precision bf16] [--peak-tflops 989]
     python -m benchmarks.steps --smoke --device cpu --json smoke.json      # tiny sizes, under a minute on a CPU

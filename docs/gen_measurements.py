@@ -317,8 +317,8 @@ def ranking_agreement_block() -> str:
 
 
 def paper_protocol_block() -> str:
-    """Issue 51's answer per task of the cpu run's encoder: its λ order at the paper's protocol, by every pair of the
-    full profile's draws at the claims' gate, and the steps each curve took to settle."""
+    """Per task of the cpu run's encoder, whether its λ order is a property of the model: its λ order at the paper's
+    protocol, by every pair of the full profile's draws at the claims' gate, and the steps each curve took to settle."""
     from papa.paper.claim_pages import paper_protocol_answer
 
     return paper_protocol_answer(cpu_run().folder.rankings, "sentence-transformers/all-MiniLM-L6-v2",
@@ -326,7 +326,7 @@ def paper_protocol_block() -> str:
 
 
 def profile_agreement_block() -> str:
-    """Issue 51's comparison: how far the cpu profile's short-trained λ rankings are from the paper-protocol ones."""
+    """How far the cpu profile's short-trained λ rankings are from the paper-protocol ones."""
     from papa.paper.claim_pages import profile_agreement
 
     return profile_agreement(CPU_RUN, "sentence-transformers/all-MiniLM-L6-v2", ("cola", "sst2", "mrpc", "ner", "pos"))
@@ -344,7 +344,7 @@ def draws_time_block() -> str:
     variant = parsed.map(lambda p: p is not None and p.is_variant)
     other_profile = parsed.map(lambda p: p is not None and p.profile is not None)
     drawn, read = rows[variant & ~other_profile], rows[other_profile]
-    # the draws the cpu run made; the rankings learned at the paper's protocol (profile full) are issue 51's
+    # the draws the cpu run made, not the rankings learned at the paper's protocol (profile full)
     rankings = cpu_run().folder.rankings
     curves = [curve for curve, meta in map(load_curve, sorted((rankings / "curves").glob("*.safetensors")))
               if "-part" in meta["ranking"] and load_ranking(rankings / meta["ranking"]).metadata.get("profile") == "cpu"]
@@ -477,7 +477,7 @@ def gpu_table_block(folder: Path | None = None) -> str:
 
 def gpu_estimate_block(folder: Path | None = None) -> str:
     """The full grid's estimate from the newest GPU check's cost (grid_estimate.py's tables as it prints them, its
-    goals' table among them: now, and as issue 72's changes predict)."""
+    goals' table among them: now, and as the prediction with every split stored and launch-free steps has it)."""
     folder = _gpu_folder(folder)
     if folder is None:
         return NO_GPU_RUN

@@ -93,7 +93,7 @@ class AttentionStats:
         weights = self._query_weights(queries, h, rows, batched)
         if not batched:
             # There the product runs as h·r tiny GEMVs, 2 to 7x slower than a product and a sum at batches of 2 to 16
-            # (measured in issue 42): the probabilities times their query rows' weights, summed over the batch.
+            # (measured): the probabilities times their query rows' weights, summed over the batch.
             reduced = (probs * weights).sum(0)
         else:
             # [h·r, B, n]: the (head, row) pairs as the product's batch, a view (eagerly one op, not a permute and a

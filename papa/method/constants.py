@@ -160,7 +160,7 @@ def _check_format(fields: dict, path: Path) -> None:
     own field. A file of another format raises `IncompatibleArtifactError` saying what to do."""
     check_format(fields.get("format_version"), path, "constants file")
     if "dtype" not in fields:
-        # papa before issue 75 named the model's dtype only at the end of the free-text `preprocessing` record
+        # an older papa named the model's dtype only at the end of the free-text `preprocessing` record
         raise IncompatibleArtifactError(
             f"{path} is a constants file of an older papa: its metadata has no 'dtype' field (the dtype its model "
             f"ran in is at most named inside its free-text 'preprocessing' record, {fields.get('preprocessing')!r}), "

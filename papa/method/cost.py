@@ -202,7 +202,7 @@ def config_ceiling(shape_or_config, n: int, *, replaced_share: float = 1.0, kv_r
                                  lm_head=lm_head, triangular=triangular).total
 
 
-# ---- FLOPs of a pass and of a step (issue 72) ---------------------------------------------------------------------
+# ---- FLOPs of a pass and of a step --------------------------------------------------------------------------------
 # A FLOP is half a multiply-accumulate. A backbone's pass counts its layers' MACs; a training step through a frozen
 # backbone (λ, trained constants, the plain step: no weight takes a gradient, the gradient flows through the
 # activations) adds the backward pass, in which each projection and the feed-forward block compute their input's

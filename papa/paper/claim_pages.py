@@ -228,7 +228,7 @@ def ranking_agreement(rankings_dir: str | Path) -> str:
 
 
 def paper_protocol_answer(rankings_dir: str | Path, model: str, tasks: Sequence[str], profile: str = "full") -> str:
-    """Issue 51's plain answer, task by task: is `model`'s λ order a property of the model at the paper's protocol
+    """The plain answer, task by task: is `model`'s λ order a property of the model at the paper's protocol
     (`profile`'s rankings: the whole training set and its draws, `--part 1/2` and `--seed 1`), by every pair of those
     draws read as the claims read them (`papa.runs.stability.disagrees`: ρ's 95% interval against `STABLE_RHO`), how
     many steps its curve took to settle (`papa.probing.convergence.settled_at`), and the minutes of λ learning its

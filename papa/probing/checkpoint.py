@@ -1,5 +1,5 @@
-"""Resumable training: a training loop's whole state, saved every so often, so that an interrupted run (killed, a
-session that ended) resumes where it stopped and ends exactly as an uninterrupted run would.
+"""Resumable training: a training loop's whole state, saved every so often, so that an interrupted run (killed,
+preempted, out of its time allocation) resumes where it stopped and ends exactly as an uninterrupted run would.
 
 A checkpoint is one safetensors file written atomically. Its tensors are every trained parameter (``param.<group>.
 <index>``, in the optimizer's order), the optimizer's state (``optim.<index>.<name>``), the losses so far, the

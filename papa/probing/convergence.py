@@ -1,4 +1,4 @@
-"""Has λ learned anything? How far it moved from its 0.5 start, and how much two rankings agree (issue 27).
+"""Has λ learned anything? How far it moved from its 0.5 start, and how much two rankings agree.
 
 All functions take λ as [L, H] tensors (or anything `torch.as_tensor` reads) and return plain floats, so that their
 results go straight into a ranking's metadata or a JSON record.

@@ -1,4 +1,4 @@
-"""How one optimizer step of a probe's training runs (issue 72): eagerly, replayed from a CUDA graph, or compiled.
+"""How one optimizer step of a probe's training runs: eagerly, replayed from a CUDA graph, or compiled.
 
 Every step of a probe's training (a plain probe over stored features, λ learning, trained constants) is one
 forward pass, its loss, the backward pass and an AdamW step. Run eagerly, each is hundreds of small kernel launches,

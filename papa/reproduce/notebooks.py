@@ -51,7 +51,7 @@ PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
     # the smoke run draws each head order once
     "quick": _NO_DRAWS,
     # the notebooks' own models and tasks (the offline model; MNLI only if its data is there), with each head order
-    # drawn again (issue 41): λ rankings of two training parts disjoint from the grid's and of a second seed, four
+    # drawn again: λ rankings of two training parts disjoint from the grid's and of a second seed, four
     # more random permutations, and λ learned at the paper's step count where `papa rank --profile full` saved it
     "cpu": {},
     "full": {

@@ -1,5 +1,5 @@
-"""How much a task's λ ranking depends on the seed it learned with, and on the data: rankings of two seeds compared
-(issue 27), and every pair of a ranking's draws (seeds, disjoint training parts) that the claims gate on (issue 50).
+"""How much a task's λ ranking depends on the seed it learned with, and on the data: rankings of two seeds compared,
+and every pair of a ranking's draws (seeds, disjoint training parts) that the claims gate on.
 
 A ranking that learned something orders the heads alike whatever the probe's initial weights and the batch order;
 one that did not (λ still near its 0.5 start) is a seed's noise. `ranking_stability` learns (or loads) the ranking

@@ -99,7 +99,7 @@ def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_pa
             assert cells.count() == 6 * 12
             assert page.locator(".papa-head canvas").first.evaluate("c => c.width") > 0
             assert re.fullmatch(r"#\d+ λ \d\.\d{3}", page.locator(".papa-caption").first.inner_text())
-            # each caption shown whole in its cell, none cut (issue 74: "#44 λ …")
+            # each caption shown whole in its cell, none cut (such as "#44 λ …")
             assert page.locator(".papa-caption").evaluate_all(
                 "cs => cs.filter(c => c.scrollWidth > c.clientWidth || c.scrollHeight > c.clientHeight)"
                 ".map(c => c.textContent)") == []
@@ -127,8 +127,8 @@ def test_browser_picks_heads_from_the_menus_and_the_grid(chromium, voila, tmp_pa
 
 @pytest.mark.parametrize("width,height", [(1280, 800), (1400, 900), (1920, 1080)])
 def test_a_clicked_head_is_in_sight_on_a_laptop_window(chromium, voila, width, height):
-    """Issue 74: at 1400 x 900 the head view sat at y 1088-1347 px after a click, below the window. Beside the grid,
-    or scrolled into sight: after a click its image is in the window."""
+    """Below the grid, at 1400 x 900, the head view sits at y 1088-1347 px after a click, below the window. Beside the
+    grid, or scrolled into sight: after a click its image is in the window."""
     playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a test dependency")
     with playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])

@@ -24,7 +24,7 @@ def test_ops_per_mode(capsys):
     assert ops_per_pass[free] < min(v for k, v in ops_per_pass.items() if k not in ("plain", free))
     assert all(float(cells[4]) > 0 for cells in rows.values())  # host milliseconds per pass
     # added ops per layer (attention-free runs fewer than the plain forward: negative), those that are not views (each
-    # mode launches kernels of its own), and issue 42's target beside each mode that has one
+    # mode launches kernels of its own), and the target beside each mode that has one
     others = [cells for name, cells in rows.items() if name != "plain"]
     assert all(float(cells[2]) > 0 and cells[3].startswith("≤ ") and "(met)" in cells[3] for cells in others)
     assert float(rows[free][1]) < 0 < min(float(cells[1]) for name, cells in rows.items()

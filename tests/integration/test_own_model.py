@@ -1,4 +1,4 @@
-"""Every section on your own model from one command (issue 43): `papa reproduce --models DIR --tasks T` runs the
+"""Every section on your own model from one command: `papa reproduce --models DIR --tasks T` runs the
 notebooks on a local encoder, into a folder of its own, and `papa jobs list` with the same options lists exactly
 the probe runs it made."""
 from __future__ import annotations

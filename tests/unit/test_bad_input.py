@@ -338,7 +338,7 @@ def test_unavailable_device(tmp_path, capsys):
     assert _nothing_written(tmp_path / "out")
 
 
-# ---- numbers, output paths, report inputs (issue 18) ---------------------------------------------------------------
+# ---- numbers, output paths, report inputs --------------------------------------------------------------------------
 
 def test_cli_numbers_checked_before_any_work(tmp_path, capsys, monkeypatch):
     _no_work(monkeypatch)
@@ -360,8 +360,8 @@ def test_cli_numbers_checked_before_any_work(tmp_path, capsys, monkeypatch):
     ("PAPA_FEATURE_CACHE_GB", "lots", "is not a number of GiB"), ("PAPA_FEATURE_DISK_GB", "-1", "is negative"),
     ("PAPA_FEATURE_STORE", "ram", "choose one of"), ("PAPA_FEATURE_STORE", "device", "host memory is its device")])
 def test_feature_settings_refused_before_the_model_loads(tmp_path, capsys, monkeypatch, variable, value, said):
-    """At 4befcb8 a bad PAPA_FEATURE_* setting was refused when the first features were stored, after the model had
-    loaded and with phase times left in the run's folder (issue 52)."""
+    """A bad PAPA_FEATURE_* setting is refused before the model loads, not when the first features are stored (after
+    the model has loaded, with phase times left in the run's folder)."""
     _no_work(monkeypatch)
     monkeypatch.setenv(variable, value)
     out = tmp_path / "out"

@@ -1,4 +1,4 @@
-"""The speed table's arithmetic (issue 72): dense peaks of known devices, FLOPs, TFLOP/s and % of peak per row, the
+"""The speed table's arithmetic: dense peaks of known devices, FLOPs, TFLOP/s and % of peak per row, the
 launch-bound mark, and the headline's shapes (Table 3's and a saturating batch), smoke-run on the CPU."""
 from __future__ import annotations
 

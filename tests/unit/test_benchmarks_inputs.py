@@ -1,4 +1,4 @@
-"""The performance suite's inputs (benchmarks.inputs) and timing calls (benchmarks.timing, issue 39): every batch
+"""The performance suite's inputs (benchmarks.inputs) and timing calls (benchmarks.timing): every batch
 holds the sequences asked for, seq/s divides by the sequences timed, and every ratio comes from one timing call."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def test_a_batch_short_of_sequences_fails():
 
 
 def test_texts_cover_the_largest_batch_asked():
-    # The GPU tables before issue 39 asked --batch 64 16 of 32 texts: 32 sequences timed as 64 at n = 128.
+    # An earlier GPU table asked --batch 64 16 of 32 texts: 32 sequences timed as 64 at n = 128.
     sizes = inputs.batch_sizes([128, 512], [64, 16], quick=False)
     assert sizes == {128: 64, 512: 16} and inputs.texts_needed(sizes, 1) == 64
     assert inputs.texts_needed(inputs.batch_sizes([128, 512], [256, 64], quick=False), 2) == 512

@@ -1,4 +1,4 @@
-"""benchmarks/full_cost.py's part B on a tiny RoBERTa (issue 39): a row holds everything grid_estimate.py needs,
+"""benchmarks/full_cost.py's part B on a tiny RoBERTa: a row holds everything grid_estimate.py needs,
 trained constants are timed with Q/K dropped as the runner runs them, and λ and the plain step keep every Q/K."""
 from __future__ import annotations
 

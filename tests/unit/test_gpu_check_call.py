@@ -89,9 +89,9 @@ def test_the_printed_command_runs_under_the_hard_limit_and_packs_after_it():
     assert gpu_steps.CALL_BUDGET_S < gpu_steps.CALL_LIMIT_S - 60  # the install, imports and packing fit beside
 
 
-def test_the_first_call_measures_what_issue_72_changed():
-    """In order of priority, the steps that fit the first call's budget are issue 72's: its CUDA tests, the steps'
-    speed, the stores' fetch and the bench at the grid's shapes."""
+def test_the_first_call_measures_the_steps_the_stores_and_the_grid_bench():
+    """In order of priority, the steps that fit the first call's budget are the CUDA tests, the steps' speed, the
+    stores' fetch and the bench at the grid's shapes."""
     first, spent = [], 0.0
     for step in gpu_steps.STEPS:
         if spent + step.usual_s > gpu_steps.CALL_BUDGET_S:

@@ -1,4 +1,4 @@
-"""The house limits guard themselves (issue 75), read with `ast` (no import of the code it reads):
+"""The house limits guard themselves, read with `ast` (no import of the code it reads):
 
 * papa/ and benchmarks/: no module over 600 lines; no function over 60 lines (its `def` line to its last line,
   docstring included) or over 10 parameters (every argument counts: positional, *args, keyword-only, **kwargs; a

@@ -1,4 +1,4 @@
-"""What papa's modes add to a forward pass, in ops (issue 42): counted by benchmarks/ops.py on the offline MiniLM at
+"""What papa's modes add to a forward pass, in ops: counted by benchmarks/ops.py on the offline MiniLM at
 its defaults (batch 2 x 16, one padded example), exactly and the same on every CPU, so they can be bounded here."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import torch
 
 from benchmarks import ops
 
-#: Added ops per layer as this version counts them (issue 42's targets, `ops.TARGETS`, are 8, 12, 15 and 15): a change
-#: that adds an op to a layer fails here. Before issue 42: 10.7, 28.7, 33.7 and 36.3 (a layer with every head constant
+#: Added ops per layer as this version counts them (the targets, `ops.TARGETS`, are 8, 12, 15 and 15): a change
+#: that adds an op to a layer fails here. An earlier version: 10.7, 28.7, 33.7 and 36.3 (a layer with every head constant
 #: now costs fewer ops than the model's own attention). Capture differs by regime
 #: (`papa.method.capture.launch_bound`): on a CPU the probabilities also give the output; on an accelerator the
 #: original fused function does, counted here by running that regime on the CPU.

@@ -1,4 +1,4 @@
-"""benchmarks/steps.py (issue 72): its inputs are checked before any work, and its smoke mode times every kind of
+"""benchmarks/steps.py: its inputs are checked before any work, and its smoke mode times every kind of
 step in every mode the CPU runs and writes the JSON's fields (no timing is asserted)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An attached model compiles whole (issue 30): under ``torch.compile(..., fullgraph=True)`` a graph break or a branch
+"""An attached model compiles whole: under ``torch.compile(..., fullgraph=True)`` a graph break or a branch
 on a device value fails, so every mode's forward pass is one graph, and its outputs equal eager ones to float
 rounding; later passes reuse the graph (per-pass Python state, such as a capture's example count, is kept out of
 what the graph is specialised on). ``aot_eager`` traces and partitions the graph without generating code; one case

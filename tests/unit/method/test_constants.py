@@ -138,7 +138,7 @@ def test_bad_contents_are_named(tmp_path, average):
 
 
 def test_a_file_with_the_dtype_only_in_its_free_text_is_refused(tmp_path, average):
-    """Issue 75: papa before it wrote the model's dtype at the end of the ``preprocessing`` record, with no ``dtype``
+    """An older papa wrote the model's dtype at the end of the ``preprocessing`` record, with no ``dtype``
     field; the format check refuses such a file and says what to do, and a current file loads with its field."""
     current = record_dtype(average, "bfloat16")
     path = current.save(tmp_path / "current.safetensors")
@@ -158,7 +158,7 @@ def test_a_file_with_the_dtype_only_in_its_free_text_is_refused(tmp_path, averag
 
 @pytest.mark.parametrize("path", sorted((REPO / "artifacts").glob("*/constants/*.safetensors")), ids=lambda p: p.name)
 def test_the_committed_constants_load(path):
-    """The committed constants were rewritten once with the dtype in its field (issue 75), their tensors unchanged."""
+    """The committed constants were rewritten once with the dtype in its field, their tensors unchanged."""
     constants = load_constants(path)
     assert constants.metadata.dtype == "float32" and "dtype" not in constants.metadata.preprocessing
 

@@ -1,4 +1,4 @@
-"""papa.method.cost's FLOP counts of a pass, a training step through frozen weights and a probe (issue 72)."""
+"""papa.method.cost's FLOP counts of a pass, a training step through frozen weights and a probe."""
 from __future__ import annotations
 
 import pytest

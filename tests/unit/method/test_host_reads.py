@@ -1,4 +1,4 @@
-"""A forward pass decides nothing per layer from values on the device (issue 30): head modes and each layer's kept
+"""A forward pass decides nothing per layer from values on the device: head modes and each layer's kept
 and replaced heads are decided on the host when the modes change (`PapaController.plan`), so on a GPU no layer waits
 for the device. A `TorchDispatchMode` records every op that reads a tensor back to the host (``.item()``, ``bool()``,
 ``nonzero()``, ``torch.equal``).

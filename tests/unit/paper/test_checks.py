@@ -33,7 +33,7 @@ def test_labels_can_be_left_out(capsys):
 
 
 def test_rows_that_differ_by_profile_can_be_left_uncounted(capsys):
-    """A claim's comparisons differ by profile (issue 74's claim tables): the line that nbval compares across profiles
+    """A claim's comparisons differ by profile (the claim tables): the line that nbval compares across profiles
     names the columns and rules only, an empty table's too; a broken rule still fails."""
     verdicts = pd.DataFrame({"verdict": ["holds", "not read", "inconclusive"]})
     check_table(verdicts, "claim", allowed={"verdict": ["holds", "inconclusive", "not read"]}, counted=False)

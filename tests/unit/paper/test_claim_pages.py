@@ -51,7 +51,7 @@ def test_a_decoder_gets_lines_of_its_own(tmp_path):
 
 
 def test_the_plain_words_count_every_part_and_name_what_holds(tmp_path):
-    """The README's lead (issue 74): its counts are the readings' own, encoders and decoder apart."""
+    """The README's lead: its counts are the readings' own, encoders and decoder apart."""
     readings = _readings(tmp_path, decoder=True)
     encoder, decoder = in_plain_words(readings).splitlines()
     parts = [p for r in readings for p in r.parts if p.verdict != "descriptive"]
@@ -63,7 +63,7 @@ def test_the_plain_words_count_every_part_and_name_what_holds(tmp_path):
 
 
 def test_the_one_line_names_each_contradicted_part_and_counts_the_rest(tmp_path):
-    """The README's takeaway (issue 74): per model kind, the tested parts that do not hold are named, and the line's
+    """The README's takeaway: per model kind, the tested parts that do not hold are named, and the line's
     counts are the readings' own."""
     readings = _readings(tmp_path, decoder=True)
     line = in_one_line(readings)
@@ -83,7 +83,7 @@ def test_curve_tables():
 
 
 def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tmp_path):
-    """Issue 51's table: a task is "not stable across data" when its disjoint halves disagree, "stable so far" while a
+    """The paper-protocol table: a task is "not stable across data" when its disjoint halves disagree, "stable so far" while a
     draw is missing, "not measured" without rankings; the cpu profile's draws do not count."""
     import torch
 
@@ -174,8 +174,8 @@ def test_the_lm_probes_curve_is_printed_beside_the_strongest_baseline(tmp_path):
 
 
 def test_a_table_marks_the_rows_the_claims_do_not_read(tmp_path, monkeypatch):
-    """Issue 74: docs/results.md's Fig. 2 table marked MRPC only, not the λ orders of CoLA and SST-2 that the claims
-    do not read."""
+    """docs/results.md's Fig. 2 table marks every row the claims do not read: the λ orders of CoLA and SST-2 too, not
+    MRPC alone."""
     import papa.paper.claims
     from papa.paper.claim_pages import orders_table
 

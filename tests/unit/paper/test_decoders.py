@@ -95,7 +95,8 @@ def test_hidden_state_scale_finds_massive_first_token_activations():
 
 
 def test_a_speed_up_above_the_ceiling_is_named_noise_and_every_mode_has_its_share():
-    """Notebook 08 showed 1.238x beside a 1.16x ceiling, unremarked, and the original's share as NaN (issue 74)."""
+    """A speed-up above the ceiling (1.238x beside a 1.16x ceiling in notebook 08) is named noise, and the original
+    has its share, not NaN."""
     timings = pd.DataFrame({"seconds": [2.0, 1.9, 1.6], "speed-up": [1.0, 2.0 / 1.9, 1.25]},
                            index=["original", "all heads constant", "attention-free (Q/K dropped)"])
     table = decoders.against_ceiling(timings, 1.16, tokens=760)

@@ -79,8 +79,8 @@ def test_initial_view(explorer):
 
 
 def test_the_head_view_is_drawn_at_the_width_it_is_shown(explorer):
-    """Issue 74: drawn wider than its 560 px box, the head view was scaled down and its token labels read about 6 px
-    tall; drawn at the box's width it is shown unscaled."""
+    """Drawn wider than its 560 px box, the head view would be scaled down, its token labels about 6 px tall; drawn at
+    the box's width it is shown unscaled."""
     explorer.render()
     width, height = struct.unpack(">II", explorer.image.value[16:24])  # the PNG's IHDR
     head_view = explorer.widget.children[-1].children[-1]
@@ -208,7 +208,8 @@ def test_the_head_view_sits_beside_the_grid_and_a_picture_stands_in_for_the_widg
 
 
 def test_captions_carry_the_decimals_that_tell_lambdas_apart():
-    """Issue 74: the decoder's 270 λ within 0.012 of 0.5 read "λ 0.506" over and over at three decimals."""
+    """Captions tell the decoder's 270 λ within 0.012 of 0.5 apart (at three decimals they read "λ 0.506" over and
+    over)."""
     from papa.paper.explorer import lambda_digits
 
     assert lambda_digits(torch.linspace(0.05, 0.95, 72)) == 3  # an encoder's spread

@@ -45,8 +45,8 @@ def test_fraction_curves_one_panel_per_task_one_line_per_model():
 
 
 def test_fig5_curves_mark_an_unread_order_and_name_whose_lambda_it_is():
-    """Issue 74: "Fig. 5 as the paper draws it" drew the run's own λ on top, unmarked, beside the full profile's λ,
-    while the claims do not read the run's own ranking; its bars held the draws' spread without saying so."""
+    """"Fig. 5 as the paper draws it" marks the run's own λ where the claims do not read the run's own ranking, names
+    whose λ each curve is (the run's own or the full profile's), and says what its bars and squares hold."""
     rows = []
     for i, selection in enumerate(("lambda", "lambda@full", "random")):
         for j, label in enumerate(("1", "1/2", "0")):
@@ -93,7 +93,7 @@ def test_heatmaps_crop_and_save_deterministically(tmp_path):
     assert shown.shape == (6, 6)  # 5 slots and the final [SEP]
     rows = matrices[0, 1] / matrices[0, 1].sum(-1, keepdim=True)
     assert torch.allclose(torch.tensor(shown[5, 5]), rows[15, 15])
-    # the ticks name the slots shown, and the jump to the last one is marked (it read 0…15 over 6 slots, issue 74)
+    # the ticks name the slots shown, and the jump to the last one is marked (not 0…15 over 6 slots)
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["0", "4", "15"]
     assert "5–14 not shown" in fig.axes[0].get_xlabel()
     # the two ticks beside the break sit one slot apart: each leans away from the other (they read "415")
@@ -161,7 +161,7 @@ def test_learning_curves_plot_each_task_against_its_majority_baseline():
     with pytest.raises(ValueError, match="no learning curve"):
         figures.learning_curves(sizes.iloc[:0])
     # the grid's own probe (500 pairs) is marked on the curve, its size a tick; the legend sits beside the panel,
-    # where it covers no bar (it covered the 1,000-example one, issue 74)
+    # where it covers no bar (inside the panel it covered the 1,000-example one)
     point = sizes.iloc[:1].assign(train_examples=500, mean=0.805)
     fig = figures.learning_curves(sizes, pd.DataFrame({"task": ["mrpc"], "majority": [0.812]}), grid_points=point)
     ax = fig.axes[0]

@@ -1,6 +1,6 @@
 """The pages' hand-written prose states no fact of the run: no verdict, count of parts or draws of a ranking outside
-the blocks docs/gen_measurements.py writes from the committed run (issue 73: "learned once … not read" and "λ
-rankings of two seeds" stood beside generated blocks that read four draws).
+the blocks docs/gen_measurements.py writes from the committed run (hand-written, "learned once … not read" and "λ
+rankings of two seeds" could stand beside generated blocks that read four draws).
 
 A hand-written sentence may explain a rule; what the run shows under that rule is generated, so that a rerun cannot
 leave a page saying one thing in its prose and another in its blocks.
@@ -53,7 +53,7 @@ def test_no_hand_written_sentence_states_a_fact_of_the_run(page):
     "Claims (b) and (d) are read on both",
     "its Fig. 6 is 4 of 12 parts read",
 ])
-def test_the_guard_catches_the_sentences_issue_73_found(sentence):
+def test_the_guard_catches_hand_written_run_facts(sentence):
     assert run_facts(sentence)
 
 

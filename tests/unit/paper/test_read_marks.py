@@ -1,4 +1,4 @@
-"""What the claims do not read, marked on a section's tables and figures (issue 74)."""
+"""What the claims do not read, marked on a section's tables and figures."""
 from __future__ import annotations
 
 import pandas as pd

@@ -112,7 +112,7 @@ def test_format_and_other_corpus(tmp_path):
     assert grids.data_dependence(["m"], ["sst2"], data_dir=str(tmp_path))["other"].constants_corpus == "mlm"
     path = sections.save_table(pd.DataFrame({"a": [1]}), str(tmp_path), "t")
     assert path.read_text().splitlines()[0] == ",a"
-    # sums taken in another order on a rerun differ in the last bits: the file does not (issue 74)
+    # sums taken in another order on a rerun differ in the last bits: the file does not
     one, other = 0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1
     assert one != other
     first = sections.save_table(pd.DataFrame({"rho": [one]}), str(tmp_path), "a").read_bytes()
@@ -165,7 +165,7 @@ def test_chance_levels_are_the_majority_class_or_a_uniform_guess(data_dir):
 
 
 def test_the_strongest_unigram_is_fit_on_any_training_text_the_run_has():
-    """Issue 73: the LM probe's baseline on equal terms is a unigram of its own training tokens; the strongest
+    """The LM probe's baseline on equal terms is a unigram of its own training tokens; the strongest
     context-free predictor is the best unigram of any task's training tokens (the LM task's, 26 times as many),
     scored on the probe's evaluation tokens, and the table names whose."""
     evaluation = [1, 1, 2, 1]

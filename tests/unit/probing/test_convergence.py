@@ -1,4 +1,4 @@
-"""How far λ moved and how much two rankings agree (issue 27), on hand-made λ with known answers; recording λ
+"""How far λ moved and how much two rankings agree, on hand-made λ with known answers; recording λ
 while it learns leaves what it learns unchanged."""
 from __future__ import annotations
 

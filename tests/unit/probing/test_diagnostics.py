@@ -88,7 +88,7 @@ def test_a_massive_constant_dimension_saturates_the_probe_and_makes_its_predicti
 
 
 def test_standardised_inputs_take_the_massive_dimension_out_of_saturation():
-    """What issue 28 proposes for decoders, on the same synthetic features: standardising the inputs with training
+    """Standardised inputs for decoders, on the same synthetic features: standardising the inputs with training
     statistics leaves the probe's hidden units unsaturated and its predictions varied."""
     from papa.probing.standardize import input_statistics
 

@@ -117,7 +117,7 @@ def test_chunks_train_each_seed_in_its_shuffle_without_the_backbone(tmp_path):
 
 def test_the_path_of_each_split_follows_from_its_size_and_the_budgets():
     """`store_path` is the runner's rule and `choose_path` the grid's policy an estimate applies, without a device:
-    the issue's MNLI on a base model (0.8 TiB) and on a large one (2 TiB) on nodes of 1 and 2 TiB of host memory."""
+    MNLI on a base model (0.8 TiB) and on a large one (2 TiB) on nodes of 1 and 2 TiB of host memory."""
     node = {"device": 26 * GiB, "host": int(0.6 * 1 * TiB), "disk": 3 * TiB}
     big = {**node, "host": int(0.6 * 2 * TiB)}
     mnli_base, mnli_large, sst2 = int(0.8 * TiB), 2 * TiB, 10 * GiB

@@ -1,4 +1,4 @@
-"""How a training step runs (papa.probing.step_modes, issue 72): the eager step is the loop as it always ran, bit for
+"""How a training step runs (papa.probing.step_modes): the eager step is the loop as it always ran, bit for
 bit; the compiled step (one graph per batch shape, ``fullgraph=True``) equals it within float rounding for the plain
 probe step, the λ step and the trained-constants step; the graphed step is refused off CUDA, before any work. On a
 GPU (skipped here without one): graph replay is bit for bit the graphed mode's own eager step, ragged last batch and

@@ -1,6 +1,6 @@
-"""benchmarks/grid_estimate.py (issue 39): every job costed once, evaluation counted once per seed, the floor and its
-ratio printed per model and in all, schedules bounded by the work; a cost file of another format (those before
-issue 39 record none) refused."""
+"""benchmarks/grid_estimate.py: every job costed once, evaluation counted once per seed, the floor and its
+ratio printed per model and in all, schedules bounded by the work; a cost file of another format (older ones
+record none) refused."""
 from __future__ import annotations
 
 import json
@@ -44,11 +44,11 @@ def jobs():
 
 
 @pytest.mark.parametrize("name", ["full_cost.json", "h200/full_cost.json"])
-def test_cost_files_before_issue_39_are_refused(name, capsys):
+def test_cost_files_without_a_format_are_refused(name, capsys):
     """They record no format (they have no plain forward or step for a floor, and their probe step was rescaled by
     SST-2's real point): the format check refuses them by that alone, and says to rerun full_cost.py."""
     path = REPO / "artifacts" / "gpu" / name
-    with pytest.raises(ValueError, match="records no format: full_cost.py wrote it before issue 39; grid_estimate "
+    with pytest.raises(ValueError, match="records no format: an older full_cost.py wrote it; grid_estimate "
                                          "reads format 2. Such a file has no plain forward"):
         grid_estimate.estimate(json.loads(path.read_text()))
     assert grid_estimate.main([str(path)]) == 2
@@ -86,7 +86,7 @@ def test_every_job_is_costed_once(jobs):
 
 def test_evaluation_is_counted_once_per_seed(jobs):
     """Everything free but the probe's evaluation over the store (1 example/s): the estimate is one pass over the
-    evaluation set per run, not two (the estimate before issue 39 added it to a point time that held it already)."""
+    evaluation set per run, not two (adding it to a point time that holds it already would count it twice)."""
     est = grid_estimate.estimate(_cost(stored_eval_seq_per_s={s: 1.0 for s in grid_estimate.STORES}))
     assert est["totals"]["estimate"] == pytest.approx(sum(grid_estimate.SIZES[j.task][1] for j in jobs))
 

@@ -1,4 +1,4 @@
-"""Issue 72's estimate columns from the committed H100 folder: FLOPs, the FLOP floor at the dense peak and at 40% of
+"""The estimate's columns from the committed H100 folder: FLOPs, the FLOP floor at the dense peak and at 40% of
 it, the rate the estimate implies, part A against part B within 1.2×, blocks at their store's rate, and the
 prediction with a store for every configuration (the path each split takes on a 1 TiB and a 2 TiB node)."""
 from __future__ import annotations

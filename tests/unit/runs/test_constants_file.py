@@ -1,4 +1,4 @@
-"""What `papa probe` and `papa rank` take from `papa extract`, and what they print (issue 43): a constants file given
+"""What `papa probe` and `papa rank` take from `papa extract`, and what they print: a constants file given
 (`--constants-file`), found beside the grid's own, or named when it averages another corpus; heads kept and the
 majority-class baseline under the table; `papa rank --seed` and the seed-to-seed stability `papa report` prints."""
 from __future__ import annotations

@@ -1,7 +1,7 @@
-"""Issue 73: no verdict on a knife's edge. The committed run's λ rankings, perturbed within the data's precision (λ
+"""No verdict on a knife's edge. The committed run's λ rankings, perturbed within the data's precision (λ
 rounded at the fourth decimal, any one head removed from every draw), are gated exactly as they are: the gate
 (`papa.runs.stability.gate_reason`) is the only way a λ ranking reaches a claim's verdict (the probe rows are fixed),
-so no verdict moves. A gate on ρ itself, as before issue 73, moves under the same perturbations."""
+so no verdict moves. A gate on ρ itself moves under the same perturbations."""
 from __future__ import annotations
 
 from pathlib import Path

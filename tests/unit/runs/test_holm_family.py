@@ -1,4 +1,4 @@
-"""Holm's correction over a claim's whole family (issue 50): every comparison read enters m, whatever its own
+"""Holm's correction over a claim's whole family: every comparison read enters m, whatever its own
 verdict, so stronger evidence never weakens a family's verdict and another comparison never strengthens it."""
 from __future__ import annotations
 

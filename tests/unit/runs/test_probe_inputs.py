@@ -1,4 +1,4 @@
-"""Standardised probe inputs as a run option (issue 28): decided once per run (the model's default unless asked),
+"""Standardised probe inputs as a run option: decided once per run (the model's default unless asked),
 recorded in every result row, job and ranking, computed once per grid point from its training features and stored
 with its runs; runs of the paper's raw probe keep the ids, keys and names they always had."""
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rankings of other seeds and of λ's own learning rate (issue 27), on a tiny model and real data: what a ranking
+"""Rankings of other seeds and of λ's own learning rate, on a tiny model and real data: what a ranking
 records of how far λ moved, where another seed's ranking is saved, and how two seeds' rankings are compared."""
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
     run = ClaimRun(results, cfg.out_dir, pd.read_csv(saved))
     model = results.model.iloc[0]
     assert table["heads"].tolist() == [learn_ranking(cfg, progress=False)[0].lambdas.numel()]
-    # found under the rows' model name; two seeds alone do not say how the order moves with the data (issue 73)
+    # found under the rows' model name; two seeds alone do not say how the order moves with the data
     assert run.unstable(model, "sst2").startswith("sst2's λ rankings drawn on one part of the data only (seed0, seed1)")
     assert "stability not measured" in run.unstable(model, "cola")  # no second seed's ranking: not read
 
@@ -191,7 +191,7 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
 
 def test_a_grid_on_the_whole_split_draws_its_parts_as_two_halves(cfg, tmp_path, monkeypatch):
     """The paper's protocol learns λ on the whole training set, so there is nothing outside it to draw a disjoint
-    part from: lambda@part1 and @part2 learn on the two disjoint halves of the split (issue 51)."""
+    part from: lambda@part1 and @part2 learn on the two disjoint halves of the split."""
     from papa.tasks.data import half_part
 
     halves = [half_part(11, k) for k in (1, 2)]
@@ -229,7 +229,7 @@ def test_a_range_of_rho_prints_one_value_where_both_ends_round_alike():
 def test_a_grid_on_the_whole_split_with_lambda_on_fewer_draws_parts_outside_lambdas_examples(cfg, tmp_path,
                                                                                              monkeypatch):
     """The LM task's grid takes the whole split (its own head trains nothing on it) while λ learns on a few of its
-    examples: a disjoint part is drawn outside those, not refused (issue 73)."""
+    examples: a disjoint part is drawn outside those, not refused."""
     glue = tmp_path / "data" / "glue_data" / "SST-2"
     glue.mkdir(parents=True)
     lines = [f"{'a good' if i % 2 else 'a dull'} film number {i}\t{i % 2}" for i in range(12)]

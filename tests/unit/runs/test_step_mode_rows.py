@@ -1,4 +1,4 @@
-"""A grid's step mode (`--steps`, papa.probing.step_modes, issue 72): it reaches λ learning, frozen points and trained
+"""A grid's step mode (`--steps`, papa.probing.step_modes): it reaches λ learning, frozen points and trained
 constants; a row trained in another mode than eager says so in its `extra`, eager rows are as they were, and the run
 ids are the same in every mode (the mode changes results by float rounding at most)."""
 from __future__ import annotations

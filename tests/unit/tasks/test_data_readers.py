@@ -372,7 +372,7 @@ def test_unknown_task() -> None:
 
 
 def test_a_constants_corpus_is_named_by_the_text_it_reads() -> None:
-    """Table 2's other corpus is the MLM task's text: pages say WikiText, not "mlm" (issue 74)."""
+    """Table 2's other corpus is the MLM task's text: pages say WikiText, not "mlm"."""
     assert corpus_label("mlm") == "WikiText" and corpus_label("lm_probe") == "WikiText"
     assert corpus_label("mnli") == "MNLI" and corpus_label("task") == "the task's own"
     assert corpus_label("my_corpus") == "my_corpus"
