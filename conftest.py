@@ -32,7 +32,7 @@ def _data_dir() -> Path | None:
 @pytest.hookimpl(wrapper=True)
 def pytest_collect_file(file_path, parent):
     """nbval executes each notebook once, as stored (the cpu run's parameters), in a kernel started beside a copy of
-    the committed run (`papa.reproduce.stored_numbers.replay_folder`: every probe run cached, nothing trained). Each
+    the committed run (`tests.stored_numbers.replay_folder`: every probe run cached, nothing trained). Each
     cell fails when it raises, when it is tagged nbval-check-output and its output changed (nbval), and, in a section
     notebook, when anything it prints differs from what it stored (`cell_difference`); after a section notebook's
     last cell, one more item fails if the rerun wrote into the copy of the run a file git would show, or changed a
@@ -57,7 +57,7 @@ def _replay_cwd(config) -> Path:
         import shutil
         import tempfile
 
-        from papa.reproduce.stored_numbers import replay_folder
+        from tests.stored_numbers import replay_folder
 
         work = Path(tempfile.mkdtemp(prefix="papa-replay-"))
         config.add_cleanup(lambda: shutil.rmtree(work, ignore_errors=True))
@@ -86,7 +86,7 @@ def _notebook_classes():
     from nbval.plugin import IPyNbCell, IPyNbFile
 
     from papa.core.vocabulary import NOTEBOOKS
-    from papa.reproduce.stored_numbers import batch_environment, cell_difference, changed_files, not_replayed
+    from tests.stored_numbers import batch_environment, cell_difference, changed_files, not_replayed
 
     class ReplayedNotebook(IPyNbFile):
         """nbval's notebook, its kernel started in `_replay_cwd` (the stored notebook runs there as it is)."""

@@ -13,9 +13,9 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
   run ran and found (`docs.first_page`);
 * docs/results.md ``claims``, README.md ``claims-brief``, ``takeaway`` and ``finding``, docs/decoders.md ``decoder-claims``: the
   paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
-  `papa.paper.claims.notes`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
+  `docs.claim_pages`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
   ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
-  ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`papa.paper.result_tables`);
+  ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`docs.result_tables`);
   ``fig2-table``, ``fig5-table``, ``fig6-table``: the curve tables notebooks 02, 06 and 07 wrote, cell for cell;
   ``table1-trained``, ``fig4-paper``, ``fig6-mlm``: where the run departs from the paper, from its tables;
   docs/decoders.md ``decoder-own-head``, ``decoder-fig5``, ``decoder-patterns``: notebook 08's own-head curve, its
@@ -143,38 +143,39 @@ def _relative(text: str) -> str:
 
 
 def claims_block() -> str:
-    from papa.paper.claims import claim_by_claim, profile_uncertainty_note, stability_note
+    from docs.claim_pages import claim_by_claim
+    from papa.paper.claims import profile_uncertainty_note, stability_note
 
     head = " ".join([profile_uncertainty_note(cpu_run(), "cpu"), stability_note(cpu_run())])
     return _relative(f"{head}\n\n{claim_by_claim(cpu_claims())}")
 
 
 def brief_block() -> str:
-    from papa.paper.claims import results_in_brief
+    from docs.claim_pages import results_in_brief
 
     return results_in_brief(cpu_claims())
 
 
 def takeaway_block() -> str:
-    from papa.paper.claims import in_one_line
+    from docs.claim_pages import in_one_line
 
     return in_one_line(cpu_claims())
 
 
 def finding_block() -> str:
-    from papa.paper.claims import in_plain_words
+    from docs.claim_pages import in_plain_words
 
     return in_plain_words(cpu_claims())
 
 
 def lm_probe_curve_block() -> str:
-    from papa.paper.claim_pages import lm_probe_curve
+    from docs.claim_pages import lm_probe_curve
 
     return lm_probe_curve(CPU_RUN)
 
 
 def decoder_claims_block() -> str:
-    from papa.paper.claims import decoder_claims
+    from docs.claim_pages import decoder_claims
 
     return decoder_claims(cpu_claims())
 
@@ -194,7 +195,7 @@ def decoder_fig5_block() -> str:
 
 
 def decoder_table_block() -> str:
-    from papa.paper.claim_pages import decoder_table
+    from docs.claim_pages import decoder_table
 
     model, tasks, selections = DECODER
     return decoder_table(cpu_run(), model, tasks, selections, "cpu")
@@ -245,7 +246,7 @@ def run_found_block() -> str:
 
 def fig2_table_block() -> str:
     """Fig. 2's curves of the committed run, λ pooled over its draws where the claims pool them."""
-    from papa.paper.claim_pages import orders_table
+    from docs.claim_pages import orders_table
 
     model, tasks = ENCODER
     return orders_table(cpu_run(), model, [(t, "lambda") for t in tasks], "cpu", table="fig2_main_results")
@@ -253,65 +254,65 @@ def fig2_table_block() -> str:
 
 def fig5_table_block() -> str:
     """Fig. 5's SST-2 curves of the committed run, every order pooled over its draws, the full profile's λ beside."""
-    from papa.paper.claim_pages import orders_table
+    from docs.claim_pages import orders_table
 
     return orders_table(cpu_run(), ENCODER[0], [("sst2", s) for s in FIG5_ORDERS], "cpu", table="fig5_head_selection")
 
 
 def table1_block() -> str:
     """Table 1 as the committed run wrote it, beside the paper's."""
-    from papa.paper.result_tables import alternatives_table
+    from docs.result_tables import alternatives_table
 
     return alternatives_table(CPU_RUN, "cpu")
 
 
 def table2_block() -> str:
-    from papa.paper.result_tables import data_dependence_table
+    from docs.result_tables import data_dependence_table
 
     return data_dependence_table(CPU_RUN)
 
 
 def probes_learn_block() -> str:
-    from papa.paper.result_tables import learns_table
+    from docs.result_tables import learns_table
 
     return learns_table(cpu_run())
 
 
 def mrpc_curve_block() -> str:
-    from papa.paper.result_tables import learning_curve_table
+    from docs.result_tables import learning_curve_table
 
     return learning_curve_table(cpu_run())
 
 
 def run_rankings_block() -> str:
-    from papa.paper.result_tables import ranking_stability_table
+    from docs.result_tables import ranking_stability_table
 
     return ranking_stability_table(cpu_run())
 
 
 def margins_block() -> str:
-    from papa.paper.claims import margins_table
+    from docs.claim_pages import margins_table
 
     return margins_table()
 
 
 def fig6_table_block() -> str:
     """Fig. 6's curves of the committed run on the encoder: the MLM probe beside SST-2, in λ order."""
-    from papa.paper.claim_pages import orders_table
+    from docs.claim_pages import orders_table
 
     return orders_table(cpu_run(), ENCODER[0], [("mlm", "lambda"), ("sst2", "lambda")], "cpu", table="fig6_mlm")
 
 
 def lambda_full_block() -> str:
     """SST-2's λ ranking learned as the paper learns it, from the tables notebook 06 wrote in the committed run."""
-    from papa.paper.claim_pages import paper_steps_ranking
+    from docs.claim_pages import paper_steps_ranking
 
     return paper_steps_ranking(CPU_RUN, "sentence-transformers/all-MiniLM-L6-v2", "sst2")
 
 
 def ranking_agreement_block() -> str:
     """Every pair of draws of the committed run's λ rankings, per task, and which the claims read."""
-    from papa.paper.claim_pages import ranking_agreement
+    from docs.claim_pages import ranking_agreement
 
     return ranking_agreement(cpu_run().folder.rankings)
 
@@ -319,7 +320,7 @@ def ranking_agreement_block() -> str:
 def paper_protocol_block() -> str:
     """Per task of the cpu run's encoder, whether its λ order is a property of the model: its λ order at the paper's
     protocol, by every pair of the full profile's draws at the claims' gate, and the steps each curve took to settle."""
-    from papa.paper.claim_pages import paper_protocol_answer
+    from docs.claim_pages import paper_protocol_answer
 
     return paper_protocol_answer(cpu_run().folder.rankings, "sentence-transformers/all-MiniLM-L6-v2",
                                  ("cola", "sst2", "mrpc", "ner", "pos"))
@@ -327,7 +328,7 @@ def paper_protocol_block() -> str:
 
 def profile_agreement_block() -> str:
     """How far the cpu profile's short-trained λ rankings are from the paper-protocol ones."""
-    from papa.paper.claim_pages import profile_agreement
+    from docs.claim_pages import profile_agreement
 
     return profile_agreement(CPU_RUN, "sentence-transformers/all-MiniLM-L6-v2", ("cola", "sst2", "mrpc", "ner", "pos"))
 
@@ -399,11 +400,11 @@ def own_model_block(folder: Path = REPO / "artifacts" / "own_model") -> str:
                                "`results.csv`, and `reproduction.json` once a batch finishes).")
 
 
-def _gpu_check():
-    """`benchmarks.gpu_check`, which reads the GPU check's folders (imported only where a GPU block is drawn)."""
-    from benchmarks import gpu_check
+def _gpu_folders():
+    """`benchmarks.gpu_folders`, which reads the GPU check's folders (imported only where a GPU block is drawn)."""
+    from benchmarks import gpu_folders
 
-    return gpu_check
+    return gpu_folders
 
 
 NO_GPU_RUN = ("No run of `make gpu-check` is committed yet. On a CUDA machine, `make gpu-stage` here and "
@@ -412,7 +413,7 @@ NO_GPU_RUN = ("No run of `make gpu-check` is committed yet. On a CUDA machine, `
 
 
 def _gpu_folder(folder: Path | None) -> Path | None:
-    return folder if folder is not None else _gpu_check().latest()
+    return folder if folder is not None else _gpu_folders().latest()
 
 
 def _versions(machine: dict) -> str:
@@ -457,7 +458,7 @@ def gpu_table_block(folder: Path | None = None) -> str:
     folder = _gpu_folder(folder)
     if folder is None:
         return NO_GPU_RUN
-    gc = _gpu_check()
+    gc = _gpu_folders()
     cells: dict[tuple, dict[str, str]] = {}
     for dtype in ("fp32", "bf16"):
         for compiled in (False, True):
@@ -481,7 +482,7 @@ def gpu_estimate_block(folder: Path | None = None) -> str:
     folder = _gpu_folder(folder)
     if folder is None:
         return NO_GPU_RUN
-    gc = _gpu_check()
+    gc = _gpu_folders()
     made = gc.folder_estimate(folder)
     from benchmarks import grid_estimate
 

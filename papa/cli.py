@@ -562,6 +562,11 @@ def main(argv: list[str] | None = None) -> int:
             warnings.simplefilter("ignore")
             transformers_logger.setLevel(logging.ERROR)
         try:
+            from papa.runs.context import check_run_context, command_context
+
+            context = command_context(args)
+            if context is not None:  # once, at the edge: before any data or model is read
+                check_run_context(context)
             return args.func(args)
         except (PapaError, FileNotFoundError, ValueError) as exc:
             # the library's advice names its arguments (rounding='down'); here it names the flags (--rounding down)

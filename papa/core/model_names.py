@@ -21,6 +21,12 @@ def is_local_path(name: str) -> bool:
     return os.path.isabs(text) or text.startswith((".", "~")) or os.path.isdir(text)
 
 
+def looks_local(name: str) -> bool:
+    """`name` can only be a place on this machine: `is_local_path`, or more than one ``/`` (a hub id has at most
+    one), so that a folder that is not there is refused without asking the hub for it."""
+    return is_local_path(name) or str(name).count("/") > 1
+
+
 def model_file_name(model_name: str) -> str:
     """The model's name (in artifact files, result rows, metadata): a hub id or alias as it is; a local folder by its
     name, a mirror's ``org--name`` folder or a Hugging Face cache snapshot by the hub id they record (``org/name``)."""

@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from papa.core.errors import Arg, InputError
-from papa.core.model_names import model_file_name
+from papa.core.errors import Arg, InputError, ModelNotFoundError
+from papa.core.model_names import looks_local, model_file_name
 from papa.core.vocabulary import DEFAULT_DTYPE, MODEL_DTYPES
 
 if TYPE_CHECKING:  # torch and transformers are imported where used, so `papa --help` starts fast
@@ -121,6 +121,23 @@ def packaged_model_missing(name: str) -> str | None:
     if packaged is None or _packaged_location(name) is not None:
         return None
     return f"{packaged.install} (or `make install`)"
+
+
+def check_model_name(name: str) -> None:
+    """Refuse, without the network and before any weights, a model name that names no model here: a packaged model
+    whose package is not installed, a local-looking path with no folder there, or a folder without config.json."""
+    missing = packaged_model_missing(name)
+    if missing is not None:
+        raise ModelNotFoundError(f"model {name!r} ships as a Python package that is not installed here: {missing}.")
+    if PACKAGED_MODELS.get(name) is not None or not looks_local(name):
+        return  # a hub id: only the hub (or its local cache) can say whether it exists
+    folder = Path(name).expanduser()
+    if not folder.is_dir():
+        raise ModelNotFoundError(f"no model directory at {name}: pass an existing directory holding config.json and "
+                                 "the weights, or a hub id.")
+    if not (folder / "config.json").is_file():
+        raise ModelNotFoundError(f"no config.json in {name}: pass a model's directory (config.json and the weights, "
+                                 "as save_pretrained writes them), or a hub id.")
 
 
 @functools.lru_cache(maxsize=None)
@@ -281,18 +298,13 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
     """
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
-    from papa.core.errors import ModelNotFoundError, UnsupportedModelError
+    from papa.core.errors import UnsupportedModelError
     from papa.method.architectures import check_config, is_causal
 
     dev = resolve_device(device)
     torch_dtype = resolve_dtype(dtype)
-    missing = packaged_model_missing(name)
-    if missing is not None:
-        raise ModelNotFoundError(f"model {name!r} ships as a Python package that is not installed here: {missing}.")
+    check_model_name(name)
     path, extra = resolve_model_path(name), _load_kwargs(name)
-    if str(name).startswith(("/", "./", "../", "~")) and not Path(name).expanduser().is_dir():
-        raise ModelNotFoundError(f"no model directory at {name}: pass an existing directory holding config.json and "
-                                 "the weights, or a hub id.")
     try:
         # The config read once and handed on: a GGUF file is parsed in Python for every read (about 4 s for
         # SmolLM2's), and the tokenizer and the model would each read the config again.

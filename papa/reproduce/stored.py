@@ -2,11 +2,11 @@
 
 A reader opens the section notebooks to see the paper's sections with their results, so the notebooks in git hold
 the outputs of the committed CPU-scale run (`STORED_PROFILE`): `store_run_notebooks` writes each executed notebook of
-that run (``artifacts/cpu/notebooks/NAME.ipynb``) back into ``notebooks/`` with its parameters cell saying what ran,
-no progress bar and metadata as JupyterLab writes it. Their parameters are then the cpu run's, and every other
-profile states what it changes (`papa.reproduce.notebooks.PROFILE_PARAMETERS`).
+that run (``artifacts/cpu/notebooks/NAME.ipynb``, not committed) back into ``notebooks/`` with its parameters cell
+saying what ran, no progress bar and metadata as JupyterLab writes it. Their parameters are then the cpu run's, and
+every other profile states what it changes (`papa.reproduce.notebooks.PROFILE_PARAMETERS`).
 
-The tests execute each stored notebook as it is, on a copy of that run (`papa.reproduce.stored_numbers`; the root
+The tests execute each stored notebook as it is, on a copy of that run (tests/stored_numbers.py; the root
 ``conftest.py`` hands it to nbval): nbval compares the outputs of the cells tagged ``nbval-check-output``
 (`COMPARED`), i.e. the check lines (`papa.paper.checks`) and 01's input layouts, which are the same on every profile
 and CPU, and every other printed line is compared with the stored one.
@@ -25,7 +25,8 @@ from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.batch import NOTEBOOK_DIR
 from papa.reproduce.notebooks import WIDGET_VIEW, as_lab_writes
 
-#: The profile whose executed notebooks ``notebooks/`` stores (its run is committed under ``artifacts/cpu``).
+#: The profile whose executed notebooks ``notebooks/`` stores, their one stored copy (its run is committed under
+#: ``artifacts/cpu``, without them).
 STORED_PROFILE = "cpu"
 
 #: The tag of a cell whose output nbval compares (it runs with ``--nbval-lax``: no other output is compared).
@@ -63,7 +64,8 @@ def store_run_notebooks(run_dir: str | Path, notebook_dir: str | Path = NOTEBOOK
 def stored_notebook(executed: str | Path) -> dict:
     """The executed notebook at `executed` as ``notebooks/`` stores it: papermill's injected values written into the
     parameters cell (the cell says what ran) and the injected cell dropped, progress bars and the empty outputs a
-    finished bar leaves (`is_cleared`) dropped from the outputs, papermill's run metadata dropped. Refused unless it ran at `STORED_PROFILE`."""
+    finished bar leaves (`is_cleared`) dropped from the outputs, papermill's run metadata dropped. Refused unless it ran
+    at `STORED_PROFILE`."""
     nb = json.loads(Path(executed).read_text(encoding="utf-8"))
     cells = nb["cells"]
     injected = [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]

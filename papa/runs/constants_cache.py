@@ -21,9 +21,10 @@ from papa.core.vocabulary import DEFAULT_DTYPE
 from papa.method.constants import ConstantMatrices, load_constants
 from papa.method.extract import check_length, extract_constants
 from papa.method.layout import layout_for
-from papa.method.models import (canonical_model_name, dtype_name, is_causal_model, load_model, local_config,
-                                resolve_device, resolve_dtype)
+from papa.method.models import (canonical_model_name, check_model_name, dtype_name, is_causal_model, load_model,
+                                local_config, resolve_device, resolve_dtype)
 from papa.tasks.corpus import Corpus, CorpusSource, corpus_name, task_corpus
+from papa.tasks.data import check_task_files
 from papa.tasks.registry import get_task
 
 
@@ -114,16 +115,20 @@ def extract_to_file(model: str, source: CorpusSource, *, max_length: int, into: 
     returns them, their path (None on a process other than the main one under ``accelerate launch``) and the seconds
     the extraction took.
 
-    Everything that can be checked is, before any data or weights are read: the device, the dtype, the output
-    folder, the corpus file, the length against the model's positions and the layout against its causality, from
+    Everything that can be checked is, before any data or weights are read, the cheapest first: the model's name (a
+    local folder that is not there), the corpus file or the task's files in the data folder, the output folder, the
+    device, the dtype, the length against the model's positions and the layout against its causality, from
     its config where it is on this machine (else `extract_constants` refuses them once the model is loaded).
     `layout` None is the model's default (`papa.method.extract.extract_constants`).
     """
+    check_model_name(model)  # a folder that is not there: refused before anything slower
+    source.check()
+    if not source.is_file:
+        check_task_files(source.name, (source.split,), resources.data_dir)
+    check_output_dir(into)
     resolve_device(resources.device)
     dtype = dtype_name(resolve_dtype(dtype))
-    check_output_dir(into)
-    source.check()
-    _check_length(model, max_length)
+    check_length_here(model, max_length)
     causal = is_causal_model(model)
     if causal is not None and layout is not None:
         layout_for(causal, layout, layout)  # refuses a separator-last layout for a decoder
@@ -150,7 +155,7 @@ def _extract(model, tokenizer, corpus: Corpus, *, max_length: int, layout: str |
                              token_task=token_task, model_name=model_name, progress=progress)
 
 
-def _check_length(model: str, max_length: int) -> None:
+def check_length_here(model: str, max_length: int) -> None:
     """`check_length` from the model's config alone, when that is on this machine."""
     config = local_config(model)
     if config is None:

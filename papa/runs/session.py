@@ -21,13 +21,13 @@ from papa.core.phases import phase, timed_into
 from papa.core.progress import tqdm
 from papa.core.settings import Resources
 from papa.core.vocabulary import (BATCH_ORDERS, BF16_STORE_PRECISIONS, CONSTANTS_KINDS, DEFAULT_BATCH_ORDER,
-                                  DEFAULT_DTYPE, DEFAULT_PRECISION, DEFAULT_STEP_MODE, NONE)
+                                  DEFAULT_DTYPE, DEFAULT_PRECISION, DEFAULT_STEP_MODE, NONE, SPLITS)
 from papa.method.architectures import is_causal, model_signature
 from papa.method.constants import ConstantMatrices, data_free_constants, load_constants
 from papa.method.controller import PapaController, attach
 from papa.method.layout import layout_for
-from papa.method.models import (DEFAULT_MODEL, canonical_model_name, dtype_name, is_causal_model, load_model,
-                                resolve_device, resolve_dtype)
+from papa.method.models import (DEFAULT_MODEL, canonical_model_name, check_model_name, dtype_name, is_causal_model,
+                                load_model, resolve_device, resolve_dtype)
 from papa.method.precision import check_precision
 from papa.method.selection import ROUNDINGS, fraction_label, parse_selection
 from papa.probing.feature_store import check_settings as check_feature_settings
@@ -38,7 +38,7 @@ from papa.runs.constants_cache import ConstantsSource, cached_average_constants
 from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.runs.results import ResultsTable
 from papa.tasks.corpus import Corpus
-from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
+from papa.tasks.data import check_task_files, load_examples, resolve_data_dir, subset_indices
 from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
 
 
@@ -181,17 +181,21 @@ def _load_model(name: str, device: str, dtype: str = DEFAULT_DTYPE):
     return load_model(name, device=device, dtype=dtype)
 
 
-def load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, object, object]:
-    """`cfg` resolved (every input checked before the model and data are loaded, where results go included), with
-    its profile, task spec, and the model and tokenizer loaded.
+def load_resolved(cfg: GridConfig,
+                  splits: tuple[str, ...] = ()) -> tuple[GridConfig, Profile, TaskSpec, object, object]:
+    """`cfg` resolved (every input checked before the model and data are loaded, where results go included, and the
+    files of the task's `splits` that the caller reads next where a data folder is set), with its profile, task spec,
+    and the model and tokenizer loaded.
 
     A model whose config was not on this machine before loading (a hub id not yet cached) was resolved as an
     encoder; once loaded, the model itself says whether it is causal (`papa.method.architectures.is_causal`), and
     a causal LM is resolved again: it gets a decoder's defaults (layout, probe inputs) as one whose config is here.
     """
+    check_model_name(cfg.model)  # before its config is looked for: a folder that is not there says so
     known = is_causal_model(cfg.model)
     resolved, prof, spec = resolve_grid(cfg, causal=bool(known))
     check_output_dir(resolved.out_dir)
+    check_task_files(spec, splits, resolved.data_dir)  # the model would otherwise load before the data is missed
     device = distributed.process_device(resolved.device)
     check_feature_settings(resolve_device(device), resolved.batch_order)
     model, tokenizer = _load_model(resolved.model, device, resolved.dtype)
@@ -202,7 +206,7 @@ def load_resolved(cfg: GridConfig) -> tuple[GridConfig, Profile, TaskSpec, objec
 
 def open_session(cfg: GridConfig, progress: bool) -> Session:
     """Everything a grid shares: `cfg` resolved, the model loaded and attached, the data encoded."""
-    resolved, prof, spec, model, tokenizer = load_resolved(cfg)
+    resolved, prof, spec, model, tokenizer = load_resolved(cfg, splits=SPLITS)
     data_dir = resolve_data_dir(resolved.data_dir)
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)

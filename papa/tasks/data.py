@@ -32,6 +32,7 @@ __all__ = [
     "DataNotFoundError",
     "DataFormatError",
     "DataSourceError",
+    "check_task_files",
     "load_examples",
     "resolve_data_dir",
     "read_tsv",
@@ -92,6 +93,21 @@ def check_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | Non
             f"data directory {root} ({origin}) does not exist: point it at the folder that holds "
             f"glue_data/, conll2003/ and wikitext/, or unset it to download from the Hugging Face hub.",
             advice=[given] if given is not None else [])
+    return root
+
+
+def check_task_files(task: str | TaskSpec, splits: Sequence[str],
+                     data_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """`check_data_dir`, and where a data folder is set, a `DataNotFoundError` for the first of `task`'s `splits`
+    whose file it lacks: checked before any work, as the model would otherwise load before the data is found
+    missing."""
+    root = check_data_dir(data_dir)
+    if root is None:
+        return None
+    spec = get_task(task) if isinstance(task, str) else task
+    for split in splits:
+        check_one_of(split, SPLITS, "split")
+        _check_exists(root / _local_file(spec.local, split))
     return root
 
 

@@ -38,6 +38,9 @@ model or data are in tests/integration/test_reliability.py.
 | empty seed list | here: test_empty_lists |
 | device that is not available | here: test_unavailable_device; reproduce: test_reproduce_checks_before_any_kernel |
 | model that cannot be found | here: test_model_not_found |
+| a local model folder that is not there, or holds no config.json: refused before any data is read, with or without |
+|   a data folder set | here: test_a_missing_model_folder_is_refused_before_any_data, ::..._as_a_subprocess |
+| a data folder without the task's files: refused before the model loads | here: test_run_context_checked_at_the_edge |
 | --max-length, --batch-size, --limit not positive / beyond the model | here: test_cli_numbers_checked_before_any_work |
 | --out that is a file, or cannot be written | here: test_out_that_is_a_file, test_out_that_cannot_be_written |
 | papa report --results a directory / missing file / no match | here: test_report_results_paths |
@@ -56,8 +59,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -79,7 +84,7 @@ from papa.runs.results import ResultRow, ResultsTable
 from papa.tasks.corpus import file_corpus
 from papa.tasks.data import DataFormatError, load_examples
 
-from conftest import tiny_model, tiny_tokenizer
+from conftest import REPO, tiny_model, tiny_tokenizer
 
 
 def cli_error(capsys, argv: list[str]) -> str:
@@ -141,6 +146,77 @@ def test_model_not_found(tmp_path, capsys):
     err = cli_error(capsys, ["extract", "--model", str(tmp_path / "nope"), "--task", str(corpus), "--max-length",
                              "16", "--out", str(out), "--quiet"])
     assert "no model directory" in err and _nothing_written(out)
+
+
+@pytest.mark.parametrize("data_folder", ["set", "unset"])
+def test_a_missing_model_folder_is_refused_before_any_data(tmp_path, capsys, monkeypatch, data_folder):
+    """A model folder that is not there is named before any data is read, whether or not the command gives a length
+    and whether a data folder is set (unset: the hub, which would be asked first and could take half a minute)."""
+    _no_work(monkeypatch)
+    if data_folder == "unset":
+        monkeypatch.delenv("PAPA_DATA_DIR", raising=False)
+    missing = str(tmp_path / "no-such-model")
+    out = ["--out", str(tmp_path / "out"), "--quiet"]
+    for argv in (["extract", "--task", "sst2", "--model", missing, "--max-length", "64", *out],
+                 ["extract", "--task", "sst2", "--model", missing, "--max-length", "64", "--split", "eval", *out],
+                 ["probe", "--task", "sst2", "--model", missing, *out],
+                 ["rank", "--task", "cola", "--model", missing, *out]):
+        err = cli_error(capsys, argv)
+        assert f"no model directory at {missing}" in err and "pass an existing directory" in err, err
+    # Without the length extract needs, argparse names that first, as cheaply.
+    assert "required: --max-length" in usage_error(capsys, ["extract", "--task", "sst2", "--model", missing, *out])
+    # A folder that is there but holds no model.
+    (tmp_path / "empty").mkdir()
+    err = cli_error(capsys, ["extract", "--task", "sst2", "--model", str(tmp_path / "empty"), "--max-length", "64",
+                             *out])
+    assert f"no config.json in {tmp_path / 'empty'}" in err
+    assert _nothing_written(tmp_path / "out")
+
+
+def test_a_missing_model_folder_is_refused_before_any_data_as_a_subprocess(tmp_path):
+    """`papa extract` as a user runs it, with no data folder set: one line naming the model, no traceback, at once."""
+    env = {k: v for k, v in os.environ.items() if k != "PAPA_DATA_DIR"}
+    env.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")  # the hub is never asked, whatever the fix does
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "papa.cli", "extract", "--task", "sst2", "--model",
+                           str(tmp_path / "no-such-model"), "--max-length", "64", "--out", str(tmp_path / "out")],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+    took = time.perf_counter() - start
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.startswith("papa extract: error: no model directory at "), done.stderr
+    assert took < 5, f"the refusal took {took:.1f} s: something was loaded before the model was checked"
+
+
+def test_run_context_checked_at_the_edge(tmp_path, capsys, monkeypatch):
+    """The CLI checks the run context from one table, cheapest field first, before any data or model is read: a data
+    folder without the task's files is refused before the model loads."""
+    _no_work(monkeypatch)
+    empty = tmp_path / "data"
+    empty.mkdir()
+    out = ["--out", str(tmp_path / "out"), "--data-dir", str(empty), "--quiet"]
+    for argv in (["probe", "--task", "sst2", *out], ["rank", "--task", "sst2", *out],
+                 ["probe", "--task", "sst2", "--constants-corpus", "cola", "--data-dir", str(data_dir_of_sst2(tmp_path)),
+                  "--out", str(tmp_path / "out"), "--quiet"]):
+        err = cli_error(capsys, argv)
+        assert "data file not found" in err and "--data-dir" in err, err
+    # the model is named before the data folder: the cheapest check first
+    err = cli_error(capsys, ["probe", "--task", "sst2", "--model", str(tmp_path / "none"), *out])
+    assert "no model directory" in err
+    assert _nothing_written(tmp_path / "out")
+    from papa.runs.context import FIELDS
+
+    assert [f.name for f in FIELDS] == ["model", "data_dir", "out", "device", "max_length"]
+    assert all(f.accepts for f in FIELDS)
+
+
+def data_dir_of_sst2(tmp_path: Path) -> Path:
+    """A data folder holding SST-2's files alone (empty files: only their presence is checked here)."""
+    root = tmp_path / "sst2-only"
+    for name in ("train.tsv", "dev.tsv"):
+        path = root / "glue_data" / "SST-2" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("")
+    return root
 
 
 def test_max_length_beyond_the_model_positions():

@@ -1,6 +1,6 @@
 """The paper's claims read off a run's results: per claim a verdict, the rule behind it, our numbers and the figure
 (or table) that shows it. `papa reproduce` ends with `format_claims` of what it just computed, and the docs' claim
-pages are generated from it (`papa.paper.claims.notes`).
+pages are generated from it (docs/claim_pages.py).
 
 Each claim is the paper's sentence (`papa.paper.paper_numbers.CLAIMS`) cut into the parts it asserts; every part is
 read on the rows of ``<out>/results.csv`` with the paired statistics of `papa.runs.statistics` (runs with the same
@@ -18,8 +18,7 @@ The modules, one per figure or table (and its section notebook), above the machi
   which no verdict may move;
 * `reading`: every claim read on a run (`read_claims`, `run_claims`, `profile_claims`) and Fig. 5's comparisons
   (`profile_selection_comparisons`);
-* `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them, and the docs' claim
-  pages as Markdown (`claim_by_claim`, `results_in_brief`, `in_one_line`, `in_plain_words`, `decoder_claims`, `margins_table`).
+* `notes`: the claims as text (`format_claims`, `section_claims`) and the notes above them.
 
 The names the notebooks, the pages and the CLI use are importable from `papa.paper.claims` itself; the machinery the
 modules share (`rules`, `scores`) from the module that owns it.
@@ -30,11 +29,9 @@ from papa.paper.claims.constant_patterns import FIG4
 from papa.paper.claims.decoders import DECODER_EVIDENCE, DECODER_NOTEBOOK, decoder_models
 from papa.paper.claims.mlm_electra import DECODER_POINTS, OBJECTIVE_NAMES, PAPER_MLM_NATS
 from papa.paper.sections import MLM_PRETRAINED, unread_objectives
-from papa.paper.claims.notes import (CPU_RUN_RESULTS, TITLES, claim_by_claim, claim_table, decoder_claims,
-                                     format_claims, headed_claims, in_one_line, in_plain_words, margins_table,
-                                     notebook_models, profile_uncertainty_note, results_in_brief, section_claim_table, section_claims,
-                                     smoke_run_first, smoke_run_note, stability_note, uncertainty_note,
-                                     unread_rankings)
+from papa.paper.claims.notes import (CPU_RUN_RESULTS, claim_table, format_claims, headed_claims, notebook_models,
+                                     profile_uncertainty_note, section_claim_table, section_claims, smoke_run_first,
+                                     smoke_run_note, stability_note, uncertainty_note, unread_rankings)
 from papa.paper.claims.leave_one_out import leave_one_out
 from papa.paper.claims.head_selection import SelectionComparison, comparison_table, selection_comparisons
 from papa.paper.claims.reading import profile_claims, profile_selection_comparisons, read_claims, run_claims
@@ -50,5 +47,4 @@ __all__ = ["VERDICTS", "RULES", "MARGIN_SOURCES", "ClaimReading", "Part", "RunTa
            "format_claims", "smoke_run_note", "smoke_run_first", "read_tables",
            "profile_claims", "section_claims", "headed_claims", "uncertainty_note", "profile_uncertainty_note",
            "stability_note", "SelectionComparison", "selection_comparisons", "comparison_table",
-           "profile_selection_comparisons", "unread_objectives", "TITLES", "claim_by_claim", "margins_table",
-           "results_in_brief", "in_one_line", "in_plain_words", "decoder_claims"]
+           "profile_selection_comparisons", "unread_objectives"]

@@ -1,8 +1,6 @@
 """The claims as text, every sentence the package writes of them: `format_claims` (what `papa reproduce` prints),
 `section_claims` (a notebook's closing cell), and the notes printed above them (a smoke run's warning, what the
-intervals hold, how stable the λ rankings are); and the docs' claim pages as Markdown (`claim_by_claim` for
-docs/results.md, `results_in_brief` and `in_plain_words` for the README, `decoder_claims` for docs/decoders.md,
-`margins_table`)."""
+intervals hold, how stable the λ rankings are). The docs' claim pages are written by docs/claim_pages.py."""
 from __future__ import annotations
 
 import textwrap
@@ -17,16 +15,16 @@ from papa.method.selection import parse_selection
 from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
 from papa.paper.claims.reading import profile_claims
 from papa.paper.claims.run_tables import RunLike, RunTables
-from papa.paper.claims.rules import GATE, LAMBDA_CLAIMS, MARGIN_SOURCES, RULES, ClaimReading, Part
+from papa.paper.claims.rules import GATE, LAMBDA_CLAIMS, ClaimReading
 from papa.paper.claims.scores import part_label
 from papa.paper.sections import RANKING_STABILITY_TABLE
 from papa.runs.stability import gate_reason, rho_span
-from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE, NOT_READ, PARTLY_READ
+from papa.runs.statistics import NOT_READ
 
 
 #: Where the results of the CPU-scale run are, for a smoke run's readers.
-CPU_RUN_RESULTS = ("artifacts/cpu/ (results.csv, tables, figures, executed notebooks), read claim by claim in "
-                   "docs/results.md and the README's \"Results\"")
+CPU_RUN_RESULTS = ("artifacts/cpu/ (results.csv, tables, figures; its executed notebooks in notebooks/), read claim by "
+                   "claim in docs/results.md and the README's \"Results\"")
 
 
 def smoke_run_note(profile: str | Path) -> str:
@@ -190,157 +188,3 @@ def format_claims(readings: Sequence[ClaimReading], folder: RunFolder | str | Pa
                                        initial_indent=indent, subsequent_indent=indent + "      ",
                                        break_long_words=False, break_on_hyphens=False))
     return "\n".join(lines)
-
-
-# ---- the docs' claim pages, as Markdown ----------------------------------------------------------------------------
-
-#: A short name per claim, for headings and the README.
-TITLES = {"fig2_half": "half the heads input-dependent", "fig2_all": "every head constant",
-          "fig3": "better models lose more", "fig4_diagonal": "diagonal heads",
-          "fig4_special": "heads on [CLS]/[SEP]", "fig4_spread": "rows spread",
-          "table1": "average constants vs other matrices", "table2": "another corpus's constants",
-          "fig5": "λ ranking vs other head orders", "fig6": "the pretraining objective drops more"}
-
-
-def _part_line(part: Part) -> str:
-    return f"{part.name}: {part.numbers} — *{part.verdict}*"
-
-
-def _parts(reading: ClaimReading, indent: str = "  ") -> list[str]:
-    read = [p for p in reading.parts if p.verdict != NOT_READ]
-    unread = [p for p in reading.parts if p.verdict == NOT_READ]
-    lines = [f"{indent}* {_part_line(p)}" for p in read]
-    lines += [f"{indent}* {p.name}: *not read* ({p.numbers})" for p in unread]
-    return lines
-
-
-def claim_by_claim(readings: Sequence[ClaimReading]) -> str:
-    """Per claim: its figure, short name and verdict, the paper's sentence, the rule, each part with its numbers and
-    verdict, and the decoders' reading beneath (docs/results.md)."""
-    lines = []
-    for r in readings:
-        lines += [f"**{r.where}, {TITLES[r.claim]}: {r.verdict_text}.** *\"{r.text}\"*", "",
-                  f"Rule: {r.rule}. Evidence: `{r.evidence}` (notebook `{r.notebook}`).", ""]
-        lines += _parts(r, "")
-        if r.decoder is not None:
-            d = r.decoder
-            lines += [f"* decoders (beyond the paper; notebook `{d.notebook}`, `{d.evidence}`): **{d.verdict_text}**"]
-            lines += _parts(d, "  ")
-        lines.append("")
-    return "\n".join(lines).rstrip()
-
-
-def margins_table() -> str:
-    """Each claim's rule (`RULES`) beside where its margin or threshold comes from (`MARGIN_SOURCES`)."""
-    def where(key: str) -> str:  # "fig2_half" -> "Fig. 2", "table1" -> "Table 1"
-        name = key.split("_")[0]
-        return f"Fig. {name[3:]}" if name.startswith("fig") else f"Table {name[5:]}"
-
-    lines = ["| claim | rule (`papa.paper.claims.RULES`) | margin and where it comes from |", "|---|---|---|"]
-    lines += [f"| {where(key)}, {TITLES[key]} | {rule} | {MARGIN_SOURCES[key]} |" for key, rule in RULES.items()]
-    return "\n".join(lines)
-
-
-def results_in_brief(readings: Sequence[ClaimReading]) -> str:
-    """One bullet per claim for the README: the verdict, what its parts read, one part that shows the verdict, and
-    the decoders' verdict."""
-    lines = []
-    for r in readings:
-        counts = _counts(r.parts)
-        line = f"* **{r.where}, {TITLES[r.claim]}: {r.verdict_text}**"
-        line += f" ({counts})" if counts else ""
-        shows = _showing(r)
-        if shows is not None:
-            line += f"; e.g. {shows.name}: {shows.numbers}"
-        elif r.parts:
-            line += f": {r.parts[0].numbers}"
-        if r.decoder is not None:
-            line += f"; decoders: **{r.decoder.verdict_text}**"
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def in_plain_words(readings: Sequence[ClaimReading]) -> str:
-    """The README's lead: what the run finds, in plain words, counted over the parts of the paper's claims it reads
-    (the encoders'; the decoders' apart): the informative parts by verdict, with those that hold and those that do
-    not named, then how many could not have failed (not informative) and how many could not be read."""
-    lines = []
-    for whose, read in _sides(readings):
-        parts = [p for r in read for p in r.parts if p.verdict in _ORDER]
-        if not parts:
-            continue
-        n = {v: sum(p.verdict == v for p in parts) for v in _ORDER}
-        tested = len(parts) - n[NOT_READ] - n[NOT_INFORMATIVE]
-        line = (f"* **On {whose}**, of the {len(parts)} parts the paper's claims cut into, {tested} could be tested "
-                f"and could have failed: {n[HOLDS]} {'holds' if n[HOLDS] == 1 else 'hold'}, {n[DOES_NOT_HOLD]} "
-                f"{'does' if n[DOES_NOT_HOLD] == 1 else 'do'} not, {n[INCONCLUSIVE]} "
-                f"{'is' if n[INCONCLUSIVE] == 1 else 'are'} inconclusive (the data cannot decide either way); "
-                f"{n[NOT_INFORMATIVE]} {'is' if n[NOT_INFORMATIVE] == 1 else 'are'} not informative (their control, "
-                "e.g. every head replaced, shows no effect beyond the part's margin, so they could not have failed); "
-                f"{n[NOT_READ]} could not be read (the claim-by-claim reading says why).")
-        for verdict, words in ((HOLDS, "What holds"), (DOES_NOT_HOLD, "What does not"),
-                               (NOT_INFORMATIVE, "Not informative")):
-            named = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == verdict]
-            line += f" {words}: {'; '.join(named)}." if named else ""
-        lines.append(line)
-    return "\n".join(lines)
-
-
-def in_one_line(readings: Sequence[ClaimReading]) -> str:
-    """The README's one-line takeaway: per model kind, whether any informative part of the paper's claims (one that
-    could have failed) is contradicted (naming those that are), with the counts of those that hold and those the
-    data cannot decide, and how many parts were not informative."""
-    sides = []
-    for whose, read in _sides(readings):
-        parts = [p for r in read for p in r.parts if p.verdict in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD)]
-        idle = sum(p.verdict == NOT_INFORMATIVE for r in read for p in r.parts)
-        if not parts and not idle:
-            continue
-        held, open_ = (sum(p.verdict == v for p in parts) for v in (HOLDS, INCONCLUSIVE))
-        against = [f"{r.where}: {p.name}" for r in read for p in r.parts if p.verdict == DOES_NOT_HOLD]
-        counts = f"{held} hold, {open_} undecided"
-        idle_text = f"; {idle} more could not have failed (not informative)" if idle else ""
-        sides.append(f"on {whose}, the data contradict {len(against)} of the {len(parts)} parts this run could test "
-                     f"({'; '.join(against)}; {counts}){idle_text}" if against else
-                     f"on {whose}, the data contradict none of the {len(parts)} parts this run could test and that "
-                     f"could have failed ({counts}){idle_text}")
-    if not sides:
-        return "**In one line:** this run tested no part of the paper's claims."
-    return "**In one line:** " + "; ".join(sides) + "."
-
-
-def _sides(readings: Sequence[ClaimReading]) -> list[tuple[str, list[ClaimReading]]]:
-    """The readings of the encoders and the decoders' readings, each named."""
-    return [("the encoder", list(readings)), ("the decoder", [r.decoder for r in readings if r.decoder])]
-
-
-def _showing(reading: ClaimReading) -> Part | None:
-    """The part that shows the claim's verdict (the first with that verdict; a partly read claim's first that
-    holds), else the first part read."""
-    verdict = HOLDS if reading.verdict == PARTLY_READ else reading.verdict
-    read = [p for p in reading.parts if p.verdict != NOT_READ]
-    return next((p for p in read if p.verdict == verdict), read[0] if read else None)
-
-
-#: The order verdicts are counted in.
-_ORDER = (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, PARTLY_READ, NOT_INFORMATIVE, NOT_READ)
-
-
-def _counts(parts: Sequence[Part]) -> str:
-    """e.g. "3 parts: 2 hold, 1 inconclusive"; "" for a claim of one part."""
-    if len(parts) < 2:
-        return ""
-    counts = [(v, sum(p.verdict == v for p in parts)) for v in _ORDER]
-    words = {HOLDS: "hold", DOES_NOT_HOLD: "do not hold"}
-    return f"{len(parts)} parts: " + ", ".join(f"{n} {words.get(v, v) if n > 1 else v}" for v, n in counts if n)
-
-
-def decoder_claims(readings: Sequence[ClaimReading]) -> str:
-    """The decoders' reading of each claim they ran (docs/decoders.md), part by part."""
-    lines = []
-    for r in readings:
-        if r.decoder is None:
-            continue
-        lines += [f"* **{r.where}, {TITLES[r.claim]}: {r.decoder.verdict_text}** (`{r.decoder.evidence}`)"]
-        lines += _parts(r.decoder, "  ")
-    return "\n".join(lines) if lines else "No claim was read on a decoder in this run."

@@ -106,7 +106,7 @@ RULES = {
             "where such models ran, 'partly read' where they cannot be",
 }
 
-#: Where each claim's margin or threshold comes from (the docs print it beside `RULES`, `papa.paper.claims.notes`).
+#: Where each claim's margin or threshold comes from (the docs print it beside `RULES`, docs/claim_pages.py).
 MARGIN_SOURCES = {
     "fig2_half": f"{HALF_MARGIN * 100:.0f} points of the metric (\"no major drop\"; the paper gives no number)",
     "fig2_all": f"±{RELATIVE_MARGIN:.0%} of the paper's {PAPER_AVERAGE_RELATIVE_DROP:.0%}; Tables 1 and 4: CoLA alone "

@@ -68,8 +68,7 @@ def _spelled_paths(path: Path, names: set[str]) -> list[str]:
 
 
 #: Paths that share a name with the layout but are not in a run folder.
-NOT_A_RUN = {("papa/reproduce/batch.py", "/ 'notebooks'"),  # the repository's notebooks/, the batch's sources
-             ("papa/reproduce/stored_numbers.py", "/ 'notebooks'")}  # the stored notebooks' folder of a replay
+NOT_A_RUN = {("papa/reproduce/batch.py", "/ 'notebooks'")}  # the repository's notebooks/, the batch's sources
 
 
 def test_no_other_module_spells_a_path_of_the_layout():

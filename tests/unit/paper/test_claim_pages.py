@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from papa.paper.claim_pages import curve_table, lm_probe_curve
+from docs.claim_pages import (claim_by_claim, curve_table, decoder_claims, in_one_line, in_plain_words,
+                              lm_probe_curve, results_in_brief)
 from papa.paper.claims import RunTables, read_claims
-from papa.paper.claims.notes import claim_by_claim, decoder_claims, in_one_line, in_plain_words, results_in_brief
 from papa.runs.results import ResultsTable
 from tests.unit.paper.test_claims import MEANS, result_rows, stability_table
 
@@ -88,7 +88,7 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     import torch
 
     from papa.method.rankings import HeadRanking
-    from papa.paper.claim_pages import paper_protocol_answer
+    from docs.claim_pages import paper_protocol_answer
 
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
     swapped = base.flatten().flip(0).reshape(3, 4)  # ρ = −1 with base
@@ -139,7 +139,7 @@ def test_profile_agreement_reads_every_pair_across_the_two_profiles(tmp_path):
     import torch
 
     from papa.method.rankings import HeadRanking
-    from papa.paper.claim_pages import profile_agreement
+    from docs.claim_pages import profile_agreement
     from papa.paper.grids import saved_ranking_path
 
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
@@ -177,7 +177,7 @@ def test_a_table_marks_the_rows_the_claims_do_not_read(tmp_path, monkeypatch):
     """docs/results.md's Fig. 2 table marks every row the claims do not read: the λ orders of CoLA and SST-2 too, not
     MRPC alone."""
     import papa.paper.claims
-    from papa.paper.claim_pages import orders_table
+    from docs.claim_pages import orders_table
 
     ResultsTable(tmp_path / "results.csv").append(result_rows(MEANS))
     (tmp_path / "tables").mkdir()

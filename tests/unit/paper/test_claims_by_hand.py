@@ -230,7 +230,7 @@ def _read_one(part: Part):
 def test_a_claim_of_uninformative_parts_alone_is_not_informative_and_counts_say_so():
     """Every part uninformative: the claim is not informative (never "holds"); the page's tallies count the
     informative parts and name the uninformative ones apart."""
-    from papa.paper.claims.notes import in_one_line, in_plain_words
+    from docs.claim_pages import in_one_line, in_plain_words
 
     alike = [compared_part(f"alike ({t})", within(_five_seeds(0.001, 0.002), -ALIKE_MARGIN, ALIKE_MARGIN), "",
                            control("every head replaced", _five_seeds(0.004, 0.002), ALIKE_MARGIN, either_side=True))

@@ -1,4 +1,4 @@
-"""How a rerun of the stored notebooks is compared with them (papa.reproduce.stored_numbers): what a cell prints, the
+"""How a rerun of the stored notebooks is compared with them (tests/stored_numbers.py): what a cell prints, the
 copy of the committed run the rerun writes into, and what it changed there. The rerun itself is nbval's one
 execution of each notebook (the root conftest.py)."""
 from __future__ import annotations
@@ -13,8 +13,7 @@ import pytest
 from conftest import REPO
 from papa.core.vocabulary import NOTEBOOKS
 from papa.core.errors import InputError
-from papa.reproduce.stored_numbers import (NOT_REPLAYED, changed_files, differences, not_replayed, printed,
-                                          replay_folder)
+from tests.stored_numbers import NOT_REPLAYED, changed_files, differences, not_replayed, printed, replay_folder
 
 
 def _stored(name: str) -> dict:

@@ -210,14 +210,14 @@ def _stored_verdicts(notebook: Path) -> list[str]:
 
 
 def test_the_stored_cpu_notebooks_print_the_verdicts_the_docs_read():
-    """The executed notebooks committed under artifacts/cpu/notebooks print, in their claims cell, the verdicts that
+    """The stored notebooks (notebooks/: the cpu run's executed ones) print, in their claims cell, the verdicts that
     `papa.paper.claims` reads off the stored run today (what the docs and `papa reproduce`'s summary print): a rule
     changed without the notebooks re-executed is caught."""
     from docs import gen_measurements
 
     run = REPO / "artifacts" / "cpu"
     readings = gen_measurements.cpu_claims()  # profile_claims(run, "cpu"), read once per test session
-    for notebook in sorted((run / "notebooks").glob("0*.ipynb")):
+    for notebook in sorted((REPO / "notebooks").glob("0*.ipynb")):
         expected = []
         for r in readings:
             if notebook.stem not in (r.notebook, r.decoder.notebook if r.decoder is not None else None):
@@ -225,5 +225,4 @@ def test_the_stored_cpu_notebooks_print_the_verdicts_the_docs_read():
             expected.append(f"{r.where} {r.verdict}")
             if r.decoder is not None:
                 expected.append(f"decoders {r.decoder.verdict}")
-        assert _stored_verdicts(notebook) == expected, f"re-execute {notebook.name}: papa reproduce --profile cpu " \
-                                                       f"--out artifacts/cpu --notebooks {notebook.stem}"
+        assert _stored_verdicts(notebook) == expected, f"re-execute {notebook.name}: make notebooks"

@@ -180,7 +180,7 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
                                                                      ["rank-test-long", 0, 0]]
     note = sections.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert note.startswith("The rank-test-long profile's λ ranking of tiny-bert on sst2: 6 optimizer steps")
-    from papa.paper.claim_pages import paper_steps_ranking
+    from docs.claim_pages import paper_steps_ranking
 
     assert paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long").startswith("Not learned in this run")
     sections.paper_steps_tables(cfg.out_dir, cfg.model, "sst2", "rank-test", "rank-test-long")
