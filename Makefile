@@ -56,8 +56,9 @@ bench: install
 
 # The GPU check (benchmarks/gpu_check.py). Here: `make gpu-stage` stages what a GPU machine needs
 # into .gpu-stage/ and prints the one command to run there. On a CUDA machine: `make gpu-check` runs that command, one
-# call of at most 7 minutes (a hard timeout): the staged wheels installed, the steps the newest artifacts/gpu/ folder
-# of that device lacks (or every step into a new artifacts/gpu/<date>-<device>/), the folder packed into
+# call of at most 7 minutes (a hard timeout): the staged bundle unpacked, the steps the newest artifacts/gpu/ folder
+# of that device lacks (or every step into a new artifacts/gpu/<date>-<device>/: when that folder is complete, ran code
+# older than the probing changes, or NEW=1), each step in its own process, the folder packed into
 # $(GPU_OUT)/gpu_check.tar.gz whatever happens (then `python docs/gen_measurements.py`); SMOKE=1 runs the same steps
 # on the CPU at tiny sizes into artifacts/gpu_smoke/. CHECK_PY: the venv's python when there is one, else python3.
 CHECK_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
@@ -65,9 +66,10 @@ GPU_OUT ?= $(if $(OUT),$(OUT),.gpu-stage/out)
 gpu-stage: install
 	$(PY) -m benchmarks.gpu_check stage
 
+GPU_FLAGS = $(if $(SMOKE),--smoke) $(if $(NEW),--new-folder)
 gpu-check:
 	mkdir -p $(GPU_OUT)
-	OUT=$(abspath $(GPU_OUT)) bash -c "$$($(CHECK_PY) -m benchmarks.gpu_check command --python $(CHECK_PY) $(if $(SMOKE),--smoke))"
+	OUT=$(abspath $(GPU_OUT)) bash -c "$$($(CHECK_PY) -m benchmarks.gpu_check command --python $(CHECK_PY) $(GPU_FLAGS))"
 
 lock: install
 	{ head -2 constraints.txt; $(PY) -m pip freeze --exclude-editable | grep -v '^papa' | sed 's/+cpu$$//'; } > constraints.new

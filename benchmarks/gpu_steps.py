@@ -1,15 +1,20 @@
 """The GPU check's steps (benchmarks/gpu_check.py), in order of priority, and the limits of one call to a GPU machine.
 
 The check is made for a time-limited GPU allocation (a preemptible instance, a short queue slot): one call runs at
-most 7 minutes under a hard timeout (`CALL_LIMIT_S`), a parameter of the allocation. The check is therefore cut into calls: each runs the steps its folder still lacks, in `STEPS` order,
-as many as `CALL_BUDGET_S` holds by their `usual_s`, and the next call (`--fill`) goes on where it stopped. The first
-steps measure the newest code paths (the CUDA tests of the compiled and graphed steps, the steps' speed, the stores'
-fetch at the grid's shapes, the bench at the grid's shapes and a saturating batch); the older rows follow.
+most 7 minutes under a hard timeout (`CALL_LIMIT_S`), a parameter of the allocation. The check is therefore cut
+into calls: each runs the steps its folder still lacks, in `STEPS` order, as many as `CALL_BUDGET_S` holds by their
+measured times (the committed folders' check.json) or else their `usual_s`, and the next call (`--fill`) goes on
+where it stopped. The first steps measure the newest code paths (the CUDA tests of the compiled and graphed steps,
+the steps' speed, the stores' fetch at the grid's shapes, the bench at the grid's shapes and a saturating batch); the
+older rows follow.
 """
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 import subprocess
+import threading
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,10 +30,11 @@ KILL_AFTER_S = 15
 
 @dataclass(frozen=True)
 class Step:
-    """One benchmark call: `script`'s main with `args` (placeholders {hub}, {data}, {out}), then `gpu` on a CUDA
-    machine or `smoke` on the CPU; `usual_s` is its time on one H100: rounded up from the check.json of
-    artifacts/gpu/2026-11-28-nvidia-h100-80gb-hbm3 where the step finished there, a guess where it did not (named
-    in `GUESSED`), by which `run` skips what the budget can no longer hold."""
+    """One benchmark call: `script`'s main (a module of benchmarks/, or a dotted module path) with `args`
+    (placeholders {hub}, {data}, {out}), then `gpu` on a CUDA machine or `smoke` on the CPU; `usual_s` is its time
+    on one H100: rounded up from the check.json of artifacts/gpu/2026-11-28-nvidia-h100-80gb-hbm3 where the step
+    finished there, a guess where it did not (named in `GUESSED`), by which `run` plans a step that no committed
+    folder has measured."""
 
     name: str
     script: str
@@ -44,6 +50,12 @@ GUESSED = ("cuda_tests", "steps_bf16", "store_grid", "bench_grid", "bench_bf16_c
 
 #: The test files whose CUDA cases (compiled and graphed steps, compiled attached models) only a GPU runs.
 CUDA_TESTS = ("tests/unit/method/test_compile.py", "tests/unit/probing/test_step_modes.py")
+#: Seconds one CUDA test may run (pytest-timeout, pinned in constraints.txt, where installed) and one test file (its
+#: own process, killed past it): a hung kernel or compilation costs its test or its file, not the call.
+TEST_TIMEOUT_S = 60
+TEST_FILE_TIMEOUT_S = 150
+#: The environment variable naming the file `pytest_runtest_logreport` appends each finished test's result to.
+TEST_RESULTS_ENV = "GPU_CHECK_TEST_RESULTS"
 
 _MINILM_DATA = ("--minilm", "{hub}/minilm", "--data-dir", "{data}")
 _BENCH_GPU = ("--device", "cuda", "--batch", "64", "16")
@@ -96,29 +108,73 @@ STEP_NAMES = tuple(s.name for s in STEPS)
 
 
 class PytestStep:
-    """The `pytest` step's main: the CUDA test files in a child process (nbval's options left out: the GPU image has
-    no nbval), with ``PAPA_TEST_DEVICE`` set, its output printed into the step's log and a JUnit report written.
-    The child is remembered so that the call's hard limit can stop it (`stop`)."""
+    """The `pytest` step's main: each CUDA test file in a child process of its own, killed past
+    `TEST_FILE_TIMEOUT_S` (nbval's options left out: the GPU image has no nbval), with ``PAPA_TEST_DEVICE`` set, a
+    per-test `TEST_TIMEOUT_S` where pytest-timeout is installed, its output printed into the step's log, a JUnit report
+    per file (`<junit stem>.<file stem>.xml`) and every test's result appended as it finishes to `<junit stem>.jsonl`
+    (this module is the children's plugin), so that a stopped call keeps what ran. The child is remembered so that the
+    call's hard limit can stop it (`stop`)."""
 
     child: subprocess.Popen | None = None
 
     def __call__(self, argv: list[str]) -> int:
         device, junit, collect, files = _pytest_args(argv)
-        env = {**os.environ, "PAPA_TEST_DEVICE": device, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        command = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-q", "-rs",
-                   f"--junitxml={junit}", *(["--collect-only"] if collect else []), *files]
-        print("$ PAPA_TEST_DEVICE=" + device + " " + " ".join(command[1:]), flush=True)
+        results = Path(junit).with_suffix(".jsonl")
+        results.unlink(missing_ok=True)
+        env = {**os.environ, "PAPA_TEST_DEVICE": device, TEST_RESULTS_ENV: str(results),
+               "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        per_test = [f"--timeout={TEST_TIMEOUT_S}"] if importlib.util.find_spec("pytest_timeout") else []
+        if not per_test:
+            print(f"pytest-timeout is not installed here: each test file is limited to {TEST_FILE_TIMEOUT_S} s, "
+                  "not each test", flush=True)
+        worst = 0
+        for file in files:
+            xml = Path(junit).with_suffix(f".{Path(file).stem}.xml")
+            command = [sys.executable, "-m", "pytest", "-o", "addopts=", "-p", "no:cacheprovider", "-p", __name__,
+                       *per_test, "-q", "-rs", f"--junitxml={xml}", *(["--collect-only"] if collect else []), file]
+            print("$ PAPA_TEST_DEVICE=" + device + " " + " ".join(command[1:]), flush=True)
+            code = self._run(command, env)
+            if code is None:
+                code = 124  # `timeout`'s status for a command it stopped
+                _append_result(results, {"test": file, "when": "file", "outcome": "timeout",
+                                         "seconds": TEST_FILE_TIMEOUT_S})
+                print(f"{file}: stopped after {TEST_FILE_TIMEOUT_S} s", flush=True)
+            worst = worst or code
+        return worst
+
+    def _run(self, command: list[str], env: dict) -> int | None:
+        """The child's exit status, or None when `TEST_FILE_TIMEOUT_S` stopped it."""
         self.child = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for line in self.child.stdout:
-            print(line, end="", flush=True)
-        code = self.child.wait()
-        self.child = None
-        return code
+        timer = threading.Timer(TEST_FILE_TIMEOUT_S, self.stop)
+        timer.start()
+        try:
+            for line in self.child.stdout:
+                print(line, end="", flush=True)
+            code = self.child.wait()
+        finally:
+            stopped = not timer.is_alive()
+            timer.cancel()
+            self.child = None
+        return None if stopped and code < 0 else code
 
     def stop(self) -> None:
         """Stop the child process, if one runs."""
         if self.child is not None and self.child.poll() is None:
             self.child.kill()
+
+
+def _append_result(path: Path, result: dict) -> None:
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(json.dumps(result) + "\n")
+
+
+def pytest_runtest_logreport(report) -> None:
+    """pytest's hook, in the CUDA tests' children: each test's result appended as it finishes (its call, or the
+    setup or teardown that did not pass)."""
+    path = os.environ.get(TEST_RESULTS_ENV)
+    if path and (report.when == "call" or report.outcome != "passed"):
+        _append_result(Path(path), {"test": report.nodeid, "when": report.when, "outcome": report.outcome,
+                                    "seconds": round(report.duration, 2)})
 
 
 def _pytest_args(argv: list[str]) -> tuple[str, str, bool, list[str]]:

@@ -1,51 +1,71 @@
-"""benchmarks/gpu_check.py's folders: a folder holds one device's rows, a later call into it records its
-own code and machine beside the steps it ran, and `--fill` completes the newest folder of this device (the command
-the GPU machine runs), so a second allocation adds what the first lacked instead of starting over. The steps here are a
-stand-in script that records its calls: what is tested is the folder's bookkeeping, not a benchmark."""
+"""The GPU check's folders (benchmarks/gpu_folders.py; gpu_check.py writes them): a folder holds one device's rows, a
+later call into it records its own code and machine beside the steps it ran, and `--fill` completes the newest
+folder of this device (the command the GPU machine runs), so a second allocation adds what the first lacked instead
+of starting over. The steps here are a stand-in script that records its calls: what is tested is the folder's
+bookkeeping, not a benchmark. A folder whose code predates the probing changes is measured again in a new folder, as
+is one where that cannot be decided."""
 from __future__ import annotations
 
 import json
-import sys
-import types
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_check
+from benchmarks import gpu_check, gpu_folders, gpu_steps
 
-STEPS = tuple(gpu_check.Step(name, "papa_test_step", ("{out}/" + name,), (), (), 1.0) for name in ("a", "b", "c"))
+STEPS = tuple(gpu_steps.Step(name, "papa_folder_step.steps", ("{out}/" + name,), (), (), 1.0)
+              for name in ("a", "b", "c"))
 NAMES = tuple(s.name for s in STEPS)
+#: The commit the committed-looking folders here ran: the stage says it holds the probing changes.
+OLD = "0" * 40
+STAND_IN = """
+import os
+from pathlib import Path
+
+
+def main(argv):
+    with open(os.environ["FOLDER_STEP_CALLS"], "a") as fh:
+        fh.write(Path(argv[0]).name + "\\n")
+    Path(argv[0]).write_text("{}")
+    return 0
+"""
 
 
 @pytest.fixture
-def ran(monkeypatch) -> list[str]:
-    """The stand-in step script: records the file each call names, and writes it."""
-    calls: list[str] = []
+def ran(tmp_path, monkeypatch):
+    """The stand-in step script, a module the steps' processes import: records the file each call names, and writes
+    it; returns the calls made so far."""
+    package = tmp_path / "stand_in" / "papa_folder_step"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "steps.py").write_text(STAND_IN, encoding="utf-8")
+    calls = tmp_path / "stand_in" / "calls.txt"
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(package.parent), os.environ.get("PYTHONPATH"))
+                                                     if p))
+    monkeypatch.setenv("FOLDER_STEP_CALLS", str(calls))
+    monkeypatch.setattr(gpu_steps, "STEPS", STEPS)
+    monkeypatch.setattr(gpu_steps, "STEP_NAMES", NAMES)
+    monkeypatch.setattr(gpu_folders, "GPU_ROOT", tmp_path / "no-committed-folders")
+    return lambda: calls.read_text(encoding="utf-8").split() if calls.is_file() else []
 
-    def main(argv: list[str]) -> int:
-        calls.append(Path(argv[0]).name)
-        Path(argv[0]).write_text("{}", encoding="utf-8")
-        return 0
 
-    monkeypatch.setitem(sys.modules, "benchmarks.papa_test_step", types.SimpleNamespace(main=main))
-    monkeypatch.setattr(gpu_check, "STEPS", STEPS)
-    monkeypatch.setattr(gpu_check, "STEP_NAMES", NAMES)
-    return calls
-
-
-def _stage(tmp_path: Path, commit: str) -> Path:
+def _stage(tmp_path: Path, commit: str, known: dict | None = None) -> Path:
     stage = tmp_path / "stage"
     for sub in ("hub", "data"):
         (stage / sub).mkdir(parents=True, exist_ok=True)
-    (stage / "manifest.json").write_text(json.dumps({"source": {"commit": commit, "dirty": False}}), encoding="utf-8")
+    manifest = {"source": {"commit": commit, "dirty": False}, "has_probing": known or {}}
+    (stage / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
     return stage
 
 
-def _folder(root: Path, name: str, device: str, statuses: dict[str, str], smoke: bool = False) -> Path:
+def _folder(root: Path, name: str, device: str, statuses: dict[str, str], smoke: bool = False,
+            commit: str = OLD) -> Path:
     folder = root / name
     folder.mkdir(parents=True)
-    source, machine = {"commit": "0" * 40, "dirty": False}, {"device": device}
-    record = {"format": gpu_check.FORMAT, "smoke": smoke, "machine": machine, "source": source,
+    source, machine = {"commit": commit, "dirty": False}, {"device": device}
+    record = {"format": gpu_folders.FORMAT, "smoke": smoke, "machine": machine, "source": source,
               "calls": [{"started": f"{name[:10]}T00:00:00+00:00", "command": "python -m benchmarks.gpu_check run",
                          "budget_s": None, "source": source, "machine": machine}],
               "steps": [{"name": n, "status": s, "call": 0} for n, s in statuses.items()]}
@@ -63,21 +83,22 @@ def test_fill_picks_the_newest_folder_of_this_device_and_the_steps_it_lacks(tmp_
     newest = _folder(root, "2026-02-01-h100", "H100", {"a": "ok", "b": "failed", "c": "skipped"})
     _folder(root, "2026-03-01-h200", "H200", {"a": "skipped"})  # newer, but another device
     _folder(root, "2026-04-01-h100", "H100", {"a": "skipped"}, smoke=True)  # a smoke run's, not measurements
-    assert gpu_check.fill_target({"device": "H100"}, smoke=False, root=root) == (newest, ["b", "c"])
+    known = {OLD: True}
+    assert gpu_folders.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (newest, ["b", "c"])
     # a complete newest folder, or none of this device: every step, into a new folder
     _folder(root, "2026-05-01-h100", "H100", {"a": "ok", "b": "ok", "c": "ok"})
-    assert gpu_check.fill_target({"device": "H100"}, smoke=False, root=root) == (None, list(NAMES))
-    assert gpu_check.fill_target({"device": "B200"}, smoke=False, root=root) == (None, list(NAMES))
+    assert gpu_folders.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (None, list(NAMES))
+    assert gpu_folders.fill_target({"device": "B200"}, smoke=False, root=root, known=known) == (None, list(NAMES))
 
 
 def test_fill_runs_only_the_missing_steps_into_that_folder(tmp_path, ran, monkeypatch):
     root = tmp_path / "gpu"
-    monkeypatch.setattr(gpu_check, "GPU_ROOT", root)
+    monkeypatch.setattr(gpu_folders, "GPU_ROOT", root)
     folder = _folder(root, "2026-02-01-cpu", _here()["device"], {"a": "ok", "b": "failed"}, smoke=True)
-    record = gpu_check.run(list(STEPS), None, _stage(tmp_path, "f" * 40), smoke=True, budget=float("inf"),
-                           archive=None, fill=True)
-    assert ran == ["b", "c"]
-    assert gpu_check.read_check(folder) == record
+    record = gpu_check.run(list(STEPS), None, _stage(tmp_path, "f" * 40, {OLD: True}), smoke=True,
+                           budget=float("inf"), archive=None, fill=True)
+    assert ran() == ["b", "c"]
+    assert gpu_folders.read_check(folder) == record
     assert {s["name"]: s["status"] for s in record["steps"]} == {"a": "ok", "b": "ok", "c": "ok"}
 
 
@@ -86,7 +107,7 @@ def test_a_call_from_another_device_is_refused_before_any_step_runs(tmp_path, ra
     before = (out / "check.json").read_text(encoding="utf-8")
     with pytest.raises(SystemExit, match="holds measurements on NVIDIA H100 80GB HBM3, and this call makes a smoke"):
         gpu_check.run(list(STEPS), out, _stage(tmp_path, "f" * 40), smoke=True, budget=float("inf"), archive=None)
-    assert ran == [] and (out / "check.json").read_text(encoding="utf-8") == before
+    assert ran() == [] and (out / "check.json").read_text(encoding="utf-8") == before
 
 
 def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
@@ -97,11 +118,11 @@ def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
                           archive=None)
     second = gpu_check.run([STEPS[1]], out, _stage(tmp_path, "b" * 40), smoke=True, budget=float("inf"),
                            archive=None)
-    assert ran == ["a", "b", "b"]
+    assert ran() == ["a", "b", "b"]
     assert [c["source"]["commit"][0] for c in second["calls"]] == ["a", "b"]
     assert {s["name"]: s["call"] for s in second["steps"]} == {"a": 0, "b": 1}
     assert second["machine"] == first["machine"] and second["source"]["commit"] == "b" * 40
-    header = gen_measurements._gpu_header(gpu_check, out)
+    header = gen_measurements._gpu_header(gpu_folders, out)
     assert f"call 1 ({first['calls'][0]['started'][:10]}" in header and f"code at {'a' * 10}): a 0 s;" in header
     assert "call 2 (" in header and f"code at {'b' * 10}): b 0 s." in header and "call 3" not in header, header
 
@@ -116,7 +137,7 @@ def test_a_step_the_hard_limit_stopped_is_listed_as_interrupted(tmp_path, ran):
                            archive=None)
     record["steps"][1].update(status="interrupted", seconds=412.3, why="the call's hard limit stopped it")
     (out / "check.json").write_text(json.dumps(record), encoding="utf-8")
-    header = gen_measurements._gpu_header(gpu_check, out)
+    header = gen_measurements._gpu_header(gpu_folders, out)
     assert "a 0 s, b interrupted after 412 s (the call's hard limit stopped it)" in header, header
 
 
@@ -128,7 +149,7 @@ def test_a_record_without_per_call_records_is_refused(tmp_path, ran):
     out = tmp_path / "folder"
     current = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
                             archive=None)
-    assert gpu_check.read_check(out) == current  # a current record reads
+    assert gpu_folders.read_check(out) == current  # a current record reads
     for s in current["steps"]:
         del s["call"]
     for c in current["calls"]:
@@ -137,13 +158,13 @@ def test_a_record_without_per_call_records_is_refused(tmp_path, ran):
     lacks = ("a GPU check record that lacks each call's code and machine, each step's call; gpu_check reads format 2, "
              "whose record names each call's code and machine and each step's call")
     with pytest.raises(ValueError, match=lacks):
-        gpu_check.read_check(out)
+        gpu_folders.read_check(out)
     with pytest.raises(ValueError, match=lacks):
         gpu_check.run([STEPS[2]], out, _stage(tmp_path, "b" * 40), smoke=True, budget=float("inf"), archive=None)
-    assert ran == ["a", "b"]
+    assert ran() == ["a", "b"]
     (out / "check.json").write_text(json.dumps({**current, "format": 1}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"record that is of format 1; .*make the check again into a new folder"):
-        gen_measurements._gpu_header(gpu_check, out)
+        gen_measurements._gpu_header(gpu_folders, out)
 
 
 def test_the_committed_folder_lists_its_steps_by_call():
@@ -151,10 +172,10 @@ def test_the_committed_folder_lists_its_steps_by_call():
     from docs import gen_measurements
 
     folder = gpu_check.REPO / "artifacts" / "gpu" / "2026-11-28-nvidia-h100-80gb-hbm3"
-    record = gpu_check.read_check(folder)
+    record = gpu_folders.read_check(folder)
     assert {s["name"]: s["call"] for s in record["steps"]}["bench_bf16_compiled"] == 1
     assert {s["call"] for s in record["steps"] if s["name"] != "bench_bf16_compiled"} == {0}
-    header = gen_measurements._gpu_header(gpu_check, folder)
+    header = gen_measurements._gpu_header(gpu_folders, folder)
     assert "call 1 (2026-11-28 01:02 UTC, code at 3e2f57d35a with uncommitted changes): bench_fp32 48 s," in header
     assert "call 2 (2026-11-28 01:24 UTC, code at 3e2f57d35a with uncommitted changes): bench_bf16_compiled failed" \
         in header
@@ -165,3 +186,54 @@ def test_fill_chooses_its_own_folder_and_steps(capsys):
         with pytest.raises(SystemExit) as exc:
             gpu_check.main(["run", "--smoke", "--fill", *extra])
         assert exc.value.code == 2 and "--fill chooses the folder and the steps itself" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        gpu_check.main(["run", "--smoke", "--new-folder"])
+    assert exc.value.code == 2 and "--new-folder goes with --fill" in capsys.readouterr().err
+    assert " run --fill --new-folder --stage" in gpu_check.device_command(gpu_check.REPO / ".gpu-stage", new=True)
+
+
+def _git_history(repo: Path) -> list[str]:
+    """Three commits in a new repository, oldest first."""
+    git = lambda *a: subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *a], cwd=repo,  # noqa: E731
+                                    check=True, capture_output=True, text=True).stdout.strip()
+    repo.mkdir()
+    git("init", "-q")
+    commits = []
+    for n in range(3):
+        (repo / "f.txt").write_text(str(n))
+        git("add", "f.txt")
+        git("commit", "-q", "-m", str(n))
+        commits.append(git("rev-parse", "HEAD"))
+    return commits
+
+
+def test_a_folder_of_code_before_the_probing_changes_is_measured_again(tmp_path, ran, monkeypatch):
+    before, probing, after = _git_history(tmp_path / "repo")
+    monkeypatch.setattr(gpu_folders, "PROBING_COMMIT", probing)
+    repo = tmp_path / "repo"
+    assert [gpu_folders.has_probing(c, repo) for c in (before, probing, after)] == [False, True, True]
+    assert gpu_folders.has_probing("e" * 40, repo) is None  # not in this history: cannot be decided
+    assert gpu_folders.has_probing("e" * 40, tmp_path / "no-git", known={"e" * 40: True}) is True  # the stage decided
+    root = tmp_path / "gpu"
+    _folder(root, "2026-01-01-h100", "H100", {"a": "ok", "b": "failed"}, commit=before)
+    plan = gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo)
+    assert plan[:2] == (None, list(NAMES)) and "without the probing changes" in plan[2] and "measured again" in plan[2]
+    newer = _folder(root, "2026-02-01-h100", "H100", {"a": "ok", "b": "failed"}, commit=after)
+    assert gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo)[:2] == (newer, ["b", "c"])
+    # a flag measures again whatever the folder
+    assert gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo, new=True)[:2] == \
+        (None, list(NAMES))
+    # no history to decide from (the machine's copy of the checkout has no .git) and no verdict of the stage
+    unknown = gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=tmp_path / "no-git")
+    assert unknown[:2] == (None, list(NAMES)) and "cannot be decided" in unknown[2]
+
+
+def test_measuring_again_starts_a_new_folder_beside_the_days_first(tmp_path, ran, monkeypatch):
+    root = tmp_path / "gpu"
+    monkeypatch.setattr(gpu_folders, "GPU_ROOT", root)
+    machine = _here()
+    first = gpu_folders.default_out({**machine, "device": "H100"}, smoke=False, root=root)
+    first.mkdir(parents=True)
+    second = gpu_folders.default_out({**machine, "device": "H100"}, smoke=False, new=True, root=root)
+    assert second.name == f"{first.name}-2" and sorted([second.name, first.name])[-1] == second.name
+    assert gpu_folders.default_out({"device": "H100"}, smoke=False, root=root) == first  # --out-less, not --fill
