@@ -111,12 +111,12 @@ def _drop_beside_paper(run: RunTables, readings: Sequence[ClaimReading]) -> str:
         return ""
     reading = next((r for r in readings if r.claim == "fig2_all"), None)
     part = next((p for p in (reading.parts if reading else ()) if p.name.startswith("average relative drop")), None)
-    interval = part.numbers.split(" (", 1)[0] if part is not None else f"{table.relative_drop.iloc[0]:.1%}"
     paper = float(relative_drops("base")["average"])
     row = table.iloc[0]
-    inside = ""
-    if part is not None and part.test is not None:
-        low, high = (float(v.strip("%")) / 100 for v in interval.split("[", 1)[1].rstrip("]").split(", "))
+    interval, inside = f"{row.relative_drop:.1%}", ""
+    if part is not None and part.estimate is not None:
+        interval = part.estimate.text(percent=True)
+        low, high = part.estimate.interval()
         inside = (f"; the interval holds {paper:.1%}, so the difference is not measured"
                   if low <= paper <= high else f"; the interval excludes {paper:.1%}")
     return (f"**Its weaker model drops less, the direction Fig. 3 predicts.** {short_model(row.model)} (mean original "

@@ -22,10 +22,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from papa.core.errors import InputError
-from papa.core.progress import BATCH_ENVIRONMENT
 from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.batch import NOTEBOOK_DIR
-from papa.reproduce.notebooks import default_parameters
+from papa.reproduce.notebooks import default_parameters, no_progress_bars
 
 #: Cells not replayed, by a piece of their source: what they print is not read from the run, and replaying them
 #: would cost minutes or print this machine's speed. A cell that only reads what one of them computed is here too.
@@ -157,20 +156,11 @@ def changed_files(run_dir: str | Path, copy_dir: str | Path, since_ns: int = 0) 
 @contextmanager
 def batch_environment() -> Iterator[None]:
     """While a kernel is started: it draws no progress bar, as a batch run's kernels do
-    (`papa.core.progress.BATCH_ENVIRONMENT`), and imports this papa, the one replaying (a checkout other than the
+    (`papa.reproduce.notebooks.no_progress_bars`), and imports this papa, the one replaying (a checkout other than the
     installed one)."""
     import papa
 
     here = str(Path(papa.__file__).resolve().parents[1])
     paths = [here, *[p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != here]]
-    wanted = {**BATCH_ENVIRONMENT, "PYTHONPATH": os.pathsep.join(paths)}
-    before = {name: os.environ.get(name) for name in wanted}
-    os.environ.update(wanted)
-    try:
+    with no_progress_bars({"PYTHONPATH": os.pathsep.join(paths)}):
         yield
-    finally:
-        for name, value in before.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -261,19 +261,21 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
 
 
 @contextmanager
-def no_progress_bars() -> Iterator[None]:
+def no_progress_bars(more: Mapping[str, str] | None = None) -> Iterator[None]:
     """Kernels started inside draw no progress bars, papa's (`papa.core.progress`) nor those of transformers and
-    the hub (loading a GGUF file draws one), while this process's own bars are drawn."""
+    the hub (loading a GGUF file draws one), while this process's own bars are drawn; `more` sets further variables
+    for them alike. Every variable is restored on the way out."""
     from papa.core.progress import BATCH_ENVIRONMENT
 
-    before = {name: os.environ.get(name) for name in BATCH_ENVIRONMENT}
-    os.environ.update(BATCH_ENVIRONMENT)
+    wanted = {**BATCH_ENVIRONMENT, **(more or {})}
+    before = {name: os.environ.get(name) for name in wanted}
+    os.environ.update(wanted)
     try:
         yield
     finally:
         for name, value in before.items():
             if value is None:
-                del os.environ[name]
+                os.environ.pop(name, None)
             else:
                 os.environ[name] = value
 

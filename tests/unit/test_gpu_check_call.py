@@ -17,6 +17,7 @@ import pytest
 
 from benchmarks import gpu_check, gpu_folders, gpu_stage, gpu_steps
 from conftest import REPO
+from tests.gpu_stand_in import install_stand_in
 
 STEPS = tuple(gpu_steps.Step(name, "papa_stand_in.steps", ("{out}/" + name,), (), (), 1.0) for name in ("a", "b", "c"))
 #: The stand-in step script: notes each call in $STAND_IN_CALLS, writes the file it names with its step's status in the
@@ -43,20 +44,10 @@ def main(argv):
 """
 
 
-def stand_in(tmp_path: Path, monkeypatch) -> "callable":
+def stand_in(tmp_path: Path, monkeypatch):
     """Install the stand-in step module where the steps' processes import it; returns the calls made so far."""
-    package = tmp_path / "stand_in" / "papa_stand_in"
-    package.mkdir(parents=True, exist_ok=True)
-    (package / "__init__.py").write_text("", encoding="utf-8")
-    (package / "steps.py").write_text(STAND_IN, encoding="utf-8")
-    calls = tmp_path / "stand_in" / "calls.txt"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(package.parent), os.environ.get("PYTHONPATH"))
-                                                     if p))
-    monkeypatch.setenv("STAND_IN_CALLS", str(calls))
-    monkeypatch.setattr(gpu_steps, "STEPS", STEPS)
-    monkeypatch.setattr(gpu_steps, "STEP_NAMES", tuple(s.name for s in STEPS))
-    monkeypatch.setattr(gpu_folders, "GPU_ROOT", tmp_path / "no-committed-folders")
-    return lambda: calls.read_text(encoding="utf-8").split() if calls.is_file() else []
+    return install_stand_in(tmp_path, monkeypatch, package="papa_stand_in", source=STAND_IN, steps=STEPS,
+                            calls_env="STAND_IN_CALLS")
 
 
 @pytest.fixture

@@ -7,13 +7,13 @@ is one where that cannot be decided."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from benchmarks import gpu_check, gpu_folders, gpu_steps
+from tests.gpu_stand_in import install_stand_in
 
 STEPS = tuple(gpu_steps.Step(name, "papa_folder_step.steps", ("{out}/" + name,), (), (), 1.0)
               for name in ("a", "b", "c"))
@@ -37,18 +37,8 @@ def main(argv):
 def ran(tmp_path, monkeypatch):
     """The stand-in step script, a module the steps' processes import: records the file each call names, and writes
     it; returns the calls made so far."""
-    package = tmp_path / "stand_in" / "papa_folder_step"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("", encoding="utf-8")
-    (package / "steps.py").write_text(STAND_IN, encoding="utf-8")
-    calls = tmp_path / "stand_in" / "calls.txt"
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(package.parent), os.environ.get("PYTHONPATH"))
-                                                     if p))
-    monkeypatch.setenv("FOLDER_STEP_CALLS", str(calls))
-    monkeypatch.setattr(gpu_steps, "STEPS", STEPS)
-    monkeypatch.setattr(gpu_steps, "STEP_NAMES", NAMES)
-    monkeypatch.setattr(gpu_folders, "GPU_ROOT", tmp_path / "no-committed-folders")
-    return lambda: calls.read_text(encoding="utf-8").split() if calls.is_file() else []
+    return install_stand_in(tmp_path, monkeypatch, package="papa_folder_step", source=STAND_IN, steps=STEPS,
+                            calls_env="FOLDER_STEP_CALLS")
 
 
 def _stage(tmp_path: Path, commit: str, known: dict | None = None) -> Path:

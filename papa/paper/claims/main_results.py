@@ -29,6 +29,7 @@ def read_fig2_half(run: ClaimRun) -> ClaimReading:
     k = model_count(pairs)
     for model, task in pairs:
         original = run.scores(model, task)
+        gate = None  # the control, read once per task for every ranking's part
         for profile in (None, *run.ranking_profiles(model, task)):
             half = run.draws(model, task, "lambda", "1/2", profile=profile)
             if original is None or not half:
@@ -41,7 +42,7 @@ def read_fig2_half(run: ClaimRun) -> ClaimReading:
             arms = [(RANKINGS, list(half.values()))]
             drop = order_contrast([original], list(half.values()))  # original − half
             # Half the heads cannot drop more than a margin the all-heads drop itself stays under.
-            gate = control(EVERY_HEAD, run.all_heads_drop(model, task), HALF_MARGIN)
+            gate = gate or control(EVERY_HEAD, run.all_heads_drop(model, task), HALF_MARGIN)
             drops.setdefault(profile, []).append(
                 compared_part(f"drop at 1/2 ({label})", at_most(drop, HALF_MARGIN), drawn_numbers(drop, arms), gate))
             gain = order_contrast(list(half.values()), [original])
@@ -106,7 +107,7 @@ def read_fig2_all(run: ClaimRun) -> ClaimReading:
     average = compared_part(f"average relative drop over {k} model(s)",
                             within(mean, PAPER_AVERAGE_RELATIVE_DROP - AVERAGE_MARGIN,
                                    PAPER_AVERAGE_RELATIVE_DROP + AVERAGE_MARGIN),
-                            f"{mean.text(percent=True)} ({_beside_paper(mean)})")
+                            f"{mean.text(percent=True)} ({_beside_paper(mean)})", estimate=mean)
     bounds = [compared_part(f"never over {PAPER_MAX_RELATIVE_DROP:.0%} on average"
                             + (f" ({short_model(m)}, mean over {len(tasks)} tasks)" if k > 1
                                else f" (mean over {', '.join(tasks)})"),

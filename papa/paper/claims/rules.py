@@ -173,12 +173,14 @@ class Part:
     members: tuple["Part", ...] = ()
     anywhere: bool = False
     control: Control | None = None
+    estimate: Estimate | None = None  # the quantity compared, where a page reads its interval
 
 
-def compared_part(name: str, test: Outcome, numbers: str, control: Control | None = None) -> Part:
+def compared_part(name: str, test: Outcome, numbers: str, control: Control | None = None,
+                  estimate: Estimate | None = None) -> Part:
     """A part that is one comparison: its verdict is `test`'s (`gated` by its `control`, where it names one, once
-    the claim is read)."""
-    return Part(name, test.verdict, numbers, test, control=control)
+    the claim is read); `estimate`, the quantity it compares, where a page reads its interval."""
+    return Part(name, test.verdict, numbers, test, control=control, estimate=estimate)
 
 
 def gated(part: Part) -> Part:
