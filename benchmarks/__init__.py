@@ -1,3 +1,2 @@
-"""papa's benchmarks: the performance suite, the GPU check and the cost estimates, each module run from the
-repository's root as ``python -m benchmarks.<name>`` (``python -m benchmarks.bench --quick``) and imported by the
-tests and docs/gen_measurements.py by name (``from benchmarks import grid_estimate``). Not installed with papa."""
+"""papa's speed suite, its GPU check and the cost model, each run from the repository's root as
+``python -m benchmarks.<name>`` (docs/performance.md, docs/scaling.md); imported by their tests. Not installed."""

@@ -1,73 +1,58 @@
-"""Staging the GPU check (benchmarks/gpu_check.py) here: what a bare GPU machine (a time-limited allocation, a
-preemptible instance, a short queue slot, with no network) lacks, packed into one ignored folder that travels with the
-working tree, and the one command that machine runs.
-
-The folder holds one `BUNDLE` (a .tar.xz, unpacked on the machine by `unpack`) of the configs and tokenizers of the
-models timed (no weights: every model is built from its config with seeded random weights, since time does not depend
-on their values), the data files in their original formats (SST-2 and WikiText whole, of every other task a seeded
-random subset of `--rows` examples, in file order) and the pinned transformers, unzipped from its wheel (a wheel is
-deflated file by file; one xz stream over the unzipped files is less than half its size); beside it the manifest.
-A tree over the transfer's 64 MiB is refused; `staged_bytes` counts what travels.
-"""
+"""What a bare GPU machine (no network, no hub, no data) needs for the GPU check, staged here into one ignored folder
+that travels with the working tree: one .tar.xz of the configs and tokenizers of the models timed (no weights: every
+model is built with seeded random weights), the data files (SST-2 and WikiText whole, of every other task a seeded
+random subset) and the pinned transformers unzipped from its wheel, beside its manifest."""
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import random
-import tarfile
-import tempfile
-import zipfile
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
+import zipfile
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 
-from benchmarks.gpu_steps import CALL_LIMIT_S, KILL_AFTER_S
-
 REPO = Path(__file__).resolve().parents[1]
 STAGE = REPO / ".gpu-stage"
-#: Record format of the stage's manifest.json.
-MANIFEST_FORMAT = 1
-#: What one call to the GPU machine may carry (the working tree and the staged folder together): a parameter of the
-#: allocation, 64 MiB by default.
+#: What one call to the GPU machine may carry, the working tree and the stage together (a parameter of the machine).
 TRANSFER_LIMIT = 64 * 2**20
-#: Staged models: the folder name under hub/, and where its config comes from (`--hub` or the installed package).
-HUB_MODELS = ("bert-base-uncased", "roberta-base", "roberta-large")
-MINILM = "minilm"
+#: Staged models: the folder name under hub/ (from `--hub`), and MiniLM's (from the installed package).
+HUB_MODELS, MINILM = ("bert-base-uncased", "roberta-base", "roberta-large"), "minilm"
 WEIGHT_SUFFIXES = (".safetensors", ".bin", ".onnx", ".h5", ".msgpack", ".ot", ".pt", ".gguf")
-#: Tasks whose files travel whole: part A extracts SST-2's constants over all of it; WikiText is one corpus of articles.
+#: Tasks whose files travel whole: part A extracts SST-2's constants over all of it; WikiText is one corpus.
 WHOLE = ("sst2", "mlm")
-#: Carried as wheels: the CUDA image's transformers (5.17) is older than papa's pin. Its tokenizers (0.23.2, one patch
-#: below the pin, inside transformers' own range) runs as it is, and the check records that it is older than the pin;
-#: seqeval, which the image lacks, is not imported by any step (the record's imports list shows it).
+#: Carried as wheels: a CUDA image's transformers may be older than papa's pin (the check records what it imports).
 WHEELS = ("transformers",)
-#: The staged folders packed into one archive: the .tar.xz that travels, unpacked on the machine.
-PACKED = ("hub", "data", "site")
-BUNDLE = "bundle.tar.xz"
-#: Written into the stage once `unpack` has unpacked the bundle there.
-UNPACKED = ".unpacked"
+#: The staged folders packed into the one archive that travels (`BUNDLE`), and the mark of a stage unpacked.
+PACKED, BUNDLE, UNPACKED = ("hub", "data", "site"), "bundle.tar.xz", ".unpacked"
+#: Pins checked against what runs: an older version than constraints.txt's is printed and recorded.
+PINNED = ("torch", "transformers", "tokenizers", "huggingface_hub")
 
-def _tsv_subset(text: str, header: bool, rows: int, rng: random.Random) -> tuple[str, int, int]:
-    """(`rows` random lines of a TSV after its header, in file order; lines kept; lines there were)."""
-    lines = text.splitlines(keepends=True)
-    head, body = (lines[:1], lines[1:]) if header else ([], lines)
+
+def _subset(text: str, reader: str, header: bool, rows: int, rng: random.Random) -> tuple[str, int, int]:
+    """(`rows` random examples of a file in file order, examples kept, examples there were): lines of a TSV after its
+    header, or blank-line separated sentences of a CoNLL file after one document start."""
+    if reader == "conll":
+        head, body = "-DOCSTART- -X- O O\n\n", [b.strip("\n") + "\n\n" for b in text.split("\n\n")
+                                                 if b.strip() and not b.startswith("-DOCSTART-")]
+    else:
+        lines = text.splitlines(keepends=True)
+        head, body = ("".join(lines[:1]), lines[1:]) if header else ("", lines)
     keep = sorted(rng.sample(range(len(body)), min(rows, len(body))))
-    return "".join(head + [body[i] for i in keep]), len(keep), len(body)
-
-
-def _conll_subset(text: str, rows: int, rng: random.Random) -> tuple[str, int, int]:
-    """(`rows` random sentences, blank-line separated blocks, in order after one document start; kept; there were)."""
-    blocks = [b for b in text.split("\n\n") if b.strip() and not b.startswith("-DOCSTART-")]
-    keep = sorted(rng.sample(range(len(blocks)), min(rows, len(blocks))))
-    return "-DOCSTART- -X- O O\n\n" + "".join(blocks[i].strip("\n") + "\n\n" for i in keep), len(keep), len(blocks)
+    return head + "".join(body[i] for i in keep), len(keep), len(body)
 
 
 def stage_data(data_dir: Path, out: Path, rows: int, seed: int = 0) -> dict[str, str]:
-    """The local files every staged task reads, under `out` at their paths below `data_dir`: whole for `WHOLE`,
+    """The local files of every task part B times, under `out` at their paths below `data_dir`: whole for `WHOLE`,
     else `rows` seeded random examples. Returns what each file holds."""
-    from papa.tasks.registry import get_task
     from benchmarks.full_cost import GRID_TASKS
+    from papa.tasks.registry import get_task
 
     held = {}
     for task in GRID_TASKS:
@@ -77,14 +62,12 @@ def stage_data(data_dir: Path, out: Path, rows: int, seed: int = 0) -> dict[str,
             if not src.is_file() or name in held:
                 continue  # MNLI is not in this data directory: part B times it on MRPC's lengths
             dst.parent.mkdir(parents=True, exist_ok=True)
-            text = src.read_text(encoding="utf-8")
-            rng = random.Random(f"{seed}:{name}")
             if task in WHOLE:
                 shutil.copyfile(src, dst)
                 held[name] = "whole"
                 continue
-            small, kept, there = (_conll_subset(text, rows, rng) if source.reader == "conll"
-                                  else _tsv_subset(text, source.header, rows, rng))
+            small, kept, there = _subset(src.read_text(encoding="utf-8"), source.reader, source.header, rows,
+                                         random.Random(f"{seed}:{name}"))
             dst.write_text(small, encoding="utf-8")
             held[name] = f"{kept:,} of {there:,} examples, drawn at random (seed {seed}), in file order"
     return held
@@ -94,8 +77,7 @@ def stage_models(hub: Path, out: Path) -> dict[str, str]:
     """Config and tokenizer files of `HUB_MODELS` (from `hub`) and of MiniLM (the installed package), no weights."""
     from papa.method.models import DEFAULT_MODEL, resolve_model_path
 
-    sources = {name: hub / name for name in HUB_MODELS}
-    sources[MINILM] = Path(resolve_model_path(DEFAULT_MODEL))
+    sources = {**{name: hub / name for name in HUB_MODELS}, MINILM: Path(resolve_model_path(DEFAULT_MODEL))}
     for name, src in sources.items():
         if not (src / "config.json").is_file():
             raise SystemExit(f"gpu_check stage: no config.json in {src}: pass --hub, the folder holding "
@@ -120,8 +102,8 @@ def download_wheels(out: Path, python: str) -> list[str]:
 
 
 def unzip_wheels(wheels: list[Path], site: Path) -> None:
-    """The wheels unpacked into `site`, as `pip install --target` lays them out for a wheel without a .data folder
-    (the ones carried here: their scripts are not needed)."""
+    """The wheels unpacked into `site` as `pip install --target` lays out a wheel without a .data folder (a wheel is
+    deflated file by file: one xz stream over its files is less than half its size)."""
     site.mkdir(parents=True, exist_ok=True)
     for wheel in wheels:
         with zipfile.ZipFile(wheel) as whl:
@@ -131,31 +113,80 @@ def unzip_wheels(wheels: list[Path], site: Path) -> None:
 
 def pack_bundle(out: Path) -> Path:
     """`PACKED` folders of `out` into `out/BUNDLE`, the folders removed: what travels is the archive."""
-    bundle = out / BUNDLE
-    with tarfile.open(bundle, "w:xz", preset=6) as tar:
+    with tarfile.open(out / BUNDLE, "w:xz", preset=6) as tar:
         for name in PACKED:
             if (out / name).is_dir():
                 tar.add(out / name, arcname=name)
     for name in PACKED:
         shutil.rmtree(out / name, ignore_errors=True)
-    return bundle
+    return out / BUNDLE
 
 
 def unpack(stage_dir: Path) -> bool:
     """Unpack the stage's bundle beside it (once per machine); False when there is none (an unpacked stage)."""
-    bundle = stage_dir / BUNDLE
-    if not bundle.is_file():
+    if not (stage_dir / BUNDLE).is_file():
         return False
     if not (stage_dir / UNPACKED).is_file():
-        with tarfile.open(bundle, "r:xz") as tar:
+        with tarfile.open(stage_dir / BUNDLE, "r:xz") as tar:
             tar.extractall(stage_dir, filter="data")
-        (stage_dir / UNPACKED).write_text(bundle.name, encoding="utf-8")
+        (stage_dir / UNPACKED).write_text(BUNDLE, encoding="utf-8")
     return True
 
 
+def release(version: str) -> tuple[int, ...]:
+    """The release numbers of `version`, for ordering as pip orders the pins checked: the leading integer of each
+    dot-separated part up to the first without one, trailing zeros dropped ("5.23.0+cu130" is (5, 23)); a
+    pre-release orders as its release ("2.0rc1" is (2,))."""
+    numbers = []
+    for part in version.split("+")[0].split("."):
+        digits = part[:len(part) - len(part.lstrip("0123456789"))]
+        if not digits:
+            break
+        numbers.append(int(digits))
+        if len(digits) < len(part):  # a pre- or post-release ("0rc1"): its leading number ends the release
+            break
+    while numbers and numbers[-1] == 0:
+        numbers.pop()
+    return tuple(numbers)
+
+
+def older_than_pins(constraints: Path = REPO / "constraints.txt") -> list[str]:
+    """The `PINNED` packages this process would import at an older version than constraints.txt pins."""
+    lines = constraints.read_text(encoding="utf-8").splitlines() if constraints.is_file() else []
+    pins = {name.lower().replace("-", "_"): version for name, _, version in (line.strip().partition("==")
+                                                                            for line in lines) if version}
+    older = []
+    for name in PINNED:
+        with contextlib.suppress(metadata.PackageNotFoundError):
+            found, pin = metadata.version(name), pins.get(name.lower())
+            if pin and release(found) < release(pin):
+                older.append(f"{name} {found} (pinned {pin})")
+    return older
+
+
+def use_staged_wheels(stage_dir: Path, pins: list[str]) -> list[str]:
+    """Put the stage's site/ (unpacked from its bundle, or installed from its wheels/ once per machine) first on the
+    path, this process's and its children's, and check that the pinned versions are the ones imported; returns the
+    pins (nothing staged: [])."""
+    site = (stage_dir / "site").resolve()
+    wheels = sorted((stage_dir / "wheels").glob("*.whl"))
+    if wheels and not (site / ".installed").is_file():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
+                        "--no-cache-dir", "--upgrade", "--target", str(site), *map(str, wheels)], check=True)
+        (site / ".installed").write_text("\n".join(w.name for w in wheels), encoding="utf-8")
+    if not (site / ".installed").is_file():
+        return []
+    sys.path.insert(0, str(site))
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    if wrong := [f"{pin} ({metadata.version(pin.split('==')[0])} found)" for pin in pins
+                 if metadata.version(pin.split("==")[0]) != pin.split("==")[1]]:
+        raise SystemExit(f"gpu_check run: the staged wheels did not take: {', '.join(wrong)}; delete {site} and run "
+                         "again")
+    return pins
+
+
 def travelling_files(repo: Path) -> list[str]:
-    """What a call to the GPU machine copies of `repo` (relative paths): tracked files and untracked ones git does not
-    ignore."""
+    """What a call to the GPU machine copies of `repo`: tracked files and untracked ones git does not ignore."""
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
                             capture_output=True, check=True).stdout.decode().split("\0")
     return [rel for rel in listed if rel and (repo / rel).is_file()]
@@ -163,57 +194,41 @@ def travelling_files(repo: Path) -> list[str]:
 
 def staged_bytes(stage_dir: Path, repo: Path = REPO) -> int:
     """Bytes one call carries: every file of the stage, and the working tree's travelling files when the stage lies
-    inside it (a file of the stage that git does not ignore is counted once)."""
+    inside it (a file of the stage that git does not ignore counted once)."""
     stage_dir = stage_dir.resolve()
-    staged = {f.resolve() for f in stage_dir.rglob("*") if f.is_file()}
-    tree = set()
+    files = {f.resolve() for f in stage_dir.rglob("*") if f.is_file()}
     if stage_dir.is_relative_to(repo.resolve()):
-        tree = {(repo / rel).resolve() for rel in travelling_files(repo)}
-    return sum(f.stat().st_size for f in staged | tree)
+        files |= {(repo / rel).resolve() for rel in travelling_files(repo)}
+    return sum(f.stat().st_size for f in files)
 
 
-def _commit(repo: Path) -> dict:
+def source(repo: Path = REPO) -> dict:
+    """The code's commit, and whether it has uncommitted changes."""
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True).stdout.strip()
-    dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
-    return {"commit": git("rev-parse", "HEAD") or None, "dirty": dirty}
-
-
-def device_command(stage: Path, python: str = "python3", smoke: bool = False, new: bool = False) -> str:
-    """The command the GPU machine runs, from the checkout's root (`make gpu-check` runs it too, with its `python`):
-    the check with `--fill` (the steps its device's newest committed folder lacks, else a new folder; `new`: a new
-    folder) under the call's hard limit, packed into $OUT after every step and, whatever happened, once more after
-    the call."""
-    rel = stage.resolve().relative_to(REPO) if stage.resolve().is_relative_to(REPO) else stage
-    archive = "--archive $OUT/gpu_check.tar.gz"
-    check = f"{python} -m benchmarks.gpu_check"
-    return (f"export PYTHONPATH=$PWD; timeout -k {KILL_AFTER_S} {CALL_LIMIT_S} {check} run --fill"
-            f"{' --new-folder' if new else ''}{' --smoke' if smoke else ''} --stage {rel} {archive}; rc=$?; "
-            f"{check} pack --stage {rel} {archive}; exit $rc")
+    return {"commit": git("rev-parse", "HEAD") or None, "dirty": bool(git("status", "--porcelain",
+                                                                          "--untracked-files=no"))}
 
 
 def stage(out: Path, hub: Path, data_dir: Path, rows: int, wheels: bool, python: str,
           known: dict[str, bool | None] | None = None) -> dict:
-    """Stage everything `run` reads into `out` (module docstring); refuse when the tree outgrows the transfer.
-    `known`: the committed folders' code commits, each with whether it holds the probing changes (decided here, where
-    git has the history; the machine may not)."""
+    """Stage everything a call reads into `out`; refuse when the tree and the stage outgrow `TRANSFER_LIMIT`.
+    `known`: the committed folders' code commits, each with whether it holds the probing changes (decided here,
+    where git has the history; the machine may not)."""
     if out.exists():
         shutil.rmtree(out)
-    manifest = {"format": MANIFEST_FORMAT, "made": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                "source": _commit(REPO), "models": stage_models(hub, out / "hub"),
-                "data": stage_data(data_dir, out / "data", rows), "rows": rows, "wheels": [],
-                "has_probing": known or {}}
+    manifest = {"format": 1, "made": datetime.now(timezone.utc).isoformat(timespec="seconds"), "source": source(),
+                "models": stage_models(hub, out / "hub"), "data": stage_data(data_dir, out / "data", rows),
+                "rows": rows, "wheels": [], "has_probing": known or {}}
     if wheels:
         with tempfile.TemporaryDirectory() as tmp:
             manifest["wheels"] = download_wheels(Path(tmp), python)
             unzip_wheels(sorted(Path(tmp).glob("*.whl")), out / "site")
     manifest["bundle"] = pack_bundle(out).name
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
-    total = staged_bytes(out)
-    manifest["bytes"] = total
+    manifest["bytes"] = total = staged_bytes(out)
     if total > TRANSFER_LIMIT:
         raise SystemExit(f"gpu_check stage: the working tree and {out} come to {total / 2**20:.1f} MiB, over the "
-                         f"{TRANSFER_LIMIT / 2**20:.0f} MiB a call carries: stage fewer --rows, or --no-wheels "
-                         "(the image's transformers then, recorded as older than the pin), or commit fewer large "
-                         "files")
+                         f"{TRANSFER_LIMIT / 2**20:.0f} MiB a call carries: stage fewer --rows, or --no-wheels (the "
+                         "image's transformers then, recorded as older than the pin), or commit fewer large files")
     return manifest

@@ -1,25 +1,11 @@
-"""Training steps without launch overhead: eager vs graphed vs compiled steps at the grid's shapes.
+"""Training steps without launch overhead: eager vs graphed vs compiled steps at the grid's shapes (Table 3's batch
+and length, synthetic rows, random-weight models from DIR's configs; docs/performance.md).
 
     python -m benchmarks.steps --hub DIR --device cuda --json steps.json [--precision bf16] [--peak-tflops 989]
     python -m benchmarks.steps --smoke --device cpu --json smoke.json      # tiny sizes, under a minute on a CPU
 
-DIR holds the paper's model folders (``bert-base-uncased/``, ``roberta-large/``: config.json and tokenizer files);
-the models are built from their configs with seeded random weights (time does not depend on the weights' values).
-Each task runs at Table 3's batch size and length (`papa.tasks.registry`), on synthetic rows (a quarter padding).
-
-Three steps (`kind`), each in every step mode (`papa.probing.step_modes`: eager, graphed on CUDA, compiled):
-
-* ``stored``: a probe's step over stored features (half the heads replaced when they were stored), as a frozen grid
-  point's seeds train;
-* ``lambda``: a λ step (every head mixed, θ and the probe trained, backward through the backbone);
-* ``trainable``: a trained-constants step (every head replaced by trainable constants, Q/K dropped where the model
-  allows), under the precision's autocast as the runner runs it.
-
-A kind's modes are timed in one round-robin call (`bench.interleaved`: medians of `--repeats` rounds of `--steps`
-steps after an untimed round that compiles and captures), so every ratio to eager divides two medians of one call.
-FLOPs per step are counted, not measured (`flops_per_step`, with `papa.method.cost`'s `step_flops` and
-`probe_flops`, as the grid's estimate counts them); TFLOP/s divides them by the median step, and the share of peak
-divides that by the device's dense peak (`--peak-tflops`, else `benchmarks/peaks.py` by device name and precision).
+Each kind (``stored``: a probe over stored features, half the heads replaced; ``lambda``: a λ step; ``trainable``:
+a trained-constants step) has its modes timed in one round-robin call; FLOPs per step are counted.
 """
 from __future__ import annotations
 
@@ -34,9 +20,7 @@ from types import SimpleNamespace
 import torch
 
 import papa
-from benchmarks.full_cost import synthetic_task
-from benchmarks.peaks import peak_tflops, share_of_peak, tflops
-from benchmarks.timing import cpu_name, interleaved  # the suite's timing call: round-robin medians, warm-up discarded
+from benchmarks.suite import cpu_name, interleaved, peak_tflops, share_of_peak, synthetic_task, tflops
 from papa.core.vocabulary import PRECISIONS, STEP_MODES
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
@@ -48,8 +32,7 @@ from papa.probing.step_modes import DEFAULT_BACKEND, check_step_mode, fetcher, m
 from papa.probing.training import make_probe
 from papa.tasks.registry import get_task
 
-MODELS = ("bert-base-uncased", "roberta-large")
-TASKS = ("sst2", "mnli", "ner")       # a sentence task, Table 3's longest (n = 256, batch 8), a token task
+MODELS, TASKS = ("bert-base-uncased", "roberta-large"), ("sst2", "mnli", "ner")
 KINDS = ("stored", "lambda", "trainable")
 #: --smoke: a tiny BERT, short rows, small batches (every code path, no hub folder needed).
 SMOKE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128, vocab_size=1000,
@@ -67,12 +50,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--modes", nargs="+", default=None, choices=STEP_MODES,
                    help="default: every mode the device runs (graphed only on CUDA)")
     p.add_argument("--precision", default="float32", choices=PRECISIONS)
-    p.add_argument("--backend", default=None, help=f"compiled mode's backend (default {DEFAULT_BACKEND}; "
-                                                   "--smoke: aot_eager, which generates no code)")
+    p.add_argument("--backend", default=None, help=f"compiled mode's backend (default {DEFAULT_BACKEND}; --smoke: "
+                   "aot_eager, which generates no code)")
     p.add_argument("--steps", type=int, default=None, help="steps per timed call (default 10; --smoke 3)")
     p.add_argument("--repeats", type=int, default=None, help="timed rounds, medians (default 3; --smoke 2)")
-    p.add_argument("--peak-tflops", type=float, default=None,
-                   help="the device's dense peak (default: benchmarks/peaks.py)")
+    p.add_argument("--peak-tflops", type=float, default=None, help="the device's dense peak (default: by its name)")
     p.add_argument("--smoke", action="store_true", help="a tiny model and shapes: every path in under a minute")
     p.add_argument("--json", type=Path, required=True, help="where to write the rows")
     return p.parse_args(argv)
@@ -83,15 +65,12 @@ def check(args: argparse.Namespace) -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: CUDA is not available here; give --device cpu")
     args.modes = args.modes or [m for m in STEP_MODES if m != "graphed" or args.device == "cuda"]
-    for mode in args.modes:
+    for check_one, value, flag in [(check_step_mode, m, f"--modes {m}: ") for m in args.modes] + [
+            (check_precision, args.precision, "")]:
         try:
-            check_step_mode(mode, args.device)
+            check_one(value, args.device)
         except ValueError as exc:
-            raise SystemExit(f"--modes {mode}: {exc}") from None
-    try:
-        check_precision(args.precision, args.device)
-    except ValueError as exc:
-        raise SystemExit(str(exc)) from None
+            raise SystemExit(f"{flag}{exc}") from None
     for name, default, smoke in (("steps", 10, 3), ("repeats", 3, 2)):
         if getattr(args, name) is None:
             setattr(args, name, smoke if args.smoke else default)
@@ -120,36 +99,15 @@ def build(name: str, args: argparse.Namespace):
 
     config = BertConfig(**SMOKE) if args.smoke else AutoConfig.from_pretrained(args.hub / name.replace("/", "--"))
     torch.manual_seed(0)
-    model = AutoModel.from_config(config).to(args.device).eval()
-    return ("tiny-bert" if args.smoke else name), model, config.pad_token_id or 0
-
-
-def peak(args: argparse.Namespace) -> float | None:
-    """The device's dense peak in TFLOP/s: --peak-tflops, else `peaks.DEVICES`' entry for its name, else None."""
-    if args.peak_tflops is not None:
-        return args.peak_tflops
-    if args.device != "cuda":
-        return None
-    return peak_tflops(torch.cuda.get_device_name(), args.precision)
-
-
-def flops_per_step(model, spec, kind: str, n: int, batch: int, num_labels: int) -> float:
-    """FLOPs of one step (module docstring, `papa.method.cost`): the probe's forward and backward over every slot
-    (the graphed and compiled steps classify every position), and for λ and trained constants the backbone's pass
-    and its backward to the activations (λ: both mixing products; trained constants: every head constant)."""
-    cfg = model.config
-    probe = probe_flops(spec.kind, cfg.num_hidden_layers + 1, cfg.hidden_size, n, num_labels, step=True)
-    backbone = 0 if kind == "stored" else step_flops(cfg, n, replaced_share=1.0 if kind == "trainable" else 0.0,
-                                                     mixed=kind == "lambda")
-    return float(batch * (probe + backbone))
+    return ("tiny-bert" if args.smoke else name), AutoModel.from_config(config).to(args.device).eval(), \
+        config.pad_token_id or 0
 
 
 class KindBench:
     """One model, task and kind: the heads set as the runner sets them, the batches, one trained probe per mode."""
 
     def __init__(self, model, ctrl, task: str, kind: str, args: argparse.Namespace, pad: int):
-        self.model, self.ctrl, self.kind, self.args = model, ctrl, kind, args
-        self.spec = get_task(task)
+        self.model, self.ctrl, self.kind, self.args, self.spec = model, ctrl, kind, args, get_task(task)
         h = self.spec.hparams
         self.n, self.bs = (SMOKE_SHAPE["n"], SMOKE_SHAPE["batch_size"]) if args.smoke else (h.max_length, h.batch_size)
         vocab = model.config.vocab_size
@@ -176,9 +134,8 @@ class KindBench:
         """A timed call of `mode`: `--steps` steps of a fresh probe (its own optimizer and step) over the batches."""
         torch.manual_seed(0)
         probe = make_probe(self.spec, self.model, self.n, self.num_labels).to(self.args.device).train()
-        groups = [{"params": list(probe.parameters()), "lr": self.spec.hparams.learning_rate}]
-        if extra:
-            groups.append({"params": extra, "lr": self.spec.hparams.learning_rate})
+        lr = self.spec.hparams.learning_rate
+        groups = [{"params": list(probe.parameters()), "lr": lr}] + ([{"params": extra, "lr": lr}] if extra else [])
         fetch, features = fetcher(source)
         step = make_step(mode, probe, new_optimizer(mode, groups), self.spec.kind, features, backend=self.args.backend)
 
@@ -208,25 +165,23 @@ class KindBench:
             source.close()
         return {mode: seconds / len(self.batches) for mode, seconds in t.items()}
 
-
-def rows_of(label: str, model, task: str, kind: str, t: dict[str, float], args: argparse.Namespace,
-            bench: KindBench) -> list[dict]:
-    """The JSON rows of one kind's modes (module docstring)."""
-    flops = flops_per_step(model, bench.spec, kind, bench.n, bench.bs, bench.num_labels)
-    top = peak(args)
-    rows = []
-    for mode, seconds in t.items():
-        rate = tflops(flops, seconds)
-        rows.append({"model": label, "task": task, "kind": kind, "mode": mode, "n": bench.n, "batch_size": bench.bs,
-                     "precision": args.precision, "device": _device_name(args.device), "backend": args.backend,
-                     "steps": args.steps, "repeats": args.repeats, "step_s": seconds, "flops_per_step": flops,
-                     "tflops": rate, "peak_tflops": top, "peak_share": share_of_peak(rate, top),
-                     "speedup_vs_eager": t["eager"] / seconds if "eager" in t else None})
-    return rows
-
-
-def _device_name(device: str) -> str:
-    return torch.cuda.get_device_name() if device == "cuda" else cpu_name()
+    def rows(self, label: str, task: str, t: dict[str, float]) -> list[dict]:
+        """The JSON rows of the kind's modes: each step's time, FLOPs (the probe's forward and backward over every
+        slot; λ and trained constants add the backbone's pass and backward), TFLOP/s, share of peak, × eager."""
+        cfg, args = self.model.config, self.args
+        probe = probe_flops(self.spec.kind, cfg.num_hidden_layers + 1, cfg.hidden_size, self.n, self.num_labels,
+                            step=True)
+        backbone = 0 if self.kind == "stored" else step_flops(
+            cfg, self.n, replaced_share=1.0 if self.kind == "trainable" else 0.0, mixed=self.kind == "lambda")
+        flops = float(self.bs * (probe + backbone))
+        top = args.peak_tflops if args.peak_tflops is not None or args.device != "cuda" else peak_tflops(
+            torch.cuda.get_device_name(), args.precision)
+        device = torch.cuda.get_device_name() if args.device == "cuda" else cpu_name()
+        return [{"model": label, "task": task, "kind": self.kind, "mode": mode, "n": self.n, "batch_size": self.bs,
+                 "precision": args.precision, "device": device, "backend": args.backend, "steps": args.steps,
+                 "repeats": args.repeats, "step_s": seconds, "flops_per_step": flops, "tflops": tflops(flops, seconds),
+                 "peak_tflops": top, "peak_share": share_of_peak(tflops(flops, seconds), top),
+                 "speedup_vs_eager": t["eager"] / seconds if "eager" in t else None} for mode, seconds in t.items()]
 
 
 def table(rows: list[dict]) -> str:
@@ -235,20 +190,17 @@ def table(rows: list[dict]) -> str:
         return "-" if value is None else format(value, spec)
     lines = ["| model | task | n | batch | kind | mode | ms/step | × eager | TFLOP/s | % of peak |",
              "|---|---|---:|---:|---|---|---:|---:|---:|---:|"]
-    for r in rows:
-        share = None if r["peak_share"] is None else 100 * r["peak_share"]
-        lines.append(f"| {r['model']} | {r['task']} | {r['n']} | {r['batch_size']} | {r['kind']} | {r['mode']} | "
-                     f"{1e3 * r['step_s']:.2f} | {fmt(r['speedup_vs_eager'], '.2f')} | {r['tflops']:.3f} | "
-                     f"{fmt(share, '.2f')} |")
+    lines += [f"| {r['model']} | {r['task']} | {r['n']} | {r['batch_size']} | {r['kind']} | {r['mode']} | "
+              f"{1e3 * r['step_s']:.2f} | {fmt(r['speedup_vs_eager'], '.2f')} | {r['tflops']:.3f} | "
+              f"{fmt(None if r['peak_share'] is None else 100 * r['peak_share'], '.2f')} |" for r in rows]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = check(_arguments(argv))
-    models = ["tiny-bert"] if args.smoke else args.models
     tasks = ["sst2", "ner"] if args.smoke and args.tasks == list(TASKS) else args.tasks
     rows = []
-    for name in models:
+    for name in ["tiny-bert"] if args.smoke else args.models:
         label, model, pad = build(name, args)
         ctrl = papa.attach(model)
         try:
@@ -256,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                 for kind in args.kinds:
                     bench = KindBench(model, ctrl, task, kind, args, pad)
                     torch._dynamo.reset()  # each kind compiles its own graphs
-                    rows += rows_of(label, model, task, kind, bench.time(), args, bench)
+                    rows += bench.rows(label, task, bench.time())
                     print(table(rows[-len(args.modes):]).split("\n", 2)[-1], flush=True)
         finally:
             ctrl.detach()

@@ -19,7 +19,7 @@ from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import PAPER_FRACTIONS
 from papa.paper.claims.rules import MARGIN_SOURCES, RULES, ClaimReading, Part
 from papa.paper.claims.run_tables import RunLike, RunTables
-from papa.paper.sections import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
+from papa.paper.tables import METRIC_NAMES, SELECTION_NAMES, TASK_NAMES
 from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE, NOT_READ, PARTLY_READ
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:
     """A Markdown table of mean ± 95% interval per (task, selection) row and fraction column, from
-    `papa.paper.sections.main_curves`-like frames; `labels` names each row key "task/selection"."""
+    `papa.paper.tables.main_curves`-like frames; `labels` names each row key "task/selection"."""
     fractions = [f for f in PAPER_FRACTIONS if f in set(curves.fraction_label)]
     lines = ["| | " + " | ".join(fractions) + " |", "|---|" + "---|" * len(fractions)]
     for key, label in labels.items():
@@ -46,7 +46,7 @@ def curve_table(curves: pd.DataFrame, labels: dict[str, str]) -> str:
 
 
 def _mean_ci(row) -> str:
-    from papa.paper.sections import format_cell
+    from papa.paper.tables import format_cell
 
     ci = row.get("ci95", math.nan)
     ci = ci if isinstance(ci, float) and math.isfinite(ci) and ci != 0 else math.nan
@@ -68,10 +68,10 @@ def orders_table(run: RunLike, model: str, rows: Sequence[tuple[str, str]], prof
     registries and marked where the claims do not read it (a probe that does not learn, an order resting on a λ
     ranking the gate does not pass), with `ORDERS_NOTE` beneath. With `table`, the curves are that table of the run
     as its notebook wrote it (e.g. "fig2_main_results": the numbers the notebook printed, pooled over the draws its
-    grid ran); without, every order pooled over every draw the run has (`papa.paper.sections.curves_over_orders`; a
+    grid ran); without, every order pooled over every draw the run has (`papa.paper.tables.curves_over_orders`; a
     selection ``lambda@full`` is the full profile's ranking over its draws)."""
     from papa.paper.read_marks import ReadMarks
-    from papa.paper.sections import curves_over_orders
+    from papa.paper.tables import curves_over_orders
     from papa.tasks.registry import get_task
 
     tables = RunTables.of(run)
@@ -99,7 +99,7 @@ def decoder_table(run: RunLike, model: str, tasks: Sequence[str], selections: Se
                   profile: str) -> str:
     """Notebook 08's measurements as a table: the LM with its own head per selection method, the LM probe trained
     from scratch, and each downstream probe in λ order (its metric named from the task registry)."""
-    from papa.paper.sections import curves_over_orders
+    from papa.paper.tables import curves_over_orders
     from papa.tasks.registry import get_task
 
     rows = RunTables.of(run).results
@@ -140,11 +140,12 @@ def lm_probe_curve(folder: RunFolder | str | os.PathLike) -> str:
 def paper_steps_ranking(folder: RunFolder | str | os.PathLike, model: str, task: str,
                         reference: str | None = None) -> str:
     """The λ ranking learned as the paper learns it (`reference`'s; None: the full profile's,
-    `papa.paper.sections.PAPER_STEPS_PROFILE`)
+    `papa.sections.head_selection.PAPER_STEPS_PROFILE`)
     from the tables notebook 06 wrote (``lambda_settling_<task>``, ``lambda_rankings_agreement_<task>``): its steps and
     time, where it settled, its curve every ~1,000 steps, and how the profile's own rankings agree with it."""
     from papa.paper.grids import saved_ranking_path
-    from papa.paper.sections import AGREEMENT_FRACTIONS, PAPER_STEPS_PROFILE, short_model
+    from papa.sections.head_selection import AGREEMENT_FRACTIONS, PAPER_STEPS_PROFILE
+    from papa.paper.tables import short_model
     from papa.probing.convergence import SETTLED_RHO, settled_at
 
     reference = reference or PAPER_STEPS_PROFILE
@@ -371,7 +372,7 @@ def margins_table() -> str:
         name = key.split("_")[0]
         return f"Fig. {name[3:]}" if name.startswith("fig") else f"Table {name[5:]}"
 
-    lines = ["| claim | rule (`papa.paper.claims.RULES`) | margin and where it comes from |", "|---|---|---|"]
+    lines = ["| claim | rule (`papa.paper.claims.rules.RULES`) | margin and where it comes from |", "|---|---|---|"]
     lines += [f"| {where(key)}, {TITLES[key]} | {rule} | {MARGIN_SOURCES[key]} |" for key, rule in RULES.items()]
     return "\n".join(lines)
 

@@ -11,7 +11,7 @@ from papa.core.vocabulary import ELECTRA_BASE, PAPER_BASE, PAPER_LARGE
 from papa.method.models import PACKAGED_MODELS
 from papa.paper.claims import ClaimReading, RunTables
 from papa.paper.paper_numbers import paper_score, relative_drops
-from papa.paper.sections import TASK_NAMES, short_model
+from papa.paper.tables import TASK_NAMES, short_model
 from papa.runs.profiles import get_profile
 from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE
 

@@ -3,17 +3,14 @@ typed by hand. A unit test (tests/unit/reproduce/test_timings.py) fails when a p
 
 * docs/measurements.md, ``quick-run``: the quick reproduction's reference run (``artifacts/timings/quick/``: the
   run's own notebook_times.csv and reproduction.json);
-* docs/performance.md, ``feature-store``: a frozen grid point against its floor (``artifacts/timings/
-  feature_store_cpu.json``, written by benchmarks/feature_store.py);
-* docs/performance.md, ``cpu-recheck``: committed cpu-profile runs recomputed by today's runner
-  (``artifacts/cpu_recheck/``, written by benchmarks/recheck_committed.py);
-* docs/performance.md, ``run-options`` and ``run-options-bf16-store``: the run options paired by seed against
-  float32 eager (``artifacts/run_options/cpu/`` and ``bf16_store/``, written by benchmarks/run_options.py);
+* docs/performance.md ``feature-store``, ``cpu-recheck``, ``run-options``, ``run-options-bf16-store`` and
+  ``gpu-check``, docs/scaling.md ``gpu-estimate``: the committed measurements of the studies beside their records
+  and of `make gpu-check` (`docs.performance_pages`);
 * README.md ``what-was-run`` and ``run-found``, docs/results.md ``results-what-was-run``: what the committed CPU-scale
   run ran and found (`docs.first_page`);
-* docs/results.md ``claims``, README.md ``claims-brief``, ``takeaway`` and ``finding``, docs/decoders.md ``decoder-claims``: the
-  paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``, `papa.paper.claims`, rendered by
-  `docs.claim_pages`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
+* docs/results.md ``claims``, README.md ``claims-brief``, ``takeaway`` and ``finding``, docs/decoders.md
+  ``decoder-claims``: the paper's claims as the committed CPU-scale run reads them (``artifacts/cpu/``,
+  `papa.paper.claims`, rendered by `docs.claim_pages`); docs/results.md ``cpu-notebook-time``, docs/decoders.md ``decoder-table`` and
   ``decoder-lm-probe-curve``: that run's notebook times and notebook 08's measurements; docs/results.md ``table1``,
   ``table2``, ``probes-learn``, ``mrpc-curve``, ``run-rankings``: the tables its notebooks wrote (`docs.result_tables`);
   ``fig2-table``, ``fig5-table``, ``fig6-table``: the curve tables notebooks 02, 06 and 07 wrote, cell for cell;
@@ -38,6 +35,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from docs import performance_pages as perf
+from papa.core.run_folder import RunFolder
 from papa.reproduce.timings import REFERENCE_DIR, measurements_block, reference
 
 DOCS = Path(__file__).resolve().parent
@@ -69,55 +68,6 @@ def quick_block(reference_dir: Path = REFERENCE_DIR, profile: str = "quick") -> 
     return measurements_block(expected)
 
 
-def typed(command: str) -> str:
-    """A recorded command as it is typed today: a benchmark recorded as a script (`python benchmarks/x.py`, before
-    benchmarks/ was a package) is run as a module (`python -m benchmarks.x`), the same program with the same options."""
-    return re.sub(r"\bbenchmarks/(\w+)\.py\b", r"-m benchmarks.\1", command)
-
-
-def feature_store_block(path: Path = REPO / "artifacts" / "timings" / "feature_store_cpu.json") -> str:
-    """The point's wall times against its floor, from benchmarks/feature_store.py's record."""
-    r = json.loads(path.read_text(encoding="utf-8"))
-    m = r["machine"]
-    lines = [f"`{typed(r['command'])}` ({m['cpus']} cores, torch {m['torch']}; MiniLM, SST-2, {r['train_examples']:,} "
-             f"training and {r['eval_examples']:,} evaluation examples, {r['seeds']} seeds × {r['epochs']} epochs; "
-             f"padded training features {r['padded_gib']:.2f} GiB, `PAPA_FEATURE_CACHE_GB={r['budget_gib']:.2f}`; "
-             f"the store went to: {r['placement']}):", "", "| | seconds |", "|---|---|"]
-    order = ("floor:", "floor", "stored", "backbone")  # the floor's parts, the floor, the runner, the path before
-    rows = sorted(r["seconds"].items(), key=lambda item: next(i for i, p in enumerate(order) if item[0].startswith(p)))
-    lines += [f"| {name} | {seconds:,.1f} |" for name, seconds in rows]
-    lines += ["", f"The stored point takes **{r['stored_over_floor']:.2f}× its floor** (target ≤ 1.3); the path "
-              f"before took **{r['backbone_over_stored']:.1f}×** the stored point's time ({r['backbone_path']})."]
-    return "\n".join(lines)
-
-
-def recheck_block(folder: Path = REPO / "artifacts" / "cpu_recheck") -> str:
-    """Committed cpu-profile runs against the same runs made by today's runner (benchmarks/recheck_committed.py)."""
-    record = json.loads((folder / "recheck.json").read_text(encoding="utf-8"))
-    compared = (typed(record["command"]).split(" --made-by ")[0] + " --made-by … --out "
-                + folder.relative_to(REPO).as_posix())
-    lines = [f"The recomputed runs were made by: {typed(record['made_by'])}; compared by `{compared}`.", "",
-             "| task | constants | fraction | pairs (run ids) | equal | largest difference |", "|---|---|---|---|---|---|"]
-    lines += [f"| {r['task']} | {r['constants']} | {r['fraction_label']} | {r['pairs']} | {r['equal']} | "
-              f"{r['largest']:.4f} |" for r in record["summary"]]
-    return "\n".join(lines)
-
-
-def run_options_block(folder: Path = REPO / "artifacts" / "run_options" / "cpu") -> str:
-    """Each run option − float32 eager, paired by seed, from benchmarks/run_options.py's table and record."""
-    record = json.loads((folder / "run_options.json").read_text(encoding="utf-8"))
-    table = pd.read_csv(folder / "comparison.csv")
-    machine = record["machine"]
-    lines = [f"`{typed(record['command'])}` ({machine['cpus']} cores, torch {machine['torch']}; each "
-             "setting's wall time is in its run_options.json):", "",
-             "| setting − float32 eager | task | fraction | difference | 95% interval | detectable | seeds |",
-             "|---|---|---|---|---|---|---|"]
-    for _, row in table.iterrows():
-        lines.append(f"| {row['setting']} | {row['task']} | {row['fraction_label']} | {row['difference']:+.4f} | "
-                     f"[{row['low']:+.4f}, {row['high']:+.4f}] | {row['detectable']:.4f} | {row['seeds']} |")
-    return "\n".join(lines)
-
-
 CPU_RUN = REPO / "artifacts" / "cpu"
 DECODER = ("SmolLM2-135M-Instruct-Q4_1", ("sst2", "pos"), ("lambda", "random", "first_to_last"))
 
@@ -133,7 +83,7 @@ def cpu_run():
 def cpu_claims() -> tuple:
     """The paper's claims as the committed CPU-scale run reads them (computed once per process, on `cpu_run`'s one
     read: it resamples)."""
-    from papa.paper.claims import profile_claims
+    from papa.sections.registry import profile_claims
 
     return tuple(profile_claims(cpu_run(), "cpu"))
 
@@ -182,14 +132,14 @@ def decoder_claims_block() -> str:
 
 def decoder_own_head_block() -> str:
     """The LM with the decoder's own frozen head, described from the committed run (not a part of Fig. 6's claim)."""
-    from papa.paper.decoders import own_head_description
+    from papa.sections.decoders import own_head_description
 
     return own_head_description(cpu_run(), "cpu")
 
 
 def decoder_fig5_block() -> str:
     """Fig. 5's verdict on the committed run's decoder in words."""
-    from papa.paper.decoders import fig5_explanation
+    from papa.sections.decoders import fig5_explanation
 
     return fig5_explanation(cpu_run(), "cpu")
 
@@ -204,13 +154,13 @@ def decoder_table_block() -> str:
 def probe_inputs_block() -> str:
     """Standardised − raw probe inputs on the encoder, paired by seed (`papa report --compare probe_inputs raw
     standardized` on the committed run), each task's metric named from the registry."""
-    from papa.paper.sections import METRIC_NAMES, TASK_NAMES
+    from papa.paper.tables import METRIC_NAMES, TASK_NAMES
     from papa.runs.compare import compare
     from papa.tasks.registry import get_task
 
     rows = cpu_run().results
     rows = rows[(rows.profile == "cpu") & (rows.model == "sentence-transformers/all-MiniLM-L6-v2")]
-    table = compare(rows, "probe_inputs", "raw", "standardized", folder=CPU_RUN)
+    table = compare(rows, "probe_inputs", "raw", "standardized", folder=RunFolder.at(CPU_RUN))
     table = table[table.constants.isin(["none", "average"]) & table.selection.eq("none")]
     lines = ["| task (metric) | at 1 | at 0 (every head constant) | smallest detectable at 1 / at 0 |",
              "|---|---|---|---|"]
@@ -348,7 +298,8 @@ def draws_time_block() -> str:
     # the draws the cpu run made, not the rankings learned at the paper's protocol (profile full)
     rankings = cpu_run().folder.rankings
     curves = [curve for curve, meta in map(load_curve, sorted((rankings / "curves").glob("*.safetensors")))
-              if "-part" in meta["ranking"] and load_ranking(rankings / meta["ranking"]).metadata.get("profile") == "cpu"]
+              if "-part" in meta["ranking"]
+              and load_ranking(rankings / meta["ranking"]).metadata.get("profile") == "cpu"]
     if drawn.empty:
         return "No head order was drawn again in this run."
     minutes = drawn.runtime_s.sum() / 60
@@ -364,11 +315,13 @@ def draws_time_block() -> str:
 def notebook_time_block() -> str:
     from papa.reproduce.timings import notebook_time
 
-    return _relative(notebook_time(CPU_RUN))
+    return _relative(notebook_time(RunFolder.at(CPU_RUN)))
 
 
 def test_durations_block() -> str:
-    from docs.test_durations import block  # as a module: this file re-runs itself so when run as a file
+    from docs.test_durations import (
+        block,  # as a module: this file re-runs itself so when run as a file
+    )
 
     return block()
 
@@ -400,99 +353,8 @@ def own_model_block(folder: Path = REPO / "artifacts" / "own_model") -> str:
                                "`results.csv`, and `reproduction.json` once a batch finishes).")
 
 
-def _gpu_folders():
-    """`benchmarks.gpu_folders`, which reads the GPU check's folders (imported only where a GPU block is drawn)."""
-    from benchmarks import gpu_folders
-
-    return gpu_folders
-
-
-NO_GPU_RUN = ("No run of `make gpu-check` is committed yet. On a CUDA machine, `make gpu-stage` here and "
-              "`make gpu-check` there write `artifacts/gpu/<date>-<device>/`; commit it and run "
-              "`python docs/gen_measurements.py` to fill this block.")
-
-
-def _gpu_folder(folder: Path | None) -> Path | None:
-    return folder if folder is not None else _gpu_folders().latest()
-
-
-def _versions(machine: dict) -> str:
-    return ", ".join(f"{k} {v}" for k, v in machine["versions"].items() if v)
-
-
-def _code(source: dict) -> str:
-    return (f"{source['commit'][:10]}{' with uncommitted changes' if source['dirty'] else ''}"
-            if source.get("commit") else "?")
-
-
-def _gpu_header(gc, folder: Path) -> str:
-    """The folder, its machine, and its steps: by the call that ran them, with each call's code (and software where
-    it differs from the folder's)."""
-    record = gc.read_check(folder)
-    m, steps, calls = record["machine"], record["steps"], record["calls"]
-    shown = {"ok": "{name} {seconds:.0f} s", "skipped": "{name} skipped", "failed": "{name} failed ({why})",
-             "interrupted": "{name} interrupted after {seconds:.0f} s ({why})"}
-    listed = lambda chosen: ", ".join(shown[s["status"]].format(**s) for s in chosen)  # noqa: E731
-    ran = []
-    for i, c in enumerate(calls):
-        mine = [s for s in steps if s["call"] == i]
-        if mine:
-            other = _versions(c["machine"]) != _versions(m)
-            ran.append(f"call {i + 1} ({c['started'][:16].replace('T', ' ')} UTC, code at {_code(c['source'])}"
-                       f"{'; ' + _versions(c['machine']) if other else ''}): {listed(mine)}")
-    ran_text = "Steps, by the call that ran them: " + "; ".join(ran) + "."
-    return (f"`{folder.relative_to(REPO).as_posix() if folder.is_relative_to(REPO) else folder.name}`: "
-            f"{m['device']}{', driver ' + m['driver'] if m.get('driver') else ''}, CUDA {m['cuda'] or 'none'}; "
-            f"{_versions(m)}; {ran_text}")
-
-
-def _goal_rows(goals: list[dict]) -> list[str]:
-    verdict = {True: "met", False: "**not met**", None: "not read"}
-    return ["| goal | reading | verdict |", "|---|---|---|",
-            *(f"| {g['goal']} | {g['value']} | {verdict[g['met']]} |" for g in goals)]
-
-
-def gpu_table_block(folder: Path | None = None) -> str:
-    """The speed table of the newest GPU check (`folder`), each ratio from its bench file's one timing call; bold
-    where the row's target is not met."""
-    folder = _gpu_folder(folder)
-    if folder is None:
-        return NO_GPU_RUN
-    gc = _gpu_folders()
-    cells: dict[tuple, dict[str, str]] = {}
-    for dtype in ("fp32", "bf16"):
-        for compiled in (False, True):
-            path = folder / f"bench_{dtype}{'_compiled' if compiled else ''}.json"
-            for r in json.loads(path.read_text(encoding="utf-8"))["rows"] if path.is_file() else []:
-                if r["ratio"] is None or ("compiled" in r["what"]) != compiled or not (r["target"] or compiled):
-                    continue
-                key = (r["model"].removesuffix(" (random)"), r["n"], r["what"], r["target"] or "–")
-                text = f"{r['ratio']:.2f}× {r['ratio_of']}"
-                cells.setdefault(key, {})[dtype] = f"**{text}**" if r["met"] is False else text
-    lines = [_gpu_header(gc, folder), "", "| model | n | what | target | float32 | bf16 |", "|---|---|---|---|---|---|"]
-    lines += [f"| {m} | {n} | {what} | {target} | {c.get('fp32', '–')} | {c.get('bf16', '–')} |"
-              for (m, n, what, target), c in cells.items()]
-    speed = [g for g in gc.goals(folder) if not g["goal"].startswith(tuple(h[0] for h in gc.HOUR_GOALS))]
-    return "\n".join([*lines, "", *_goal_rows(speed)])
-
-
-def gpu_estimate_block(folder: Path | None = None) -> str:
-    """The full grid's estimate from the newest GPU check's cost (grid_estimate.py's tables as it prints them, its
-    goals' table among them: now, and as the prediction with every split stored and launch-free steps has it)."""
-    folder = _gpu_folder(folder)
-    if folder is None:
-        return NO_GPU_RUN
-    gc = _gpu_folders()
-    made = gc.folder_estimate(folder)
-    from benchmarks import grid_estimate
-
-    printed = ("`python -m benchmarks.grid_estimate` over the folder's cost files:\n\n"
-               f"{grid_estimate.report(*made).strip()}" if made else "The estimate step did not run.")
-    return "\n".join([_gpu_header(gc, folder), "", printed])
-
-
 #: The layers from the top (`tests/unit/test_layering.py` has them from the bottom).
-_LAYERS_DOWN = ("cli", "reproduce", "paper", "runs", "probing", "tasks", "method", "core")
+_LAYERS_DOWN = ("cli", "reproduce", "sections", "paper", "runs", "probing", "tasks", "method", "core")
 
 
 def _first_sentence(path: Path) -> str:
@@ -552,8 +414,9 @@ def run_folder_block() -> str:
 
 def table1_trained_block() -> str:
     """Table 1's rows that the committed run does not reproduce, as notebook 04's table marks them (its ``note``
-    column, `sections.trained_size_notes` of the run's rows)."""
-    from papa.paper.sections import NOTE_COLUMN, short_model, trained_size_notes
+    column, `papa.sections.alternative_matrices.trained_size_notes` of the run's rows)."""
+    from papa.paper.tables import short_model
+    from papa.sections.alternative_matrices import NOTE_COLUMN, trained_size_notes
 
     notes = trained_size_notes(cpu_run().rows(profile="cpu"))
     model = short_model(ENCODER[0])
@@ -570,7 +433,7 @@ def table1_trained_block() -> str:
 
 def fig4_paper_block() -> str:
     """Fig. 4's shares of the committed run beside the paper's, in one sentence (notebook 03 prints the same)."""
-    from papa.paper.claims.constant_patterns import paper_comparison
+    from papa.sections.constant_patterns import paper_comparison
 
     intervals = cpu_run().intervals
     if not intervals:
@@ -580,11 +443,17 @@ def fig4_paper_block() -> str:
 
 
 def fig6_mlm_block() -> str:
-    """Fig. 6's rows as notebook 07's table reads them (`sections.fraction_claims` of ``tables/fig6_mlm.csv``):
+    """Fig. 6's rows as notebook 07's table reads them (`papa.paper.tables.fraction_claims` of ``tables/fig6_mlm.csv``):
     whether the claim reads the objective, its change in nats, and the downstream task's relative drop."""
     import math
 
-    from papa.paper.sections import METRIC_NAMES, OBJECTIVE_COLUMN, OBJECTIVE_TASKS, TASK_NAMES, fraction_claims
+    from papa.paper.tables import (
+        METRIC_NAMES,
+        OBJECTIVE_COLUMN,
+        OBJECTIVE_TASKS,
+        TASK_NAMES,
+        fraction_claims,
+    )
 
     def minus(value: float, spec: str = ".3f") -> str:
         return format(value, spec).replace("-", "−")
@@ -637,11 +506,11 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "run-folder": (DOCS / "architecture.md", run_folder_block),
     "modules": (DOCS / "architecture.md", modules_block),
     "quick-run": (PAGE, quick_block),
-    "feature-store": (DOCS / "performance.md", feature_store_block),
-    "cpu-recheck": (DOCS / "performance.md", recheck_block),
-    "run-options": (DOCS / "performance.md", run_options_block),
-    "run-options-bf16-store": (DOCS / "performance.md",
-                               functools.partial(run_options_block, REPO / "artifacts" / "run_options" / "bf16_store")),
+    "feature-store": (DOCS / "performance.md", perf.feature_store_block),
+    "cpu-recheck": (DOCS / "performance.md", perf.recheck_block),
+    "run-options": (DOCS / "performance.md", perf.run_options_block),
+    "run-options-bf16-store": (DOCS / "performance.md", functools.partial(
+        perf.run_options_block, REPO / "artifacts" / "run_options" / "bf16_store")),
     "fig2-table": (DOCS / "results.md", fig2_table_block),
     "table1": (DOCS / "results.md", table1_block),
     "table1-trained": (DOCS / "results.md", table1_trained_block),
@@ -676,8 +545,8 @@ BLOCKS: dict[str, tuple[Path, Callable[[], str]]] = {
     "decoder-patterns": (DOCS / "decoders.md", decoder_patterns_block),
     "probe-inputs": (DOCS / "decoders.md", probe_inputs_block),
     "own-model": (DOCS / "own-model.md", own_model_block),
-    "gpu-check": (DOCS / "performance.md", gpu_table_block),
-    "gpu-estimate": (DOCS / "scaling.md", gpu_estimate_block),
+    "gpu-check": (DOCS / "performance.md", perf.gpu_table_block),
+    "gpu-estimate": (DOCS / "scaling.md", perf.gpu_estimate_block),
     "test-durations": (DOCS / "tests.md", test_durations_block),
 }
 
@@ -705,7 +574,7 @@ def update_all() -> None:
 
 
 if __name__ == "__main__":
-    if __spec__ is None:  # run as a file: again as a module from the repository's root, where benchmarks/ imports
+    if __spec__ is None:  # run as a file: again as a module from the repository's root, where docs/ imports
         import subprocess
         import sys
 

@@ -17,7 +17,7 @@ from papa.cli import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 # The package's layers, bottom to top (docs/architecture.md; tests/unit/test_layering.py enforces the order).
-LAYERS = ("core", "method", "tasks", "probing", "runs", "paper", "reproduce")
+LAYERS = ("core", "method", "tasks", "probing", "runs", "paper", "sections", "reproduce")
 # Members left out of the API reference, with why. `PapaController.head_modes`'s docstring writes [layer][head],
 # which Markdown reads as a link to a missing target (a strict-build error); drop the entry once it is quoted there.
 HIDDEN = {"papa.method.controller": ["head_modes"]}

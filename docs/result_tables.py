@@ -14,7 +14,7 @@ from papa.core.run_folder import RunFolder
 from papa.method.models import DEFAULT_MODEL
 from papa.paper import paper_numbers
 from papa.paper.claims.run_tables import RunLike, RunTables
-from papa.paper.sections import LEARNS_TABLE, TASK_NAMES
+from papa.paper.tables import LEARNS_TABLE, TASK_NAMES
 from papa.tasks.registry import corpus_label
 
 #: The page's order of the encoder's tasks.
@@ -125,7 +125,7 @@ def ranking_stability_table(run: RunLike, tasks: Sequence[str] = PAGE_TASKS, mod
     """The run's λ rankings of seeds 0 and 1 (``ranking_stability.csv``, notebook 02): steps, seed 0's λ range, ρ and
     the heads the two put alike at 1/2 and 1/8; a task whose probe (`model`'s, as `RunTables` reads which learn) does
     not learn says so."""
-    from papa.paper.sections import RANKING_STABILITY_TABLE
+    from papa.paper.tables import RANKING_STABILITY_TABLE
 
     run = RunTables.of(run)
     table = pd.read_csv(_table(run, RANKING_STABILITY_TABLE)).set_index("task")

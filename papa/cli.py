@@ -83,7 +83,7 @@ def _probe(args: argparse.Namespace) -> int:
     baseline = _majority_line(cfg)
     if baseline:
         print(baseline)
-    print(f"results: {RunFolder.at(cfg.out_dir).results}")
+    print(f"results: {cfg.folder.results}")
     return 0
 
 
@@ -135,7 +135,7 @@ def _report(args: argparse.Namespace) -> int:
             if column in df and value not in set(df[column].astype(str)):
                 raise ValueError(f"--compare {column} {reference} {other}: no row has {column} {value!r}; it holds "
                                  f"{', '.join(sorted(set(df[column].astype(str))))}")
-        agg = compare(df, column, reference, other, folder=results.parent)
+        agg = compare(df, column, reference, other, folder=RunFolder.at(results.parent))
         if agg.empty:
             print(f"papa report: no setting of {results} ran with both {column} {reference!r} and {other!r}",
                   file=sys.stderr)
@@ -153,9 +153,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
-    """The agreement of the λ rankings of `models` on `tasks` in the run's folder `out`: per task, Spearman's ρ of
-    every pair of its draws (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) with its 95%
-    interval, and whether the claims read the ranking's λ-dependent parts (`papa.runs.stability.gate_reason`)."""
+    """Per ranking of `models` on `tasks` in the run folder `out`: Spearman's ρ of every pair of its draws with its
+    95% interval, and whether the claims read its λ-dependent parts."""
     from papa.runs.stability import STABLE_RHO, draw_agreement, gate_reason, learned_once, rho_text
 
     if not RunFolder.at(out).rankings.is_dir():
@@ -164,7 +163,8 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
     table = table[table.model.isin(models) & table.task.isin(tasks)]
     once = [path.name for path in learned_once(RunFolder.at(out).rankings) if path.name.split("__")[1] in tasks]
     alone = ("λ rankings learned once (no second draw: their stability is not measured and the claims do not read "
-             "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): " + ", ".join(once)) if once else ""
+             "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): "
+             + ", ".join(once)) if once else ""
     if table.empty:
         return alone
     lines = [f"λ rankings, every pair of draws, Spearman's ρ [95% interval] (the claims read a ranking drawn on "
@@ -202,9 +202,8 @@ def _run_job_list(jobs, args: argparse.Namespace, out: Path) -> int:
 
 
 def _batch(args: argparse.Namespace, since: float | None = None) -> Batch:
-    """The batch reproduction the command names, built once from its flags. Its notebooks: those named; else, on
-    models or tasks the command names, every notebook that can run on them (each one left out is named, with why);
-    else all."""
+    """The batch reproduction the command's flags name: the notebooks named, else those that can run on its models
+    or tasks (each left out said, with why), else all."""
     batch = Batch(args.profile, names=args.notebooks or NOTEBOOK_NAMES, with_models=args.models,
                   with_tasks=args.tasks, out_dir=args.out, data_dir=args.data_dir, device=args.device,
                   force=getattr(args, "force", False), progress=not args.quiet, command=args.command_line,

@@ -12,7 +12,7 @@ def install_stand_in(tmp_path: Path, monkeypatch, *, package: str, source: str, 
     """Write `source` as ``<package>.steps`` under `tmp_path`, put it first on the steps' processes' path, make
     `steps` the check's steps (no committed folder behind them) and name the file the stand-in records its calls in
     (`calls_env`); returns the calls made so far."""
-    from benchmarks import gpu_folders, gpu_steps
+    from benchmarks import gpu_check
 
     folder = tmp_path / "stand_in" / package
     folder.mkdir(parents=True, exist_ok=True)
@@ -22,7 +22,7 @@ def install_stand_in(tmp_path: Path, monkeypatch, *, package: str, source: str, 
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(folder.parent), os.environ.get("PYTHONPATH"))
                                                      if p))
     monkeypatch.setenv(calls_env, str(calls))
-    monkeypatch.setattr(gpu_steps, "STEPS", tuple(steps))
-    monkeypatch.setattr(gpu_steps, "STEP_NAMES", tuple(s.name for s in steps))
-    monkeypatch.setattr(gpu_folders, "GPU_ROOT", tmp_path / "no-committed-folders")
+    monkeypatch.setattr(gpu_check, "STEPS", tuple(steps))
+    monkeypatch.setattr(gpu_check, "STEP_NAMES", tuple(s.name for s in steps))
+    monkeypatch.setattr(gpu_check, "GPU_ROOT", tmp_path / "no-committed-folders")
     return lambda: calls.read_text(encoding="utf-8").split() if calls.is_file() else []

@@ -30,13 +30,13 @@ from papa.reproduce.notebooks import default_parameters, no_progress_bars
 #: would cost minutes or print this machine's speed. A cell that only reads what one of them computed is here too.
 NOT_REPLAYED: dict[str, str] = {
     "forward_timings(": "01's forward timings: seconds measured on the machine that runs it",
-    "decoders.scoring_speed(": "08's scoring speed: seconds measured on the machine that runs it",
-    "decoders.hidden_state_scale(": "08's hidden-state scale reads the texts the speed cell loads (the model's "
+    "section.scoring_speed(": "08's scoring speed: seconds measured on the machine that runs it",
+    "section.hidden_state_scale(": "08's hidden-state scale reads the texts the speed cell loads (the model's "
                                     "activations, not the run's results)",
-    "checks.check_table(scale,": "08's check of the hidden-state scale, which is not replayed",
-    "decoders.probe_diagnosis(": "08's probe diagnosis trains two probes afresh (about two minutes); its table is "
+    "section.check_table(scale,": "08's check of the hidden-state scale, which is not replayed",
+    "section.probe_diagnosis(": "08's probe diagnosis trains two probes afresh (about two minutes); its table is "
                                  "the run's tables/decoder_probe_diagnosis.csv",
-    "checks.check_table(diagnosis": "08's check of the probe diagnosis, which is not replayed",
+    "section.check_table(diagnosis": "08's check of the probe diagnosis, which is not replayed",
 }
 
 #: (pattern, replacement): what differs between two executions of the same cell on the same run.

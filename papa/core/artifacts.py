@@ -14,9 +14,7 @@ from typing import Iterator
 
 from papa.core.errors import Arg, CorruptArtifactError, IncompatibleArtifactError, OutputPathError
 
-#: The one format of everything papa writes (constants, rankings and their curves, predictions, probe-input
-#: statistics, training checkpoints, results tables and run ids, phase times, reproduction records). A file of any
-#: other format is refused by `check_format`; papa has never read two formats at once.
+#: The format of every artifact papa writes; `check_format` refuses any other.
 FORMAT = 2
 
 
@@ -28,14 +26,9 @@ def _umask() -> int:
 
 @contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path for `path`; on success rename it over `path` (write-then-rename).
-
-    A crash before the rename leaves the old file (or nothing) in place, never a half-written one. The temporary path
-    lies in a private folder ``.<name>.<random>.tmp`` beside `path`, so that a writer's own temporary files
-    (safetensors writes through one in the folder of the path it is given) are in that folder too: a writer killed
-    mid-write leaves one folder that `remove_stale_temporaries` recognises, never a stray file. The file gets the
-    permissions of any file the user creates (0666 less the umask).
-    """
+    """Yield a temporary path for `path`; on success rename it over `path`, with mode 0666 less the umask. The temporary
+    lies in a private folder ``.<name>.<random>.tmp`` beside `path`, which a writer killed mid-write leaves for
+    `remove_stale_temporaries`."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     folder = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
@@ -52,11 +45,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 
 
 def remove_stale_temporaries(path: str | os.PathLike) -> None:
-    """Remove what `atomic_path` writers of `path` killed mid-write left beside it (SIGKILL skips its cleanup).
-
-    Call it only where no other writer of `path` can be writing now (the caller holds a lock, or only the calling
-    process ever writes `path`): it would remove a live writer's temporary folder too.
-    """
+    """Remove what `atomic_path` writers of `path` killed mid-write left beside it. Only call it where no other writer
+    of `path` can be live: it would remove that writer's temporary folder too."""
     path = Path(path)
     for stale in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         if stale.is_dir() and not stale.is_symlink():
@@ -87,35 +77,28 @@ def _opened_safetensors(path: str | os.PathLike, framework: str, fix: str | None
 
 
 def read_safetensors(path: str | os.PathLike, *, framework: str = "pt", fix: str) -> tuple[dict, dict]:
-    """(header metadata, tensors) of the safetensors file at `path`; a file that cannot be read raises
-    `CorruptArtifactError` saying so, and `fix` (what the user should do)."""
+    """(header metadata, tensors) of the safetensors file at `path`; raises `CorruptArtifactError` (with `fix`, the
+    advice) if it cannot be read."""
     with _opened_safetensors(path, framework, fix) as f:
         return f.metadata() or {}, {k: f.get_tensor(k) for k in f.keys()}
 
 
 def read_safetensors_metadata(path: str | os.PathLike) -> dict[str, str]:
-    """The header metadata of the safetensors file at `path` ({} if it has none), without reading its tensors.
-
-    A file that cannot be read as safetensors (missing, truncated, another format) raises `CorruptArtifactError`.
-    """
+    """The header metadata of the safetensors file at `path` ({} if none), tensors unread; raises
+    `CorruptArtifactError` if it cannot be read."""
     with _opened_safetensors(path, "np", None) as f:  # the header alone: no tensor is read, so numpy does
         return f.metadata() or {}
 
 
-#: How every table of a run is written (`write_table`): floats to 10 significant digits. Another CPU (AVX2 or
-#: AVX-512) or a sum taken in another order changes a float's last bits, and 10 digits of 17 hide that, so recomputing
-#: the same numbers anywhere writes the same bytes; no number papa reads is finer than that.
+#: Floats of every table to 10 significant digits: last-bit differences between CPUs do not change the bytes.
 TABLE_FLOAT_FORMAT = "%.10g"
-#: Numbers computed in float32 (attention averages, a bootstrap over them) differ between CPUs from about their 8th
-#: digit, which 10 digits show: a table written again whose numbers all agree with the one already there to this
-#: relative precision is left as it is (`same_table`).
+#: float32 numbers differ between CPUs from about their 8th digit: a rewritten table that agrees to this is kept.
 SAME_TABLE_RTOL = 1e-6
 
 
 def write_table(table, path: str | os.PathLike, *, index: bool = True) -> Path:
-    """Write the pandas `table` as CSV at `path`, atomically, floats as `TABLE_FLOAT_FORMAT` says (the one writer of
-    a run's tables, so that a rerun leaves a committed table byte for byte as it was: one already at `path` with the
-    same numbers, `same_table`, is not rewritten); returns the path."""
+    """Write the pandas `table` as CSV at `path`, atomically, unless a `same_table` is already there; returns the
+    path."""
     path = Path(path)
     text = table.to_csv(index=index, float_format=TABLE_FLOAT_FORMAT)
     if path.is_file() and same_table(path.read_text(encoding="utf-8"), text):
@@ -158,12 +141,8 @@ def write_json_atomic(path: str | os.PathLike, obj: object) -> None:
 
 
 def check_output_dir(path: str | os.PathLike, argument: str = "out_dir", flag: str = "--out") -> Path:
-    """Raise `OutputPathError` unless `path` is, or can be created as, a directory this process can write in (the
-    error names it as the library's `argument`, or on the command line as `flag`).
-
-    Called before any work, so that a run does not fail at its end on where its result goes. Nothing is left behind:
-    missing directories are not created here, and the test file is removed.
-    """
+    """Raise `OutputPathError` (naming `argument`, or `flag` on the CLI) unless `path` is, or can be created as, a
+    directory this process can write in; creates nothing."""
     path = Path(path)
     given = Arg(argument, str(path), flag=flag)
     existing = path

@@ -1,21 +1,9 @@
 """Data parallelism across the processes that ``accelerate launch`` (or ``torchrun``) starts.
 
-A papa command run under ``accelerate launch --num_processes N`` splits its backbone passes: each process takes a
-contiguous block of the batches (the same batches a single process would make, so each batch's numbers are the
-same), and the pieces are combined:
-
-* constants extraction sums the attention statistics of every process (`sum_across`); counts are then exactly
-  the single-process counts and sums differ from them only in the order of float64 additions;
-* probing gathers every process's block of features (`gather_blocks`), so every process holds all features and
-  trains the same probe from the same seed; the main process alone writes results, constants and rankings.
-
-λ learning and Table 1's trainable constants, whose backbone passes are part of a training step, are deliberately
-not split: every process runs them whole, so the result is exactly the single-process one (a split step sums its
-gradients in another order, which moves λ in its last bits and can reorder nearly tied heads). Spreading a grid's
-independent runs is `papa.reproduce.jobs`' job.
-
-With one process (no launcher) nothing here initialises a process group, and every function is the identity.
-Accelerate chooses the backend: NCCL on GPUs, gloo on CPUs.
+Each process takes a contiguous block of the batches a single process would make; extraction sums the statistics
+(`sum_across`), probing gathers the features (`gather_blocks`), and the main process alone writes. λ learning and
+trainable constants are not split, so that their result is exactly the single-process one. With one process every
+function is the identity.
 """
 from __future__ import annotations
 
@@ -65,8 +53,7 @@ def batch_block(num_batches: int) -> range:
 
 
 def batch_spans(length: int, batch_size: int) -> list[tuple[int, int]]:
-    """(start, end) of the batches of `length` items this process computes: its `batch_block` of the batches a
-    single process would make."""
+    """(start, end) of this process's batches of `length` items (its `batch_block`)."""
     return [(b * batch_size, min((b + 1) * batch_size, length)) for b in batch_block(-(-length // batch_size))]
 
 

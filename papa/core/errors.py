@@ -1,9 +1,7 @@
 """Exceptions that name what was wrong and what to do about it.
 
-One rule for the advice an error gives: the library names *arguments* (``rounding='down'``), the command line names
-*flags* (``--rounding down``). An error that suggests setting something holds each suggestion as an `Arg`, written
-into its message in the library's spelling; `cli_message` gives the same message in the CLI's. The CLI prints
-`cli_message` for every `PapaError`, and `tests/unit/test_error_advice.py` checks both spellings of every `Arg`.
+A message names library arguments (``rounding='down'``); each suggestion is an `Arg`, and `cli_message` respells it
+as the CLI's flag (``--rounding down``).
 """
 from __future__ import annotations
 
@@ -93,8 +91,7 @@ class OutputPathError(PapaError, ValueError):
 
 def check_one_of(value: object, choices: Iterable, what: str, *, where: str = "",
                  error: type[Exception] = ValueError) -> None:
-    """Refuse a `value` that is not one of `choices`, naming `what` it is (and `where`, e.g. a file) and the choices:
-    the one "choose one of" check of papa's vocabularies (`papa.core.vocabulary`)."""
+    """Raise `error` unless `value` is one of `choices`, naming `what` it is (and `where`, e.g. a file)."""
     choices = tuple(choices)
     if value not in choices:
         prefix = f"{where}: " if where else ""

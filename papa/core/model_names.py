@@ -1,10 +1,4 @@
-"""How a model is named in what papa records: its name, never where it lies.
-
-A hub id or a packaged model's alias is its own name; a model loaded from a folder is named by that folder
-(``microsoft--deberta-base``, a mirror's spelling of a hub id, reads as the hub id; a Hugging Face cache snapshot by
-the hub id it records), so that names neither leak where a user keeps models nor change when the folder moves.
-Artifact files, result rows, tables and metadata all use it (`papa.method.models.canonical_model_name`).
-"""
+"""How a model is named in what papa records: its name, never where it lies."""
 from __future__ import annotations
 
 import os
@@ -22,8 +16,7 @@ def is_local_path(name: str) -> bool:
 
 
 def looks_local(name: str) -> bool:
-    """`name` can only be a place on this machine: `is_local_path`, or more than one ``/`` (a hub id has at most
-    one), so that a folder that is not there is refused without asking the hub for it."""
+    """`name` can only be a place on this machine: `is_local_path`, or more than one ``/`` (a hub id has one)."""
     return is_local_path(name) or str(name).count("/") > 1
 
 

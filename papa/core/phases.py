@@ -1,10 +1,6 @@
-"""Where a run's time goes: wall seconds per phase (`RUN_PHASES`), summed in this process and written beside the
-run's results, so that a batch of notebooks (each its own kernel process) can add them up.
+"""Where a run's time goes: wall seconds per phase (`RUN_PHASES`), one file per process under the run's folder.
 
-`phase` times a block; a phase inside another counts for itself only (its time is taken out of the outer one).
-`write_phase_times` adds what was timed since the last write to this process's file for that folder,
-``<out>/phase_times/<process>.json`` (atomically, the whole file each time), so that a process running grids into
-two folders credits each with its own work; `read_phase_times` adds up the files written since a moment.
+A phase inside another counts for itself only; `read_phase_times` adds up the processes' files.
 """
 from __future__ import annotations
 
@@ -47,12 +43,12 @@ def totals() -> dict[str, float]:
     return dict(_totals)
 
 
-def write_phase_times(folder: RunFolder | str | os.PathLike) -> Path | None:
+def write_phase_times(folder: RunFolder) -> Path | None:
     """Add what was timed since the last write to this process's file under `folder` and start counting afresh
     (nothing is written, and no folder made, when no phase ran); returns the file."""
     if not _totals:
         return None
-    path = RunFolder.at(folder).phase_times / f"{_PROCESS}.json"
+    path = folder.phase_times / f"{_PROCESS}.json"
     seconds = _read(path) if path.is_file() else {}
     for name, value in _totals.items():
         seconds[name] = seconds.get(name, 0.0) + value
@@ -69,9 +65,9 @@ def discard() -> None:
 
 
 @contextmanager
-def timed_into(folder: RunFolder | str | os.PathLike, ran: Callable[[], bool]) -> Iterator[None]:
-    """Write the block's phase times under `folder` when it ends, unless papa refused it (a `PapaError`) before
-    `ran()` says any work was kept: a refused run leaves no file behind."""
+def timed_into(folder: RunFolder, ran: Callable[[], bool]) -> Iterator[None]:
+    """Write the block's phase times under `folder` when it ends; a `PapaError` raised before `ran()` is true
+    discards them."""
     try:
         yield
     except PapaError:
@@ -95,11 +91,11 @@ def _read(path: Path) -> dict[str, float]:
     return {name: float(value) for name, value in seconds.items()}
 
 
-def read_phase_times(folder: RunFolder | str | os.PathLike, since: float | None = None) -> dict[str, float]:
+def read_phase_times(folder: RunFolder, since: float | None = None) -> dict[str, float]:
     """Seconds per phase (every `RUN_PHASES` name) over the files under `folder` written at or after `since` (a
     `time.time()`; None: all of them)."""
     sums = dict.fromkeys(RUN_PHASES, 0.0)
-    for path in sorted(RunFolder.at(folder).phase_times.glob("*.json")):
+    for path in sorted(folder.phase_times.glob("*.json")):
         if since is not None and path.stat().st_mtime < since:
             continue
         for name, value in _read(path).items():

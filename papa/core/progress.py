@@ -1,15 +1,7 @@
-"""Progress bars, and the one switch that turns them off where no one watches.
+"""Progress bars, and the one switch (``PAPA_PROGRESS=0``) that turns them off where no one watches.
 
-papa draws its bars with tqdm (in a notebook, as widgets). A notebook executed in a batch (`papa reproduce`,
-`make notebooks`) is read later, where a stored bar shows the state it was saved in (``0%``), not where it ended, so
-batch runs set ``PAPA_PROGRESS=0`` for their kernels and every bar papa draws is then off, whatever its caller asked
-(with ``HF_HUB_DISABLE_PROGRESS_BARS=1`` and ``TQDM_DISABLE=1`` for the bars of transformers and the hub:
-`BATCH_ENVIRONMENT`).
-
-A reader who reruns a notebook in JupyterLab watches the bars, and then saves the notebook: so in a Jupyter kernel a
-bar that finished clears its own output (an empty output, as IPython leaves a display it reserved) and closes its
-widgets, and the saved notebook holds no bar (`NotebookBar`). A bar that stopped early (an error, an interrupt)
-stays, showing where. In a terminal the bars are tqdm's, as they always were.
+Batch-executed notebooks turn them off (a stored bar shows ``0%``); in a Jupyter kernel a finished bar clears its
+own output, so that a saved notebook holds none.
 """
 from __future__ import annotations
 
@@ -19,8 +11,7 @@ from tqdm.auto import tqdm as _tqdm
 
 #: The environment variable that turns papa's progress bars off (``0``); read when a bar is made.
 PROGRESS_ENV = "PAPA_PROGRESS"
-#: What a batch run's kernels are started with: no bar of papa's, nor of transformers and the hub (tqdm's own switch
-#: for the bars made without one, as loading a GGUF file draws).
+#: What a batch run's kernels are started with: no bar of papa's, transformers', the hub's or plain tqdm's.
 BATCH_ENVIRONMENT = {PROGRESS_ENV: "0", "HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 
 #: Whether tqdm.auto draws widgets here (this process is a Jupyter kernel with ipywidgets), decided as it decides.
@@ -74,6 +65,5 @@ class NotebookBar(TerminalBar):
             widget.close()
 
 
-#: papa's progress bar: `NotebookBar` in a Jupyter kernel, else `TerminalBar` (tqdm's own name, so that modules use
-#: it as they used tqdm).
+#: papa's progress bar: `NotebookBar` in a Jupyter kernel, else `TerminalBar`.
 tqdm = NotebookBar if IN_NOTEBOOK else TerminalBar

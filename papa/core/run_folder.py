@@ -9,7 +9,7 @@ A grid or a reproduction writes into one folder (``--out``, a notebook's ``out_d
       rankings/              learned λ head rankings (papa.runs.lambda_ranking)
       probe_inputs/          standardization statistics of the probes' inputs (papa.runs.experiment)
       features/              cached frozen features (papa.probing.feature_store)
-      tables/                the sections' tables, <name>.csv (papa.paper.sections.save_table)
+      tables/                the sections' tables, <name>.csv (papa.paper.tables.save_table)
       figures/               the sections' figures, <name>.png and <name>.svg (papa.paper.figures.save_figure)
       notebooks/             executed section notebooks (papa reproduce)
       notebook_times.csv     each notebook's time and probe runs (papa.reproduce.timings)
@@ -28,7 +28,7 @@ __all__ = ["RunFolder"]
 
 @dataclass(frozen=True)
 class RunFolder:
-    """A run's output folder; its properties are the paths of what a run writes there (the module docstring)."""
+    """A run's output folder; its properties are the paths of what a run writes there."""
 
     root: Path
 

@@ -1,7 +1,5 @@
-"""What travels together through a run: where its data comes from, the device and whether progress is shown
-(`Resources`, for work that has no profile of its own: extracting constants, a batch's jobs); and for a run of grids
-its profile, its folder and whether cached work is recomputed as well (`RunSettings`, a notebook's
-`papa.paper.sections.setup`). Both frozen."""
+"""The settings that travel together through a run: data folder, device and progress (`Resources`), and for a run
+of grids its profile, folder and `force` as well (`RunSettings`)."""
 from __future__ import annotations
 
 import os

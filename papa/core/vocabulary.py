@@ -1,8 +1,6 @@
 """The one vocabulary of papa: every closed set of names that more than one module (or the CLI) uses.
 
-Each tuple is the single owner of its names; modules validate against it and the CLI takes its ``choices=`` from it.
-Nothing here imports torch, so ``papa --help`` stays light. `tests/unit/core/test_vocabulary.py` checks that no other
-module spells one of these tuples out again.
+Modules validate against these tuples and the CLI takes its ``choices=`` from them; nothing here imports torch.
 """
 from __future__ import annotations
 
@@ -30,10 +28,8 @@ NONE = "none"
 SELECTION_METHODS = ("lambda", "first_to_last", "last_to_first", "random", "reversed_lambda")
 # The methods that read a learned λ ranking (the others need no preparation).
 RANKED = ("lambda", "reversed_lambda")
-# A selection may name another draw of its order, "<method>@<variant>" (papa.method.selection.parse_selection), to
-# measure the order's own variance: a ranked method's ranking learned with another seed ("seed<k>"), on the k-th
-# training subset disjoint from the grid's ("part<k>"), or by another profile ("<profile>"); "random"'s permutation
-# drawn with seed k ("<k>").
+# "<method>@<variant>" names another draw of a selection's order: "seed<k>", "part<k>" or "<profile>" for a ranking,
+# "<k>" for random's permutation (papa.method.selection.parse_selection).
 SELECTION_VARIANT_SEPARATOR = "@"
 # What to do when a fraction is not a whole number of heads (papa.method.selection.num_input_dependent).
 ROUNDINGS = ("exact", "down", "nearest")
@@ -62,40 +58,27 @@ DECODER_LAYOUT = "standard"
 PROBE_INPUTS = ("raw", "standardized")
 # What an encoder's probe reads unless told otherwise: the paper's probe reads the hidden states as they are.
 PAPER_PROBE_INPUTS = "raw"
-# What a causal LM's probe reads unless told otherwise: its residual stream is not normalised between layers, and a
-# few massive dimensions saturate the paper's probe at the majority class (docs/decoders.md).
+# What a causal LM's probe reads unless told otherwise: a few massive dimensions saturate the paper's probe.
 DECODER_PROBE_INPUTS = "standardized"
 
 # ---- numerical precision ---------------------------------------------------------------------------------------
 
-# The dtypes a model can be loaded in (`papa.load_model`, `--dtype`); the first is the default, whatever dtype the
-# checkpoint was stored in.
+# The dtypes a model can be loaded in (`--dtype`); the first is the default, whatever the checkpoint's.
 MODEL_DTYPES = ("float32", "bfloat16", "float16")
 DEFAULT_DTYPE = MODEL_DTYPES[0]
 
-# Where a frozen backbone's features are kept for a grid point's probes (papa.probing.feature_store): on the model's
-# device, in host memory, in a memory-mapped file under the run's folder; or not kept ("backbone": the backbone runs
-# again for every batch, the path before features were stored). The first three are tried in this order.
+# Where a frozen backbone's features are kept for a point's probes (tried in this order), or "backbone": not kept.
 FEATURE_STORES = ("device", "host", "disk", "backbone")
-# Where a split's features live while a point's probes train, as `papa.probing.feature_store.choose_path` names it:
-# on the device, in pinned host memory (the model on an accelerator: the next batches copied on a side stream), in
-# host memory (the model on the CPU), in a memory-mapped file read batch by batch, or on disk read in large
-# sequential chunks (batch order "chunks"). A path of features stored in bfloat16 ends in BF16_SUFFIX.
+# Where a split's features live while probes train (papa.probing.feature_store.choose_path); "disk_streamed" reads
+# large sequential chunks. A path of bfloat16 features ends in BF16_SUFFIX.
 STORE_PATHS = ("device", "pinned_host", "host", "disk", "disk_streamed")
 BF16_SUFFIX = "_bf16"
-# The order a point's probes see their training batches (`--batch-order`): each seed shuffles the whole split every
-# epoch (the protocol's), or the split is cut into blocks the backbone runs over once per epoch and each seed
-# shuffles within a block ("blocks": for features that fit no store; a stated change of batch order), or the split is
-# stored once (on disk where it fits no memory) and read every epoch in large sequential chunks, in an order of
-# chunks shared by every seed, each seed shuffling within a chunk ("chunks": the backbone runs once per point; a
-# stated change of batch order).
+# The order a point's probes see their training batches (`--batch-order`): each seed shuffles the whole split
+# (the protocol's), or shuffles within blocks the backbone recomputes each epoch, or within stored chunks.
 BATCH_ORDERS = ("per_seed", "blocks", "chunks")
 DEFAULT_BATCH_ORDER = BATCH_ORDERS[0]
-# How a grid point's run is computed (`--precision`): float32 throughout (the default), TF32 matmuls (CUDA), bf16
-# autocast of the backbone's forward, the backbone in float32 with its stored features kept in bfloat16
-# ("bf16_store": half the bytes; the probe reads them rounded to bfloat16 and trains in float32), or both: bf16
-# autocast of the backbone and its stored features in bfloat16 ("bf16_with_store", where float32 features fit no
-# memory in a bf16 grid).
+# How a grid point's run is computed (`--precision`): float32, TF32 matmuls, bf16 autocast of the backbone, float32
+# backbone with features stored in bfloat16, or both of the last two.
 PRECISIONS = ("float32", "tf32", "bf16", "bf16_store", "bf16_with_store")
 #: The precisions whose backbone runs under bf16 autocast, and those whose frozen points store bfloat16 features.
 AUTOCAST_PRECISIONS = ("bf16", "bf16_with_store")
@@ -104,9 +87,8 @@ DEFAULT_PRECISION = PRECISIONS[0]
 # Whether a grid's backbone runs eagerly (the default) or compiled (`--compile`: one graph per head configuration).
 EXECUTIONS = ("eager", "compiled")
 DEFAULT_EXECUTION = EXECUTIONS[0]
-# How each optimizer step of a probe's training runs (`--steps`, papa.probing.step_modes): eagerly (the default, the
-# reference), replayed from a CUDA graph captured once per batch shape ("graphed", CUDA only), or compiled
-# (torch.compile, mode "reduce-overhead": CUDA graphs under the compiler on a GPU).
+# How each optimizer step of a probe runs (`--steps`): eagerly, replayed from a CUDA graph per batch shape, or
+# compiled (torch.compile, "reduce-overhead").
 STEP_MODES = ("eager", "graphed", "compiled")
 DEFAULT_STEP_MODE = STEP_MODES[0]
 
@@ -127,8 +109,7 @@ PAPER_NOTEBOOKS = ("01_method", "02_main_results", "03_constant_patterns", "04_a
 NOTEBOOKS = (*PAPER_NOTEBOOKS, "08_decoders")
 # The built-in run profiles (papa.runs.profiles); a JSON file may define more.
 PROFILE_NAMES = ("quick", "cpu", "full")
-# Where a reproduction's compute time goes (papa.core.phases): average constants, λ rankings, the frozen backbone's
-# features, probe training on them, runs whose constants train with the probe (backbone every step), evaluation.
+# Where a reproduction's compute time goes (papa.core.phases).
 RUN_PHASES = ("extraction", "lambda", "features", "probe training", "trained constants", "evaluation")
 # `papa jobs` actions and `--submitit` executors.
 JOB_ACTIONS = ("list", "run")

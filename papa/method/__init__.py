@@ -1,1 +1,1 @@
-"""The method (paper 3): attaching PAPA to a model, constant matrices, the PAPA input layout, capture and extraction, attention-free fast paths, head selection."""
+"""The method (paper 3): attaching PAPA to a model, constant matrices, the input layout, extraction, head selection."""

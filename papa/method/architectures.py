@@ -1,17 +1,8 @@
 """The registry of architectures: each model type papa has verified, with its attention adapter and what the PAPA
 layout must know about it.
 
-Two attention mechanisms (`papa.method.adapters`) cover them without forking any modeling file:
-
-* ``attention_function`` (`InterfaceAdapter`): the attention module looks its function up in transformers'
-  ``AttentionInterface`` by ``config._attn_implementation``; papa registers its own. Most model types of
-  transformers 5.x work this way, encoders and causal LMs alike; a type missing from the registry is still attached
-  this way (with a warning) when its attention goes through the interface.
-* ``probs_dropout`` (`DebertaAdapter`): DeBERTa computes the softmax itself (with relative-position terms) and
-  applies its ``self.dropout`` exactly once, to the probabilities; papa transforms them in a pre-hook on it.
-
-Adding an architecture whose attention uses a known mechanism is one `ARCHITECTURES` entry (and its tiny config in
-the tests' ``tests/conftest.py``).
+Most types go through transformers' ``AttentionInterface`` (`InterfaceAdapter`; an unlisted type whose attention
+does is attached with a warning); DeBERTa computes its own softmax (`DebertaAdapter`).
 """
 from __future__ import annotations
 
@@ -56,12 +47,8 @@ def architecture(model_type: str | None) -> Architecture:
 
 
 def is_causal(model_or_config) -> bool:
-    """The one answer to "is this a causal LM?" (decoder layout, causal counts, the `lm` task).
-
-    A loaded model: as attaching decides, the registry for a verified type, else its attention modules' own
-    ``is_causal``. A config (before any weights are read): the registry for a verified type, else the config's
-    ``is_decoder`` or a ``*ForCausalLM`` / ``*LMHeadModel`` class among its ``architectures``. A model type alone
-    (a string): the registry (False for a type it does not know)."""
+    """Whether a model, a config or a model type is a causal LM: the registry for a verified type, else the
+    modules' ``is_causal`` (a model) or the config's ``is_decoder`` / ``*ForCausalLM`` class (a config)."""
     if isinstance(model_or_config, nn.Module):
         return describe_model(model_or_config).causal
     if model_or_config is None or isinstance(model_or_config, str):
@@ -93,8 +80,7 @@ def check_config(config) -> None:
             f"{', '.join(sorted(ARCHITECTURES))}, and any other whose attention goes through the interface.")
 
 
-# Config fields that decide the shapes and the arithmetic of attention; two configs that agree on these can share
-# data-free constants, and a changed value means the constants belong to another model.
+# Config fields that decide the shapes and the arithmetic of attention.
 _FINGERPRINT_FIELDS = (
     "model_type", "num_hidden_layers", "num_attention_heads", "hidden_size", "intermediate_size", "vocab_size",
     "max_position_embeddings", "type_vocab_size", "relative_attention", "pos_att_type", "position_buckets",

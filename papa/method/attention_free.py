@@ -1,13 +1,7 @@
 """Dropping the query/key work of replaced heads (paper 3.4): the model attention-free where heads are constant.
 
-Replaced heads never need Q, K or Q·Kᵀ: their output is their constants times V (`papa.method.constant_heads`).
-`drop_query_key(controller)` then makes the model attention-free where heads are replaced (paper 3.4); how depends
-on the attention mechanism, so each adapter (`papa.method.adapters`) does it: AttentionInterface models slice their
-query (and, without grouped keys, key) projections to the kept heads (transformers 5 has no `head_mask` /
-`prune_heads`), so Q, K and Q·Kᵀ are computed only for heads that still need them; DeBERTa computes its scores
-inside the attention module (with relative-position terms), so there only layers whose heads are *all* replaced
-change: their attention module runs value projection + constants alone. `restore_query_key` (also run by
-`papa.detach`) puts the original projections back; the model's weights are never modified.
+Each adapter does it its own way (sliced Q/K projections; for DeBERTa, only wholly replaced layers);
+`restore_query_key` puts the original projections back, and the model's weights are never modified.
 """
 from __future__ import annotations
 
@@ -27,8 +21,7 @@ RESTORE = "_papa_restore_qk"      # module.__dict__ entry: a callable that undoe
 
 @dataclass(frozen=True)
 class QueryKeyHeads:
-    """What a module's sliced query/key projections still produce (its ``module.__dict__[QK_HEADS]``): the heads,
-    in order, decided on the host when Q/K were dropped."""
+    """The heads, in order, that a module's sliced query/key projections still produce (its ``QK_HEADS`` entry)."""
 
     heads: tuple[int, ...]
     #: V's rows and the output projection's columns were permuted kept heads first (`kept_first_layout`)
@@ -36,8 +29,7 @@ class QueryKeyHeads:
     _positions: dict = field(default_factory=dict, compare=False, repr=False)
 
     def positions(self, kept: tuple[int, ...], device: torch.device) -> torch.Tensor:
-        """Where each of the `kept` heads sits among `heads` (the sliced Q's head axis), as a long tensor on
-        `device`, made once per (kept heads, device)."""
+        """Where each of the `kept` heads sits among `heads`, as a long tensor on `device` (cached)."""
         key = (kept, device)
         found = self._positions.get(key)
         if found is None:
@@ -79,8 +71,7 @@ def sliced_linear(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.M
 
 
 def permuted_columns(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> nn.Linear:
-    """A copy of `linear` (frozen) whose input columns are those of `heads` in that order: fed the heads' outputs in
-    that order, it computes what `linear` computes from them in the original order (summed in another order)."""
+    """A frozen copy of `linear` whose input columns are those of `heads`, in that order."""
     cols = _head_features(heads, head_dim, linear.weight.device)
     out = nn.Linear(cols.numel(), linear.out_features, bias=linear.bias is not None, device=linear.weight.device,
                     dtype=linear.weight.dtype)
@@ -93,11 +84,8 @@ def permuted_columns(linear: nn.Linear, heads: torch.Tensor, head_dim: int) -> n
 
 
 def drop_query_key(controller) -> None:
-    """Compute Q, K and Q·Kᵀ only for kept heads (see the module doc); replaced heads become attention-free.
-
-    Requires constants and only 'keep'/'replace' modes (mixing needs every head's attention). The head modes must
-    not change until `restore_query_key`; the controller raises if they do.
-    """
+    """Compute Q, K and Q·Kᵀ only for kept heads. Needs constants and no mixed head; the head modes must not change
+    until `restore_query_key`."""
     if controller.constants is None:
         raise PapaError("drop_query_key needs constants for the replaced heads: call set_constants(...) first")
     if any(controller.plan(layer).mixed for layer in range(controller.num_layers)):
@@ -118,9 +106,8 @@ def restore_query_key(controller) -> None:
 
 @contextmanager
 def query_key_dropped_while(controller, *, where_possible: bool = False) -> Iterator[None]:
-    """`drop_query_key` for the block, `restore_query_key` after it (also on errors). With `where_possible`, a model
-    whose Q/K cannot be dropped (one fused QKV projection, as GPT-2's) runs the block as it is: its replaced heads
-    skip Q·Kᵀ anyway, and the outputs are the same."""
+    """`drop_query_key` for the block, `restore_query_key` after it. With `where_possible`, a model whose Q/K cannot
+    be dropped (a fused QKV projection) runs the block as it is."""
     if where_possible and not controller.info.adapter.can_drop_query_key(controller.info):
         yield
         return

@@ -1,10 +1,7 @@
 """Running entry-wise sums of attention matrices over a corpus: the statistics behind average constants (paper 3.1).
 
-Only entries whose query *and* key are real (non-pad) tokens are counted. One count matrix serves every head,
-because every head of a forward pass sees the same padding; the average of entry (i, j) is its sum over the
-corpus divided by the number of examples in which both i and j were real tokens. Entries never observed are 0.
-In a causal LM row i sees keys 0..i only: entries above the diagonal are never attended, so they are not counted
-(count 0, average 0).
+Entry (i, j) is counted where both query and key are real tokens (and j ≤ i in a causal LM); one count matrix serves
+every head. Entries never observed average to 0.
 """
 from __future__ import annotations
 
@@ -16,9 +13,7 @@ from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
 
 def launch_bound(device: torch.device) -> bool:
-    """Whether kernel launches rather than arithmetic set the time of attention on `device` (an accelerator, not a
-    CPU): it decides how capture reduces a block over the batch (here) and forms a layer's output
-    (`papa.method.adapters.interface`)."""
+    """Whether kernel launches rather than arithmetic set the time of attention on `device` (not a CPU)."""
     return device.type != "cpu"
 
 
@@ -29,9 +24,7 @@ def query_weights(valid: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def entry_averages(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """`sums` / `counts` entry-wise (`counts` broadcast against `sums`), in `sums`' dtype: an entry never observed
-    (count 0) is exactly 0, never NaN. The one rule by which average constants are made from their statistics
-    (also for recombined statistics: `papa.paper.pattern_intervals`)."""
+    """`sums` / `counts` entry-wise (broadcast), in `sums`' dtype; an entry with count 0 is exactly 0, never NaN."""
     return torch.where(counts > 0, sums / counts.clamp_min(1.0), torch.zeros_like(sums))
 
 
@@ -79,25 +72,20 @@ class AttentionStats:
     @torch.no_grad()
     def add(self, layer: int, probs: torch.Tensor, valid: torch.Tensor, heads: slice = slice(None),
             rows: slice = slice(None), *, queries: torch.Tensor | None = None) -> None:
-        """Add one layer's attention probabilities [B, h, r, n] of `heads` and query `rows` (all by default), counted
-        at real query and key positions (`valid` [B, n]; `queries`: `query_weights(valid)`, when the caller made them
-        once for many blocks). The probabilities of padded keys must be 0, as a masked softmax makes them."""
+        """Add one layer's probabilities [B, h, r, n] of `heads` and query `rows`, counted at the real positions of
+        `valid` [B, n] (`queries`: `query_weights(valid)`, made once by the caller). Padded keys must have 0."""
         n = valid.shape[1]
         self._check_length(n)
         batch, h, r, _ = probs.shape
-        # Σ_b w[b, i]·P[b, h, i, j]. On an accelerator one batched product over the (head, row) pairs, [1 x B] @ [B x n]
-        # each: one kernel that reads P once, in place (its permuted view merges heads and rows without a copy), with
-        # no [B, h, r, n] temporary. The reduced [h, r, n] sum is accumulated in float64 (add_ promotes in place).
+        # Σ_b w[b, i]·P[b, h, i, j]; on an accelerator one batched product that reads P once, with no temporary.
         queries = queries if queries is not None else query_weights(valid, probs.dtype)
         batched = launch_bound(probs.device)
         weights = self._query_weights(queries, h, rows, batched)
         if not batched:
-            # There the product runs as h·r tiny GEMVs, 2 to 7x slower than a product and a sum at batches of 2 to 16
-            # (measured): the probabilities times their query rows' weights, summed over the batch.
+            # On a CPU the product would run as h·r tiny GEMVs, 2 to 7x slower than a product and a sum.
             reduced = (probs * weights).sum(0)
         else:
-            # [h·r, B, n]: the (head, row) pairs as the product's batch, a view (eagerly one op, not a permute and a
-            # reshape; a compiled graph cannot read a storage offset, and fuses the two anyway)
+            # [h·r, B, n] as a view; a compiled graph cannot read a storage offset (and fuses the permute anyway)
             pairs = (probs.as_strided((h * r, batch, n), (n, h * r * n, 1), probs.storage_offset())
                      if probs.is_contiguous() and not torch.compiler.is_compiling()
                      else probs.permute(1, 2, 0, 3).reshape(h * r, batch, n))
@@ -110,9 +98,7 @@ class AttentionStats:
         self._block(layer, n, heads, rows).add_(reduced)
 
     def _query_weights(self, queries: torch.Tensor, heads: int, rows: slice, batched: bool) -> torch.Tensor:
-        """`queries` [B, n] of `rows` as the reduction over the batch takes them: [B, 1, r, 1] to multiply the
-        probabilities, or (`batched`) repeated per head as [heads·r, 1, B] for one batched product. Made once per
-        forward pass (`queries` is the pass's) and block shape."""
+        """`queries` [B, n] of `rows` as [B, 1, r, 1], or (`batched`) as [heads·r, 1, B]; cached per pass and shape."""
         compiling = torch.compiler.is_compiling()  # a compiled graph makes it once anyway, and must not guard on it
         if self._weights_of is not queries and not compiling:
             self._weights_of, self._weights = queries, {}
@@ -130,8 +116,7 @@ class AttentionStats:
         return made
 
     def _block(self, layer: int, n: int, heads: slice, rows: slice) -> torch.Tensor:
-        """The sums of a block of `heads` and query `rows` at length `n` of `layer`, as a view (the layer's view at
-        `n` made once per capture; a whole block is that view itself)."""
+        """The sums of a block of `heads` and query `rows` at length `n` of `layer`, as a (cached) view."""
         if torch.compiler.is_compiling():  # a new capture must not recompile the graph for its own views
             view = self.sums[layer, :, :n, :n]
         else:
@@ -146,9 +131,7 @@ class AttentionStats:
         return view[heads, rows]
 
     def _flat_layer(self, layer: int, n: int, heads: int, rows: int) -> torch.Tensor | None:
-        """`layer`'s sums at length `n` as [H·n, 1, n], the batched product's layout, where a block of `heads` and
-        `rows` is the whole layer and its sums are contiguous (the capture's length is `n`, as where inputs are padded
-        to it); else None."""
+        """`layer`'s sums at length `n` as [H·n, 1, n] where the block is the whole, contiguous layer; else None."""
         if torch.compiler.is_compiling() or rows != n:
             return None
         view = self._block(layer, n, slice(None), slice(None))
@@ -163,7 +146,8 @@ class AttentionStats:
     def merge_(self, other: "AttentionStats") -> "AttentionStats":
         """Add another accumulator's statistics into this one (e.g. from another process)."""
         if other.sums.shape != self.sums.shape:
-            raise ValueError(f"cannot merge statistics of shape {tuple(other.sums.shape)} into {tuple(self.sums.shape)}")
+            raise ValueError(f"cannot merge statistics of shape {tuple(other.sums.shape)} "
+                             f"into {tuple(self.sums.shape)}")
         self.sums += other.sums.to(self.sums.device)
         self.counts += other.counts.to(self.counts.device)
         self.num_examples += other.num_examples

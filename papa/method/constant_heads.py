@@ -1,14 +1,10 @@
 """The output of constant heads, without [B, h, n, n] tensors.
 
-A replaced head's attention is its constant matrix C masked to the current input's real keys and renormalised
-row-wise (`PapaController.constant_probs`, paper 3.3). Because the mask acts on keys only,
+A constant C masked to an example's real keys m and renormalised row-wise gives
 
-    output = diag(1 / (C·m)) · C · (V ⊙ m),         m = the real-key mask of one example,
+    output = diag(1 / (C·m)) · C · (V ⊙ m),
 
-so `constant_attention` masks V (n·d′ work) instead of C (n² work), and one GEMM per head that the whole batch shares
-gives both C·(V ⊙ m) and the row sums C·m, the mask riding along as one more column of V (`ConstantWorkspace`). The
-controller uses it for every replaced head, and for the constant half of mixed heads: `ConstantHeads` are the
-constants prepared once per head configuration, `ConstantWorkspace` the buffers kept across layers and passes.
+so one GEMM per head, shared by the batch, yields both C·(V ⊙ m) and the row sums C·m (m as one more column of V).
 """
 from __future__ import annotations
 
@@ -19,14 +15,10 @@ import torch
 
 @dataclass(frozen=True)
 class ConstantHeads:
-    """Some heads' constants of one layer as `constant_attention` uses them, prepared once per head configuration,
-    length and dtype rather than in every forward pass (`PapaController.constant_heads`).
+    """Some heads' constants of one layer, prepared for `constant_attention`.
 
-    `weights` [h, n, n + 1] in the values' dtype: the constants and one more key column holding the dtype's smallest
-    normal number (`floor`). `constant_attention` gives that extra key V = 0 and mask 1, so in its one product the
-    column adds nothing to a numerator and keeps every row sum above 0: a row with no mass on an example's real keys
-    gives 0 (the zeros kind prunes the head) without a clamp, and a row sum the floor cannot change in the dtype
-    (any above about 1e-30 in float32 and bfloat16; in float16 the floor is 6e-5) comes out as it was."""
+    `weights` [h, n, n + 1]: the constants and an extra key column holding the dtype's smallest normal number
+    (`floor`), which keeps every row sum above 0, so that a row with no mass on real keys gives 0 without a clamp."""
 
     weights: torch.Tensor
 
@@ -49,15 +41,11 @@ class ConstantHeads:
 
 
 class ConstantWorkspace:
-    """Where `constant_attention` lays out V and reads its product, kept for every layer and forward pass of one
-    batch size, length, head size, dtype and device (`PapaController.workspace`): a layer then adds no allocation,
-    copy or view op for them, only its mask-and-lay-out of V, one product and one division.
+    """The buffers `constant_attention` lays V out in and reads its product from, reused by every layer and pass of
+    one shape, dtype and device.
 
-    `inputs` [H, n + 1, B, d′ + 1]: for each head, row j < n holds every example's V of key j (zeroed where the key is
-    padding) and, in the last column, the real-key mask; row n is the extra key of `ConstantHeads.weights`' last
-    column (V = 0, mask 1). So one product with the constants gives each query row's numerator and its sum over the
-    real keys (`outputs` [H, n, B, d′ + 1]). Each pass's real keys are written once (`load`); a layer writes its
-    heads' V, and reads the result, within its own call, so layers and passes run one after another over it."""
+    `inputs` [H, n + 1, B, d′ + 1]: row j < n holds each example's masked V of key j and, last, the real-key mask;
+    row n is the extra key (V = 0, mask 1). `outputs` [H, n, B, d′ + 1]: numerators and row sums."""
 
     def __init__(self, heads: int, n: int, batch: int, dv: int, dtype: torch.dtype, device: torch.device):
         self.inputs = torch.zeros(heads, n + 1, batch, dv + 1, dtype=dtype, device=device)
@@ -69,8 +57,7 @@ class ConstantWorkspace:
         self._views: dict[int, tuple[torch.Tensor, ...]] = {}
 
     def load(self, keys: torch.Tensor | None) -> None:
-        """Write the real keys `keys` ([B or 1, n] bool; None: every key) into the mask column, unless it holds
-        them already (one op per pass; `forget` at a pass's start)."""
+        """Write the real keys `keys` ([B or 1, n] bool; None: every key) into the mask column unless already there."""
         if keys is not self._loaded:
             if keys is None:
                 self._mask_rows.fill_(1.0)
@@ -97,13 +84,9 @@ class ConstantWorkspace:
 
 def constant_attention(constants: ConstantHeads, value: torch.Tensor, keys: torch.Tensor | None,
                        workspace: ConstantWorkspace | None = None) -> torch.Tensor:
-    """Output of heads whose attention is their constants masked to real keys and renormalised row-wise.
-
-    `value` is [B, h, n, d′], `keys` the real keys [B or 1, n] (bool) or None (no padding), `workspace` the buffers of
-    this shape (`PapaController.workspace`; None: allocate, as under autograd or compilation, which this path then
-    takes). Returns [B, n, h, d′], the layout attention functions return (a view: the caller's reshape makes it
-    contiguous). Rows with no mass on real keys give 0 (the zeros kind prunes the head).
-    """
+    """Output [B, n, h, d′] (a view) of heads whose attention is their constants masked to real keys and renormalised
+    row-wise; `value` [B, h, n, d′], `keys` [B or 1, n] bool or None. Rows with no mass on real keys give 0. Without
+    `workspace` (or under autograd) it allocates."""
     batch, heads, n, dv = value.shape
     per_head = value.permute(1, 2, 0, 3)  # [h, n, B, d′]: every example shares C, so one GEMM per head covers the batch
     if workspace is None or (torch.is_grad_enabled() and (value.requires_grad or constants.weights.requires_grad)):

@@ -1,9 +1,7 @@
 """Constant attention matrices: the average kind (paper 3.1), the data-free kinds (5.2), and their one file format.
 
-A `ConstantMatrices` holds one [max_length, max_length] matrix per (layer, head) plus metadata. It is saved as a
-single safetensors file (tensors ``matrices`` [L, H, N, N] float32 and, for averages, ``counts`` [N, N] float64)
-whose header carries the metadata as JSON under the key ``papa``. Loading checks the file's format (`load_constants`),
-validates it against itself (shapes, finiteness, non-negativity), and `check_compatible` validates it against a model.
+A file is one safetensors file: ``matrices`` [L, H, N, N] float32, for averages ``counts`` [N, N] float64, and the
+metadata as JSON under the header key ``papa``.
 """
 from __future__ import annotations
 
@@ -35,8 +33,7 @@ class ConstantsMetadata:
     num_examples: int = 0
     preprocessing: str = ""
     pairs: bool = False  # the corpus held sentence pairs (a middle separator in slot n/2)
-    # the dtype the model ran in while averaging (`papa.runs.constants_cache.record_dtype`); None where no model ran
-    # (data-free kinds) or the caller of `extract_constants` did not record it
+    # the dtype the model ran in while averaging; None where no model ran or none was recorded
     dtype: str | None = None
     format_version: int = FORMAT
     created: str = field(default_factory=lambda: _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"))
@@ -102,7 +99,8 @@ class ConstantMatrices:
                 mine, theirs = getattr(meta.model, attr), getattr(signature, attr)
                 if mine != theirs:
                     raise IncompatibleArtifactError(
-                        f"{where} belong to another model: {attr} {mine} != {theirs} of {signature.model_name!r}: {fix}."
+                        f"{where} belong to another model: {attr} {mine} != {theirs} of {signature.model_name!r}: "
+                        f"{fix}."
                     )
         if max_length is not None and max_length != self.max_length:
             again = Arg("max_length", max_length)
@@ -156,11 +154,9 @@ def _validate(matrices: torch.Tensor, counts: torch.Tensor | None, meta: Constan
 
 
 def _check_format(fields: dict, path: Path) -> None:
-    """The format check of a constants file's metadata `fields`: papa's artifact format, and the model's dtype in its
-    own field. A file of another format raises `IncompatibleArtifactError` saying what to do."""
+    """Raise `IncompatibleArtifactError` unless the metadata `fields` are of papa's format, with a ``dtype`` field."""
     check_format(fields.get("format_version"), path, "constants file")
     if "dtype" not in fields:
-        # an older papa named the model's dtype only at the end of the free-text `preprocessing` record
         raise IncompatibleArtifactError(
             f"{path} is a constants file of an older papa: its metadata has no 'dtype' field (the dtype its model "
             f"ran in is at most named inside its free-text 'preprocessing' record, {fields.get('preprocessing')!r}), "
@@ -169,8 +165,7 @@ def _check_format(fields: dict, path: Path) -> None:
 
 
 def load_constants(path: str | os.PathLike) -> ConstantMatrices:
-    """Load and validate a constants file written by `ConstantMatrices.save` (refused, saying what to do, when it is
-    of another format: `_check_format`)."""
+    """Load and validate a constants file written by `ConstantMatrices.save`."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no constants file at {path}: create one with `papa extract`.")
@@ -196,19 +191,14 @@ def load_constants(path: str | os.PathLike) -> ConstantMatrices:
 
 def write_constants_index(directory: str | os.PathLike) -> Path:
     """Write ``<directory>/index.json``: every constants file there with its size, metadata and the sha256 of its
-    matrices (each file loaded and validated), so the constants behind published results can be described without
-    shipping them, and a rebuild checked against them (the file's own bytes hold a creation time). Entries of an
-    earlier index whose file is not there are kept."""
+    matrices; entries of an earlier index whose file is not there are kept."""
     import hashlib
-
-    from papa.core.artifacts import atomic_path
 
     directory = Path(directory)
     index = directory / "index.json"
     entries = {}
     if index.is_file():
-        # the tensors are not shipped: a file described before and absent here keeps its entry (a clone that rebuilt
-        # only some of them must not lose the others' record)
+        # the tensors are not shipped: a clone that rebuilt only some must not lose the others' record
         try:
             entries = {e["file"]: e for e in json.loads(index.read_text(encoding="utf-8"))}
         except (ValueError, KeyError, TypeError) as exc:
@@ -233,15 +223,13 @@ def _row_normalised(m: torch.Tensor) -> torch.Tensor:
 
 
 def toeplitz_matrix(n: int) -> torch.Tensor:
-    """Harmonic Toeplitz matrix: entry (i, j) proportional to 1 / (|i - j| + 1), rows summing to 1.
-
-    Most mass on the token itself, decaying with distance (paper 5.2, after Liu et al. 2021).
-    """
+    """Harmonic Toeplitz matrix: entry (i, j) proportional to 1 / (|i - j| + 1), rows summing to 1 (paper 5.2)."""
     idx = torch.arange(n)
     return _row_normalised(1.0 / ((idx[:, None] - idx[None, :]).abs() + 1).float())
 
 
-def data_free_constants(kind: str, signature: ModelSignature, max_length: int, layout: str = "sep_last") -> ConstantMatrices:
+def data_free_constants(kind: str, signature: ModelSignature, max_length: int,
+                        layout: str = "sep_last") -> ConstantMatrices:
     """Identity, Toeplitz or zeros matrices for every head of the model described by `signature`."""
     n = max_length
     if kind == "identity":

@@ -1,18 +1,14 @@
 """Attach PAPA to a frozen encoder: per head keep, replace (constant matrix) or mix (learned λ), and capture.
 
-One entry point, `attach(model)`, returns a `PapaController`. The model type's adapter (`papa.method.architectures`,
-`papa.method.adapters`) hooks each layer's attention; the controller reads the padding of every forward pass from a
-pre-hook on the backbone and holds what every mechanism shares: modes, constants, λ and statistics.
+`attach(model)` returns a `PapaController`; the model type's adapter hooks each layer's attention.
 
-* keep     the head's own attention A (the original computation is called, bit for bit);
-* replace  the head's constant matrix C, masked by what the attention mask allows (the input's real keys; causal or
-           sliding-window patterns where the model has them) and renormalised row-wise (paper 3.3, footnote 8); a row
-           with no mass left (the zeros kind) stays 0, pruning the head;
-* mix      B = λ·A + (1 − λ)·C with λ = sigmoid(θ), one trainable θ per head, initialised to 0 so λ = 0.5 (paper 3.2);
-* capture  independent of the modes: accumulate A (masked to real queries and keys) into `AttentionStats`.
+* keep     the head's own attention A, bit for bit;
+* replace  its constant matrix C, masked by what the attention mask allows and renormalised row-wise (paper 3.3); a
+           row with no mass left stays 0;
+* mix      λ·A + (1 − λ)·C with λ = sigmoid(θ), θ per head, initialised to 0 (paper 3.2);
+* capture  independent of the modes: accumulate A into `AttentionStats`.
 
-The model's weights are frozen (``requires_grad=False``) while attached and never modified; `detach` restores
-the attention implementation, the hooks and the ``requires_grad`` flags exactly.
+The model's weights are frozen while attached and never modified; `detach` restores everything.
 """
 from __future__ import annotations
 
@@ -47,12 +43,8 @@ HeadSpec = Iterable[tuple[int, int]] | torch.Tensor | None
 
 
 class PapaController(nn.Module):
-    """The PAPA state of one encoder: head modes, constants, mixing weights θ, and capture.
-
-    Trainable parameters are `theta` (always) and the constants when ``trainable_constants=True``; pass
-    ``controller.parameters()`` (plus the probe's) to an optimiser. Adapters see it as a
-    `papa.method.adapters.base.AdapterContext`, and use nothing else of it.
-    """
+    """The PAPA state of one encoder: head modes, constants, mixing weights θ, and capture. Its parameters are `theta`
+    and, with ``trainable_constants=True``, the constants."""
 
     def __init__(self, model: nn.Module, info: ModelInfo, model_name: str | None = None):
         super().__init__()
@@ -82,8 +74,7 @@ class PapaController(nn.Module):
         self._requires_grad: dict[str, bool] = {}
         self._signature: ModelSignature | None = None
         self.attached = False
-        # False: every changed layer materialises [B, H, n, n] probabilities (the reference the fast paths of
-        # papa.method.attention_free are tested against).
+        # False: every changed layer materialises its probabilities (the reference the fast paths are tested against)
         self.fast_paths = True
 
     # ---- identity ---------------------------------------------------------------------------------------------
@@ -112,11 +103,8 @@ class PapaController(nn.Module):
 
     # ---- constants ----------------------------------------------------------------------------------------------
     def set_constants(self, constants: ConstantMatrices, *, trainable: bool = False, strict: bool = True) -> None:
-        """Use `constants` for replaced and mixed heads, after checking they were made for this model.
-
-        ``trainable=True`` makes them a parameter (Table 1's "labeled data" rows); they are kept non-negative at use.
-        ``strict=False`` skips the model-identity check (shapes are always checked).
-        """
+        """Use `constants` for replaced and mixed heads, after checking they fit this model (`strict=False`: shapes
+        only); `trainable=True` makes them a parameter, clamped to ≥ 0 at use."""
         if strict:
             constants.check_compatible(self.signature)
         elif (constants.num_layers, constants.num_heads) != (self.num_layers, self.num_heads):
@@ -178,23 +166,19 @@ class PapaController(nn.Module):
         self._replan()
 
     def load_modes(self, modes: torch.Tensor) -> None:
-        """Set every head's mode from an [L, H] tensor of mode codes (e.g. saved with ``controller.modes.clone()``).
-        Modes change only through the controller's methods, which is what lets a forward pass read them from the
-        host (`plan`)."""
+        """Set every head's mode from an [L, H] tensor of mode codes (e.g. ``controller.modes.clone()``)."""
         if modes.shape != self.modes.shape:
             raise ValueError(f"modes must have shape {tuple(self.modes.shape)}, got {tuple(modes.shape)}")
         self.modes.copy_(modes)
         self._replan()
 
     def plan(self, layer: int) -> LayerPlan:
-        """`layer`'s `LayerPlan`, made when the modes last changed (or the controller moved): a forward pass reads
-        its layers' modes from here, never from the device."""
+        """`layer`'s `LayerPlan`: its modes as known on the host, so that a forward pass never reads the device."""
         return self._plans[layer]
 
     def _replan(self) -> None:
         device = self.modes.device
-        # One plan object per (modes, device): a configuration seen before gets its plans back, so a compiled forward
-        # pass (whose guards check these objects) is reused instead of recompiled.
+        # One plan object per (modes, device), so that a compiled forward pass guarding on them is not recompiled.
         plans = []
         for row in self.modes.tolist():
             key = (tuple(row), device)
@@ -285,10 +269,8 @@ class PapaController(nn.Module):
         self._capture_queries = None
 
     def allowed(self, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False) -> Allowed:
-        """What `mask` (as an attention function received it) allows; computed once per mask and forward pass.
-        A mask transformers built from the padding mask the model was called with is described from what the host
-        knows (padding, `causal`, a sliding window: `windowed`) without reading it (`Allowed.from_padding_mask`); a
-        4D mask the caller passed is analysed (`Allowed.from_mask`)."""
+        """What `mask` (as an attention function received it) allows, once per mask and pass: described from the
+        padding, `causal` and `windowed` where transformers built it, else analysed."""
 
         def describe() -> Allowed:
             if self._padding_only:
@@ -299,9 +281,8 @@ class PapaController(nn.Module):
         return self.per_pass(("allowed", q, k, causal, windowed), mask, describe)
 
     def workspace(self, value: torch.Tensor) -> ConstantWorkspace | None:
-        """The buffers `papa.method.attention_free.constant_attention` reuses for values shaped as `value`
-        [B, h, n, d′] (any h up to the heads of a layer), kept across layers and passes for the last few shapes; None
-        while compiling (a graph allocates as it likes)."""
+        """The buffers `constant_attention` reuses for values shaped as `value` [B, h, n, d′] (the last few shapes);
+        None while compiling."""
         if torch.compiler.is_compiling():
             return None
         batch, _, n, dv = value.shape
@@ -338,10 +319,9 @@ class PapaController(nn.Module):
 
     def constant_heads(self, layer: int, n: int, dtype: torch.dtype, allowed: Allowed, *,
                        replaced: bool, pattern: tuple = ()) -> ConstantHeads:
-        """`layer`'s replaced heads (`replaced`; else every head) at length `n`, masked by `allowed`'s pattern, as
-        `papa.method.attention_free.constant_attention` takes them for values of `dtype`. Made once per head
-        configuration, length, dtype and `pattern` (what decides the pattern: causal, windowed), not per forward
-        pass, unless the constants train or the pattern was read off a mask the caller built."""
+        """`layer`'s replaced heads (else every head) at length `n`, masked by `allowed`'s pattern, for
+        `constant_attention` in `dtype`; cached per configuration unless the constants train or the mask was
+        analysed."""
         plan = self.plan(layer)
         every = not replaced or len(plan.replace) == self.num_heads
         key = (layer, every, n, dtype, pattern)
@@ -356,9 +336,7 @@ class PapaController(nn.Module):
         return made
 
     def mix_weights(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
-        """Each layer's weight of A per head, [1, 1, H, 1] in `dtype` (the attention output's [B, n, H, d] layout):
-        λ = sigmoid(θ) for mixed heads, 1 for kept, 0 for replaced; made for every layer at once, once per forward
-        pass."""
+        """Each layer's weight of A per head, [1, 1, H, 1] in `dtype`: λ mixed, 1 kept, 0 replaced; once per pass."""
         def make() -> tuple[torch.Tensor, ...]:
             w = torch.where(self.modes == MIX, torch.sigmoid(self.theta), (self.modes == KEEP).to(self.theta.dtype))
             return w.to(dtype).view(self.num_layers, 1, 1, self.num_heads, 1).unbind(0)
@@ -378,8 +356,7 @@ class PapaController(nn.Module):
         return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
 
     def _captured_tokens(self, probs: torch.Tensor, valid: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
-        """The capture's real tokens [B, n] and query weights, made once per forward pass (every layer and block of
-        the pass shares them)."""
+        """The capture's real tokens [B, n] and query weights, once per forward pass."""
         if self._capture_queries is None:
             if valid is None:
                 valid = torch.ones(probs.shape[0], probs.shape[-1], dtype=torch.bool, device=probs.device)
@@ -388,16 +365,14 @@ class PapaController(nn.Module):
 
     def capture(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None, heads: slice = slice(None),
                 rows: slice = slice(None)) -> None:
-        """Add probabilities [B, h, r, n] of `heads` and query `rows` to the running capture, if any, counting the
-        real queries and keys in `valid` (probabilities of padded keys are 0 after a masked softmax)."""
+        """Add probabilities [B, h, r, n] of `heads` and query `rows` to the running capture, if any."""
         if self.stats is not None:
             real, queries = self._captured_tokens(probs, valid)
             self.stats.add(layer, probs.detach() if probs.requires_grad else probs, real, heads, rows,
                            queries=queries)
 
     def per_pass(self, name: tuple, tensor: torch.Tensor | None, make: Callable[[], object]) -> object:
-        """`make()`, computed once per forward pass for `tensor` (by identity) and `name`: what every layer of a
-        pass would otherwise compute again from the same input."""
+        """`make()`, computed once per forward pass for `tensor` (by identity) and `name`."""
         for seen_name, seen, made in self._per_pass:
             if seen is tensor and seen_name == name:
                 return made
@@ -408,9 +383,8 @@ class PapaController(nn.Module):
     def transform_probs(self, layer: int, probs: torch.Tensor, valid: torch.Tensor | None,
                         heads: slice = slice(None), rows: slice = slice(None), *,
                         allowed: Allowed | None = None) -> torch.Tensor:
-        """Apply the layer's head modes to attention probabilities [B, h, r, n] of `heads` and query `rows` (all by
-        default), capturing them first. Statistics count the real queries and keys in `valid`; constants are masked
-        by `allowed` (default: the real keys in `valid`)."""
+        """Capture probabilities [B, h, r, n] of `heads` and query `rows`, then apply the layer's head modes;
+        constants are masked by `allowed` (default: the real keys in `valid`)."""
         self.capture(layer, probs, valid, heads, rows)
         plan = self.plan(layer)
         kept = range(self.num_heads)[heads]
@@ -477,11 +451,8 @@ class PapaController(nn.Module):
 
 def attach(model: nn.Module, constants: ConstantMatrices | None = None, *, model_name: str | None = None,
            trainable_constants: bool = False) -> PapaController:
-    """Attach PAPA to a model (encoder or causal LM; see `papa.method.architectures`); all heads start as 'keep'.
-
-    Raises `UnsupportedModelError` where the attention cannot be intercepted and `PapaError` if already attached.
-    A model holding two encoders (e.g. ELECTRA generator and discriminator) is attached per encoder.
-    """
+    """Attach PAPA to a model (encoder or causal LM); all heads start as 'keep'. Raises `UnsupportedModelError` where
+    the attention cannot be intercepted and `PapaError` if already attached."""
     if _CONTROLLER in model.__dict__:
         raise PapaError("papa is already attached to this model: use the controller it returned, or papa.detach(model)")
     info = describe_model(model)

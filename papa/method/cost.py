@@ -1,44 +1,18 @@
 """Theoretical cost of attention with and without input-dependent heads (paper 3.4), in multiply-accumulates.
 
-Section 3.4: a head costs 2n²d' + 3nd'² with input-dependent attention (QKᵀ, AV and the Q, K, V projections) and
-n²d' + nd'² with a constant matrix (only V and CV remain). That ratio ignores the rest of the layer, so
-`model_speedup_ceiling` also counts the output projection and the feed-forward block, which constant heads do not
-touch: the whole-model ratio is the real ceiling of an attention-free model's speed-up.
+A head costs 2n²d' + 3nd'² with input-dependent attention and n²d' + nd'² with a constant matrix; the whole-model
+ceiling also counts the output projection, the feed-forward block (`GATED_MLP`: 3 matrices) and optionally the LM
+head, which constant heads do not touch. A constant head drops its Q projection and QKᵀ; a key/value head drops K
+when all the query heads it serves are constant (``kv_replaced_share``). Element-wise work is not counted.
 
-Any transformers config (BERT family, Llama, Qwen2, GPT-2, ...) is read into a `ModelShape` (`model_shape`), and
-`model_cost` / `config_ceiling` count, per sequence of n tokens (every slot, padding included, as models compute):
-
-* projections: Q is ``hidden x num_heads*head_dim``, K and V ``hidden x num_kv_heads*head_dim`` (grouped-query
-  attention: fewer key/value heads, shared by groups of query heads), the output projection
-  ``num_heads*head_dim x hidden``;
-* QKᵀ and AV (or CV): ``pairs x head_dim`` per *query* head, pairs = n² (see "Causal attention" below);
-* the feed-forward block: 2 matrices of ``hidden x intermediate`` (BERT, GPT-2), 3 for gated MLPs (Llama, Qwen2,
-  Mistral, ModernBERT, ...: gate, up, down; `GATED_MLP`);
-* optionally the LM head, ``vocab x hidden`` per token (``lm_head=True``): constant heads do not touch it, so it
-  lowers the ceiling; scoring text (log-probabilities of every token) needs it, hidden states do not.
-
-A constant head drops its Q projection and QKᵀ; a key/value head drops its K projection when *all* the query heads
-it serves are constant (``kv_replaced_share``; by default the same share as the query heads, i.e. heads replaced group
-by group, which is exact at 0 and 1). V, the mixing product (CV instead of AV), the output projection, the
-feed-forward block and the LM head stay. Element-wise work (softmax, norms, rotary embeddings, activations, the
-embedding lookup) has no multiply-accumulates and is not counted.
-
-Causal attention. Row i of a causal head sees keys 0..i, so QKᵀ and AV need only n(n+1)/2 of the n² pairs; a
-kernel that skips the upper triangle (sdpa with ``is_causal=True``, which transformers uses when a batch has no
-padding) does about half the work, while a dense kernel with a mask (sdpa given a padding mask, eager attention)
-and papa's constant path (one dense C·V GEMM on the masked constants, `papa.method.attention_free`) compute all n².
-By default every product counts all n² pairs (``triangular=False``), on both sides: that is what papa's C·V and a
-masked dense kernel do, and it is the *larger* of the two ceilings (removing an n² QKᵀ saves more than removing a
-triangular one), so it bounds papa's speed-up against either kind of original kernel. ``triangular=True`` counts
-n(n+1)/2 pairs on both sides: the ceiling of an ideal attention-free decoder (C is lower-triangular too) against a
-baseline that skips the upper triangle. Encoders (no causal mask) always count n².
+Every product counts n² pairs by default (what papa's C·V and a masked dense kernel compute);
+``triangular=True`` counts n(n+1)/2 for causal models on both sides.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-#: model types whose feed-forward block is gated (3 matrices of hidden x intermediate: gate, up, down; ModernBERT's
-#: Wi is one hidden x 2·intermediate matrix, the same count). Any other type counts 2 (up, down).
+#: model types whose feed-forward block is gated (3 matrices of hidden x intermediate); any other counts 2.
 GATED_MLP = frozenset({"llama", "mistral", "qwen2", "qwen3", "gemma", "gemma2", "gemma3_text", "phi3", "olmo",
                        "olmo2", "granite", "cohere", "stablelm", "smollm3", "modernbert"})
 
@@ -87,11 +61,8 @@ def encoder_shape(hidden: int, intermediate: int, num_layers: int = 1) -> ModelS
 
 
 def model_shape(config) -> ModelShape:
-    """The shape of a transformers config: ``hidden_size``, ``num_attention_heads``, ``num_hidden_layers`` (GPT-2's
-    and DistilBERT's names map to these), ``num_key_value_heads`` (default: one per query head), ``head_dim``
-    (default hidden / heads), the feed-forward width (``intermediate_size``, GPT-2's ``n_inner`` or 4 x hidden,
-    DistilBERT's ``hidden_dim``), ``vocab_size``, gated or not by ``model_type`` (`GATED_MLP`), causal or not by the
-    registry (`papa.method.architectures.is_causal`)."""
+    """The `ModelShape` of a transformers config (missing fields defaulted: one key/value head per query head,
+    head_dim hidden / heads, feed-forward width 4 x hidden)."""
     from papa.method.architectures import is_causal
 
     hidden = int(config.hidden_size)
@@ -143,8 +114,7 @@ def pairs(n: int, *, triangular: bool = False) -> int:
 def shape_layer_cost(shape: ModelShape, n: int, *, replaced_share: float = 0.0, kv_replaced_share: float | None = None,
                      triangular: bool = False) -> LayerCost:
     """MACs of one layer of `shape` when `replaced_share` of its query heads (and `kv_replaced_share` of its
-    key/value heads; default the same share) are constant; ``triangular`` (causal models only) counts n(n+1)/2 pairs
-    in QKᵀ and AV / CV instead of n² (module doc, "Causal attention")."""
+    key/value heads; default the same) are constant; ``triangular``: n(n+1)/2 pairs for a causal model."""
     kept = 1.0 - _share("replaced_share", replaced_share)
     kv_kept = 1.0 - _share("kv_replaced_share", replaced_share if kv_replaced_share is None else kv_replaced_share)
     p = pairs(n, triangular=triangular and shape.causal)
@@ -202,16 +172,12 @@ def config_ceiling(shape_or_config, n: int, *, replaced_share: float = 1.0, kv_r
                                  lm_head=lm_head, triangular=triangular).total
 
 
-# ---- FLOPs of a pass and of a step --------------------------------------------------------------------------------
-# A FLOP is half a multiply-accumulate. A backbone's pass counts its layers' MACs; a training step through a frozen
-# backbone (λ, trained constants, the plain step: no weight takes a gradient, the gradient flows through the
-# activations) adds the backward pass, in which each projection and the feed-forward block compute their input's
-# gradient once (no weight gradient) and QKᵀ and the mixing product twice (both operands are activations; for trained
-# constants the gradient of C and of V). λ mixes every head as λ·(A·V) + (1 − λ)·(C·V): two mixing products.
+# ---- FLOPs of a pass and of a step (a FLOP is half a multiply-accumulate) ------------------------------------------
 
 
 def backward_macs(layer: LayerCost) -> int:
-    """MACs of one layer's backward pass through its activations with frozen weights (see above)."""
+    """MACs of one layer's backward pass through its activations with frozen weights: each linear map once (input
+    gradient only), QKᵀ and the mixing product twice (both operands are activations)."""
     linear = layer.qk_projections + layer.v_projection + layer.output + layer.feed_forward
     return linear + 2 * (layer.scores + layer.mixing)
 
@@ -236,19 +202,15 @@ def step_flops(shape_or_config, n: int, *, replaced_share: float = 0.0, mixed: b
 
 
 def probe_flops(kind: str, layers: int, hidden: int, read: float, labels: int, *, step: bool = False) -> float:
-    """FLOPs of a probe (`papa.probing.probes`) on one example whose `read` positions it reads, over `layers` hidden
-    states of width `hidden`: a sentence or pair probe pools them per layer and runs its 2-layer MLP (hidden width
-    `hidden`) once, a token or MLM probe runs it on every read position. ``step``: its training step, the forward
-    and a backward of twice its MACs (the weights' gradients and the inputs')."""
+    """FLOPs of a probe on one example whose `read` positions it reads over `layers` hidden states of width `hidden`
+    (a sentence or pair probe runs its MLP once, a token or MLM probe per position); ``step``: forward and backward."""
     mlp = layers * hidden * hidden + hidden * labels
     macs = layers * read * hidden + mlp if kind in ("sentence", "pair") else read * mlp
     return 2 * macs * (3 if step else 1)
 
 
 def config_speedups(config, n: int, *, lm_head: bool = False, triangular: bool = False) -> dict[str, float]:
-    """Both ratios for a transformers config: the section-3.4 head-level one (at the config's head size) and the
-    whole-model ceiling with every head constant (`config_ceiling`; the same as `model_speedup_ceiling` for a
-    BERT-like config)."""
+    """The head-level ratio of section 3.4 and the whole-model ceiling (`config_ceiling`) of a transformers config."""
     shape = model_shape(config)
     return {"head_speedup": head_speedup(n, shape.head_dim),
             "model_speedup_ceiling": config_ceiling(shape, n, lm_head=lm_head, triangular=triangular)}
@@ -269,8 +231,7 @@ def median_seconds(fn, repeats: int = 5, warmup: int = 1) -> float:
 
 
 def forward_timings(model, inputs: dict, constants, *, repeats: int = 5):
-    """Measured forward time of `model` on `inputs`: original, every head constant, and every head constant with
-    its query/key projections dropped (attention-free). A quick look; `benchmarks/` measures with care."""
+    """Median forward seconds of `model` on `inputs`: original, every head constant, and attention-free."""
     import pandas as pd
     import torch
 

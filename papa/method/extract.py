@@ -40,8 +40,7 @@ def tokenizer_name(tokenizer, model_name: str | None = None) -> str:
 
 @runtime_checkable
 class NamedCorpus(Protocol):
-    """Texts (or word lists), optional second texts, and the name the constants' metadata records: as
-    `papa.tasks.corpus.Corpus` holds them."""
+    """Texts (or word lists), optional second texts, and the name the constants' metadata records."""
 
     name: str
     texts: Sequence
@@ -52,15 +51,9 @@ def extract_constants(model, tokenizer, corpus: NamedCorpus | Sequence[str] | Se
                       max_length: int, batch_size: int = 32, layout: str | None = None,
                       model_name: str | None = None, token_task: bool = False,
                       progress: bool = True) -> ConstantMatrices:
-    """Average every head's attention over `corpus`, encoded at `max_length` in `layout` (None: the model's default,
-    the decoder layout for a causal LM and `official` for an encoder). `corpus` is a `papa.tasks.corpus.Corpus`
-    (texts, optionally paired, and its name for the metadata) or plain texts (or word lists), unnamed.
-
-    `token_task`: the texts are a token-level task's (MLM), encoded as such (`papa.method.layout.encode`).
-
-    Runs inside the attention computation with the model's own attention implementation otherwise untouched;
-    heads of an already attached model keep whatever modes they have (normally all 'keep').
-    """
+    """Average every head's attention over `corpus` (a `NamedCorpus`, or plain texts or word lists), encoded at
+    `max_length` in `layout` (None: the model's default); `token_task` encodes the texts as a token-level task's. Heads
+    of an already attached model keep their modes."""
     if isinstance(corpus, NamedCorpus):
         texts, text_pairs, name = corpus.texts, corpus.pairs, corpus.name
     else:

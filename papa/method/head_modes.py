@@ -1,5 +1,4 @@
-"""The integer codes of head modes in a controller's ``modes`` tensor (a mode's code is its position in the
-vocabulary's HEAD_MODES: keep, replace, mix), and what one layer's modes ask of its attention (`LayerPlan`)."""
+"""The integer codes of head modes (their position in HEAD_MODES), and one layer's modes as a `LayerPlan`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -14,9 +13,8 @@ KEEP, REPLACE, MIX = MODE_NAMES["keep"], MODE_NAMES["replace"], MODE_NAMES["mix"
 
 @dataclass(frozen=True)
 class LayerPlan:
-    """What one layer's head modes ask of its attention, decided on the host whenever the modes change, so that a
-    forward pass never reads the modes back from the device: plain Python values, and index tensors made once on
-    the controller's device."""
+    """One layer's head modes as host values and device index tensors, so that a forward pass never reads the modes
+    back from the device."""
 
     changed: bool                  # some head is not kept: the layer cannot run the model's own attention alone
     mixed: bool                    # some head mixes λA + (1 − λ)C

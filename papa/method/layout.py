@@ -1,64 +1,22 @@
 """The PAPA input layout (paper, Appendix A): every input padded to a fixed length with the final separator last.
 
-Single sentences::
+Single sentences and pairs (``sep_last``)::
 
     [CLS] w1 … wk [PAD] … [PAD] [SEP]                      ([SEP] in slot n-1)
-
-Pairs (the separator between the sentences ends in slot n/2, the second sentence starts right after it)::
-
     [CLS] a1 … ak [PAD] … [SEP] | b1 … bm [PAD] … [SEP]     (middle [SEP] in slot n/2, final [SEP] in slot n-1)
 
-RoBERTa's double separator ``</s></s>`` occupies slots n/2-1 and n/2. Special tokens and token types come from the
-tokenizer itself (a template learnt by encoding a dummy pair), never from hard-coded ids. Each half is trimmed at
-its end to fit; `LayoutBatch.truncated` says which examples were.
+Special tokens and token types come from the tokenizer (a template learnt from a dummy pair); each half is trimmed
+at its end to fit (`LayoutBatch.truncated`). Position ids follow the registry entry's ``positions``: ``ids`` passes
+``cumsum(attention_mask) - 1`` so that an unmodified model sees each real token at its ordinary position;
+``from_padding`` (RoBERTa) numbers real tokens itself. DeBERTa's relative positions stay slot distances.
 
-Position ids. A constant matrix is indexed by *slot*, but the model should see each real token at the position it
-has in the ordinary layout, so that the unmodified model ("keep" everywhere) computes exactly what it computes
-on ordinary inputs. Hence:
+``standard`` is the ordinary right-padded layout. Causal LMs always use it (`DECODER_LAYOUT`): left-aligned, slot
+= position, pairs joined by a newline, words with a leading space, labelled at their last sub-token.
 
-Each architecture's policy is its registry entry's ``positions`` (`papa.method.architectures.ARCHITECTURES`):
-
-* ``ids`` (BERT, ELECTRA, DeBERTa, and the other families) get ``position_ids = cumsum(attention_mask) - 1``
-  (the [SEP] after the padding gets the position right after the last word); a test checks that BERT's outputs
-  at real tokens then equal those of the ordinary layout.
-* ``from_padding`` (RoBERTa, XLM-RoBERTa) derive positions from non-pad tokens themselves (the same cumulative
-  count), so none are passed.
-* DeBERTa's relative positions always use slot indices inside the model; they cannot be changed without forking
-  the modeling code, so for DeBERTa the final [SEP] is seen at its slot distance (as in the paper's setup).
-
-``layout="standard"`` gives the ordinary right-padded layout with the same truncation, for comparisons.
-
-Decoders (causal LMs: the registry entry's ``causal``). Row i of a causal head sees keys 0..i, so there is no final
-separator to move and nothing after a token can reach it: every input is *left-aligned* and right-padded to n, the
-one layout for decoders (`DECODER_LAYOUT`, ``standard``; `layout_for` picks it, the separator-last layouts are
-refused). Slot i is position i for every real token, so a constant row i always means "the i-th token", padding
-never changes a real token's output (pads only follow it), and ``position_ids = cumsum(mask) - 1`` equals the slot.
-
-* texts: the tokenizer's own encoding with its special tokens (a BOS where the tokenizer adds one), cut at n;
-* pairs: the two texts joined by a newline into one text (a decoder has no separator token of its own);
-* words (token tasks): every word gets a leading space (byte-level BPE's ``add_prefix_space``, as in running text); the
-  probes label each word at its *last* sub-token, the first slot that has seen the whole word
-  (`papa.probing.features.encode_task`);
-* a tokenizer without a pad token pads with its end-of-sequence token (pads are masked, their id does not matter).
-
-``layout="official"`` reproduces the preprocessing of the authors' released scripts (``run_papa_glue.py`` and
-``run_papa_ner.py``), which is what the paper's numbers were computed with; reproductions use it
-(`REPRODUCTION_LAYOUT`). It starts from the tokenizer's ordinary encoding (truncated and padded to n) and moves
-tokens, as those scripts do:
-
-* sentences and pairs (the GLUE script): slots 0 .. n/2-1 take the first segment's leading tokens (the
-  tokenizer's prefix included), so a single sentence keeps at most n/2 - 1 of its own tokens however short the
-  input is otherwise; the first separator and everything after it up to the last separator (a pair's second
-  sentence) are copied from slot n/2 on, stopping before slot n-1; slot n-1 gets the last separator. RoBERTa's
-  ``</s></s>`` thus lands in slots n/2 and n/2+1.
-* token tasks (the NER/POS script, and papa's MLM, for which no script was released): the sentence's own
-  separator becomes padding and slot n-1 becomes the separator; no n/2 cut. RoBERTa's and DeBERTa's tokenizers
-  add a space before the first word (``add_prefix_space=True``), as that script loads them.
-* no position ids are passed: BERT and ELECTRA number slots (the final separator is at position n-1, a pair's
-  second sentence starts at n/2+1); RoBERTa numbers real tokens itself.
-* token type ids are the ordinary encoding's, not moved with the tokens (the scripts replace only input ids and
-  the attention mask), so in a BERT/ELECTRA pair the second sentence's type-1 ids stay in the slots where the
-  ordinary layout had it.
+``official`` (`REPRODUCTION_LAYOUT`) reproduces the authors' released scripts: the ordinary encoding rearranged so
+that the first segment keeps at most n/2 slots, the rest starts at slot n/2 and the last separator sits in slot
+n-1 (``run_papa_glue.py``); for token tasks the sentence's separator becomes padding and slot n-1 the separator
+(``run_papa_ner.py``). No position ids are passed and token type ids are not moved, as in those scripts.
 """
 from __future__ import annotations
 
@@ -76,8 +34,6 @@ from papa.core.vocabulary import DECODER_LAYOUT, LAYOUTS, REPRODUCTION_LAYOUT
 if TYPE_CHECKING:  # torch is imported where tensors are made, so the layout names cost nothing to import
     import torch
 
-# LAYOUTS (the input layouts), REPRODUCTION_LAYOUT (what reproductions use) and DECODER_LAYOUT (causal LMs') live in
-# the vocabulary.
 #: Layouts whose last slot always holds the final separator (constants only fit inputs of their own length).
 SEPARATOR_LAST = ("official", "sep_last")
 
@@ -89,8 +45,7 @@ def _architecture(model_type: str | None):
 
 
 def layout_for(causal: bool, requested: str | None, default: str) -> str:
-    """The layout a run uses: `requested`, else `default` (a profile's); a decoder gets `DECODER_LAYOUT` unless it
-    asked for another, which is refused (module doc, "Decoders")."""
+    """The layout a run uses: `requested`, else `default`; a decoder gets `DECODER_LAYOUT` (another is refused)."""
     if requested is not None:
         check_layout(requested)
     if not causal:
@@ -148,8 +103,7 @@ def _template(tokenizer, pair: bool) -> _Template:
 
 
 def _contents(tokenizer, texts, pretokenized: bool) -> list[tuple[list[int], list[int | None]]]:
-    """Each text's (ids, word ids) without special tokens, from one tokenizer call for the whole batch (a call per
-    text costs several times more on a split of tens of thousands)."""
+    """Each text's (ids, word ids) without special tokens, from one tokenizer call for the whole batch."""
     batch = [list(t) for t in texts] if pretokenized else list(texts)
     enc = tokenizer(batch, add_special_tokens=False, is_split_into_words=pretokenized)
     return [(ids, enc.word_ids(i) if pretokenized else [None] * len(ids)) for i, ids in enumerate(enc["input_ids"])]
@@ -164,15 +118,9 @@ def check_layout(layout: str) -> str:
 def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs: Sequence[str] | None = None, *,
            max_length: int, layout: str | None = None, model_type: str | None = None, causal: bool | None = None,
            token_task: bool = False) -> LayoutBatch:
-    """Encode single texts (or word lists, for token tasks) or text pairs into a fixed-length batch.
-
-    `layout` None is the model's default: the decoder layout for a causal LM, the reproductions' (`official`) for an
-    encoder. `model_type` (a transformers ``config.model_type``) decides whether ``position_ids`` are added and, in
-    the official layout, whether token-task inputs get a prefix space (see module doc); `causal` whether the model
-    is a causal LM (None: what the registry says of `model_type`; pass `papa.method.architectures.is_causal(model)`
-    for a model type it does not know). `token_task` marks texts of a token-level task (MLM): the official layout
-    encodes them with the token-task rule (word lists always are).
-    """
+    """Encode single texts (or word lists, for token tasks) or text pairs into a fixed-length batch. `layout` None is
+    the model's default. `model_type` decides position ids and prefix spaces; `causal` None asks the registry about
+    `model_type`. `token_task` encodes texts with the official layout's token-task rule."""
     if causal is None:
         causal = _architecture(model_type).causal
     layout = layout_for(causal, layout, REPRODUCTION_LAYOUT)  # refuses a separator-last layout for a decoder
@@ -193,8 +141,7 @@ def encode(tokenizer, texts: Sequence[str] | Sequence[Sequence[str]], text_pairs
 
 def _encode_template(tokenizer, texts, text_pairs, n: int, layout: str, model_type: str | None,
                      pretokenized: bool) -> LayoutBatch:
-    """papa's own layouts (`sep_last`, `standard`): each input's content cut to the room its template leaves,
-    placed around the template's special tokens (`_single_slots`, `_pair_slots`)."""
+    """papa's own layouts (`sep_last`, `standard`): each input cut to fit around its template's special tokens."""
     t = _template(tokenizer, pair=text_pairs is not None)
     pad_id = tokenizer.pad_token_id
     if pad_id is None:
@@ -262,7 +209,7 @@ def _pair_slots(t: _Template, a: list[int], b: list[int], rooms: tuple[int, int]
 
 
 def _encode_decoder(tokenizer, texts, text_pairs, n: int, pretokenized: bool) -> LayoutBatch:
-    """The decoder layout (module doc, "Decoders"): left-aligned, right-padded to `n`, position = slot."""
+    """The decoder layout: left-aligned, right-padded to `n`, position = slot."""
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
     if pad is None:
         raise ValueError("the tokenizer has neither a pad nor an end-of-sequence token: set tokenizer.pad_token")
@@ -322,9 +269,8 @@ def position_ids(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def model_positions(inputs: dict[str, torch.Tensor], model_type: str, pad_token_id: int) -> torch.Tensor:
-    """The 0-based position the model gives each slot of `inputs` (e.g. a `LayoutBatch`'s): the position ids passed,
-    else what the model numbers itself: RoBERTa counts non-pad tokens (pads: -1, its padding position), BERT and
-    ELECTRA number slots, DeBERTa's relative positions are slot distances."""
+    """The 0-based position the model gives each slot of `inputs`: the position ids passed, else RoBERTa's count of
+    non-pad tokens (pads: -1) or the slot."""
     if "position_ids" in inputs:
         return inputs["position_ids"]
     ids = inputs["input_ids"]
@@ -338,7 +284,7 @@ def model_positions(inputs: dict[str, torch.Tensor], model_type: str, pad_token_
 
 def _encode_official(tokenizer, texts, text_pairs, n: int, model_type: str | None, pretokenized: bool,
                      token_task: bool) -> LayoutBatch:
-    """The `official` layout (module doc): the ordinary encoding, rearranged as the released scripts do."""
+    """The `official` layout: the ordinary encoding, rearranged as the released scripts do."""
     sep, pad = tokenizer.sep_token_id, tokenizer.pad_token_id
     if sep is None or pad is None:
         raise ValueError("the tokenizer has no separator or pad token; the official layout needs both")
@@ -380,11 +326,7 @@ def _encode_official(tokenizer, texts, text_pairs, n: int, model_type: str | Non
 
 
 def official_sequence_slots(ids: Sequence[int], n: int, sep: int, pad: int) -> tuple[list[int], list[int]]:
-    """run_papa_glue.py's rule on one ordinary encoding `ids` (length n): (input ids, attention mask).
-
-    The first segment (up to the first separator) keeps at most n/2 slots; the first separator and what follows it,
-    up to the last separator, start at slot n/2 and stop before slot n-1; the last separator goes to slot n-1.
-    """
+    """run_papa_glue.py's rule on one ordinary encoding `ids` (length n): (input ids, attention mask)."""
     first = ids.index(sep)
     last = len(ids) - 1 - ids[::-1].index(sep)
     half = n // 2

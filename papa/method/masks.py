@@ -1,15 +1,7 @@
 """What an attention mask allows, as the attention function received it, and softmax attention under it.
 
-transformers hands an attention function a mask in one of several forms: None (no padding; causal models then rely on
-``is_causal``), a 2D [B, n] key mask (flash kernels), or a 4D [B or 1, 1, q, k] mask that is boolean (True = may
-attend) or additive (0 = may attend, a large negative = masked). The same forward pass may use several (ModernBERT's
-global and sliding-window layers). `Allowed` turns any of them into one description; replaced heads mask their
-constant matrix with it and renormalise row-wise (paper 3.3, footnote 8), whatever the mask encodes: padding,
-causality, a sliding window, or all of these.
-
-Most masks factor as ``pattern[i, j] & keys[b, j]``: a pattern shared by the batch (causal, sliding window) and the
-batch's padding. Then the constant heads' fast path (`papa.method.attention_free.constant_attention`) applies the
-pattern to C once and the padding to V; a mask that does not factor is applied entry by entry.
+`Allowed` describes any form transformers passes (None, a 2D key mask, a 4D bool or additive mask), mostly as
+``pattern[i, j] & keys[b, j]``: a pattern shared by the batch (causal, sliding window) and its padding.
 """
 from __future__ import annotations
 
@@ -76,13 +68,8 @@ class Allowed:
     @classmethod
     def from_padding_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool, windowed: bool = False,
                           padded: bool = True) -> "Allowed":
-        """`from_mask` for a mask that transformers derived from the 2D padding mask the model was called with
-        (`padded`; False: called without one, so every key is real). Such a mask factors by construction: the
-        batch's padding on the keys, and a pattern shared by the batch that only a causal (`causal`) or
-        sliding-window (`windowed`) module has. So it is described from these facts, known on the host, without
-        reading the mask; that it factors is asserted on the device (`torch._assert_async`: no host wait on an
-        accelerator; a mask that does not factor is an error, never a silently wrong result). A per-head mask is
-        taken whole."""
+        """`from_mask` for a mask transformers derived from the 2D padding mask (`padded`; False: none was passed):
+        described from `causal` and `windowed` without a host read, and asserted on the device to factor."""
         if mask is None or mask.dim() == 2:
             return cls.from_mask(mask, q, k, causal=causal)  # decided from shapes and flags alone
         if mask.dim() != 4:
@@ -113,8 +100,7 @@ def _causal(q: int, k: int, device) -> torch.Tensor:
 
 
 def padding_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
-    """[B, n] bool of real tokens from a 2D mask, or from a 4D bool/additive mask (a key is real if any query may
-    attend to it; additive masks use 0 for allowed and large negatives for masked entries)."""
+    """[B, n] bool of real tokens from a 2D mask, or a 4D bool/additive one (a key any query may attend to)."""
     if mask is None:
         return None
     if mask.dim() == 2:

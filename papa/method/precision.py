@@ -1,14 +1,7 @@
 """How a grid's backbone runs: its precision (`PRECISIONS`) and whether it is compiled (`EXECUTIONS`).
 
-Both are run options, recorded in every result row; the defaults (float32, eager) are the protocol's. ``tf32`` lets
-CUDA matmuls and convolutions use TensorFloat-32 (10-bit mantissa inputs, float32 accumulation); ``bf16`` runs the
-backbone's forward passes under bfloat16 autocast, its features handed to the probe in float32, the probe itself
-trained in float32; ``bf16_store`` runs the backbone as ``float32`` does and keeps a frozen point's stored features
-(both splits) in bfloat16, half the bytes, read back as float32 (`papa.probing.feature_store`; trained constants'
-points store theirs in float32, as their training reads the backbone in float32); ``bf16_with_store`` is both,
-bf16 autocast and a bfloat16 store (a bf16 grid whose float32 features fit no memory). ``compiled`` compiles the
-backbone in place (`torch.compile`): an attached model compiles to one graph per head configuration
-(tests/unit/method/test_compile.py), so a grid compiles once per point.
+Both are recorded in every result row; the defaults (float32, eager) are the protocol's. The probe always trains in
+float32; bf16 stores hold a frozen point's features in bfloat16, read back as float32.
 """
 from __future__ import annotations
 
@@ -54,10 +47,8 @@ def feature_dtype(precision: str) -> str:
 
 
 def backbone_autocast(precision: str, device: str | torch.device):
-    """The autocast context the backbone's forward passes run in: bfloat16 for `AUTOCAST_PRECISIONS`, none
-    otherwise. Without autocast's cast cache: it keeps the bf16 copy of a trained parameter (trained constants, λ's
-    θ, a probe trained inside the context) until the context exits, so every step after the first would read the
-    values before the optimizer's updates; a frozen weight is never cached, so frozen passes are unchanged."""
+    """The autocast context the backbone's forward passes run in: bfloat16 for `AUTOCAST_PRECISIONS`, else none."""
+    # No cast cache: it would keep a trained parameter's bf16 copy stale after the optimizer's updates.
     if precision not in AUTOCAST_PRECISIONS:
         return nullcontext()
     return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16, cache_enabled=False)
@@ -65,8 +56,7 @@ def backbone_autocast(precision: str, device: str | torch.device):
 
 @contextmanager
 def compiled_backbone(model, compile: bool, backend: str = "inductor") -> Iterator[None]:
-    """While inside, the model's backbone runs compiled (`compile`, with torch.compile's `backend`); it runs eagerly
-    again after."""
+    """While inside, the model's backbone runs compiled with torch.compile's `backend` (if `compile`)."""
     if not compile:
         yield
         return

@@ -1,8 +1,7 @@
 """The saved head ranking (paper 3.2): the learned λ of every head and the replacement order derived from them.
 
-A `HeadRanking` is stored as one safetensors file (tensors ``lambdas`` `[L, H]` float32 and ``order`` `[L*H, 2]`
-int64) whose header carries the metadata as JSON under ``papa_ranking``. `papa.method.selection` turns an order into
-the heads replaced at a fraction.
+A file is one safetensors file: ``lambdas`` `[L, H]` float32, ``order`` `[L*H, 2]` int64, and the metadata as JSON
+under the header key ``papa_ranking``.
 """
 from __future__ import annotations
 
@@ -27,12 +26,8 @@ RANKING_HEADER_KEY = "papa_ranking"
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing tensors field-wise is ambiguous
 class HeadRanking:
-    """Learned λ of every head and the replacement order derived from them, with provenance.
-
-    `metadata` is free-form JSON (model name and signature fields, task, seed, max_length, layout, constants
-    fingerprint, steps/epochs, ...); if it names ``num_layers``/``num_heads`` (top level or under ``model``) they must
-    match the tensors.
-    """
+    """Learned λ of every head and the replacement order derived from them, with free-form JSON `metadata`
+    (any ``num_layers``/``num_heads`` it names must match the tensors)."""
 
     order: list[Head]
     lambdas: torch.Tensor | None = None
@@ -60,11 +55,8 @@ class HeadRanking:
     @classmethod
     def from_lambdas(cls, lambdas: torch.Tensor, *, signature: Any = None, method: str = "lambda",
                      **metadata: Any) -> "HeadRanking":
-        """A ranking whose order is `replacement_order(method, ..., lambdas=lambdas)`.
-
-        `signature` (a `papa.ModelSignature` or a dict of its fields) is stored under ``model``; further keyword
-        arguments (task, seed, max_length, layout, constants_fingerprint, steps, epochs, ...) go into the metadata.
-        """
+        """A ranking whose order is `replacement_order(method, ..., lambdas=lambdas)`; `signature` is stored under
+        ``model``, further keyword arguments in the metadata."""
         lam = torch.as_tensor(lambdas).detach().to("cpu", torch.float32)
         if lam.dim() != 2:
             raise ValueError(f"lambdas must be an [L, H] tensor, got shape {tuple(lam.shape)}.")
@@ -100,11 +92,8 @@ class HeadRanking:
 
     def check_compatible(self, num_layers: int, num_heads: int, model_name: str | None = None, *,
                          signature: Any = None, max_length: int | None = None, layout: str | None = None) -> None:
-        """Raise `IncompatibleArtifactError` unless this ranking fits a model of this shape (and name, if given).
-
-        With `signature` (a `papa.ModelSignature`) the recorded config and weights fingerprints must match it; with
-        `max_length` / `layout` the recorded ones must (values the ranking does not record are not checked).
-        """
+        """Raise `IncompatibleArtifactError` unless this ranking fits a model of this shape, and whatever of name,
+        `signature` fingerprints, `max_length` and `layout` is given and recorded."""
         where = f"head ranking (made for {self.model_name!r})" if self.model_name else "head ranking"
         fix = f"learn a ranking for this model with {RANK_COMMAND}"
         if (self.num_layers, self.num_heads) != (num_layers, num_heads):

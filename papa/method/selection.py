@@ -1,11 +1,7 @@
 """Which heads to replace, and in which order (paper 3.2 and 5.4).
 
-A *replacement order* lists every (layer, head) exactly once, in the order heads lose their input-dependent
-attention. Keeping a fraction ``f`` of the heads input-dependent (the paper's x-axis: 1, 1/2, 1/8, 1/16, 0) replaces
-the first ``total - round(f * total)`` heads of the order. The paper's own method ("lambda") replaces the heads with
-the smallest learned λ first; 5.4 compares it with layer order (both directions), a random order and the reverse.
-
-The saved λ ranking a "lambda" order comes from is `papa.method.rankings.HeadRanking`.
+A replacement order lists every (layer, head) once; keeping a fraction ``f`` of the heads input-dependent replaces
+the first ``total - f * total`` heads of it.
 """
 from __future__ import annotations
 
@@ -25,7 +21,7 @@ from papa.core.vocabulary import SELECTION_VARIANT_SEPARATOR
 
 # The paper's x-axis (4.2) as exact fractions: share of heads that stay input-dependent.
 PAPER_FRACTIONS = tuple(Fraction(label) for label in _PAPER_FRACTION_LABELS)
-# Named in error messages as the way to (re-)create a ranking (papa.method.rankings names it too).
+# Named in error messages as the way to (re-)create a ranking.
 RANK_COMMAND = "papa rank"
 
 # fraction * total is "whole" if this close to an integer: absorbs float noise (0.1 * 30) but not real halves (4.5).
@@ -47,12 +43,9 @@ _RANDOM_VARIANT = re.compile(r"^(?P<seed>[1-9][0-9]*)$")
 
 @dataclass(frozen=True)
 class Selection:
-    """A selection as a grid names it (`name`): its method and which draw of the method's order.
-
-    Ranked methods read the λ ranking learned with `seed`, on training subset `part` (0: the grid's own; k ≥ 1: the
-    k-th subset disjoint from it) or learned by `profile` (None: the grid's); "random" draws its permutation with
-    `seed`. The plain method name is the draw the paper runs (seed 0, the grid's subset and profile).
-    """
+    """A selection as a grid names it (`name`): its method and which draw of the method's order. Ranked methods read the
+    ranking learned with `seed`, on training subset `part` (0: the grid's own) by `profile` (None: the grid's); "random"
+    draws its permutation with `seed`."""
 
     name: str
     method: str
@@ -67,9 +60,8 @@ class Selection:
 
 
 def parse_selection(name: str) -> Selection:
-    """The `Selection` a name stands for: a method of `SELECTION_METHODS`, or ``<method>@<variant>`` (vocabulary:
-    ``lambda@seed1``, ``lambda@part2``, ``reversed_lambda@full``, ``lambda@full-part1``, ``random@3``); anything else raises `InputError`
-    saying what is accepted."""
+    """The `Selection` a name stands for: a method, or ``<method>@<variant>`` (``lambda@seed1``, ``lambda@part2``,
+    ``lambda@full-part1``, ``random@3``); raises `InputError` otherwise."""
     method, sep, variant = str(name).partition(SELECTION_VARIANT_SEPARATOR)
     if method not in SELECTION_METHODS:
         where = f" in {name!r}" if sep else ""
@@ -103,12 +95,9 @@ def selection_method(name: str) -> str:
 
 def replacement_order(method: str, num_layers: int, num_heads: int, *, lambdas: torch.Tensor | None = None,
                       seed: int | None = None) -> list[Head]:
-    """Every (layer, head) exactly once, in the order `method` replaces them.
-
-    "lambda": smallest λ first (least input-dependent); "reversed_lambda": largest λ first; ties in λ are broken by
-    (layer, head) in both. "first_to_last" / "last_to_first": layer order, heads 0..H-1 within each layer.
-    "random": a permutation fixed by `seed` alone (the global RNG is neither read nor advanced).
-    """
+    """Every (layer, head) exactly once, in the order `method` replaces them. "lambda": smallest λ first;
+    "reversed_lambda": largest first (ties by (layer, head)); "first_to_last" / "last_to_first": layer order; "random":
+    a permutation fixed by `seed` alone."""
     _check_grid(num_layers, num_heads)
     check_one_of(method, SELECTION_METHODS, "head selection method")
     heads = [(layer, head) for layer in range(num_layers) for head in range(num_heads)]
@@ -227,11 +216,8 @@ def fraction_label(value: float | int | Fraction | str) -> str:
 
 
 def num_input_dependent(fraction: float | int | Fraction | str, total_heads: int, rounding: str = "exact") -> int:
-    """How many of `total_heads` stay input-dependent when a share `fraction` of them does.
-
-    rounding="exact" insists that fraction * total is whole (1/16 of 72 = 4.5 is an error); "down" floors and
-    "nearest" rounds halves up.
-    """
+    """How many of `total_heads` stay input-dependent when a share `fraction` of them does. rounding="exact" insists
+    that fraction * total is whole (1/16 of 72 = 4.5 is an error); "down" floors and "nearest" rounds halves up."""
     check_one_of(rounding, ROUNDINGS, "rounding")
     if isinstance(total_heads, bool) or not isinstance(total_heads, int) or total_heads < 1:
         raise ValueError(f"total_heads must be a positive integer, got {total_heads!r}.")
@@ -251,17 +237,14 @@ def num_input_dependent(fraction: float | int | Fraction | str, total_heads: int
 
 def heads_to_replace(order: Sequence[Sequence[int]], fraction: float | int | Fraction | str, num_layers: int,
                      num_heads: int, rounding: str = "exact") -> torch.Tensor:
-    """[L, H] bool mask of the replaced heads: the first total - k heads of `order`, k = heads kept input-dependent.
-
-    Fraction 1 replaces none, 0 replaces all. The mask can be passed to `PapaController.replace`.
-    """
+    """[L, H] bool mask of the replaced heads: the first total - k heads of `order`, k = heads kept input-dependent
+    (fraction 1 replaces none)."""
     total = num_layers * num_heads
     return replaced_heads(order, total - num_input_dependent(fraction, total, rounding), num_layers, num_heads)
 
 
 def replaced_heads(order: Sequence[Sequence[int]], n_replaced: int, num_layers: int, num_heads: int) -> torch.Tensor:
-    """[L, H] bool mask of the first `n_replaced` heads of `order` (a grid point that already knows its head count:
-    `papa.runs.keys.PointKey`)."""
+    """[L, H] bool mask of the first `n_replaced` heads of `order`."""
     pairs = check_order(order, num_layers, num_heads)
     mask = torch.zeros(num_layers, num_heads, dtype=torch.bool)
     for layer, head in pairs[:n_replaced]:

@@ -1,5 +1,4 @@
-"""What an artifact records about the model it was made for (`papa.method.architectures.model_signature` makes one
-from a loaded model)."""
+"""What an artifact records about the model it was made for (`ModelSignature`)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -1,1 +1,1 @@
-"""The paper's sections and figures: section computations, pattern statistics, inspection and the explorer."""
+"""What the paper's sections share: tables, grids, figures, pattern statistics, the paper's numbers and claims."""

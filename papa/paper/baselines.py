@@ -1,6 +1,4 @@
-"""The strongest predictors that need no model, per task: the majority class of the training subset a profile
-probes (`majority_baselines`), and for a task over the vocabulary the best unigram model of any training text the run
-has (`chance_levels`). A probe is read only where it beats them (`papa.paper.sections.probes_learn`)."""
+"""The strongest predictors that need no model, per task: the majority class, and over the vocabulary a unigram."""
 from __future__ import annotations
 
 import math
@@ -10,8 +8,8 @@ import pandas as pd
 
 
 def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | None = None) -> pd.DataFrame:
-    """Per task: the score of predicting the training subset's majority class on the evaluation subset the profile
-    probes (`papa.tasks.baselines`), in the task's metric; tasks without classes (MLM, LM) are left out."""
+    """Per task: the training subset's majority class scored on the profile's evaluation subset, in the task's
+    metric; tasks without classes (MLM, LM) are left out."""
     from papa.runs.profiles import get_profile
     from papa.tasks.baselines import majority_baseline
     from papa.tasks.data import load_examples, resolve_data_dir
@@ -32,14 +30,9 @@ def majority_baselines(tasks: Sequence[str], *, profile: str, data_dir: str | No
 
 def chance_levels(model: str, vocab_size: int, tasks: Sequence[str], *, profile: str,
                   data_dir: str | None = None, tokenizer=None, model_type: str | None = None) -> pd.DataFrame:
-    """Per task: the score of a predictor that knows nothing of the input, in the task's metric: the majority class
-    of the training subset (`majority_baselines`) for a classification task, and for a task over the vocabulary
-    (LM, MLM) −log of the vocabulary's size (a uniform guess, in nats). With the model's `tokenizer` (and its
-    `model_type`), ``context_free`` is the strongest such predictor: the majority class, or for a task over the
-    vocabulary the best unigram model (`papa.tasks.baselines.unigram_baseline`) fit on the target tokens of any
-    training subset of `tasks` over the vocabulary, scored on this task's evaluation subset (``context_free_how``
-    names whose); ``same_tokens`` is the unigram fit on the task's own training tokens, the baseline on equal terms
-    with its probe. One row per task, `model` named as result rows name it."""
+    """Per (model, task), in the task's metric: ``chance`` (the majority class, or −log vocabulary size in nats)
+    and, with `tokenizer`, ``context_free`` (the best unigram fit on any task's training tokens over the vocabulary)
+    and ``same_tokens`` (the unigram fit on the task's own), each with a ``*_how`` naming it."""
     from papa.method.models import canonical_model_name
     from papa.tasks.registry import get_task
 
@@ -68,8 +61,8 @@ def chance_levels(model: str, vocab_size: int, tasks: Sequence[str], *, profile:
 
 
 def unigram_levels(task: str, targets: dict[str, tuple[list[int], list[int]]], vocab_size: int) -> dict:
-    """`task`'s unigram baselines (`papa.tasks.baselines.unigram_baseline`) scored on its evaluation tokens: fit on
-    its own training tokens (``same_tokens``), and the best of those fit on every task's (``context_free``)."""
+    """`task`'s unigram baselines on its evaluation tokens: fit on its own training tokens (``same_tokens``) and the
+    best fit on any task's (``context_free``)."""
     from papa.tasks.baselines import unigram_baseline
 
     fits = {}
@@ -84,8 +77,7 @@ def unigram_levels(task: str, targets: dict[str, tuple[list[int], list[int]]], v
 
 def _targets(task: str, tokenizer, model_type: str | None, *, profile: str,
              data_dir: str | None) -> tuple[list[int], list[int]]:
-    """The target tokens of `task`'s training and evaluation subsets as the profile's probe is given them
-    (`papa.probing.features.encode_task`)."""
+    """The target tokens of `task`'s training and evaluation subsets, as the profile's probe gets them."""
     from papa.probing.features import encode_task
     from papa.probing.probes import IGNORE_INDEX
     from papa.runs.profiles import get_profile

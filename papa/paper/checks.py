@@ -1,20 +1,8 @@
-"""What must hold of a notebook's table whose numbers another CPU may change, said in a line that no CPU changes.
+"""Checks of a notebook's table whose numbers another CPU may change, said in a line that no CPU or profile changes.
 
-Float rounding differs between instruction sets (AVX2, AVX-512): a forward pass agrees to about 1e-6 across CPUs,
-and a probe trained on a few dozen examples turns that into a few different predictions, so a learned score's last
-digits, the ranks and verdicts read off it, and a float shown at three decimals may differ from one machine to the
-next. A seed fixes a run on one machine, not across machines (docs/reliability.md).
-
-nbval compares every cell's output with the stored one, so such a table is shown in a cell tagged
-``nbval-ignore-output`` (for the reader), and checked in the cell after it with `check_table`: it raises when a value
-is out of its stated range or vocabulary, and prints the table's structure (index, columns, counts) and the rules
-that held, which is what nbval compares. In a notebook that line is shown folded (`show_check`): one line, "check:
-NAME held", that opens on a click, so that a reader who reruns a notebook in JupyterLab (which opens a collapsed
-cell's outputs when it runs the cell) sees the story, not the checks.
-
-The stored notebooks hold the cpu run's outputs and CI executes them at the quick profile, so the line is the same on
-every profile too: which fractions a grid runs is the profile's, and rows or columns that are fractions are named so
-rather than listed ("the profile's fractions").
+Float rounding differs between CPUs, so such a table is shown in an ``nbval-ignore-output`` cell and checked in the
+next one: `check_table` raises on a value out of its range or vocabulary and prints the table's structure and the
+rules that held, which nbval compares.
 """
 from __future__ import annotations
 
@@ -40,16 +28,11 @@ class TableCheckError(AssertionError):
 def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | Mapping[str, Range] | None = None,
                 allowed: Mapping[str, Collection] | None = None, nan_ok: Collection[str] | bool = False,
                 labels: bool = True, ordered: Sequence[str] = (), counted: bool = True) -> None:
-    """Check `table` and print one line of what held.
+    """Check `table` and print one line of what held; raise `TableCheckError` where a rule breaks.
 
-    `between`: (low, high) for every numeric value, or per column; `allowed`: the values a column may take (a
-    verdict, a flag, a rank); `nan_ok`: columns that may hold NaN (True: any), e.g. a relative drop from a zero
-    score. Every other numeric value must be finite, except an interval's (ci95, low, high) where its row's `n` says
-    one seed ran: one value has no interval. `labels` False leaves the row labels out of the line, for a
-    table whose rows are chosen by learned values (e.g. the heads with the strongest pattern). `ordered`: columns
-    whose values do not decrease from each to the next within a row (an interval and its estimate: low, value,
-    high); a row with NaN in one of them is not compared. `counted` False leaves the rows out of the line altogether
-    (an empty table included), for a table whose rows differ by profile (the comparisons a claim reads)."""
+    `between`: (low, high) for every numeric value or per column; `allowed`: a column's values; `nan_ok`: columns
+    that may hold NaN (True: any; an interval may where ``n`` < 2); `ordered`: columns non-decreasing within a row;
+    `labels` / `counted` False leave the row labels / the rows out of the line."""
     frame = table.to_frame() if isinstance(table, pd.Series) else table
     if frame.empty and counted:
         show_check(name, f"{name}: empty")
@@ -88,8 +71,7 @@ def check_table(table: pd.DataFrame | pd.Series, name: str, *, between: Range | 
 
 
 def show_check(name: str, line: str) -> None:
-    """Say what check `name` found (`line`): in an IPython kernel as one folded line (`folded_check`: HTML beside the
-    same line as text/plain, both of which nbval compares), elsewhere printed."""
+    """Show `line`: folded in an IPython kernel (`folded_check`), printed elsewhere."""
     from IPython import get_ipython
 
     if get_ipython() is None:
@@ -101,8 +83,7 @@ def show_check(name: str, line: str) -> None:
 
 
 def folded_check(name: str, line: str) -> dict[str, str]:
-    """The output `show_check` displays: ``text/html`` a ``<details>`` element whose summary is "check: `name` held"
-    and whose body is `line`, and ``text/plain`` `line` (what a reader without HTML sees)."""
+    """A mime bundle: ``<details>`` "check: `name` held" opening on `line` as HTML, and `line` as text."""
     from html import escape
 
     html = (f"<details><summary>check: {escape(name)} held</summary>"

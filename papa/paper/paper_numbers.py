@@ -1,8 +1,6 @@
-"""What the paper reports, to print beside our numbers. Values are copied from the paper's tables and text.
+"""What the paper reports, copied from its tables and text, to print beside our numbers.
 
-Tables 1 and 4 (alternative constant matrices) and 2 and 5 (data dependence) are for RoBERTa-base and
-RoBERTa-large; the figures give no numbers, so their claims are kept as sentences. MNLI-mm is the mismatched
-validation accuracy. Column names follow the task registry (``cola``, ``mrpc``, ``sst2``, ``mnli``, ``ner``, ``pos``).
+Tables 1/4 and 2/5 are RoBERTa-base/-large; the figures give no numbers, so their claims are kept as sentences.
 """
 from __future__ import annotations
 
@@ -84,20 +82,16 @@ def _pick(size: str, base: dict, large: dict) -> dict:
 
 
 def relative_drops(size: str = "base") -> pd.Series:
-    """Table 1 (or 4): each task's relative drop from the original model to average constants with every head
-    replaced, (original − average) / original, and their mean over the tasks (``"average"``). What Sec. 4.2's "8% on
-    average, never more than 20%" measures is read off it: CoLA alone loses over 20%, so the bound is on a model's
-    drop averaged over its tasks (Fig. 3's x-axis), not on a task's."""
+    """Table 1 (or 4): each task's relative drop (original − average) / original with every head replaced, and
+    their mean (``"average"``); CoLA alone loses over 20%, so Sec. 4.2's bound is on a model's average."""
     table = alternative_matrices(size)
     drops = (table.loc["none"] - table.loc["average"]) / table.loc["none"]
     return pd.concat([drops, pd.Series({"average": drops.mean()})])
 
 
 def paper_score(task: str, kind: str = "none", size: str = "base") -> float | None:
-    """`task`'s score in Table 1 (``size="base"``) or Table 4 (``"large"``) with constants `kind` (``"none"``: the
-    original model, fraction 1; ``"average"``: every head replaced by PAPA's constants, fraction 0), on the scale of
-    papa's metrics; None where the table has no such task or row. The one place a paper score is put on the run's
-    scale: the tables print fractions (accuracy 0.91, not 91; MCC 0.47), as papa's metrics are, so none changes."""
+    """`task`'s score in Table 1 (or 4) with constants `kind` (``"none"``: the original model), on papa's scale
+    (fractions: accuracy 0.91); None where the table has no such task or row."""
     table = alternative_matrices(size)
     if task not in table.columns or kind not in table.index:
         return None
@@ -105,10 +99,8 @@ def paper_score(task: str, kind: str = "none", size: str = "base") -> float | No
 
 
 def performance_vs_drop_points() -> pd.DataFrame:
-    """Fig. 3's coordinates for the models whose scores the paper prints: RoBERTa-base (Table 1) and RoBERTa-large
-    (Table 4), one row each (index ``model``), with ``original``, the original model's score averaged over the six
-    tasks, ``relative_drop``, the mean of the tasks' relative drops with every head replaced (`relative_drops`), and
-    ``source``, the table. The figure's other models (BERT, DeBERTa) have no numbers in the text."""
+    """Fig. 3's points for RoBERTa-base and -large (the only models the paper gives numbers for): ``original``
+    (mean score over the six tasks), ``relative_drop`` (`relative_drops`' mean) and ``source``, by ``model``."""
     rows = {f"RoBERTa-{size}": {"original": float(alternative_matrices(size).loc["none"].mean()),
                                 "relative_drop": float(relative_drops(size)["average"]), "source": source}
             for size, source in (("base", "Table 1"), ("large", "Table 4"))}

@@ -1,29 +1,9 @@
-"""How sure Fig. 4's pattern shares are: a bootstrap interval over the corpus sentences the constants averaged.
+"""How sure Fig. 4's pattern shares are: a block-bootstrap interval over the corpus sentences the constants averaged.
 
-`papa.paper.patterns` reads one set of average constants: how many heads are diagonal, special, sinks, ... Those
-constants are averages over a corpus sample, and another sample of the same size would give somewhat other
-averages, so a head near a threshold may change class. `pattern_share_intervals` resamples the corpus and reads the
-shares again on each resample's constants.
-
-**Method: a block bootstrap.** The corpus is cut, in its order, into `blocks` contiguous blocks of sentences (sizes
-as equal as possible; one sentence a block when there are fewer sentences than blocks). Each block's constants are
-extracted once (`papa.method.extract.extract_constants`), and its entry-wise attention sums (averages x counts) and
-counts are recovered. A bootstrap draw gives each block a multinomial weight (the blocks drawn with replacement),
-adds the weighted sums and counts, and averages them as the extraction does (`papa.method.capture.entry_averages`):
-the constants that extracting the drawn blocks would give. Each draw is classified by `head_patterns`' criteria (all
-draws at once: `head_patterns_of`) and read by `pattern_summary`; the interval is the percentile interval of the
-draws' shares. The value beside it is the whole corpus's (every block once), which is `pattern_summary` of the
-constants `extract_constants` makes of all the texts, to float rounding.
-
-A percentile interval need not be centred on the value, and can leave it at (or, rarely, beyond) one end: a draw
-averages fewer distinct sentences than the corpus, so its rows are less uniform (a spread near 1 only falls), and
-heads just below or above a threshold cross it more often one way than the other.
-
-A bootstrap over blocks stands for the bootstrap over sentences (it is that bootstrap when every block is one
-sentence), and is chosen for its cost: a resample over sentences needs its own pass over the corpus, or per-sentence
-statistics of [layers, heads, n, n] each, while blocks need one extraction pass in all and `blocks` sets of
-statistics to recombine. Blocks of adjacent sentences keep whatever the corpus order groups together (a document,
-a topic), so when that order is not random the interval is, if anything, wider than the sentence bootstrap's.
+The corpus is cut, in order, into `blocks` contiguous blocks whose attention sums and counts are extracted once; each
+draw weighs the blocks multinomially, averages the weighted sums as the extraction does and reads the shares again.
+The interval is the percentile interval of the draws; the value is the whole corpus's. Blocks stand for sentences
+because they need one extraction pass in all; adjacent sentences kept together can only widen the interval.
 """
 from __future__ import annotations
 
@@ -50,8 +30,7 @@ _CHUNK_ENTRIES = 4_000_000
 
 
 def block_spans(size: int, blocks: int) -> list[tuple[int, int]]:
-    """[start, end) of `blocks` contiguous blocks covering range(`size`) in order, sizes differing by at most one
-    (`size` blocks of one when `size` < `blocks`)."""
+    """[start, end) of `blocks` contiguous blocks covering range(`size`), sizes differing by at most one."""
     blocks = min(blocks, size)
     edges = [round(i * size / blocks) for i in range(blocks + 1)]
     return list(zip(edges[:-1], edges[1:]))
@@ -80,8 +59,7 @@ def _check(texts: Sequence, text_pairs: Sequence | None, blocks: int, resamples:
 
 def block_statistics(model, tokenizer, corpus: Corpus, spans: Sequence[tuple[int, int]], *, max_length: int,
                      layout: str | None, token_task: bool, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
-    """Each block's attention sums [B, L, H, n, n] and counts [B, n, n] (float64: 118 MB for 50 blocks of a 6 x 12
-    head model at n = 64), from one extraction per block (`spans`: each block's [start, end) in `corpus`)."""
+    """Each block's attention sums [B, L, H, n, n] and counts [B, n, n] in float64, one extraction per span."""
     sums, counts = [], []
     existing = controller_of(model)
     # attached once for all blocks: attaching fingerprints the model's weights, which would be redone per block
@@ -103,8 +81,7 @@ def block_statistics(model, tokenizer, corpus: Corpus, spans: Sequence[tuple[int
 
 @dataclass(frozen=True)
 class Bootstrap:
-    """How the corpus is resampled (module doc): `blocks` contiguous blocks of sentences, `resamples` draws from a
-    numpy Generator seeded by `seed`, a percentile interval at `level`."""
+    """How the corpus is resampled: `blocks` blocks, `resamples` draws seeded by `seed`, an interval at `level`."""
 
     blocks: int = 50
     resamples: int = 1000
@@ -115,14 +92,9 @@ class Bootstrap:
 def pattern_share_intervals(model, tokenizer, corpus: Corpus, *, max_length: int, special: Sequence[int],
                             layout: str | None = None, token_task: bool = False, bootstrap: Bootstrap = Bootstrap(),
                             progress: bool = True) -> pd.DataFrame:
-    """Fig. 4's pattern shares of the average constants of `corpus` (its texts and pairs, extracted as
-    `extract_constants` does with the same `max_length`, `layout`, `token_task`; its name recorded), each with a
-    block-bootstrap percentile interval (`bootstrap`).
-
-    One row per share of `pattern_summary` (diagonal, special, both, neither, sink, previous, median_spread), indexed
-    by ``share``; columns ``value`` (the shares of the whole corpus's constants: every block once), ``low``,
-    ``high``, and the run's ``heads``, ``blocks``, ``sentences``, ``resamples``, ``level`` (also in ``attrs``, with
-    ``seed`` and ``corpus``). `special`: the special slots, as `head_patterns` takes them."""
+    """Fig. 4's pattern shares of `corpus`'s average constants with block-bootstrap intervals: one row per
+    `pattern_summary` share (index ``share``), columns ``value``, ``low``, ``high``, ``heads``, ``blocks``,
+    ``sentences``, ``resamples`` and ``level`` (also in ``attrs``, with ``seed`` and ``corpus``)."""
     resamples, level = bootstrap.resamples, bootstrap.level
     _check(corpus.texts, corpus.pairs, bootstrap.blocks, resamples, level, special, max_length)
     spans = block_spans(len(corpus.texts), bootstrap.blocks)
@@ -153,6 +125,6 @@ def _shares(weights: torch.Tensor, sums: torch.Tensor, counts: torch.Tensor, spe
     S, (B, L, H, n, _) = len(weights), sums.shape
     total = (weights @ sums.reshape(B, -1)).reshape(S, L, H, n, n)
     seen = (weights @ counts.reshape(B, -1)).reshape(S, n, n)
-    # float32, as the extraction stores its averages: the whole corpus's row then reads as its extracted constants
+    # float32 as the extraction stores it, so the whole corpus's row reads as its extracted constants
     matrices = entry_averages(total, seen[:, None, None]).float()
     return pattern_summary(head_patterns_of(matrices, seen, special), by="set")

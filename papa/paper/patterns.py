@@ -1,25 +1,15 @@
-"""Patterns of constant matrices (paper 5.1, Fig. 4): which heads are diagonal, which look at [CLS]/[SEP], and in
-decoders which are attention sinks or previous-token heads.
+"""Patterns of constant matrices (paper 5.1, Fig. 4): diagonal heads, heads on [CLS]/[SEP], sinks, previous-token.
 
-The paper reports that about 90% of the constant matrices show a diagonal pattern (each token mostly attends to
-itself or its neighbours) and that about 40% put most of their mass on [CLS] and/or [SEP], without stating the
-criteria. These are ours, computed per head on its constant matrix C [n, n] and the observation counts:
+The paper states no criteria; ours, per head on its constant matrix and the observation counts:
 
-* Rows: the query slots that held a real, non-special token in at least one corpus example and saw at least two
-  keys (a decoder's first row sees only itself), each weighted by how often it did (``counts[q, q]``). Each row is
-  renormalised over its observed keys, as at use (paper footnote 8).
-* ``special_mass``: the weighted mean mass a row puts on the special slots ([CLS], the final [SEP] and, for pairs,
-  the middle separator). A head is **special** when it is at least 0.5: most of its mass goes to those tokens.
-* ``diagonal_share``: the weighted share of rows whose strongest *non-special* key is the query itself or a direct
-  neighbour (|i - j| <= 1). A head is **diagonal** when that holds for at least half of its rows. Special keys are
-  left out of the argmax so that a head can be both special and diagonal, as in the paper's Fig. 4.
-* ``spread``: the weighted mean row entropy divided by log(number of observed keys): 0 = one key, 1 = uniform.
-* ``first_mass``: the weighted mean mass a row puts on slot 0, the first token. A head is a **sink** when it is at
-  least 0.5 (an attention sink, common in causal LMs, where every row sees the first token). In an encoder slot 0
-  is [CLS], so there a sink is also special.
-* ``previous_share``: the weighted share of rows whose strongest non-special key is the token just before the
-  query (j = i - 1). A head is **previous-token** when that holds for at least half of its rows; such a head is
-  diagonal too (|i - j| <= 1).
+* rows: query slots that held a real, non-special token and saw at least two keys, weighted by how often
+  (``counts[q, q]``), each renormalised over its observed keys as at use;
+* ``special_mass``: mean mass on the special slots; **special** at >= 0.5;
+* ``diagonal_share``: share of rows whose strongest non-special key is within one slot of the query; **diagonal**
+  at >= 0.5 (special keys are left out so a head can be both, as in Fig. 4);
+* ``spread``: mean row entropy / log(observed keys): 0 = one key, 1 = uniform;
+* ``first_mass``: mean mass on slot 0; a **sink** at >= 0.5;
+* ``previous_share``: share of rows whose strongest non-special key is j = i - 1; **previous** at >= 0.5.
 """
 from __future__ import annotations
 
@@ -38,7 +28,7 @@ PREVIOUS_THRESHOLD = 0.5
 
 
 def special_slots(tokenizer, max_length: int, *, pair: bool, model_type: str, layout: str = "sep_last") -> list[int]:
-    """Slots that hold special tokens in `layout` at `max_length`, learnt from the tokenizer itself."""
+    """Slots that hold special tokens in `layout` at `max_length`, read off the tokenizer."""
     from papa.method.layout import encode
 
     batch = encode(tokenizer, ["a"], ["b"] if pair else None, max_length=max_length, model_type=model_type,
@@ -59,9 +49,8 @@ def head_patterns(constants: ConstantMatrices, special: Sequence[int]) -> pd.Dat
 
 
 def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequence[int]) -> pd.DataFrame:
-    """`head_patterns` of S sets of average constants at once, given as their matrices [S, L, H, n, n] and counts
-    [S, n, n]: one row per (set, layer, head), the set's index in column ``set`` (e.g. the resamples of
-    `papa.paper.pattern_intervals`, which would spend most of their time in one call per set)."""
+    """`head_patterns` of S sets of constants at once (matrices [S, L, H, n, n], counts [S, n, n]): one row per
+    (set, layer, head), the set's index in ``set``."""
     S, L, H, n, _ = matrices.shape
     bad = [s for s in special if not 0 <= s < n]
     if bad:
@@ -75,9 +64,7 @@ def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequ
     rows = (kept > 0) & ~is_special & (seen.sum(-1) >= 2)
     if not rows.any(-1).all():
         raise InputError("no content row was ever observed in these constants: the corpus held no real tokens")
-    # Every row and key that some set observed, the others left out: rows that are no set's row weigh 0 in every
-    # set, and keys that no set observed hold no mass. Within a set a row it did not keep weighs 0, so the sets need
-    # not share their rows.
+    # The rows and keys any set observed; a row a set did not keep weighs 0 there, so sets need not share rows.
     slots = torch.arange(n, device=device)
     query, key = slots[rows.any(0)], slots[seen.any(0).any(0)]
     weight = torch.where(rows, kept, torch.zeros((), dtype=kept.dtype))[:, query]
@@ -85,8 +72,7 @@ def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequ
     observed = seen[:, query[:, None], key][:, None, None]          # [S, 1, 1, R, K]
     c = matrices[:, :, :, query[:, None], key].to(torch.float64)
     c = torch.where(observed, c, torch.zeros((), dtype=c.dtype))
-    # Sums over the keys as products with a vector: several times faster than .sum(-1) on CPU, and the resamples of
-    # papa.paper.pattern_intervals spend their time here.
+    # Sums over keys as products with a vector: several times faster than .sum(-1) on CPU, where resamples spend time.
     ones = torch.ones(len(key), dtype=torch.float64, device=device)
     p = c / (c @ ones).clamp_min(1e-12)[..., None]                  # [S, L, H, R, K]
     special_mass = (p @ is_special[key].to(torch.float64) * weight).sum(-1)
@@ -101,8 +87,7 @@ def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequ
     local = ((strongest - query).abs() <= 1).to(torch.float64)
     diagonal_share = (local * weight).sum(-1)
     previous_share = ((strongest == query - 1).to(torch.float64) * weight).sum(-1)
-    # Each is a weighted mean of values in [0, 1] with weights summing to 1, which float64 can round past 1 by an ulp
-    # (weights 7/150, 17/150, ... sum to 1.0000000000000002): held to the range the quantity has.
+    # Weighted means of values in [0, 1] can round past 1 by an ulp in float64.
     special_mass, diagonal_share, spread, first_mass, previous_share = (
         v.clamp(0.0, 1.0) for v in (special_mass, diagonal_share, spread, first_mass, previous_share))
     which, layer, head = torch.meshgrid(torch.arange(S), torch.arange(L), torch.arange(H), indexing="ij")
@@ -118,9 +103,8 @@ def head_patterns_of(matrices: torch.Tensor, counts: torch.Tensor, special: Sequ
 
 
 def pattern_summary(patterns: pd.DataFrame, by: str | None = None) -> pd.Series | pd.DataFrame:
-    """Shares of heads that are diagonal, special, both, neither (Fig. 4's), sinks and previous-token heads (when the
-    table has them: tables saved before those criteria do not); and the median spread. `by`: a column that splits
-    the table into sets of heads (``set`` of `head_patterns_of`): one row of shares per set."""
+    """Shares of heads diagonal, special, both, neither, sink and previous (where the table has them), and the
+    median spread; with `by`, one row per value of that column."""
     marked = patterns.assign(both=patterns["diagonal"] & patterns["special"],
                              neither=~patterns["diagonal"] & ~patterns["special"])
     groups = marked.groupby(marked[by] if by else pd.Series(0, index=marked.index), sort=True)
@@ -156,8 +140,7 @@ def representative_heads(patterns: pd.DataFrame, k: int = 6) -> list[tuple[int, 
 
 
 def layer_counts(patterns: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per layer of a pattern table: ``heads``, how many of them are `column` (a pattern: ``sink``, ``diagonal``,
-    ...) as ``marked``, and their ``share``."""
+    """Per layer: ``heads``, how many are `column` (``marked``) and their ``share``."""
     groups = patterns.groupby("layer", sort=True)[column]
     table = pd.DataFrame({"heads": groups.size(), "marked": groups.sum().astype(int)})
     return table.assign(share=table["marked"] / table["heads"])
@@ -175,9 +158,8 @@ def layer_ranges(layers: Sequence[int]) -> str:
 
 
 def by_layer_text(patterns: pd.DataFrame, column: str, name: str) -> str:
-    """How `column`'s heads (called `name`) sit across layers, in words: their share of all heads, then the layers
-    where a majority of the heads are `name` (more than half), where fewer are, and where none is, each group with
-    the range of its counts (``5–9 of 9``; shares where the layers' head counts differ)."""
+    """How `column`'s heads (called `name`) sit across layers, in words: their share, then the layers where most,
+    some and none are, each with the range of its counts (``5–9 of 9``)."""
     counts = layer_counts(patterns, column)
     same = counts["heads"].nunique() == 1
 

@@ -1,11 +1,5 @@
-"""What the claims do not read, marked where a reader sees it: the rows of a section's tables and the lines of its
-figures that rest on a probe that does not beat its majority class, or on a λ ranking whose draws disagree
-(`papa.paper.claims.unread_rankings`), each with its reason, so that no mean of an unread part passes unmarked.
-
-`ReadMarks.of_run` reads a run's marks once; `ReadMarks.why` gives one (model, task, head order)'s reason,
-`ReadMarks.table` adds a column of them to a table indexed by model, task and selection (`sections.means`,
-`sections.fraction_claims`), and `ReadMarks.lines` gives a figure's unread lines (`figures.fraction_curves`).
-"""
+"""Marks on the table rows and figure lines the claims do not read: a probe below its majority class, or an
+unstable λ ranking, each with its reason."""
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
@@ -15,9 +9,9 @@ import pandas as pd
 
 from papa.core.vocabulary import RANKED
 from papa.paper.claims.run_tables import RunLike, RunTables
-from papa.paper.sections import short_model
+from papa.paper.tables import short_model
 
-#: The head orders that rest on a λ ranking: not read where the claims do not read the ranking.
+#: The head orders that rest on a λ ranking.
 LAMBDA_ORDERS = RANKED
 #: The column `ReadMarks.table` adds: "read", or "not read: <why>".
 CLAIMS_COLUMN = "claims"
@@ -25,9 +19,8 @@ CLAIMS_COLUMN = "claims"
 
 @dataclass(frozen=True)
 class ReadMarks:
-    """A run's unread parts: `profile` (the run's own rankings' profile), `learns` (`sections.probes_learn` or
-    `papa.paper.claims.RunTables.learns`: per (model, task), does the probe beat its majority class) and `unread` (per
-    profile whose rankings the run drew, per task, `papa.paper.claims.unread_rankings`' note)."""
+    """A run's unread parts: its own rankings' `profile`, `learns` (does each probe beat its majority class) and
+    `unread` (profile -> task -> why its λ ranking is not read)."""
 
     profile: str
     learns: pd.DataFrame | None = None
@@ -36,9 +29,8 @@ class ReadMarks:
     @classmethod
     def of_run(cls, run: RunLike, models: Collection[str], profile: str,
                learns: pd.DataFrame | None = None) -> ReadMarks:
-        """The marks of `run` (its folder, or its tables read once) for `models`: `learns` as given (a notebook's
-        own, before it is saved) or as the run saved it, and the unread rankings of every profile whose rankings the
-        run compared."""
+        """The marks of `run` for `models`: `learns` as given or as the run saved it, and the unread rankings of
+        every profile whose rankings the run compared."""
         from papa.paper.claims import unread_rankings
         from papa.runs.profiles import get_profile
 
@@ -50,9 +42,7 @@ class ReadMarks:
         return cls(own, tables.learns if learns is None else learns, unread)
 
     def why(self, model: str, task: str, selection: str = "lambda") -> str:
-        """Why the claims do not read `task` on `model` under the head order `selection` (``lambda``,
-        ``lambda@full``: another profile's ranking, ``random``, ...): "" where they read it, else the reasons
-        joined by "; "."""
+        """Why the claims do not read `task` on `model` under head order `selection` ("" where they read it)."""
         reasons = []
         majority = self._below_majority(model, task)
         if majority is not None:
@@ -74,14 +64,12 @@ class ReadMarks:
         return float(rows["majority"].iloc[0])
 
     def table(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """`frame` (indexed by, or with columns, ``model``, ``task`` and ``selection``) with `CLAIMS_COLUMN` last:
-        "read", or "not read: " and why."""
+        """`frame` (by ``model``, ``task`` and ``selection``) with `CLAIMS_COLUMN` last: "read" or "not read: why"."""
         keys = frame.index.to_frame(index=False) if "task" in (frame.index.names or ()) else frame
         marks = [self.why(m, t, s) for m, t, s in zip(keys["model"], keys["task"], keys["selection"])]
         return frame.assign(**{CLAIMS_COLUMN: [f"not read: {w}" if w else "read" for w in marks]})
 
     def lines(self, curves: pd.DataFrame, by: str = "selection") -> dict[tuple[str, str], str]:
-        """The lines of a curve frame that `figures.fraction_curves` draws `by` head order, keyed (task, order),
-        that the claims do not read, with why."""
+        """(task, order) -> why, for the lines of a curve frame drawn `by` head order that the claims do not read."""
         keys = curves[["model", "task", by]].drop_duplicates().itertuples(index=False, name=None)
         return {(task, key): why for model, task, key in keys if (why := self.why(model, task, key))}

@@ -1,12 +1,9 @@
-"""Resumable training: a training loop's whole state, saved every so often, so that an interrupted run (killed,
-preempted, out of its time allocation) resumes where it stopped and ends exactly as an uninterrupted run would.
+"""Resumable training: a training loop's whole state, saved every so often, so that an interrupted run resumes where
+it stopped and ends exactly as an uninterrupted run would.
 
-A checkpoint is one safetensors file written atomically. Its tensors are every trained parameter (``param.<group>.
-<index>``, in the optimizer's order), the optimizer's state (``optim.<index>.<name>``), the losses so far, the
-current epoch's example order, the state of the generator that draws the orders and of torch's global generator,
-and whatever the caller carries along (``carry.<name>``, e.g. λ's learning curve). Its header holds, as JSON under
-``papa_checkpoint``, the steps taken, the seconds trained, and `identity`: what is being trained (settings, seed,
-data); a checkpoint of other training is refused, never resumed.
+A checkpoint is one safetensors file: parameters, optimizer state, losses, the epoch's order, the generators' states
+and the caller's ``carry.<name>`` tensors; its header (``papa_checkpoint``) records steps, seconds and `identity`,
+and a checkpoint of other training is refused.
 """
 from __future__ import annotations
 
@@ -28,8 +25,7 @@ CHECKPOINT_HEADER_KEY = "papa_checkpoint"
 
 
 def stack_losses(losses: list[torch.Tensor]) -> torch.Tensor:
-    """Step losses [steps] on the last one's device (a loss from elsewhere, e.g. restored, is moved there first);
-    none: an empty float32 tensor on the CPU."""
+    """Step losses [steps] on the last one's device; none: an empty float32 tensor on the CPU."""
     if not losses:
         return torch.zeros(0, dtype=torch.float32, device="cpu")
     at = losses[-1].device
@@ -48,13 +44,9 @@ class Resumed:
 
 @dataclass
 class TrainingCheckpoint:
-    """Where a training loop saves its state, and how often: after every `every_steps` optimizer steps, or after
-    the first step once `every_seconds` have passed since the last save (either may be None), and after the last.
-
-    `identity` (JSON-able) says what is trained; a checkpoint recording another identity raises
-    `IncompatibleArtifactError`. `carry` returns tensors to save with each checkpoint and `on_restore` gets them back
-    when one is restored (both optional): the caller's own state, e.g. a learning curve.
-    """
+    """Where a training loop saves its state: every `every_steps` steps or `every_seconds`, and after the last.
+    `identity` (JSON-able) says what is trained; `carry` returns the caller's tensors to save and `on_restore` gets them
+    back."""
 
     path: Path
     identity: dict
@@ -84,8 +76,8 @@ class TrainingCheckpoint:
 
     @contextmanager
     def stopping_between_steps(self) -> Iterator[None]:
-        """While training: an interrupt (Ctrl-C, SIGTERM) asks the training to save and stop after the step under
-        way (`stop_requested`), rather than lose the steps since the last save; a second one acts at once."""
+        """While training, an interrupt (Ctrl-C, SIGTERM) sets `stop_requested` (save and stop after this step); a
+        second acts at once."""
         if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
             yield
             return
@@ -181,8 +173,7 @@ class TrainingCheckpoint:
         if self.on_restore is not None:
             self.on_restore({k.removeprefix("carry."): v for k, v in tensors.items() if k.startswith("carry.")})
         self._trained_before = float(seconds) - (time.perf_counter() - self._started)
-        # the losses go where the steps put theirs (the parameters' device), so that the ones taken after the
-        # restore stack with them
+        # on the parameters' device, so that the losses of later steps stack with them
         at = params[0].device if params else torch.device("cpu")
         return Resumed(steps=int(steps), losses=list(tensors["losses"].to(at).unbind(0)), order=tensors["order"])
 

@@ -1,19 +1,8 @@
 """Has λ learned anything? How far it moved from its 0.5 start, and how much two rankings agree.
 
-All functions take λ as [L, H] tensors (or anything `torch.as_tensor` reads) and return plain floats, so that their
-results go straight into a ranking's metadata or a JSON record.
-
-Agreement between two rankings is measured twice:
-
-* Spearman's ρ of λ over all heads (tied λ get their average rank, as `scipy.stats.spearmanr` does): 1 when both
-  order the heads alike, −1 when one reverses the other, NaN when either gives every head the same λ (no order);
-* for each fraction of heads kept input-dependent, the *share of common heads*: |A ∩ B| / |A| of the sets A and B
-  that the grid replaces (``overlap_replaced``) and of those it keeps (``overlap_kept``) under the "lambda" order.
-  Both sets have the same size, so the share is 1 for the same set, 0 for disjoint ones, and two random sets of
-  k heads out of n share k/n of their heads on average (the share is 1 by convention for two empty sets). The
-  sets come from `replacement_order` and `heads_to_replace`, so they are exactly the heads a grid replaces. At
-  1/2 both shares are equal; at 1/8 the kept share is the readable one (9 of 72 heads: chance 0.125, where two
-  random sets of 63 replaced heads already share at least 54/63 = 0.86).
+λ comes as [L, H]; results are plain floats. Agreement is Spearman's ρ over all heads (NaN where a grid is constant)
+and, per fraction, the share |A ∩ B| / |A| of the heads the grid replaces and keeps (two random sets of k of n heads
+share k/n on average).
 """
 from __future__ import annotations
 
@@ -38,8 +27,7 @@ def _grid(lambdas) -> torch.Tensor:
 
 
 def lambda_movement(lambdas) -> dict[str, float]:
-    """How far λ moved from 0.5: its min, max and spread (max − min), and the spread and standard deviation of the
-    logits θ = log(λ / (1 − λ)), which start at 0 (the std is the population one, over all heads)."""
+    """How far λ moved from 0.5: its min, max and spread, and the spread and (population) std of the logits θ."""
     lam = _grid(lambdas)
     theta = torch.logit(lam)
     return {"lambda_min": lam.min().item(), "lambda_max": lam.max().item(),
@@ -49,8 +37,7 @@ def lambda_movement(lambdas) -> dict[str, float]:
 
 
 def spearman(lambdas_a, lambdas_b) -> float:
-    """Spearman's ρ between two λ grids of the same shape (`scipy.stats.spearmanr`; NaN when either has a single
-    value everywhere, where scipy would also warn)."""
+    """Spearman's ρ between two λ grids of the same shape; NaN when either has one value everywhere."""
     a, b = _grid(lambdas_a), _grid(lambdas_b)
     if a.shape != b.shape:
         raise ValueError(f"cannot compare λ of shapes {tuple(a.shape)} and {tuple(b.shape)}: rankings of one model "
@@ -78,8 +65,7 @@ def _share(a: torch.Tensor, b: torch.Tensor) -> float:
 
 def ranking_agreement(lambdas_a, lambdas_b, *, fractions: Sequence = DEFAULT_FRACTIONS,
                       rounding: str = "down") -> dict[str, float]:
-    """Spearman's ρ of two λ grids and, per fraction, the share of common replaced and kept heads (module doc):
-    keys ``spearman``, ``overlap_replaced_<f>`` and ``overlap_kept_<f>`` (<f> as `fraction_label` writes it)."""
+    """``spearman``, and per fraction ``overlap_replaced_<f>`` and ``overlap_kept_<f>``, of two λ grids."""
     out = {"spearman": spearman(lambdas_a, lambdas_b)}
     for fraction in fractions:
         label = fraction_label(fraction)
@@ -91,8 +77,8 @@ def ranking_agreement(lambdas_a, lambdas_b, *, fractions: Sequence = DEFAULT_FRA
 
 def learning_curve(trace_a: LambdaTrace, trace_b: LambdaTrace, *, fractions: Sequence = DEFAULT_FRACTIONS,
                    rounding: str = "down") -> list[dict[str, float]]:
-    """One row per step both traces recorded: the step, λ's spread and the logits' spread in each (``_a``/``_b``)
-    and their agreement (`ranking_agreement`), e.g. for two seeds of the same settings."""
+    """One row per step both traces recorded: λ's and the logits' spread in each (``_a``/``_b``) and their
+    `ranking_agreement`."""
     where_b = dict(zip(trace_b.steps, trace_b.lambdas))
     rows = []
     for step, lam_a in zip(trace_a.steps, trace_a.lambdas):
@@ -115,10 +101,8 @@ SETTLED_RHO = 0.9
 
 def settling_curve(trace: LambdaTrace, *, fractions: Sequence = ("1/2", "1/8", "1/16"),
                    rounding: str = "down") -> list[dict[str, float]]:
-    """One row per record of one λ learning run: the step, the seconds trained, λ's and the logits' spread, and the
-    agreement of that step's ranking with the final one (`ranking_agreement`: ρ and the shares of common kept and
-    replaced heads at each of `fractions`). Where ρ stays near 1 over the last records, more steps would not have
-    changed the order much."""
+    """One row per record of one λ learning run: step, seconds, spreads, and the `ranking_agreement` of that step's
+    ranking with the final one."""
     if not trace.steps:
         raise ValueError("the trace holds no record: learn λ with a LambdaTrace to draw its curve")
     final = trace.lambdas[-1]
@@ -133,8 +117,8 @@ def settling_curve(trace: LambdaTrace, *, fractions: Sequence = ("1/2", "1/8", "
 
 
 def settled_at(rows: Sequence[dict], threshold: float = SETTLED_RHO) -> int | None:
-    """The first recorded step from which every later record's ranking agrees with the final one at Spearman's ρ
-    ≥ `threshold` (`settling_curve`'s rows); None when only the last record does (it never settled before the end)."""
+    """The first step of `settling_curve`'s rows from which every later ranking agrees with the final one at
+    ρ ≥ `threshold`; None if it never settled before the end."""
     settled = None
     for row in rows[:-1]:
         if row["spearman"] >= threshold:

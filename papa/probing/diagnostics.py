@@ -1,11 +1,5 @@
 """Why a probe does not learn, in numbers: what its first layer reads, how saturated its hidden units are, and
-whether its predictions are constant.
-
-A probe reads every hidden state as the backbone leaves it. An encoder's are LayerNorm'd; a decoder's residual
-stream is not normalised between layers, and a few input-independent dimensions (the first token's massive
-activations) can dominate the vectors the probe's first linear layer reads. These functions measure that on the
-vectors themselves (`mlp_inputs`), so the same numbers can be taken for any probe, model and task.
-"""
+whether its predictions are constant. A decoder's few massive dimensions can dominate a probe's inputs."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -28,12 +22,8 @@ SATURATED = 2.0
 
 @torch.no_grad()
 def mlp_inputs(probe: nn.Module, source, *, batch_size: int = 64) -> torch.Tensor:
-    """The vectors `probe`'s MLP reads, [items, (L+1)*d], float64 on the CPU, over all of `source`.
-
-    A sentence probe's item is an example (its pooled, concatenated layers, with the probe's current position
-    weights); a token probe's is a labelled token (its concatenated layers). Standardised, where the probe is
-    (`papa.probing.standardize`).
-    """
+    """The vectors `probe`'s MLP reads, [items, (L+1)*d], float64 on the CPU, over all of `source`: an item is an
+    example (sentence probe) or a labelled token (token probe)."""
     if not isinstance(probe, (SentenceProbe, TokenProbe)):
         raise TypeError(f"mlp_inputs reads a SentenceProbe or TokenProbe, got {type(probe).__name__}")
     n = len(source.data)
@@ -49,9 +39,8 @@ def mlp_inputs(probe: nn.Module, source, *, batch_size: int = 64) -> torch.Tenso
 
 
 def input_scale(inputs: torch.Tensor, num_layers: int, hidden_size: int) -> pd.DataFrame:
-    """Per input dimension of a probe, sorted by root mean square (largest first): its layer and index within the
-    layer, `rms` (its scale), `mean` and `std` over the items (`std`/`rms` near 0: it barely varies with the input),
-    and `share`, its part of the inputs' total sum of squares."""
+    """Per input dimension, largest `rms` first: its layer, dim, `rms`, `mean`, `std` and `share` of the inputs'
+    sum of squares."""
     if inputs.dim() != 2 or inputs.shape[1] != num_layers * hidden_size:
         raise ValueError(f"inputs must be [items, {num_layers} * {hidden_size}], got {tuple(inputs.shape)}")
     x = inputs.double()
@@ -67,8 +56,7 @@ def input_scale(inputs: torch.Tensor, num_layers: int, hidden_size: int) -> pd.D
 
 @torch.no_grad()
 def hidden_saturation(probe: nn.Module, inputs: torch.Tensor, threshold: float = SATURATED) -> tuple[float, float]:
-    """(share of the hidden units' pre-activations beyond ±`threshold`, their standard deviation) over `inputs`,
-    the vectors `mlp_inputs` gives: the first linear layer of `probe`'s MLP applied to them."""
+    """(share of the first hidden layer's pre-activations beyond ±`threshold`, their std) over `mlp_inputs`."""
     first = probe.mlp[0]
     pre = inputs.to(first.weight.dtype) @ first.weight.T + first.bias
     return float((pre.abs() > threshold).double().mean()), float(pre.double().std(correction=0))
@@ -97,12 +85,8 @@ class ProbeDiagnosis:
 
 @torch.no_grad()
 def diagnose_probe(probe: nn.Module, source, *, top: int = 10, batch_size: int = 64) -> ProbeDiagnosis:
-    """Saturation, constant predictions and input scale of `probe` (as it is: freshly made, or trained) on `source`.
-
-    `top_share`: the part of the inputs' sum of squares carried by their `top` largest dimensions;
-    `top_std_over_rms`: how much those dimensions vary with the input, relative to their size (sum of their std
-    over sum of their rms; 0 = the same value for every input).
-    """
+    """Saturation, constant predictions and input scale of `probe` on `source`; `top_share` and `top_std_over_rms`
+    describe the `top` largest input dimensions (0: the same value for every input)."""
     probe.eval()
     x = mlp_inputs(probe, source, batch_size=batch_size)
     saturated, spread = hidden_saturation(probe, x)
@@ -117,11 +101,8 @@ def diagnose_probe(probe: nn.Module, source, *, top: int = 10, batch_size: int =
 
 
 def raw_vs_standardized(spec, model, train, evaluation, settings, *, seed: int = 0) -> pd.DataFrame:
-    """The paper's probe on `spec`'s task, reading the hidden states raw and standardised (`papa.probing.
-    standardize`), each freshly made with `seed`, diagnosed (`diagnose_probe` on `train`) at initialisation and after
-    training on `train` with `settings`, and scored on `evaluation` (feature sources of the same model). One row per
-    probe inputs: saturation and constant predictions before and after, the pre-activation spread at initialisation,
-    the first and last training loss, and the task's metric."""
+    """One row per probe inputs (raw, standardized): the probe diagnosed before and after training on `train`, its
+    first and last loss, and its metric on `evaluation`."""
     rows = {}
     for inputs in PROBE_INPUTS:
         torch.manual_seed(seed)

@@ -1,34 +1,11 @@
 """Where a frozen backbone's features are kept while a grid point's probes train on them.
 
-Only the positions a probe reads are kept: the real tokens of a sentence probe's inputs (it zeroes the pads before it
-pools), the labelled positions of a token, MLM, LM or next-token probe's (it classifies only those). They are kept in
-float32, as the backbone gave them, so a batch read back is bit for bit the padded batch the probe would have read,
-zeros in the positions it never reads; ``--precision bf16_store`` keeps them in bfloat16 instead (half the bytes,
-read back as float32: a stated option, recorded in the rows). Kept flat, [kept positions, L+1, d], with each example's
-first row, they take a fraction of the padded size (SST-2's sentences fill about a fifth of its 64 slots).
-
-Where they go is decided from their size before the first forward pass (`plan_store`; the pure rule is
-`store_path`, and `choose_path` is the grid's policy an estimate can call without a device), in this order:
-
-* ``device``: on an accelerator, when they fit ``PAPA_FEATURE_DEVICE_GB`` (by default 40% of its free memory); a
-  batch is one gather on the device from a map of every example's rows made once (`FeatureStore.rows`), so a step
-  does no work on the host and waits for nothing;
-* ``host``: in memory, when they fit ``PAPA_FEATURE_CACHE_GB`` (by default 60% of the memory available). When the
-  model is on an accelerator (path ``pinned_host``) every read goes through pinned staging buffers:
-  `papa.probing.prefetch` gathers every seed's next batch into one and copies it in one transfer on a side stream, a
-  step ahead; a chunk and an evaluation batch are gathered into one before their copy. The table itself stays in
-  pageable memory, exactly its size: no copy reads it directly, and torch's pinned allocator would round it up to a
-  power of two and keep it cached after the store is closed;
-* ``disk``: in a memory-mapped file under the run's folder, when they fit ``PAPA_FEATURE_DISK_GB`` (by default 90%
-  of the free space there); the file is written under a temporary name, renamed when complete, and removed when the
-  store is closed (``PAPA_KEEP_FEATURES=1`` keeps it, with a JSON file saying what it holds; a process killed
-  mid-point leaves its file, which nothing reads again: delete ``<out>/features/``). Batch order ``chunks`` reads it
-  in large sequential chunks (path ``disk_streamed``: `papa.probing.training.train_probes_in_chunks`), the protocol's
-  order batch by batch;
-
-and when none fits, one error says what each budget was and what to do. ``PAPA_FEATURE_STORE`` forces a placement
-(``backbone``: keep nothing and run the backbone again for every batch, the path before features were stored; never
-taken unless asked).
+Only the positions a probe reads are kept, flat ([kept positions, L+1, d]) and in float32, so a batch read back is
+bit for bit the padded batch (``bf16_store`` keeps bfloat16). `plan_store` places a split, before the first forward
+pass, in the first that fits: ``device`` (``PAPA_FEATURE_DEVICE_GB``, default 40% of free accelerator memory),
+``host`` (``PAPA_FEATURE_CACHE_GB``, default 60% of available memory; read through pinned staging buffers for an
+accelerator) or ``disk`` (``PAPA_FEATURE_DISK_GB``, default 90% of free space; a memory-mapped file removed on close
+unless ``PAPA_KEEP_FEATURES=1``). ``PAPA_FEATURE_STORE`` forces a placement, ``backbone`` storing nothing.
 """
 from __future__ import annotations
 
@@ -64,9 +41,7 @@ CHUNKS = "chunks"
 
 
 def read_positions(kind: str, attention_mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """[N, n] bool: the positions a probe of `kind` reads, real tokens (sentence, pair) or labelled ones (the kinds
-    labelled slot by slot: token, mlm, lm, next_token). The rest never reach the probe: the sentence probe zeroes pads,
-    the others select labelled positions."""
+    """[N, n] bool: the positions a probe of `kind` reads, real tokens (sentence, pair) or labelled ones."""
     if kind in ("sentence", "pair"):
         return attention_mask.bool()
     return labels != IGNORE_INDEX
@@ -94,30 +69,20 @@ def _env_budget(name: str) -> int | None:
 
 
 def _available_memory() -> int:
-    """Bytes that can be allocated now without swapping, page cache included (psutil's `available`: on Linux the
-    kernel's MemAvailable), once the pinned blocks torch keeps cached for reuse are given back (`release_pinned`):
-    the staging buffers of a store closed before are this process's own memory, free for the next store, and would
-    otherwise count as taken."""
+    """Bytes that can be allocated now without swapping, once torch's cached pinned blocks are given back."""
     release_pinned()
     return int(psutil.virtual_memory().available)
 
 
 def release_pinned() -> None:
-    """Give the pinned host blocks torch's caching allocator holds unused back to the system (a no-op before CUDA
-    is set up: none can exist). Blocks a copy may still read are kept until it is done."""
+    """Give the pinned host blocks torch's caching allocator holds unused back to the system."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.accelerator.empty_host_cache()
 
 
 def cache_budget_bytes() -> int:
     """Bytes one split's features may take in host memory: ``PAPA_FEATURE_CACHE_GB`` GiB, else 60% of the memory
-    available now (so that a training split stored first leaves room for its evaluation split; `_available_memory`:
-    what closed stores left cached counts as available).
-
-    The budget holds a store's table (its kept rows and a zero row, exactly). Its pinned staging buffers are outside
-    it, each rounded up to a power of two by torch's pinned allocator: two of every seed's batch for the steps, one
-    batch for an evaluation read, two chunks' kept rows for batch order ``chunks``. Their sizes are not known when
-    the split is placed (seeds, batch and chunk sizes come later), and beside a split they are small."""
+    available now (room for the evaluation split); staging buffers are outside it."""
     budget = _env_budget(CACHE_BUDGET_ENV)
     if budget is not None:
         return budget
@@ -125,9 +90,8 @@ def cache_budget_bytes() -> int:
 
 
 def device_budget_bytes(device: torch.device) -> int:
-    """Bytes one split's features may take on `device`: 0 on the CPU (host memory is `cache_budget_bytes`'s), else
-    ``PAPA_FEATURE_DEVICE_GB`` GiB or 40% of its free memory (the model, the probes and the other split need the
-    rest)."""
+    """Bytes one split's features may take on `device`: 0 on the CPU, else ``PAPA_FEATURE_DEVICE_GB`` GiB or 40% of
+    its free memory."""
     if device.type != "cuda":
         return 0
     budget = _env_budget(DEVICE_BUDGET_ENV)
@@ -151,9 +115,8 @@ def disk_budget_bytes(folder: Path) -> int:
 
 def block_examples(layers: int, length: int, hidden: int, device: torch.device, *, batch_size: int,
                    total: int) -> int:
-    """How many examples' padded features one block of `train_probes_in_blocks` holds: as many whole batches as fit
-    the device's budget (on an accelerator) or host memory's, at least one batch, at most `total` (rounded up to a
-    whole batch)."""
+    """How many examples' padded features one block of `train_probes_in_blocks` holds: whole batches that fit the
+    device's or host's budget, at least one, at most `total` rounded up."""
     budget = device_budget_bytes(device) if device.type == "cuda" else cache_budget_bytes()
     fit = budget // (layers * length * hidden * BYTES_PER_VALUE)
     whole = -(-total // batch_size) * batch_size
@@ -176,9 +139,8 @@ def _check_budgets(budgets: Mapping[str, int]) -> None:
 
 def store_path(kept_bytes: int, budgets: Mapping[str, int], *, batch_order: str = DEFAULT_BATCH_ORDER,
                bf16: bool = False, places: tuple[str, ...] = STORED) -> str | None:
-    """The path one split takes: the first of `places` (device, host, disk) whose budget in `budgets` (bytes; no
-    ``device`` key: the model is on the CPU) holds its `kept_bytes` of float32 features (half of them stored in
-    bfloat16, `bf16`), named as `STORE_PATHS` (+ ``_bf16``); None when none holds them. Pure: no device needed."""
+    """The `STORE_PATHS` name of the first of `places` whose budget (bytes; no ``device`` key: the model is on the
+    CPU) holds `kept_bytes` of float32 features (half with `bf16`); None when none does."""
     _check_budgets(budgets)
     if kept_bytes < 0:
         raise InputError(f"kept_bytes={kept_bytes}: give the float32 features' size in bytes, >= 0")
@@ -195,13 +157,10 @@ def _first_fit(size: int, budgets: Mapping[str, int], places: tuple[str, ...] = 
 
 def choose_path(kept_bytes: int, budgets: Mapping[str, int], *, allow_bf16: bool = False,
                 batch_order: str = DEFAULT_BATCH_ORDER) -> str | None:
-    """The path a configuration's split takes in a grid run for it: float32 where it fits memory (device, then
-    host); else, with `allow_bf16`, bfloat16 where that fits memory (the configuration run with ``--precision
-    bf16_store``); else on disk, float32 then bfloat16 (streamed in chunks with `batch_order` ``chunks``, else read
-    batch by batch); None when nothing holds it. `budgets` as `store_path`'s. The runner takes `store_path` with the
-    grid's own precision; this is the rule an estimate applies per configuration."""
+    """The path an estimate gives a configuration's split: float32 in memory, else (`allow_bf16`) bfloat16 in memory,
+    else on disk, bfloat16 first where `allow_bf16` (half the bytes to read); None when nothing holds it."""
     memory = tuple(p for p in STORED if p != "disk")
-    tries = [(False, memory)] + [(True, memory)] * allow_bf16 + [(False, ("disk",))] + [(True, ("disk",))] * allow_bf16
+    tries = [(False, memory)] + [(True, memory)] * allow_bf16 + [(True, ("disk",))] * allow_bf16 + [(False, ("disk",))]
     for bf16, places in tries:
         path = store_path(kept_bytes, budgets, batch_order=batch_order, bf16=bf16, places=places)
         if path is not None:
@@ -250,9 +209,7 @@ class StorePlan:
 
 
 def check_settings(device: str | torch.device | None = None, batch_order: str = DEFAULT_BATCH_ORDER) -> None:
-    """The feature store's settings from the environment (``PAPA_FEATURE_*``) checked as `plan_store` reads them,
-    for a run to refuse them before it loads a model or does any work; `device`, where known, rules out a forced
-    ``device`` placement on the CPU, and batch order ``chunks``, which reads a stored split, a forced ``backbone``."""
+    """Check the ``PAPA_FEATURE_*`` settings as `plan_store` reads them, before any work."""
     for name in (CACHE_BUDGET_ENV, DEVICE_BUDGET_ENV, DISK_BUDGET_ENV):
         _env_budget(name)
     forced = _forced_store()
@@ -287,10 +244,8 @@ def store_budgets(device: torch.device, folder: Path) -> dict[str, int]:
 def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.device, *, folder: Path | None = None,
                forced: str | None = None, desc: str = "features", dtype: str = "float32",
                batch_order: str = DEFAULT_BATCH_ORDER) -> StorePlan:
-    """Where the features at `keep`'s positions ([N, n] bool), kept in `dtype` (`STORE_DTYPES`), go: the first of
-    device, host and disk whose budget they fit (`store_path`; or `forced`, default ``PAPA_FEATURE_STORE``); an
-    `InputError` when none fits. A disk store goes under `folder` (None: the system's temporary folder); `batch_order`
-    says how the split will be read (``chunks``: in sequential chunks)."""
+    """Where the features at `keep`'s positions ([N, n] bool), kept in `dtype`, go: `forced`, else the first
+    placement whose budget they fit; an `InputError` when none does. A disk store goes under `folder`."""
     forced = _forced_store(forced)
     _check_chunks(forced, batch_order)
     check_one_of(dtype, STORE_DTYPES, "feature dtype", error=InputError)
@@ -331,11 +286,9 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
 
 class FeatureStore:
     """The features at `keep`'s positions of one split, filled batch by batch (`put`) and read back padded (`get`,
-    or `gather` + `padded` in two halves, or `read_range` + `padded` for a range of examples in one sequential read).
+    `gather` + `padded`, or `read_range` + `padded`).
 
-    The values sit in a table of the kept rows and one zero row after them; `rows` maps every example's slot to its
-    row of the table (the zero row where the probe reads nothing), made once and kept where the table is, so a batch
-    is one gather of a shape known in advance: no count, no mask and no index computed on the host per batch."""
+    A table of the kept rows and one zero row; `rows` maps every slot to its row, so a batch is one gather."""
 
     def __init__(self, plan: StorePlan, keep: torch.Tensor, layers: int, hidden: int, device: torch.device,
                  desc: str = "features"):
@@ -367,7 +320,7 @@ class FeatureStore:
             keep_file = os.environ.get(KEEP_ENV, "").strip() not in ("", "0")
             self._finalizer = weakref.finalize(self, _remove, None if keep_file else [self._tmp, self.path,
                                                                                        self._meta_path()])
-        else:  # pageable, exactly its size (module docstring)
+        else:  # pageable, exactly its size: torch's pinned allocator would round it up and keep it cached
             self.table = torch.empty(shape, dtype=self.dtype, device=self.home)
             self.table[kept].zero_()
         self.values = self.table[:kept]
@@ -398,9 +351,7 @@ class FeatureStore:
         self._tmp = None
 
     def gather(self, idx: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The table's rows of examples `idx`, slot by slot, [len(idx) * n, L+1, d] in the store's dtype where the
-        table is (into `out`, e.g. a pinned staging buffer, when given): zero rows at the slots the probe never
-        reads."""
+        """The table's rows of examples `idx`, slot by slot, [len(idx) * n, L+1, d] (into `out` if given)."""
         rows = self.rows[idx.to(self.rows.device)].reshape(-1)
         return torch.index_select(self.table, 0, rows, out=out) if out is not None else self.table[rows]
 
@@ -412,14 +363,11 @@ class FeatureStore:
 
     @property
     def staged(self) -> bool:
-        """Whether a read for the model's device goes through pinned staging buffers: the table is on the host
-        and the model on an accelerator."""
+        """Whether reads go through pinned staging buffers (table on the host, model on an accelerator)."""
         return self.plan.accelerator and self.home.type == "cpu"
 
     def get(self, idx: torch.Tensor, device: torch.device) -> torch.Tensor:
-        """Padded features [B, L+1, n, d] of examples `idx` on `device`, in float32: the stored values at the read
-        positions, zeros elsewhere. For an accelerator the rows are gathered into a pinned buffer first, so that the
-        copy runs without the host (torch's allocator keeps the buffer until the copy is done)."""
+        """Padded float32 features [B, L+1, n, d] of examples `idx` on `device`, zeros at unread positions."""
         if self.staged and device.type != "cpu":
             shape = (idx.numel() * self.keep.shape[1], self.layers, self.hidden)
             staging = _empty(shape, self.dtype, self.home, pinned=True, desc="a batch", quiet=True)
@@ -432,17 +380,15 @@ class FeatureStore:
         return first, int(self._starts[stop]) if stop < len(self._starts) else self.plan.kept_positions
 
     def range_block(self, start: int, stop: int) -> torch.Tensor:
-        """An uninitialised block for `read_range(start, stop)`, where the table is; pinned where that is the host
-        and the model on an accelerator (`staged`). Made by the thread that copies it to the device, before a reader
-        fills it: a pinned allocation is a CUDA call, which a reader thread must not make."""
+        """An uninitialised block for `read_range(start, stop)` (pinned where `staged`)."""
+        # Made by the thread that copies it to the device: a reader thread must not make a CUDA call.
         first, last = self._range(start, stop)
         return _empty((last - first + 1, self.layers, self.hidden), self.dtype, self.home, pinned=self.staged,
                       desc="a chunk", quiet=True)
 
     def read_range(self, start: int, stop: int, out: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Examples `start`..`stop`-1 in one sequential read: (their rows and a zero row after them, in `out` (a
-        `range_block`) or a new `range_block`; each slot's row among them, [stop - start, n], where the table's map
-        is), for `padded(rows[index])`. Into a given host block it only copies host memory: no CUDA call."""
+        """Examples `start`..`stop`-1 in one sequential read: (their rows and a zero row, in `out` or a new
+        `range_block`; each slot's row index, [stop - start, n]), for `padded(rows[index])`."""
         first, last = self._range(start, stop)
         block = self.range_block(start, stop) if out is None else out
         if block.shape != (last - first + 1, self.layers, self.hidden):
@@ -454,8 +400,7 @@ class FeatureStore:
         return block, torch.where(index == self.plan.kept_positions, last - first, index - first)
 
     def close(self) -> None:
-        """Free the store; a disk store's file is removed (unless ``PAPA_KEEP_FEATURES=1``), and the pinned
-        staging buffers torch keeps cached go back to the system (`release_pinned`)."""
+        """Free the store, its disk file (unless ``PAPA_KEEP_FEATURES=1``) and cached pinned buffers."""
         self.values = self.table = self.rows = self._mapped = None
         if self._finalizer is not None:
             self._finalizer()
@@ -465,9 +410,8 @@ class FeatureStore:
 
 def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, *, pinned: bool, desc: str,
            quiet: bool = False) -> torch.Tensor:
-    """An uninitialised tensor on `device`; in pinned host memory with `pinned` (a copy from it to an accelerator
-    runs without the host), else, or where pinning is refused (said unless `quiet`), in pageable memory. Any other
-    failure to pin (a call CUDA forbids at that moment, a fault) is raised, never taken for a refusal."""
+    """An uninitialised tensor on `device`; pinned host memory with `pinned`, pageable where pinning is refused
+    (said unless `quiet`). Any other failure to pin is raised."""
     if pinned and device.type == "cpu":
         refusal = None if torch.cuda.is_available() else "no CUDA device to pin for"
         if refusal is None:

@@ -1,10 +1,6 @@
 """From task examples to model inputs and labels, and from a (PAPA-attached) backbone to probe features.
 
-Features are the backbone's hidden states stacked as [examples, L+1, n, d] (embeddings and every layer); for the
-LM task, which a decoder's own LM head scores, only the last one, [examples, 1, n, d].
-When nothing in the backbone trains (no λ, no trainable constants), `FeatureSource` runs the backbone once per head
-configuration and stores what the probe reads for every epoch and seed (`papa.probing.feature_store`: on the device,
-in host memory or in a memory-mapped file, whichever budget it fits first).
+Features are the backbone's hidden states stacked as [examples, L+1, n, d] (for the LM task only the last one).
 """
 from __future__ import annotations
 
@@ -53,13 +49,9 @@ class EncodedTask:
 
 def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_length: int, model_type: str,
                 layout: str | None = None, causal: bool | None = None, mlm_seed: int = MLM_MASK_SEED) -> EncodedTask:
-    """Encode examples for `spec`'s kind, in `layout` (None: the model's default; `causal` as for
-    `papa.method.layout.encode`).
-
-    Token tasks label one sub-token per word: an encoder's first (as the official code), a decoder's last, the
-    first slot of a causal model that has seen the whole word. LM and LM probe (`TaskSpec.predicts_next_token`) label
-    each slot with the next real token.
-    """
+    """Encode examples for `spec`'s kind, in `layout` (None: the model's default). Token tasks label one sub-token per
+    word: an encoder's first, a decoder's last (the first slot that has seen the whole word); next-token tasks label
+    each slot with the next real token."""
     if len(examples) == 0:
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
     decoder = is_causal(model_type) if causal is None else causal
@@ -120,12 +112,7 @@ def feature_layers(model, last_only: bool = False) -> int:
 @torch.no_grad()
 def _fill(model, data: EncodedTask, store: FeatureStore, *, batch_size: int = 64, progress: bool = True,
           desc: str = "features") -> None:
-    """Run the backbone once over `data` and keep what its probe reads in `store`.
-
-    Under `accelerate launch` each process computes a block of the batches and the blocks are gathered, so every
-    process ends with all of them (papa.core.distributed); the gathered block is padded, as it was before features
-    were stored compactly.
-    """
+    """Run the backbone once over `data` and keep what its probe reads in `store` (every process gathers all)."""
     spans = list(distributed.batch_spans(len(data), batch_size))
     bar = tqdm(spans, desc=desc, unit="batch", disable=not progress or not distributed.is_main(), leave=False)
     if distributed.world_size() > 1:
@@ -139,8 +126,7 @@ def _fill(model, data: EncodedTask, store: FeatureStore, *, batch_size: int = 64
 
 @torch.no_grad()
 def padded_features(model, data: EncodedTask, idx: torch.Tensor, *, batch_size: int = 64) -> torch.Tensor:
-    """The backbone's float32 features of examples `idx` of `data`, padded, [len(idx), L+1, n, d], on the model's
-    device; computed in batches of `batch_size` (as a store is filled)."""
+    """The backbone's padded float32 features of examples `idx` of `data`, [len(idx), L+1, n, d], on its device."""
     device = next(model.parameters()).device
     return torch.cat([hidden_features(model, {k: v.to(device) for k, v in data.batch(idx[i:i + batch_size])[0]
                                               .items()}, data.last_layer_only).float()
@@ -149,22 +135,15 @@ def padded_features(model, data: EncodedTask, idx: torch.Tensor, *, batch_size: 
 
 def fetched_steps(fetch, orders: Sequence[torch.Tensor], start: int, batch_size: int, n: int
                   ) -> Iterator[Iterable]:
-    """Each step of one epoch from example `start` of `n` on: every order's batch (order[a:a + batch_size]) as
-    `fetch` gives it, fetched only when taken."""
+    """Each step of one epoch from example `start` of `n` on: every order's batch as `fetch` gives it, lazily."""
     for a in range(start, n, batch_size):
         yield (fetch(order[a:a + batch_size]) for order in orders)
 
 
 class FeatureSource:
-    """Features for batches of one encoded split: from a store when the backbone is frozen, else from the model.
-
-    A frozen backbone runs once over the split, when the source is made, and what the probe reads is stored
-    (`papa.probing.feature_store`: on the device, in host memory or on disk, decided from the size first and said in
-    one line with `progress`); every epoch and seed then reads the store (`steps`, `chunks`). `folder` is where a
-    disk store goes (a grid's: ``<out>/features``); `store` forces a placement (default ``PAPA_FEATURE_STORE``);
-    `dtype` is what the store keeps (float32, or bfloat16 for ``--precision bf16_store``); `batch_order` how the
-    split will be read (``chunks``: in sequential chunks). `close` frees it.
-    """
+    """Features for batches of one encoded split: a frozen backbone runs once, when the source is made, into a
+    `FeatureStore` (`folder`, `store`, `dtype` and `batch_order` as `plan_store` takes them); a trainable one runs
+    for every batch. `close` frees it."""
 
     def __init__(self, model, data: EncodedTask, *, trainable_backbone: bool, progress: bool = True,
                  desc: str = "features", folder: Path | None = None, store: str | None = None,
@@ -219,8 +198,8 @@ class FeatureSource:
         return self.from_fetched(*self.fetch(idx))
 
     def fetch(self, idx: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """What the examples `idx` need on the model's device before `from_fetched` gives their features: the stored
-        features, or the backbone's inputs (attention mask, labels, then each model input)."""
+        """What `from_fetched` needs for the examples `idx`, on the model's device: the stored features, mask and
+        labels, or the mask, labels and model inputs."""
         idx = idx.cpu()  # the split lives on the CPU
         inputs, labels = self.data.batch(idx)
         mask = inputs["attention_mask"].to(self.device)
@@ -229,9 +208,7 @@ class FeatureSource:
         return (mask, labels.to(self.device), *(inputs[k].to(self.device) for k in self._input_names()))
 
     def from_fetched(self, *batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(features, attention_mask, labels) from what `fetch` gave: the stored features as they are, else the
-        backbone's pass over the inputs (with a gradient when the backbone trains). A training step of
-        `papa.probing.step_modes` calls it inside its graph, so that a trainable backbone's pass is captured too."""
+        """(features, attention_mask, labels) from what `fetch` gave, running the backbone where nothing is stored."""
         if self.store is not None:
             return batch
         mask, labels, *values = batch
@@ -243,10 +220,8 @@ class FeatureSource:
         return tuple(self.data.inputs)
 
     def steps(self, orders: Sequence[torch.Tensor], start: int, batch_size: int) -> Iterator[Iterable[Batch]]:
-        """Each step of one epoch from example `start` on: every order's batch (order[a:a + batch_size], one order
-        per seed), each as `fetch` gives it (a step computes its features with `from_fetched`). From a store, all
-        seeds' batches are read at once, a step ahead (`papa.probing.prefetch.stored_steps`); from the backbone, each
-        batch is fetched only when taken (a trained backbone changes between two seeds' steps)."""
+        """Each step of one epoch from example `start` on: every order's (seed's) batch; from a store read a step
+        ahead, else fetched only when taken (a trained backbone changes between two seeds' steps)."""
         if self.store is not None:
             return stored_steps(self.store, orders, start, batch_size, self.device, self._mask, self._labels)
         return fetched_steps(self.fetch, orders, start, batch_size, len(self.data))
@@ -258,8 +233,7 @@ class FeatureSource:
                              "backbone, or PAPA_FEATURE_STORE=backbone): give another batch order")
 
     def chunks(self, size: int, seed: int) -> Iterator[Batch]:
-        """The stored split in chunks of `size` consecutive examples, in an order of chunks `seed` draws: each
-        chunk's padded features, mask and labels, read in one sequential read (batch order ``chunks``)."""
+        """The stored split in chunks of `size` consecutive examples, in an order `seed` draws, each one read."""
         self.check_chunks()
         n = len(self.data)
         starts = list(range(0, n, size))

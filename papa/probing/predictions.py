@@ -1,21 +1,8 @@
 """One run's outcome on every evaluation example, kept so that its metric can be recomputed on resamples.
 
-Comparing two settings with evaluation-set uncertainty means resampling the evaluation examples (sentences, pairs,
-paragraphs) with replacement and recomputing each run's metric on the same resample. `EvalPredictions` holds what
-that needs, in one of three forms by task kind:
-
-* sentence / pair: the predicted and the reference label of each example (accuracy, MCC, F1);
-* token: each sentence's predicted and reference label sequence, flattened, with per-sentence offsets (seqeval F1);
-* mlm / lm / next_token (`VOCABULARY_KINDS`): each example's summed cross-entropy and its number of scored tokens
-  (-log perplexity of the pooled tokens, as `papa.probing.training.evaluate_probe` computes it over the whole set).
-
-`metric_on` recomputes the metric on any list of example indices (repeats allowed) with `compute_metric` itself,
-so on all examples it gives `evaluate_probe`'s value (exactly for the label forms; for the loss form up to float
-rounding, since the run summed its losses batch by batch in float32).
-
-A file holds one run: safetensors tensors ``predicted``/``reference`` (and ``offsets``) or ``loss``/``tokens``, and a
-JSON header under ``papa_predictions`` (format version, run id, task, metric, kind, number of examples, label
-names, provenance).
+Three forms by task kind: labels (sentence, pair), flattened label sequences with offsets (token), and summed
+cross-entropies with scored token counts (`VOCABULARY_KINDS`). A file is one safetensors file of those arrays with a
+JSON header under ``papa_predictions``.
 """
 from __future__ import annotations
 
@@ -47,13 +34,11 @@ _REQUIRED_METADATA = ("run_id", "task", "metric")
 
 @dataclass(frozen=True, eq=False)  # eq=False: comparing arrays field-wise is ambiguous
 class EvalPredictions:
-    """Per-example evaluation outcome of one run (see the module docstring for the three forms).
+    """Per-example evaluation outcome of one run.
 
-    `predicted`/`reference`: int64 label ids, [N] for sentence and pair kinds, the N sentences' labels end to end
-    for token kinds, with sentence i at ``offsets[i]:offsets[i + 1]`` (`offsets` [N + 1]). `loss`: float64 [N],
-    each example's summed cross-entropy (nats); `tokens`: int64 [N], how many of its tokens were scored.
-    `label_names` maps label ids to names (required for token kinds: seqeval reads tags). `metadata` is the file's
-    provenance (run id, task, metric, value, ...) when loaded.
+    `predicted`/`reference`: int64 label ids, [N], or for token kinds the sentences' labels end to end with sentence
+    i at ``offsets[i]:offsets[i + 1]``. `loss`: float64 [N] summed cross-entropies (nats); `tokens`: int64 [N] scored
+    tokens. `label_names` is required for token kinds; `metadata` is the file's provenance.
     """
 
     kind: str
@@ -110,8 +95,7 @@ class EvalPredictions:
         return len(self.loss)
 
     def keeping(self, indices: Sequence[int] | np.ndarray) -> "EvalPredictions":
-        """These predictions on the examples `indices` only, in that order (repeats allowed): e.g. with one example
-        left out (`papa.paper.claims.leave_one_out`). Label names and metadata are kept."""
+        """These predictions on the examples `indices` only, in that order (repeats allowed)."""
         idx = self._indices(indices)
         arrays: dict[str, np.ndarray] = {}
         if self.form == "labels":
@@ -141,8 +125,7 @@ class EvalPredictions:
         return total / max(count, 1), None
 
     def example_statistics(self, metric: str) -> np.ndarray:
-        """Each example's counts that sum to `metric` ([examples, k]): for bootstrap resamples of the evaluation set
-        (`papa.tasks.metric_statistics`)."""
+        """Each example's counts that sum to `metric` ([examples, k]), for bootstrap resamples."""
         if self.form == "losses":
             return per_example_statistics(metric, self.loss, self.tokens)
         preds, refs = self.metric_inputs()
@@ -167,9 +150,8 @@ class EvalPredictions:
 
 def metric_on(predictions: EvalPredictions, spec_or_metric: TaskSpec | str,
               indices: Sequence[int] | np.ndarray | None = None) -> float:
-    """The metric of `spec_or_metric` (a task spec or a metric name) on the examples `indices` of one run's
-    predictions: a resample with replacement repeats indices; None (or every index in order) gives the run's own
-    value, as `evaluate_probe` computed it."""
+    """The metric of `spec_or_metric` (a task spec or a metric name) on the examples `indices` (repeats allowed;
+    None: all, the run's own value)."""
     if isinstance(spec_or_metric, TaskSpec):
         metric, label_names = spec_or_metric.metric, spec_or_metric.label_names
         if predictions.label_names and label_names and tuple(label_names) != predictions.label_names:
@@ -214,8 +196,7 @@ def save_predictions(path: str | os.PathLike, predictions: EvalPredictions, meta
 
 
 def _compact(a: np.ndarray) -> np.ndarray:
-    """Integers in the smallest of int16/int32/int64 that holds them (label ids are small: a file is mostly labels);
-    floats as they are (float64)."""
+    """Integers in the smallest of int16/int32/int64 that holds them; floats as they are."""
     if a.dtype.kind == "f":
         return np.ascontiguousarray(a)
     for dtype in (np.int16, np.int32):

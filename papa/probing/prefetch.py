@@ -1,11 +1,5 @@
 """Batches read from a feature store for the probes' steps: every seed's batch of a step in one gather, and, where the
-store is in host memory and the model on an accelerator, in one copy on a side stream a step ahead.
-
-`stored_steps` serves `papa.probing.training`'s interleaved seeds (`train_probes`: the protocol's batch order) and
-`stored_chunks` its chunks (batch order ``chunks``). On the CPU both run the same code without streams, and every
-batch is, value for value, the padded batch `FeatureStore.get` returns for the same examples
-(tests/unit/probing/test_prefetch.py).
-"""
+store is in host memory and the model on an accelerator, in one copy on a side stream a step ahead."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
@@ -20,10 +14,8 @@ Batch = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # (features, attention 
 
 def stored_steps(store: FeatureStore, orders: Sequence[torch.Tensor], start: int, batch_size: int,
                  device: torch.device, mask: torch.Tensor, labels: torch.Tensor) -> Iterator[list[Batch]]:
-    """Each step of one epoch from example `start` of the orders on: the batch of every order (one per seed), each
-    order[a:a + batch_size] as `store.get` gives it, with its mask and labels (`mask`, `labels`: the split's, on
-    `device`). The steps' examples of all seeds are gathered at once; from a store in host memory to an accelerator
-    their read rows go in one transfer on a side stream, the next step's issued before this one is handed out."""
+    """Each step of one epoch from example `start` on: every order's (seed's) batch as `store.get` gives it, with its
+    mask and labels (the split's `mask` and `labels` on `device`); the next step's read is issued a step ahead."""
     taken = torch.stack([order.cpu() for order in orders])  # [seeds, N]
     at_device = taken.to(device)  # once per epoch: the steps index mask and labels where they are
     at_home = taken.to(store.home)
@@ -49,9 +41,8 @@ def _issue(store: FeatureStore, copier: "_SideCopier | None", at_home: torch.Ten
 
 
 class _SideCopier:
-    """Two pinned staging buffers taking turns: a step's read rows (only those: a pad's zeros are made on the device)
-    are gathered into one on the host, with each slot's place among them, and copied to the device on a side
-    stream, which the step's stream waits for before it reads them."""
+    """Two pinned staging buffers taking turns: a step's read rows are gathered into one, with each slot's place
+    among them, and copied to the device on a side stream."""
 
     def __init__(self, store: FeatureStore, device: torch.device, rows: int):
         self.store, self.device = store, device
@@ -87,8 +78,7 @@ class _SideCopier:
         return moved, where, event
 
     def take(self, issued: tuple[torch.Tensor, torch.Tensor, torch.cuda.Event]) -> torch.Tensor:
-        """Every slot's row, on the device, for the current stream: it waits for the copy (the host does not), and
-        the allocator keeps the copied memory until the current stream is done with it."""
+        """Every slot's row on the device; the current stream (not the host) waits for the copy."""
         moved, where, event = issued
         current = torch.cuda.current_stream(self.device)
         current.wait_event(event)
@@ -99,12 +89,9 @@ class _SideCopier:
 
 def stored_chunks(store: FeatureStore, spans: Sequence[tuple[int, int]], device: torch.device, mask: torch.Tensor,
                   labels: torch.Tensor) -> Iterator[Batch]:
-    """The padded features, mask and labels of each range of examples in `spans`, in that order, each read from the
-    store in one sequential read (`FeatureStore.read_range`). From a store on the host (memory or disk) the next
-    range's read runs on a thread while the current one is used; its error is raised here, when that range is
-    taken. The thread only copies host memory into a block made here beforehand (`FeatureStore.range_block`,
-    pinned for an accelerator): it makes no CUDA call, none that could break a CUDA graph being captured meanwhile
-    (`papa.probing.step_modes`). A range of a store on the device is read when it is taken."""
+    """The padded features, mask and labels of each range of examples in `spans`, each in one sequential read; from
+    a host store the next range is read on a thread meanwhile."""
+    # The thread only copies host memory into a block made here: no CUDA call that could break a graph capture.
     if not spans:
         return
     if store.home.type != "cpu":

@@ -1,31 +1,15 @@
 """Probing classifiers on top of a frozen encoder (paper Sec. 3.3).
 
-Both probes read ``features`` of shape [batch, L+1, n, d]: the stacked ``hidden_states`` of the
-backbone (embedding output + every layer), with ``attention_mask`` [batch, n] (1 = real token,
-0 = pad). Inputs use a fixed-length layout (every example padded to ``max_length`` with the
-final [SEP] in the last slot), so a token position means the same thing in every example.
+Every probe reads ``features`` [batch, L+1, n, d]:
 
-* :class:`SentenceProbe` (CoLA, SST-2, MRPC, MNLI): per layer, a learned weighting over token
-  positions (not attention: it does not depend on the input) pools the n vectors into one;
-  the L+1 pooled vectors are concatenated and fed to a 2-layer MLP.
-* :class:`TokenProbe` (NER, POS, MLM, LM probe): each token's L+1 vectors are concatenated and fed to a
-  2-layer MLP. For MLM the output layer is vocabulary-sized (:func:`mlm_probe`), so the probe
-  is the decoder and the model's own MLM head (if any) is not used; a causal LM's next-token probe
-  (task ``lm_probe``) is the same probe, trained on next-token labels.
-* :class:`LMHeadProbe` (LM, decoders only): not a probe at all but the causal LM's own output head, frozen,
-  applied to the last hidden state: nothing is trained, the pretraining objective is scored as it is.
+* `SentenceProbe`: per layer a learned weighting over positions pools the n vectors; the L+1 pooled vectors feed a
+  2-layer MLP.
+* `TokenProbe` (NER, POS; vocabulary-sized for MLM and the LM probe): each token's L+1 vectors feed a 2-layer MLP.
+* `LMHeadProbe`: a causal LM's own frozen head on the last hidden state (nothing trained).
 
-Sentence and token probes can standardise their inputs per (layer, dimension) with training statistics
-(`set_input_statistics`, `papa.probing.standardize`): off by default, as in the paper; the function class is the
-same either way (an affine map the first linear layer absorbs).
-
-Defaults follow the official probe (schwartz-lab-NLP/papa, ``FreezeExtractPoller*``): the MLP's
-hidden width is d (the backbone's hidden size) and its activation tanh. Two deliberate
-differences from that code: the position weights go through a softmax restricted to real tokens
-(the official weights are raw, initialised to 1/max_length and merely multiplied by the mask, so
-the pooled scale varies with sentence length); and the MLM probe's activation is tanh like every other
-probe's, where the official code used the backbone's ``hidden_act`` (GELU): pass ``activation="gelu"`` to
-match. An optional dropout before the output layer is off by default, as in the official probe.
+As the official probe: MLP width d, tanh. Unlike it, position weights are a softmax over real tokens (the official
+raw weights make the pooled scale vary with length), and the MLM probe uses tanh too (``activation="gelu"`` to
+match).
 """
 from __future__ import annotations
 
@@ -58,9 +42,8 @@ def _mlp(in_features: int, hidden: int, out_features: int, dropout: float, activ
 
 
 class _Standardizable(nn.Module):
-    """A probe over L+1 hidden states of width d ending in the 2-layer MLP (`_mlp`), whose inputs may be
-    standardised per (layer, dimension): `papa.probing.standardize`. The probes' shared arguments are
-    `SentenceProbe`'s."""
+    """A probe over L+1 hidden states of width d ending in the 2-layer MLP, whose inputs may be standardised per
+    (layer, dimension)."""
 
     input_mean: torch.Tensor | None
     input_std: torch.Tensor | None
@@ -81,8 +64,7 @@ class _Standardizable(nn.Module):
         return self.input_mean is not None
 
     def set_input_statistics(self, statistics) -> None:
-        """Standardise every (layer, dimension) of the inputs with `statistics` (`papa.probing.standardize.
-        InputStatistics` of the training features) from now on."""
+        """Standardise every (layer, dimension) of the inputs with `statistics` (`InputStatistics`) from now on."""
         shape = (self.num_layers, self.hidden_size)
         if tuple(statistics.mean.shape) != shape:
             raise ValueError(f"statistics of shape {tuple(statistics.mean.shape)} do not fit this probe's {shape}")
@@ -108,17 +90,8 @@ def _check_features(features: torch.Tensor, num_layers: int, hidden_size: int) -
 
 
 class SentenceProbe(_Standardizable):
-    """Per-layer learned position pooling, concatenation across layers, 2-layer MLP.
-
-    Args:
-        num_layers: number of hidden-state tensors, L+1 (embeddings + L layers).
-        hidden_size: d, the backbone's hidden size.
-        max_length: number of learned position weights per layer (the padded input length).
-        num_labels: number of classes.
-        mlp_hidden: hidden width of the MLP; ``None`` means ``hidden_size`` (as the official probe).
-        dropout: dropout before the output layer (active in ``train()`` mode only).
-        activation: ``"tanh"`` (default: every probe's) or ``"gelu"`` (the released code's MLM probe).
-    """
+    """Per-layer learned position pooling (`max_length` weights per layer), concatenation across the `num_layers`
+    (L+1) layers, 2-layer MLP of width `mlp_hidden` (None: `hidden_size`)."""
 
     def __init__(
         self,
@@ -132,21 +105,15 @@ class SentenceProbe(_Standardizable):
     ) -> None:
         super().__init__(num_layers, hidden_size, num_labels, mlp_hidden, dropout, activation)
         self.max_length = max_length
-        # Logits of the position weights; zeros = uniform pooling over the real tokens at start,
-        # i.e. the probe starts as mean pooling and learns which positions matter.
+        # zeros: the probe starts as mean pooling over the real tokens
         self.position_logits = nn.Parameter(torch.zeros(num_layers, max_length))
 
     def pooling_weights(self, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Position weights [batch, L+1, n]: softmax over real tokens, exactly 0 on pads.
-
-        A row with no real token at all gets all-zero weights (a zero pooled vector), not NaN.
-        """
+        """Position weights [batch, L+1, n]: softmax over real tokens, exactly 0 on pads (all 0 without any)."""
         n = attention_mask.shape[-1]
         if n > self.max_length:
             raise ValueError(f"input length {n} exceeds the probe's max_length {self.max_length}")
         real = attention_mask.bool()[:, None, :]  # [batch, 1, n]
-        # Shorter inputs use the first n weights; with the fixed-length layout inputs are exactly
-        # max_length long, so every slot (incl. the final [SEP]) keeps its own weight.
         logits = self.position_logits[:, :n].unsqueeze(0)  # [1, L+1, n]
         # -inf gives exactly zero weight on pads; the where() turns the NaN of all-pad rows into 0.
         weights = torch.softmax(logits.masked_fill(~real, float("-inf")), dim=-1)
@@ -175,16 +142,7 @@ class SentenceProbe(_Standardizable):
 
 
 class TokenProbe(_Standardizable):
-    """Per-token concatenation across layers, 2-layer MLP (NER, POS; MLM via :func:`mlm_probe`).
-
-    Args:
-        num_layers: number of hidden-state tensors, L+1.
-        hidden_size: d.
-        num_labels: number of classes (vocabulary size for MLM).
-        mlp_hidden: hidden width of the MLP; ``None`` means ``hidden_size``.
-        dropout: dropout before the output layer.
-        activation: ``"tanh"`` (default) or ``"gelu"``.
-    """
+    """Per-token concatenation across layers, 2-layer MLP (NER, POS; MLM via `mlm_probe`)."""
 
     def __init__(
         self,
@@ -198,8 +156,7 @@ class TokenProbe(_Standardizable):
         super().__init__(num_layers, hidden_size, num_labels, mlp_hidden, dropout, activation)
 
     def token_inputs(self, features: torch.Tensor, select: torch.Tensor | None = None) -> torch.Tensor:
-        """The MLP's input per token, [batch, n, (L+1)*d] (or [num_selected, (L+1)*d] with `select`): each token's
-        L+1 vectors, standardised if the probe has statistics, concatenated layer-major like the official probe."""
+        """The MLP's input per token, [batch, n, (L+1)*d] (or [num_selected, (L+1)*d] with `select`), layer-major."""
         _check_features(features, self.num_layers, self.hidden_size)
         batch, _, n, _ = features.shape
         per_token = features.permute(0, 2, 1, 3)  # [batch, L+1, n, d] -> [batch, n, L+1, d]
@@ -216,21 +173,8 @@ class TokenProbe(_Standardizable):
         attention_mask: torch.Tensor | None = None,
         select: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Logits per token.
-
-        Args:
-            features: [batch, L+1, n, d].
-            attention_mask: accepted for symmetry with :class:`SentenceProbe`; unused, because
-                each token is classified on its own representations only (pad positions get
-                logits, which the loss ignores through label -100).
-            select: optional bool [batch, n]; if given, only those positions are classified and
-                the result is [num_selected, num_labels] in row-major order (``labels[select]``
-                lines up with it). For MLM this skips the vocabulary-sized decoder on the ~85%
-                of positions that have no target.
-
-        Returns:
-            [batch, n, num_labels], or [num_selected, num_labels] with ``select``.
-        """
+        """Logits [batch, n, num_labels] of `features` [batch, L+1, n, d], or [num_selected, num_labels] of the
+        positions bool `select` [batch, n] marks (row-major, as ``labels[select]``); `attention_mask` is unused."""
         return self.mlp(self.token_inputs(features, select))
 
 
@@ -242,22 +186,14 @@ def mlm_probe(
     dropout: float = 0.0,
     activation: Literal["tanh", "gelu"] = "tanh",
 ) -> TokenProbe:
-    """The MLM probe: a :class:`TokenProbe` whose output layer is a vocabulary-sized decoder.
-
-    It is trained from scratch on the frozen features (the model's own MLM head, if any, is not
-    used), so models without an MLM head are probed the same way. The official code used GELU
-    here (``activation="gelu"``).
-    """
+    """The MLM probe: a `TokenProbe` with a vocabulary-sized output layer, trained from scratch (the model's own MLM
+    head is not used)."""
     return TokenProbe(num_layers, hidden_size, vocab_size, mlp_hidden, dropout, activation)
 
 
 class LMHeadProbe(nn.Module):
-    """A causal LM's own output head over the last hidden state: next-token logits, no trainable parameter.
-
-    The head stays the model's (frozen, outside this module's parameters). Models that scale or soft-cap their
-    logits after the head (e.g. Gemma's final soft-capping) are not reproduced: the tests compare these logits with
-    the model's own on every registered decoder.
-    """
+    """A causal LM's own frozen output head over the last hidden state: next-token logits, no trainable parameter
+    (logit soft-capping after the head is not reproduced)."""
 
     def __init__(self, head: nn.Module) -> None:
         super().__init__()
@@ -281,13 +217,8 @@ def probe_loss(
     logits: torch.Tensor,
     labels: torch.Tensor,
 ) -> torch.Tensor:
-    """Cross-entropy for a probe's logits.
-
-    ``"sentence"``: logits [batch, C], labels [batch]. The kinds labelled slot by slot (`POSITION_KINDS`: ``"token"``,
-    ``"mlm"``, ``"lm"``, ``"next_token"``): logits [..., C] and labels [...] of matching leading shape (e.g.
-    [batch, n], or [k] after ``select``); positions labelled -100 are ignored, and the mean is over labelled
-    positions (0, not NaN, when a batch has none, which can happen with MLM masking of short inputs).
-    """
+    """Cross-entropy for a probe's logits: [batch, C] against [batch] for ``"sentence"``; for `POSITION_KINDS`
+    [..., C] against [...], the mean over positions not labelled -100 (0 when there are none)."""
     if task_kind == "sentence":
         return F.cross_entropy(logits, labels)
     if task_kind in POSITION_KINDS:

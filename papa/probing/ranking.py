@@ -21,9 +21,7 @@ from papa.tasks.registry import TaskSpec
 
 @dataclass
 class LambdaTrace:
-    """λ [L, H] recorded while it learns: after every `every` optimizer steps (None: only after the last one) and
-    always after the last one, with the step count and the seconds since training began. Pass one to
-    `learn_lambdas` to draw a learning curve; recording reads θ only, so λ learns exactly as without it."""
+    """λ [L, H] recorded while it learns, after every `every` steps and the last, with the step and seconds."""
 
     every: int | None = None
     steps: list[int] = field(default_factory=list)
@@ -65,13 +63,8 @@ def learn_lambdas(controller: PapaController, spec: TaskSpec, train: EncodedTask
                   trace: LambdaTrace | None = None, standardize: bool = False,
                   checkpoint: TrainingCheckpoint | None = None) -> torch.Tensor:
     """Train a probe and θ of every head jointly; return λ [L, H] (the heads go back to their previous modes).
-
-    `lambda_lr` is θ's learning rate (None: the probe's, `settings.learning_rate`); `trace` records λ along the way
-    (`LambdaTrace`) and the number of steps taken. With `standardize` the probe reads standardised inputs
-    (`papa.probing.standardize`), with statistics of the training features at the start (every λ at 0.5). With
-    `checkpoint` λ learning resumes where a run saved there stopped, and saves itself as it goes (with the trace):
-    θ, the probe, the optimizer and the data order, so that it ends as an uninterrupted run.
-    """
+    `lambda_lr` is θ's learning rate (None: the probe's); `trace` records λ along the way; `standardize` standardises
+    the probe's inputs with statistics taken at the start; `checkpoint` makes it resumable."""
     if controller.constants is None:
         raise ValueError("learning λ needs constants to mix with: call controller.set_constants(...) first")
     model = controller.model

@@ -1,12 +1,7 @@
 """Per-dimension standardisation of a probe's inputs, with statistics of the training features (an option).
 
-Each (layer, dimension) of the hidden states is shifted by its training mean and divided by its training standard
-deviation before the probe's MLP reads it. For a token probe that is an affine map of the MLP's input; for a
-sentence probe the statistics are taken over real tokens and the pooling weights sum to 1 over them, so the pooled
-vector is shifted and scaled the same way. Either way the first linear layer could absorb the map: the probe
-represents the same functions as the paper's, and only the conditioning of its training changes. It matters where
-a few input-independent dimensions are orders of magnitude larger than the rest (a decoder's un-normalised
-residual stream), which would otherwise saturate the MLP's tanh units from the first step.
+An affine map the first linear layer could absorb: the same function class, better conditioned where a few massive
+dimensions (a decoder's residual stream) would saturate the tanh units.
 """
 from __future__ import annotations
 
@@ -27,15 +22,13 @@ from papa.probing.probes import SentenceProbe, TokenProbe
 __all__ = ["InputStatistics", "input_statistics", "load_input_statistics", "probe_inputs_for",
            "save_input_statistics"]
 
-#: Added to each variance before the square root, as BatchNorm's default, so that a dimension constant over the
-#: training features is not divided by zero.
+#: Added to each variance before the square root (BatchNorm's default): a constant dimension is not divided by zero.
 VARIANCE_EPS = 1e-5
 
 
 def probe_inputs_for(causal: bool, requested: str | None, *, trains_probe: bool = True) -> str:
-    """What a run's probe reads (`PROBE_INPUTS`): `requested`, else the raw hidden states for an encoder (the paper's
-    probe) and standardised ones for a causal LM. A task that trains no probe (a decoder's LM objective, scored by
-    its own head) reads them raw; asking it for standardised inputs is refused."""
+    """What a run's probe reads: `requested`, else raw for an encoder and standardized for a causal LM; a task that
+    trains no probe reads raw (standardized is refused)."""
     fix = Arg("probe_inputs", None)
     if requested is not None and requested not in PROBE_INPUTS:
         raise InputError(f"unknown probe inputs {requested!r}: choose one of {', '.join(PROBE_INPUTS)}, or give "
@@ -67,9 +60,8 @@ class InputStatistics:
 
 @torch.no_grad()
 def input_statistics(probe: SentenceProbe | TokenProbe, source, *, batch_size: int = 64) -> InputStatistics:
-    """Per (layer, dimension) mean and standard deviation over `source` (the training features): over every real
-    token for a sentence probe (what its pooling averages), over the labelled tokens for a token probe (what it
-    classifies). Accumulated in float64."""
+    """Per (layer, dimension) mean and std over `source`'s real tokens (sentence probe) or labelled tokens (token
+    probe), accumulated in float64."""
     if not isinstance(probe, (SentenceProbe, TokenProbe)):
         raise TypeError(f"only sentence and token probes read standardised inputs, not {type(probe).__name__}")
     n = len(source.data)
@@ -93,8 +85,7 @@ def input_statistics(probe: SentenceProbe | TokenProbe, source, *, batch_size: i
 
 
 def save_input_statistics(path: str | os.PathLike, statistics: InputStatistics, metadata: dict) -> Path:
-    """Write `statistics` atomically as safetensors, with `metadata` (what run they standardise, JSON-able) and the
-    count in the header; returns the path."""
+    """Write `statistics` atomically as safetensors, `metadata` and the count in the header; returns the path."""
     path = Path(path)
     header = {"papa_input_statistics": json.dumps({**metadata, "count": statistics.count, "format_version": FORMAT},
                                                   sort_keys=True)}

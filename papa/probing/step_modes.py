@@ -1,28 +1,13 @@
 """How one optimizer step of a probe's training runs: eagerly, replayed from a CUDA graph, or compiled.
 
-Every step of a probe's training (a plain probe over stored features, λ learning, trained constants) is one
-forward pass, its loss, the backward pass and an AdamW step. Run eagerly, each is hundreds of small kernel launches,
-and a step costs the same 2-4 ms per layer whatever the batch: the GPU waits on the launches. The modes
-(`STEP_MODES`):
+* ``eager``: the reference, bit for bit.
+* ``graphed``: forward, loss, backward and a capturable AdamW step captured once for the full batch's shape and
+  replayed; other shapes step eagerly with the same optimizer. CUDA only.
+* ``compiled``: `torch.compile` of the forward and loss (one graph per batch shape) and of AdamW's update (shared by
+  every optimizer of the same shapes).
 
-* ``eager``: the reference, the step as it always ran (`eager_step`), bit for bit.
-* ``graphed``: CUDA graphs. The first batches of the full batch's shape run eagerly (on a side stream, as CUDA
-  graph capture asks), then forward, loss, backward and the optimizer's step are captured once into a graph whose
-  inputs are static buffers; every later batch of that shape is copied into the buffers and the graph replayed.
-  AdamW is made ``capturable`` (its step count lives on the device). A batch of another shape (the ragged last batch
-  of an epoch, wherever it comes: first, on a resumed run) runs the same step eagerly, with the same optimizer and
-  its state. The graph is captured in ``thread_local`` mode (`GraphedStep._capture`). CUDA only.
-* ``compiled``: `torch.compile` of the forward and loss (``fullgraph=True``; ``mode="reduce-overhead"`` with the
-  inductor backend, CUDA graphs on a GPU), one graph per batch shape; and of AdamW's update (`compiled_update`), one
-  graph per set of parameter shapes and hyper-parameters, shared by every optimizer that has them.
-
-The graphed and compiled steps need static shapes: a probe of a kind labelled slot by slot (`POSITION_KINDS`)
-scores every position of the batch and the loss ignores the unlabelled ones (`step_logits` with ``dense``), where
-the eager step scores only the labelled positions (a data-dependent shape). The loss is the same function; the
-floats are equal within rounding, not bit for bit. Likewise a capturable AdamW computes its bias corrections on the
-device, in float32, rather than in Python: graph replay is bit for bit the graphed mode's own eager step (the same
-kernels), and within rounding of the ``eager`` mode. Under autocast each graphed or compiled step runs in an autocast
-of its own without the cast cache (a cached cast of a trained weight would be stale after its first update).
+Graphs need static shapes, so those modes score every position and the loss ignores unlabelled ones: equal to
+``eager`` within rounding, not bit for bit. Their autocast runs without the cast cache (stale after an update).
 """
 from __future__ import annotations
 
@@ -44,16 +29,10 @@ from papa.tasks.registry import POSITION_KINDS
 WARMUP_STEPS = 2
 #: The backend of the ``compiled`` mode (tests pass ``aot_eager``, which generates no code).
 DEFAULT_BACKEND = "inductor"
-#: Graphs the compiled step's loss may hold (the compiler's ``recompile_limit`` while it runs; its default is 8).
-#: Probes of one shape share a graph (their parameters are the graph's inputs), but a grid adds one per head
-#: configuration its backbone trains in (trained constants at each fraction) and batch shape (the ragged last batch);
-#: under ``fullgraph=True`` the compiler's default limit would stop a grid after its fourth such point.
+#: The compiler's ``recompile_limit`` while the compiled step runs (default 8): a grid adds a graph per head
+#: configuration and batch shape.
 COMPILED_GRAPHS = 256
-#: How CUDA checks the calls made while a graph is captured: only the capturing thread's. Other threads may work
-#: meanwhile (a batch order ``chunks`` reader copying the next chunk on the host, torch's own helper threads); under
-#: the default ``global`` mode a call CUDA deems unsafe from any of them (a pinned allocation, an event query) would
-#: fail the capture. The readers of `papa.probing.prefetch` make no CUDA call at all; this keeps any other thread's
-#: from breaking a capture. Inductor's CUDA graphs are captured in the same mode.
+#: CUDA checks only the capturing thread's calls, so that another thread's (a chunk reader's) cannot fail a capture.
 CAPTURE_ERROR_MODE = "thread_local"
 
 Batch = tuple[torch.Tensor, ...]
@@ -81,10 +60,8 @@ def loss_kind(kind: str) -> str:
 
 def step_logits(probe: nn.Module, kind: str, feats: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor, *,
                 dense: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-    """(logits, labels) aligned for the loss. Token-level kinds classify only the positions that have a target: the
-    others' logits would be ignored by the loss and the metric, and computing them is most of a token probe's time
-    (one labelled sub-token per word, a few per 128 slots). With `dense` every position is classified (a static
-    shape, for graphs and the compiler) and the loss ignores the unlabelled ones."""
+    """(logits, labels) aligned for the loss: token-level kinds classify only labelled positions, or every position
+    with `dense` (a static shape)."""
     if kind in POSITION_KINDS and not dense:
         select = labels != IGNORE_INDEX
         return probe(feats, mask, select=select), labels[select]
@@ -110,9 +87,8 @@ def new_optimizer(mode: str, groups: Sequence[dict]) -> torch.optim.AdamW:
 
 
 def fetcher(source) -> tuple[Callable[[torch.Tensor], Batch], Features]:
-    """How a step reads `source` (a `papa.probing.features.FeatureSource`, or any callable of example indices giving
-    (features, mask, labels)): `fetch(idx)`, the batch's device tensors, and `features(*batch)`, what the step
-    computes from them (for a trainable backbone the backbone's pass, so that a graph or the compiler holds it)."""
+    """(`fetch(idx)`, the batch's device tensors; `features(*batch)`, what the step computes from them) of `source`
+    (a `FeatureSource`, or a callable of example indices giving (features, mask, labels))."""
     fetch, features = getattr(source, "fetch", None), getattr(source, "from_fetched", None)
     if fetch is None or features is None:
         return source, given_features
@@ -133,7 +109,7 @@ def _dense_loss(probe: nn.Module, kind: str, features: Features, *batch: torch.T
 
 
 def _uncached_autocast(device: torch.device):
-    """The autocast in force on `device`'s type again, without the cast cache (module docstring); none if off."""
+    """The autocast in force on `device`'s type again, without the cast cache; none if off."""
     kind = device.type
     if not torch.is_autocast_enabled(kind):
         return nullcontext()
@@ -152,16 +128,14 @@ class EagerStep:
 
 
 def _rows(shape: tuple) -> int:
-    """The examples in a batch of `shape` (`GraphedStep`'s: each tensor's (shape, dtype, device)): its first
-    tensor's leading size."""
+    """The examples in a batch of `shape` (each tensor's (shape, dtype, device)): its first tensor's leading size."""
     first = shape[0][0] if shape else ()
     return first[0] if first else 0
 
 
 class GraphedStep:
-    """Steps replayed from a CUDA graph captured for the full batch's shape (batches of `batch_size` examples; None:
-    the largest batch seen so far), after `warmup` eager steps of that shape; other shapes step eagerly with the
-    same optimizer (module docstring)."""
+    """Steps replayed from a CUDA graph captured for the full batch's shape (`batch_size` examples; None: the largest
+    seen), after `warmup` eager steps; other shapes step eagerly with the same optimizer."""
 
     def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
                  warmup: int = WARMUP_STEPS, batch_size: int | None = None):
@@ -195,9 +169,8 @@ class GraphedStep:
         return self.static_loss.clone()
 
     def _choose_shape(self, shape: tuple) -> None:
-        """Before capture: the shape to capture is the first full batch's (`batch_size` examples), or without a
-        batch size the largest batch's seen so far (its warm-up starts again). A ragged batch seen first (a resumed
-        run's) is never the one captured, or every full batch after it would run eagerly."""
+        """Before capture: the first full batch's shape, or without a batch size the largest seen (its warm-up
+        restarts); never a ragged batch seen first."""
         if self.batch_size is not None:
             if self.shape is None and _rows(shape) == self.batch_size:
                 self.shape = shape
@@ -224,9 +197,9 @@ class GraphedStep:
         return loss.detach()
 
     def _capture(self, batch: Batch) -> None:
-        """Capture forward, loss, backward and the optimizer's step on static copies of `batch`'s tensors, in
-        `CAPTURE_ERROR_MODE`. The gradients are unset first, so the captured backward writes them (into the graph's
-        memory) rather than adding to them; capture launches nothing, the first replay takes the step."""
+        """Capture forward, loss, backward and the optimizer's step on static copies of `batch`'s tensors; the first
+        replay takes the step."""
+        # Gradients unset first: the captured backward writes them rather than adding to them.
         self.static = tuple(t.clone() for t in batch)
         self.optimizer.zero_grad(set_to_none=True)
         graph = torch.cuda.CUDAGraph()
@@ -239,9 +212,8 @@ class GraphedStep:
 
 
 def _adamw_update(tensors: tuple[list[torch.Tensor], ...], settings: dict) -> None:
-    """AdamW's update of one parameter group, as `torch.optim.AdamW.step` computes it, from its state's tensors
-    (params, grads, first and second moments, max second moments, step counts) and `settings` (`adam`'s keywords:
-    the group's hyper-parameters)."""
+    """AdamW's update of one parameter group, as `torch.optim.AdamW.step` computes it, from its state's tensors and
+    `settings` (`adam`'s keywords)."""
     with torch.no_grad():
         adam(*tensors, capturable=False, differentiable=False, fused=None, **settings)
 
@@ -250,20 +222,16 @@ _COMPILED_UPDATES: dict[str, Callable] = {}
 
 
 def compiled_update(backend: str) -> Callable:
-    """`_adamw_update` compiled with `backend` (``fullgraph=True``, static shapes), made once per backend. Its
-    inputs are the state's tensors, so the compiler's guards check their shapes and the hyper-parameters, never which
-    optimizer they belong to: every optimizer with the same parameter shapes reuses one graph. Compiling each
-    optimizer's own `step` instead adds a graph per optimizer (its guards hold the optimizer itself), and past the
-    compiler's recompile limit every later optimizer would step eagerly without a word."""
+    """`_adamw_update` compiled with `backend`, once per backend."""
+    # Not each optimizer's own `step`: its guards would hold the optimizer, a graph per optimizer past the limit.
     if backend not in _COMPILED_UPDATES:
         _COMPILED_UPDATES[backend] = torch.compile(_adamw_update, backend=backend, fullgraph=True, dynamic=False)
     return _COMPILED_UPDATES[backend]
 
 
 def compiled_optimizer_step(optimizer: torch.optim.Optimizer, backend: str) -> None:
-    """One step of `optimizer` (an AdamW of `new_optimizer`) through `compiled_update`: each group's state is made
-    as `step` makes it (`_init_group`: the optimizer's own code, on its first step), its step counts moved to their
-    parameters' device as the compiler does for a compiled `step`, and the update runs compiled."""
+    """One step of `optimizer` (an AdamW of `new_optimizer`) through `compiled_update`, its state made by the
+    optimizer's own `_init_group`."""
     update = compiled_update(backend)
     for group in optimizer.param_groups:
         params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps = [], [], [], [], [], []
@@ -283,10 +251,8 @@ def compiled_optimizer_step(optimizer: torch.optim.Optimizer, backend: str) -> N
 
 
 class CompiledStep:
-    """Steps whose forward and loss run compiled (`torch.compile`, ``fullgraph=True``, one graph per batch shape:
-    ``dynamic=False``), and the optimizer's update too (`compile_optimizer`: `compiled_optimizer_step`, one graph
-    shared by every optimizer of the same shapes). With the inductor backend the loss's mode is ``reduce-overhead``
-    (CUDA graphs on a GPU; on the CPU it compiles without them)."""
+    """Steps whose forward and loss run compiled (one graph per batch shape; ``reduce-overhead`` with inductor), and
+    with `compile_optimizer` the update too (`compiled_optimizer_step`)."""
 
     def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
                  backend: str = DEFAULT_BACKEND, compile_optimizer: bool = True):
@@ -312,9 +278,8 @@ class CompiledStep:
         return loss.detach().clone()
 
     def _warm(self, batch: Batch) -> None:
-        """One pass of the loss outside the compiler, without a gradient or a draw from the generators: libraries set
-        themselves up lazily on a first call (transformers installs the hooks that collect hidden states, under a
-        lock the compiler cannot trace), which must not happen inside the graph."""
+        """One pass of the loss outside the compiler, without a gradient or a draw from the generators."""
+        # Libraries set themselves up lazily on a first call (under a lock the compiler cannot trace).
         device = batch[0].device
         with torch.no_grad(), torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
             with _uncached_autocast(device):
@@ -328,8 +293,7 @@ Step = EagerStep | GraphedStep | CompiledStep
 def make_step(mode: str, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
               backend: str = DEFAULT_BACKEND, batch_size: int | None = None) -> Step:
     """The step of `mode` for one probe and its optimizer (`new_optimizer(mode, ...)`); `features` as `fetcher`
-    gives it. `backend` is the compiled mode's; `batch_size` the full batch's size, the shape a graphed step
-    captures (None: the largest batch it has seen)."""
+    gives it; `batch_size` is the shape a graphed step captures."""
     if mode == "eager":
         return EagerStep(probe, optimizer, kind, features)
     if mode == "graphed":

@@ -1,8 +1,6 @@
 """Training a probe on a frozen (PAPA-modified) backbone and evaluating it (paper 3.3, Appendix B).
 
-Table 3's learning rate, batch size and epochs; a constant learning rate with AdamW (no decay), as the official
-scripts' Trainer setup; evaluation on the validation split after training. A seed fixes the probe's initial
-weights and the batch order, so a run is deterministic on the CPU.
+Table 3's hyper-parameters, AdamW at a constant learning rate; a seed fixes the initial weights and the batch order.
 """
 from __future__ import annotations
 
@@ -28,10 +26,8 @@ from papa.tasks.registry import TaskSpec
 
 @dataclass(frozen=True)
 class TrainSettings:
-    """How one probe is trained: Table 3's values by default (`from_task`). `extra_learning_rate` is that of the
-    parameters trained beside the probe (`train_probe`'s `extra_parameters`, e.g. λ's θ; None: `learning_rate`).
-    `step_mode` is how each optimizer step runs (`papa.probing.step_modes`: eager, the reference, by default;
-    graphed or compiled), `step_backend` the compiler backend of the compiled mode."""
+    """How one probe is trained (Table 3's values: `from_task`); `extra_learning_rate` is that of the parameters
+    trained beside it (None: `learning_rate`), `step_mode` and `step_backend` how each step runs."""
 
     learning_rate: float
     batch_size: int
@@ -69,11 +65,8 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
                 extra_parameters: Iterable[nn.Parameter] = (), progress: bool = True, desc: str = "train probe",
                 on_step: Callable[[int], None] | None = None,
                 checkpoint: TrainingCheckpoint | None = None) -> list[float]:
-    """Train `probe` (and `extra_parameters`, e.g. λ's θ, at `settings.extra_learning_rate`) on `source`; returns
-    the loss of every step (none when nothing trains: the LM head probe alone). `on_step`, if given, is called after
-    every optimizer step with the number of steps taken so far (e.g. to record λ for a learning curve). With
-    `checkpoint` the training resumes from the state saved there, if any, and saves its state as the checkpoint says
-    (`papa.probing.checkpoint`): an interrupted run, run again, ends as an uninterrupted one."""
+    """Train `probe` (and `extra_parameters`, e.g. λ's θ) on `source`; returns the loss of every step (none when
+    nothing trains). `on_step` gets the steps taken after each step; `checkpoint` makes the training resumable."""
     groups = [{"params": list(probe.parameters()), "lr": settings.learning_rate}]
     extra = [p for p in extra_parameters if p.requires_grad]
     if extra:
@@ -84,9 +77,8 @@ def train_probe(probe: nn.Module, kind: str, source: FeatureSource, settings: Tr
 
 def train_probes(probes: Sequence[nn.Module], kind: str, source: FeatureSource, settings: TrainSettings, *,
                  seeds: Sequence[int], progress: bool = True, desc: str = "train probes") -> list[list[float]]:
-    """Train one probe per seed together: at each step every seed takes a step on its own batch (its seed decides its
-    order, as in `train_probe`), so a stored split is read in one pass per epoch for all of them and each probe ends
-    exactly as `train_probe` would leave it. Returns each seed's step losses, read from the device once at the end."""
+    """Train one probe per seed together, each step every seed's on its own batch, so that each ends exactly as
+    `train_probe` would leave it; returns each seed's step losses."""
     if len(probes) != len(seeds):
         raise ValueError(f"{len(probes)} probes for {len(seeds)} seeds: give one probe per seed")
     members = [_Member(probe, seed, [{"params": list(probe.parameters()), "lr": settings.learning_rate}])
@@ -101,12 +93,8 @@ BLOCK_ORDER_SEED = 0
 def train_probes_in_chunks(probes: Sequence[nn.Module], kind: str, source: FeatureSource, settings: TrainSettings, *,
                            seeds: Sequence[int], chunk_examples: int, progress: bool = True,
                            desc: str = "train probes") -> list[list[float]]:
-    """Train one probe per seed on a stored split read in chunks (batch order ``chunks``): every epoch the chunks of
-    `chunk_examples` consecutive examples (whole batches) come in one order shared by every seed
-    (`BLOCK_ORDER_SEED` + epoch), each read from the store in one sequential read, and every seed takes its steps on
-    a chunk in its own shuffle of it, as `train_probes_in_blocks` does on a block. The backbone ran once, when the
-    store was filled; the batches differ from `train_probes`' (a stated change of batch order, recorded in a grid's
-    rows). For a split stored on disk that fits no memory: a read per chunk, not per batch."""
+    """Train one probe per seed on a stored split read in chunks of `chunk_examples` (batch order ``chunks``): the
+    chunks in one order per epoch shared by every seed, each seed shuffling within a chunk."""
     source.check_chunks()
     return train_probes_in_blocks(probes, kind, source.model, source.data, settings, seeds=seeds,
                                   block_examples=chunk_examples, progress=progress, desc=desc,
@@ -117,13 +105,9 @@ def train_probes_in_blocks(probes: Sequence[nn.Module], kind: str, model, data, 
                            seeds: Sequence[int], block_examples: int, progress: bool = True,
                            desc: str = "train probes",
                            read: Callable[[int, int], Iterable[tuple]] | None = None) -> list[list[float]]:
-    """Train one probe per seed where the features fit no store: every epoch the split is shuffled once (the same
-    for every seed, `BLOCK_ORDER_SEED` + epoch) and cut into blocks of `block_examples`; the backbone runs once over
-    a block and every seed takes its steps on it, shuffling the block's examples in its own order. The backbone
-    then runs epochs times over each example instead of seeds x epochs times, and the batches differ from
-    `train_probes`' (a seed's order is shuffled within blocks): a stated change of batch order (``batch_order=
-    "blocks"`` in a grid, recorded in its rows). `read(epoch, block_examples)`, where given, gives each epoch's
-    blocks (features, mask, labels) instead (`train_probes_in_chunks`)."""
+    """Train one probe per seed where the features fit no store (batch order ``blocks``): each epoch the split is
+    shuffled once for every seed and cut into blocks of `block_examples`, the backbone runs once over a block and
+    each seed shuffles within it. `read(epoch, block_examples)` gives the blocks instead, where given."""
     if len(probes) != len(seeds):
         raise ValueError(f"{len(probes)} probes for {len(seeds)} seeds: give one probe per seed")
     if block_examples < settings.batch_size:
@@ -164,8 +148,7 @@ def _checked_mode(settings: TrainSettings, probes: Sequence[nn.Module]) -> str:
 
 
 def _backbone_blocks(model, data, size: int, seed: int) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
-    """The blocks of one epoch of batch order ``blocks``: the split shuffled once (`seed`) and cut into blocks of
-    `size`, the backbone run over each block as it is taken."""
+    """One epoch's blocks of `size`, the split shuffled by `seed`, the backbone run over each as it is taken."""
     shared = torch.randperm(len(data), generator=torch.Generator().manual_seed(seed), device="cpu")
     for start in range(0, len(data), size):
         block = shared[start:start + size]
@@ -176,9 +159,7 @@ def _backbone_blocks(model, data, size: int, seed: int) -> Iterator[tuple[torch.
 
 def _step_batches(source, fetch: Callable, orders: Sequence[torch.Tensor], start: int, batch_size: int
                   ) -> Iterator[Iterable]:
-    """Each step's batches, one per order, as `fetch` gives them: a `FeatureSource` reads every seed's batch of a
-    step together (`FeatureSource.steps`: from a store in one gather, a step ahead); any other source batch by
-    batch."""
+    """Each step's batches, one per order, as `fetch` gives them (a `FeatureSource` reads them together)."""
     if hasattr(source, "steps"):
         return source.steps(orders, start, batch_size)
     return fetched_steps(fetch, orders, start, batch_size, len(source.data))
@@ -233,8 +214,7 @@ def _train(members: list[_Member], kind: str, source: FeatureSource, settings: T
 
 def _epochs(trained: list, runners: list, reading: tuple, settings: TrainSettings, steps: int, resumed,
             bar, on_step: Callable[[int], None] | None, checkpoint: TrainingCheckpoint | None) -> None:
-    """`_train`'s epochs from step `steps` on (a resumed run's: `resumed`); each member's step is its runner's
-    (`papa.probing.step_modes`) on the batch `fetch` reads (`reading`: fetch and the source)."""
+    """`_train`'s epochs from step `steps` on (a resumed run's: `resumed`); `reading` is (fetch, source)."""
     fetch, source = reading
     n, per_epoch = len(source.data), _steps_per_epoch(source, settings)
     total = settings.epochs * per_epoch
@@ -268,9 +248,7 @@ def _steps_per_epoch(source: FeatureSource, settings: TrainSettings) -> int:
 @torch.no_grad()
 def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, batch_size: int = 64,
                    return_predictions: bool = False) -> float | tuple[float, EvalPredictions]:
-    """The task's metric on `source` (the validation split); with `return_predictions`, (metric, each example's
-    outcome as `EvalPredictions`), from which `papa.probing.predictions.metric_on` recomputes the metric on any
-    resample of the examples. The metric is the same either way."""
+    """The task's metric on `source`; with `return_predictions`, (metric, `EvalPredictions`)."""
     probe.eval()
     if spec.predicts_next_token:  # every real position gets vocabulary-sized logits: batches of the task's own size
         batch_size = min(batch_size, spec.hparams.batch_size)
@@ -317,11 +295,8 @@ def evaluate_probe(probe: nn.Module, spec: TaskSpec, source: FeatureSource, *, b
 def _example_losses(logits: torch.Tensor, targets: torch.Tensor, labels: torch.Tensor
                     ) -> tuple[float, torch.Tensor, torch.Tensor]:
     """The batch's summed cross-entropy, with each row's sum (float64, CPU) and number of scored tokens, from the
-    selected positions' logits (in row order, as `step_logits` selects them).
-
-    `cross_entropy` is `nll_loss` of `log_softmax` (so ATen computes it, on every device): the batch's sum is the
-    one `cross_entropy(reduction="sum")` gives, bit for bit, and the vocabulary-sized softmax runs once, not twice.
-    """
+    selected positions' logits."""
+    # nll_loss of log_softmax is cross_entropy bit for bit, with the vocabulary-sized softmax run once.
     log_probs = nn.functional.log_softmax(logits, dim=1)
     batch_loss = nn.functional.nll_loss(log_probs, targets, reduction="sum").item()
     token_loss = nn.functional.nll_loss(log_probs, targets, reduction="none").float().cpu().double()

@@ -1,25 +1,9 @@
 """The reproduction as a list of independent jobs, run in this process, on a pool of workers, or through submitit.
 
-A `Job` is one probe run: (model, task, constants, constants corpus, selection, fraction, seed, profile, input
-layout). Its
-`key` spells these out and its `id` is a short hash of the key; both are stable across machines and runs.
-The jobs of a reproduction are read off the sections' grid declarations (`papa.paper.grids`), which the section
-notebooks run, called with each notebook's parameters (`notebook_jobs`): no notebook is executed to list them.
-
-Jobs are run in two waves of units (`plan_units`):
-
-1. preparation: per (model, task, constants corpus, kind), extract the average constants and learn the λ ranking
-   the jobs need, so that no two workers compute the same artifact;
-2. points: the jobs that differ only in their seed share one unit, because they share the backbone features.
-
-A job is finished when ``<out>/results.csv`` holds its row; finished jobs are never dispatched, and the grid runner
-below skips any run already in the table. A unit that fails is reported with its jobs' ids and does not stop the
-others; `papa jobs run ID` re-runs a job alone. Every worker appends to the same results table (appends are
-locked and atomic) and reads and writes the same constants and rankings (written atomically).
-
-Executors: ``workers=1`` runs units here; ``workers=N`` runs them on N local processes (each with its own GPU when
-there are several); a submitit executor (`submitit_executor`: Slurm, or its local executor) runs each unit as a
-cluster job.
+A `Job` is one probe run, with a stable `key` and `id`; the jobs are read off the notebooks' grid declarations
+without executing them. They run in two waves of units (`plan_units`): preparation (constants and λ rankings, so
+that no two workers compute the same artifact), then points (a point's seeds share its features). A job is finished
+when ``results.csv`` holds its row; a failed unit does not stop the others.
 """
 from __future__ import annotations
 
@@ -96,13 +80,11 @@ def grid_jobs(cfg) -> list[Job]:
 # ---- what the notebooks run --------------------------------------------------------------------------------------
 
 def batch_jobs(batch: Batch) -> list[Job]:
-    """Every job the section notebooks of `batch` run (as `papa.reproduce.notebooks.run_notebooks` runs them),
-    without duplicates, in a stable order."""
+    """Every job the section notebooks of `batch` run, without duplicates, in a stable order."""
     from papa.reproduce.notebooks import injected_parameters, named_notebook, notebook_grids
     from papa.runs.profiles import get_profile
 
-    # Resolved once: the notebooks' grids then find the profile by its name (a file is read once, here); the
-    # output folder stays the one the batch's own profile names.
+    # Resolved once: a profile file is read here, and the output folder stays the batch's own.
     prof = get_profile(batch.profile)
     listed = replace(batch, profile=prof.name, out_dir=batch.out)
     jobs: dict[str, Job] = {}
@@ -117,8 +99,7 @@ def batch_jobs(batch: Batch) -> list[Job]:
 def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, folder: RunFolder | str | None = None,
                   resources: Resources = Resources(), with_models: Sequence[str] | None = None,
                   with_tasks: Sequence[str] | None = None) -> list[Job]:
-    """`batch_jobs` of the batch these name: every job the section notebooks `names` run for `profile` (on
-    `with_models` and `with_tasks` where given) into the run folder `folder`, with `resources`' data and device."""
+    """`batch_jobs` of the batch these arguments name."""
     return batch_jobs(Batch(profile, names, out_dir=None if folder is None else str(folder),
                             data_dir=resources.data_dir, device=resources.device, with_models=with_models,
                             with_tasks=with_tasks))
@@ -126,11 +107,11 @@ def notebook_jobs(profile: str, names: Sequence[str] = NOTEBOOKS, *, folder: Run
 
 # ---- status ------------------------------------------------------------------------------------------------------
 
-def finished(jobs: Iterable[Job], folder: RunFolder | str | os.PathLike) -> set[str]:
+def finished(jobs: Iterable[Job], folder: RunFolder) -> set[str]:
     """Keys of the `jobs` whose row is in the run folder's ``results.csv``."""
     from papa.runs.results import ResultsTable
 
-    path = RunFolder.at(folder).results
+    path = folder.results
     if not path.is_file():
         return set()
     df = ResultsTable(path).read()
@@ -141,8 +122,8 @@ def finished(jobs: Iterable[Job], folder: RunFolder | str | os.PathLike) -> set[
 
 
 def done_runs(batch: Batch) -> dict[str, tuple[int, int]]:
-    """Per notebook of `batch`: (its probe runs already in ``<out>/results.csv``, all its probe runs). Notebooks
-    that run no grid are left out; empty when the folder holds no results yet (nothing is listed then)."""
+    """Per notebook of `batch` that runs a grid: (its probe runs already in ``results.csv``, all its probe runs);
+    empty when there are no results yet."""
     if not batch.out.results.is_file():
         return {}
     jobs = {name: batch_jobs(replace(batch, names=(name,))) for name in batch.names}
@@ -197,7 +178,7 @@ class Unit:
 
 
 
-def plan_units(jobs: Sequence[Job], folder: RunFolder | str | os.PathLike, resources: Resources = Resources()
+def plan_units(jobs: Sequence[Job], folder: RunFolder, resources: Resources = Resources()
                ) -> tuple[list[Unit], list[Unit]]:
     """(preparation units, point units) for the jobs not yet finished in the run folder `folder`, each run with
     `resources`' data and device."""
@@ -231,8 +212,7 @@ def _ranked(job: Job) -> bool:
 
 
 def _preparation(job: Job) -> tuple:
-    """Jobs with the same preparation share its constants (and λ ranking: one per draw, `lambda@part1`'s is not
-    `lambda`'s, while `reversed_lambda` reads `lambda`'s)."""
+    """What jobs that share a preparation (constants, and λ ranking per draw) have in common."""
     from papa.method.selection import parse_selection
 
     draw = parse_selection(job.selection) if _ranked(job) else None
@@ -361,10 +341,10 @@ def _gpu_ids() -> list[str]:
     return [str(i) for i in range(torch.cuda.device_count())]
 
 
-def run_jobs(jobs: Sequence[Job], folder: RunFolder | str | os.PathLike, resources: Resources = Resources(), *,
+def run_jobs(jobs: Sequence[Job], folder: RunFolder, resources: Resources = Resources(), *,
              workers: int = 1, executor=None) -> Report:
-    """Run the unfinished `jobs` into the run folder `folder` (preparation first, then points) with `resources`'
-    data and device, a bar of units where `resources` shows progress; failures are collected, not raised."""
+    """Run the unfinished `jobs` into the run folder `folder`, preparation first; failures are collected, not
+    raised."""
     progress = resources.progress
     prepare, points = plan_units(jobs, folder, resources)
     report = run_units(prepare, workers=workers, executor=executor, progress=progress)
@@ -377,7 +357,7 @@ def run_jobs(jobs: Sequence[Job], folder: RunFolder | str | os.PathLike, resourc
     if report.failed:
         from papa.core.artifacts import atomic_path
 
-        log = RunFolder.at(folder).jobs / "failed.log"
+        log = folder.jobs / "failed.log"
         with atomic_path(log) as tmp:
             Path(tmp).write_text("\n\n".join(f"# {u.name}\n# jobs: {' '.join(j.id for j in u.jobs)}\n{error}"
                                              for u, error in report.failed), encoding="utf-8")
@@ -385,9 +365,7 @@ def run_jobs(jobs: Sequence[Job], folder: RunFolder | str | os.PathLike, resourc
 
 
 def submitit_executor(folder: str | Path, cluster: str | None = None, **parameters):
-    """A submitit executor writing its logs under `folder`: Slurm when `cluster` is "slurm" (or None and Slurm is
-    there), its local executor when "local". `parameters` go to ``update_parameters`` (e.g. timeout_min=60,
-    gpus_per_node=1, slurm_partition="gpu", slurm_array_parallelism=16)."""
+    """A submitit executor logging under `folder` (Slurm, or "local"); `parameters` go to ``update_parameters``."""
     import submitit
 
     executor = submitit.AutoExecutor(folder=str(folder), cluster=cluster)

@@ -1,14 +1,7 @@
 """Batch regeneration: execute the section notebooks with papermill for one profile.
 
-Each notebook in ``notebooks/`` has a cell tagged ``parameters`` whose values are the cpu run's (the run whose
-outputs it stores, `papa.reproduce.stored`); a batch run injects the common parameters (profile, output and data
-directories, device, force) and the profile's own overrides from `PROFILE_PARAMETERS` (e.g. the paper's six models
-for ``full``). Executed notebooks go to
-``<out>/notebooks/``, figures to ``<out>/figures/``, tables to ``<out>/tables/``.
-
-Work is cached by configuration below the notebooks (constants, rankings and result rows under ``<out>``), so a
-second run, or a run after an interruption, only re-executes the cells, which then find every piece done;
-``force=True`` recomputes everything.
+A batch injects the common parameters (profile, folders, device, force) and the profile's overrides of the cpu
+run's values (`PROFILE_PARAMETERS`); work is cached below the notebooks, so a rerun only re-executes the cells.
 """
 from __future__ import annotations
 
@@ -32,8 +25,7 @@ from papa.reproduce.batch import NOTEBOOK_DIR, Batch
 from papa.reproduce.timings import TIME_COLUMNS, record_notebook_time, record_run, result_rows
 from papa.runs.profiles import PROFILES, Profile, builtin_base, get_profile
 
-# What the kernels are started with: ipykernel's own log at ERROR leaves out its warning that a local kernel talks
-# over TCP without encryption (papermill's kernels are local, and their cells' output is kept in the notebook).
+# ipykernel's log at ERROR: no warning that a local kernel talks over unencrypted TCP in every stored notebook.
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 
 
@@ -41,18 +33,14 @@ class NotebookFailed(PapaError):
     """A cell of a notebook of the batch raised (papermill's error is the cause); the batch stops there."""
 
 
-# Per profile, per notebook: the parameters that differ from the notebook's own, which are the cpu run's
-# (`papa.reproduce.stored`: notebooks/ stores that run). Besides these, every batch injects the profile, the output
-# and data directories, the device and force (`injected_parameters`).
+# Per profile, per notebook: the parameters that differ from the notebook's own (the cpu run's).
 _NO_DRAWS = {"02_main_results": {"ranking_draws": [], "other_rankings": []},
              "06_head_selection": {"ranking_draws": [], "random_draws": 0, "other_rankings": []},
              "08_decoders": {"ranking_draws": [], "random_draws": 0}}
 PROFILE_PARAMETERS: dict[str, dict[str, dict]] = {
     # the smoke run draws each head order once
     "quick": _NO_DRAWS,
-    # the notebooks' own models and tasks (the offline model; MNLI only if its data is there), with each head order
-    # drawn again: λ rankings of two training parts disjoint from the grid's and of a second seed, four
-    # more random permutations, and λ learned at the paper's step count where `papa rank --profile full` saved it
+    # the notebooks' own values, each head order drawn again
     "cpu": {},
     "full": {
         "01_method": {"model": "roberta-base"},
@@ -75,9 +63,8 @@ SUBJECT_PARAMETERS = {"models": ("models", "model"), "tasks": ("tasks", "task", 
 
 def with_subjects(name: str, params: dict, defaults: dict, models: Sequence[str] | None,
                   tasks: Sequence[str] | None) -> dict:
-    """`params` of notebook `name` set to run on `models` and `tasks` (None: the notebook's own), as its parameters
-    (`defaults`) take them: a list where it takes several, the one given where it takes one. A notebook that takes
-    one is refused several, naming both (run it on its own); one that names no models or tasks runs as it is."""
+    """`params` of notebook `name` set to run on `models` and `tasks` (None: its own), as its `defaults` take them
+    (a list, or one); several given to a notebook that takes one are refused."""
     out = dict(params)
     for given, what in ((models, "models"), (tasks, "tasks")):
         if not given:
@@ -106,24 +93,13 @@ def _subject_arg(what: str, values: Sequence[str]) -> Arg:
 
 
 def notebook_parameters(name: str, batch: Batch) -> dict:
-    """The parameters papermill injects into notebook `name` when `batch` runs it.
-
-    `batch.models` keeps only these of the models the profile gives the notebook (hub ids), e.g. to run the base and
-    the large models of the full profile apart; a notebook left with none of them is an error (leave it out of
-    `names`). `batch.with_models` / `batch.with_tasks` run the notebook on other models (hub ids, aliases, local
-    folders) and tasks instead (`with_subjects`).
-
-    A profile file gets the overrides of the built-in profile it derives from (`papa.runs.profiles.builtin_base`),
-    and is passed by a path that works where the notebooks run. The output folder (and a profile file) are given
-    relative to the notebooks' folder (where they run) when they lie in the same clone, so that executed notebooks
-    name no path of the machine that ran them. `batch.model_dir`: see `local_models`.
-    """
+    """The parameters papermill injects into notebook `name` when `batch` runs it; paths inside the clone are given
+    relative to the notebooks' folder, so that executed notebooks name no path of the machine."""
     return injected_parameters(name, batch, get_profile(batch.profile))  # an unknown profile fails here
 
 
 def injected_parameters(name: str, batch: Batch, prof: Profile) -> dict:
-    """`notebook_parameters` for a batch whose profile its caller has already resolved to `prof` (a file is not read
-    again)."""
+    """`notebook_parameters` for a batch whose profile its caller has already resolved to `prof`."""
     if name not in NOTEBOOKS:
         raise InputError(f"unknown notebook {name!r}; the notebooks are {', '.join(NOTEBOOKS)}")
     here = batch.notebook_dir.resolve()
@@ -150,32 +126,28 @@ def injected_parameters(name: str, batch: Batch, prof: Profile) -> dict:
 
 
 def _loadable(model: str) -> str:
-    """`model` as a kernel running in the notebooks' folder loads it: a local folder (given from here) by its absolute
-    path (`portable_paths` takes the clone's root back out of the executed notebook), anything else as it is."""
+    """`model` as a kernel running in the notebooks' folder loads it: a local folder by its absolute path."""
     from papa.core.model_names import is_local_path
 
     return str(Path(model).expanduser().resolve()) if is_local_path(model) else model
 
 
 def notebook_grids(name: str, parameters: dict | None = None, *, notebook_dir: str | Path | None = None) -> list:
-    """The `GridConfig`s notebook `name` runs with `parameters` (e.g. `papa.reproduce.notebooks.notebook_parameters`),
-    read off its section's declaration (`papa.paper.grids.section_grids`) with the notebook's own parameter values
-    where `parameters` gives none: no cell is executed."""
-    from papa.paper.grids import section_grids
+    """The `GridConfig`s notebook `name` runs with `parameters` (else its own values), read off its section's
+    declaration: no cell is executed."""
+    from papa.sections.registry import section_grids
 
     here = Path(notebook_dir or NOTEBOOK_DIR)
     values = {**default_parameters(name, here), **(parameters or {})}
     settings = RunSettings(values["profile"], values["out_dir"], values["data_dir"], values["device"], values["force"])
-    # A declaration that looks at saved files (another profile's rankings) reads them where the notebook would: its
-    # out_dir is given relative to the notebooks' folder.
+    # out_dir is relative to the notebooks' folder, where a declaration reading saved files would look
     declared = section_grids(name, {**values, "out_dir": str(here / values["out_dir"])})
     return [cfg for grids in declared.values() for cfg in grids.configs(settings)]
 
 
 @contextmanager
 def named_notebook(name: str, names: Sequence[str], other_subjects: object) -> Iterator[None]:
-    """Where the notebooks run on other models or tasks (`other_subjects`), a refusal of one of its grids (a task
-    the model cannot do) names the notebook and how to leave it out."""
+    """With `other_subjects`, a refusal of one of the notebook's grids names the notebook and how to leave it out."""
     try:
         yield
     except InputError as exc:
@@ -189,8 +161,7 @@ def named_notebook(name: str, names: Sequence[str], other_subjects: object) -> I
 
 
 def code_cells(path: Path) -> list[tuple[list[str], str]]:
-    """(tags, source) of each code cell of the notebook at `path`, read as the nbformat-4 JSON it is: listing a grid
-    needs no Jupyter package (benchmarks/gpu_check.py lists the full grid on a machine without them)."""
+    """(tags, source) of each code cell of the notebook at `path`, read as JSON (no Jupyter package needed)."""
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
     return [(c.get("metadata", {}).get("tags", []), "".join(c["source"])) for c in cells if c["cell_type"] == "code"]
 
@@ -237,12 +208,8 @@ def _where_notebooks_run(path: str | Path, notebook_dir: Path) -> str:
 
 
 def local_models(params: dict, model_dir: str | Path) -> dict:
-    """`params` with each model they name (``model``, ``models``) that has a folder in `model_dir` replaced by that
-    folder's absolute path, so that the notebooks load it from there (`papa.method.models.load_model`).
-
-    A model's folder is named as its hub id with ``/`` written ``--`` (``microsoft--deberta-base``), as in a mirror
-    of the hub on a machine without network access; names without a folder are left as they are.
-    """
+    """`params` with each model (``model``, ``models``) that has a folder in `model_dir` (named as its hub id with
+    ``/`` written ``--``) replaced by that folder's absolute path."""
     root = Path(model_dir)
     if not root.is_dir():
         raise InputError(f"no model directory at {root}: give a folder holding one folder per model, named as its "
@@ -262,9 +229,8 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
 
 @contextmanager
 def no_progress_bars(more: Mapping[str, str] | None = None) -> Iterator[None]:
-    """Kernels started inside draw no progress bars, papa's (`papa.core.progress`) nor those of transformers and
-    the hub (loading a GGUF file draws one), while this process's own bars are drawn; `more` sets further variables
-    for them alike. Every variable is restored on the way out."""
+    """Kernels started inside draw no progress bars (this process's own are drawn); `more` sets further variables
+    alike. Every variable is restored on the way out."""
     from papa.core.progress import BATCH_ENVIRONMENT
 
     wanted = {**BATCH_ENVIRONMENT, **(more or {})}
@@ -281,16 +247,9 @@ def no_progress_bars(more: Mapping[str, str] | None = None) -> Iterator[None]:
 
 
 def run_notebooks(batch: Batch) -> pd.DataFrame:
-    """Execute `batch.names` in order with papermill; returns each notebook's wall time and the probe runs it
-    computed (saved as each finishes by `papa.reproduce.timings.record_notebook_time`). A batch that finishes
-    records itself (`papa.reproduce.timings.record_run`, with `batch.command`: what ran it), its phase times added
-    up from `batch.since` (`papa.core.phases`; jobs run before the notebooks, by `papa reproduce --workers`, count
-    too). `batch.progress`: a line per notebook and a bar of its cells.
-
-    Every input is checked before the first kernel starts (`check_batch`). A notebook that fails stops the batch
-    with papermill's error; the executed copy, with the failing cell's traceback, is still written
-    (``<out>/notebooks/NAME.failed.ipynb``).
-    """
+    """Execute `batch.names` in order with papermill; returns each notebook's wall time and new probe runs, and records
+    the finished batch (phase times from `batch.since`). Every input is checked first (`check_batch`); a failing
+    notebook stops the batch, its executed copy written as ``notebooks/NAME.failed.ipynb``."""
     import papermill  # noqa: F401 -- loaded before the clock starts: its import is no notebook's time
 
     out = batch.out
@@ -348,9 +307,8 @@ def _execute(batch: Batch, name: str, source: Path, params: dict, step: str) -> 
 
 
 def applicable_notebooks(batch: Batch) -> tuple[list[str], dict[str, str]]:
-    """Of `batch.names`, those that can run on its `with_models` / `with_tasks` (`check_batch`, one notebook at a
-    time), and why each other one cannot (its refusal). A refusal of every notebook is raised: it is about the
-    batch (a device, a folder), not about one section."""
+    """(the notebooks of `batch` that can run on its `with_models` / `with_tasks`, why each other cannot); a
+    refusal of every notebook is raised (it is about the batch)."""
     kept, left, first = [], {}, None
     for name in batch.names:
         try:
@@ -366,17 +324,13 @@ def applicable_notebooks(batch: Batch) -> tuple[list[str], dict[str, str]]:
 
 
 def check_batch(batch: Batch) -> Profile:
-    """Check everything `batch` is given, as `run_notebooks` does before its first kernel starts: the profile, the
-    notebooks, the device, the data and model directories, the output folder. Returns the profile.
-
-    A notebook that failed on one of these would leave a kernel's traceback and a ``.failed.ipynb`` behind.
-    """
+    """Check everything `batch` is given, as `run_notebooks` does before its first kernel starts; returns the
+    profile."""
     return _checked_batch(batch)[0]
 
 
 def _checked_batch(batch: Batch) -> tuple[Profile, list[tuple[str, Path, dict]]]:
-    """The profile and, per notebook, (name, source, parameters): everything checked before any notebook runs, the
-    grids of other models and tasks too (a task a model cannot do is refused here, naming both)."""
+    """The profile and, per notebook, (name, source, parameters), everything checked (other subjects' grids too)."""
     from papa.method.models import resolve_device
     from papa.tasks.data import check_data_dir
 
@@ -404,8 +358,7 @@ def _checked_batch(batch: Batch) -> tuple[Profile, list[tuple[str, Path, dict]]]
 
 
 def _check_subjects(models: Sequence[str] | None, tasks: Sequence[str] | None) -> None:
-    """Tasks that exist and local model folders that hold a model, before any kernel starts (a notebook that runs
-    no grid would otherwise meet them first)."""
+    """Refuse unknown tasks and local model folders that hold no model."""
     from papa.core.model_names import is_local_path
     from papa.tasks.registry import get_task
 
@@ -420,12 +373,11 @@ def _check_subjects(models: Sequence[str] | None, tasks: Sequence[str] | None) -
 
 def reproduction_summary(profile: str = "quick", *, names: Sequence[str] = NOTEBOOKS,
                          folder: RunFolder | str | os.PathLike | None = None) -> str:
-    """What a batch run of `names` computed, claim by claim (`papa.paper.claims`): the verdict, our numbers and the
-    figure behind each claim those notebooks read (of the run folder `folder`; None: ``artifacts/<profile>``), headed
-    by what the profile's numbers can show."""
-    from papa.paper.claims import (RunTables, headed_claims, learns_tables, profile_claims, profile_uncertainty_note,
-                                   smoke_run_first, stability_note)
-    from papa.paper.sections import not_learning, short_model
+    """What a batch run of `names` computed into `folder` (None: ``artifacts/<profile>``), claim by claim: verdict,
+    numbers and figure, headed by what the profile's numbers can show."""
+    from papa.paper.claims import RunTables, headed_claims, learns_tables, profile_uncertainty_note, smoke_run_first, stability_note
+    from papa.sections.registry import profile_claims
+    from papa.paper.tables import not_learning, short_model
 
     prof = get_profile(profile)
     out = RunFolder.at(folder or f"artifacts/{profile}")
@@ -462,11 +414,8 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
 def as_lab_writes(notebook: str | Path) -> bool:
-    """Rewrite an executed notebook's metadata as JupyterLab writes it, so that opening the stored notebook does not
-    mark it modified: the kernel's display name is the installed kernelspec's (Lab's, e.g. "Python 3 (ipykernel)",
-    where nbconvert and papermill write "Python 3"), and the widget state keeps only the widgets some output shows
-    and those they hold (a progress bar cleared while the cells ran leaves state that nothing displays). Returns
-    whether the file changed."""
+    """Rewrite an executed notebook's metadata as JupyterLab writes it (the kernelspec's display name, the widget
+    state of shown widgets only), so that opening it does not mark it modified; returns whether it changed."""
     from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
 
     notebook = Path(notebook)

@@ -1,15 +1,6 @@
 """The notebooks in ``notebooks/``: the cpu run's executed copies.
 
-A reader opens the section notebooks to see the paper's sections with their results, so the notebooks in git hold
-the outputs of the committed CPU-scale run (`STORED_PROFILE`): `store_run_notebooks` writes each executed notebook of
-that run (``artifacts/cpu/notebooks/NAME.ipynb``, not committed) back into ``notebooks/`` with its parameters cell
-saying what ran, no progress bar and metadata as JupyterLab writes it. Their parameters are then the cpu run's, and
-every other profile states what it changes (`papa.reproduce.notebooks.PROFILE_PARAMETERS`).
-
-The tests execute each stored notebook as it is, on a copy of that run (tests/stored_numbers.py; the root
-``conftest.py`` hands it to nbval): nbval compares the outputs of the cells tagged ``nbval-check-output``
-(`COMPARED`), i.e. the check lines (`papa.paper.checks`) and 01's input layouts, which are the same on every profile
-and CPU, and every other printed line is compared with the stored one.
+Each is stored with its parameters cell saying what ran, no progress bar and metadata as JupyterLab writes it.
 """
 from __future__ import annotations
 
@@ -25,15 +16,13 @@ from papa.core.vocabulary import NOTEBOOKS
 from papa.reproduce.batch import NOTEBOOK_DIR
 from papa.reproduce.notebooks import WIDGET_VIEW, as_lab_writes
 
-#: The profile whose executed notebooks ``notebooks/`` stores, their one stored copy (its run is committed under
-#: ``artifacts/cpu``, without them).
+#: The profile whose executed notebooks ``notebooks/`` stores.
 STORED_PROFILE = "cpu"
 
 #: The tag of a cell whose output nbval compares (it runs with ``--nbval-lax``: no other output is compared).
 COMPARED = "nbval-check-output"
 
-#: Parameters the stored cell keeps as written, whatever the run injected: where the data is is the reader's machine's
-#: ($PAPA_DATA_DIR), not the run's.
+#: Parameters the stored cell keeps as written: where the data is is the reader's machine's, not the run's.
 _KEPT = ("data_dir",)
 
 #: A progress bar as tqdm writes it to a stream ("12%|█▏  | 3/25 [00:01<00:09, ...]").
@@ -41,9 +30,8 @@ _BAR = re.compile(r"\d+%\|.*\|\s*\d+/\d+ \[")
 
 
 def store_run_notebooks(run_dir: str | Path, notebook_dir: str | Path = NOTEBOOK_DIR) -> list[Path]:
-    """Write each executed section notebook of the run in `run_dir` (``<run_dir>/notebooks/NAME.ipynb``) into
-    `notebook_dir` as the stored notebook (`stored_notebook`); returns the paths written. Every section must have
-    been executed, by this profile's run, before anything is written."""
+    """Write each executed section notebook of the run in `run_dir` into `notebook_dir` as `stored_notebook` makes
+    it; returns the paths written. Every section must have been executed first."""
     run_dir, notebook_dir = Path(run_dir), Path(notebook_dir)
     executed = {name: RunFolder(run_dir).notebook(name) for name in NOTEBOOKS}
     missing = [n for n, p in executed.items() if not p.is_file()]
@@ -62,10 +50,8 @@ def store_run_notebooks(run_dir: str | Path, notebook_dir: str | Path = NOTEBOOK
 
 
 def stored_notebook(executed: str | Path) -> dict:
-    """The executed notebook at `executed` as ``notebooks/`` stores it: papermill's injected values written into the
-    parameters cell (the cell says what ran) and the injected cell dropped, progress bars and the empty outputs a
-    finished bar leaves (`is_cleared`) dropped from the outputs, papermill's run metadata dropped. Refused unless it ran
-    at `STORED_PROFILE`."""
+    """The executed notebook at `executed` as ``notebooks/`` stores it: injected values written into the parameters
+    cell, progress bars, cleared outputs and papermill's metadata dropped. Refused unless it ran at `STORED_PROFILE`."""
     nb = json.loads(Path(executed).read_text(encoding="utf-8"))
     cells = nb["cells"]
     injected = [c for c in cells if "injected-parameters" in c["metadata"].get("tags", [])]
@@ -91,11 +77,8 @@ def stored_notebook(executed: str | Path) -> dict:
 
 
 def store_picture_of_widgets(notebook: str | Path) -> bool:
-    """Keep, of each output that shows widgets beside a picture of them (the explorer,
-    `papa.paper.explorer.HeadExplorer`), the picture alone, and the metadata as JupyterLab writes it
-    (`papa.reproduce.notebooks.as_lab_writes`, which drops the widget state no output shows any more): GitHub, the docs
-    site and JupyterLab show the picture until the notebook runs, where a stored widget view would show nothing
-    without its kernel. Returns whether the file changed."""
+    """Keep, of each output that shows widgets beside a picture of them, the picture alone (a stored widget view
+    shows nothing without its kernel), and the metadata as JupyterLab writes it; returns whether the file changed."""
     notebook = Path(notebook)
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     pictured = [out for cell in nb.get("cells", []) for out in cell.get("outputs", [])
@@ -110,8 +93,7 @@ def store_picture_of_widgets(notebook: str | Path) -> bool:
 
 
 def is_progress_bar(output: dict) -> bool:
-    """Whether a cell output is a progress bar: a tqdm line on a stream, or a widget bar (it would show the state it
-    was saved in, not where it ended)."""
+    """Whether a cell output is a progress bar: a tqdm line on a stream, or a widget bar."""
     if output.get("output_type") == "stream":
         return bool(_BAR.search("".join(output.get("text", ""))))
     view = output.get("data", {}).get(WIDGET_VIEW)
@@ -120,14 +102,13 @@ def is_progress_bar(output: dict) -> bool:
 
 
 def is_cleared(output: dict) -> bool:
-    """Whether a cell output is an empty display: what a finished progress bar leaves in a notebook
-    (`papa.core.progress.NotebookBar`), and IPython where a display was reserved and never filled. It shows nothing."""
+    """Whether a cell output is an empty display (what a finished progress bar leaves)."""
     return output.get("output_type") in ("display_data", "update_display_data") and not output.get("data")
 
 
 def with_values(source: str, values: dict) -> str:
-    """A parameters cell's `source` with each name in `values` assigned that literal instead (its comment kept); names
-    the cell does not assign are refused (papermill would add them, a stored cell would not say them)."""
+    """A parameters cell's `source` with each name in `values` assigned that literal instead (its comment kept);
+    names the cell does not assign are refused."""
     lines = source.splitlines()
     spans = {s.targets[0].id: s for s in ast.parse(source).body if isinstance(s, ast.Assign)}
     unknown = sorted(set(values) - set(spans))

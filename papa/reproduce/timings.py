@@ -1,11 +1,7 @@
 """How long a batch run of the notebooks takes: what each run records, and what `papa reproduce` says to expect.
 
-Every batch run records, as each notebook finishes, its wall time and how many probe runs it computed (0: every
-piece was already cached) in ``<out>/notebook_times.csv`` (`record_notebook_time`), and when the batch ends the run
-itself in ``<out>/reproduction.json`` (`record_run`: profile, notebooks, total time, whether the output folder was
-empty when it started, the machine). A run that started from an empty folder is a *reference*: its two files,
-copied to ``artifacts/timings/<profile>/``, are what `papa reproduce` quotes before it starts (`reference`,
-`plan_text`) and what docs/measurements.md shows (`measurements_block`, generated from them).
+A run records each notebook's time in ``notebook_times.csv`` and itself in ``reproduction.json``; a run from an
+empty folder, copied to ``artifacts/timings/<profile>/``, is the reference `papa reproduce` quotes.
 """
 from __future__ import annotations
 
@@ -44,15 +40,12 @@ def read_notebook_times(path: str | Path) -> pd.DataFrame:
     return times[TIME_COLUMNS]
 
 
-def record_notebook_time(folder: RunFolder | str | os.PathLike, row: dict) -> pd.DataFrame:
-    """Add one notebook's time to ``<out>/notebook_times.csv``, replacing that notebook's earlier row.
-
-    Written after each notebook, so a batch that stops (or a later batch of other notebooks) keeps the times of
-    the notebooks that finished; rows follow the sections' order.
-    """
+def record_notebook_time(folder: RunFolder, row: dict) -> pd.DataFrame:
+    """Add one notebook's time to ``notebook_times.csv``, replacing that notebook's earlier row (rows in the
+    sections' order)."""
     if set(row) != set(TIME_COLUMNS):
         raise ValueError(f"a notebook's time row has the fields {TIME_COLUMNS}, got {sorted(row)}")
-    path = RunFolder.at(folder).notebook_times
+    path = folder.notebook_times
     times = read_notebook_times(path) if path.exists() else pd.DataFrame(columns=TIME_COLUMNS)
     times = pd.concat([times[times["notebook"] != row["notebook"]], pd.DataFrame([row])], ignore_index=True)
     order = {name: i for i, name in enumerate(NOTEBOOKS)}
@@ -61,10 +54,9 @@ def record_notebook_time(folder: RunFolder | str | os.PathLike, row: dict) -> pd
     return times.reset_index(drop=True)
 
 
-def notebook_time(folder: RunFolder | str | os.PathLike) -> str:
-    """The notebooks' times from the run's ``notebook_times.csv`` (read by `read_notebook_times`): the total, each
-    notebook's and how many probe runs they computed, one sentence (docs/results.md)."""
-    path = RunFolder.at(folder).notebook_times
+def notebook_time(folder: RunFolder) -> str:
+    """One sentence of the run's notebook times: the total, each notebook's, and the probe runs computed."""
+    path = folder.notebook_times
     times = read_notebook_times(path)
     each = ", ".join(f"{name.split('_')[0]} {seconds:,.0f} s" for name, seconds in zip(times.notebook, times.seconds))
     computed = int(times.new_runs.sum())
@@ -73,12 +65,11 @@ def notebook_time(folder: RunFolder | str | os.PathLike) -> str:
             f"notebook ({each}{runs}).")
 
 
-def result_rows(folder: RunFolder | str | os.PathLike) -> int:
-    """How many probe runs ``<out>/results.csv`` holds (0 when there is none): counted before and after each
-    notebook, the difference is how many that notebook computed."""
+def result_rows(folder: RunFolder) -> int:
+    """How many probe runs ``results.csv`` holds (0 when there is none)."""
     from papa.runs.results import ResultsTable
 
-    path = RunFolder.at(folder).results
+    path = folder.results
     return len(ResultsTable(path).read()) if path.is_file() else 0
 
 
@@ -96,14 +87,14 @@ def machine() -> dict:
             "platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__}
 
 
-def record_run(folder: RunFolder | str | os.PathLike, *, profile: str, names: Sequence[str], seconds: float,
+def record_run(folder: RunFolder, *, profile: str, names: Sequence[str], seconds: float,
                started_empty: bool, device: str, command: str, phases: dict[str, float]) -> dict:
-    """Write ``<out>/reproduction.json``: what a finished batch ran, how long it took in all, and on what, and
-    where the time went (`phases`: seconds per `RUN_PHASES` name, `papa.core.phases`)."""
+    """Write ``reproduction.json``: what a finished batch ran, how long it took, on what, and `phases` (seconds per
+    `RUN_PHASES` name)."""
     record = {"format": FORMAT, "profile": profile, "notebooks": list(names), "seconds": round(seconds, 1),
               "started_empty": bool(started_empty), "device": device, "command": command, "machine": machine(),
               "phases": {name: round(phases.get(name, 0.0), 1) for name in RUN_PHASES}}
-    path = RunFolder.at(folder).run_record
+    path = folder.run_record
     with atomic_path(path) as tmp:
         Path(tmp).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
     return record
@@ -127,8 +118,7 @@ def read_run(path: str | Path) -> dict:
 
 
 def phases_text(record: dict) -> str:
-    """Where a recorded batch's time went, in one line per phase (`RUN_PHASES`, then the notebooks' own time: kernels,
-    loading, tables and figures)."""
+    """Where a recorded batch's time went, one line per phase and then the notebooks' own time."""
     total = float(record["seconds"])
     rows = _phase_rows(record["phases"], total)
     width = max(len(name) for name, _ in rows)
@@ -179,15 +169,15 @@ def reference(profile: str, reference_dir: str | Path = REFERENCE_DIR) -> Expect
                     run["machine"], run["device"], run["command"], folder.root, run["phases"])
 
 
-def plan_text(profile: str, names: Sequence[str], folder: RunFolder | str | os.PathLike, expected: Expected | None,
+def plan_text(profile: str, names: Sequence[str], folder: RunFolder, expected: Expected | None,
               done: dict[str, tuple[int, int]] | None = None) -> str:
-    """What `papa reproduce` says before it starts: the notebooks it will run, in order, and how long each took in
-    the reference run of the profile (scaled down by the share of its probe runs already done in `folder`)."""
+    """What `papa reproduce` says before it starts: the notebooks in order, and how long each took in the reference
+    run (scaled by the share of its probe runs still to do in `folder`)."""
     done = done or {}
     head = f"papa reproduce: {len(names)} notebook(s) of profile {profile} into {folder}, in this order"
     if expected is None:
         head += (f". No reference run of profile {profile} is on record (artifacts/timings/{profile}/), so no time "
-                 "to expect is given; `python -m benchmarks.cpu_estimate --profile P` estimates a CPU run's grid work "
+                 "to expect is given; `python -m benchmarks.full_cost --profile P` estimates a CPU run's grid work "
                  "from rates it measures.")
     else:
         head += (f", with the time each took in the reference run of this profile ({expected.machine_text()}; "
@@ -223,8 +213,7 @@ def _duration(seconds: float) -> str:
 # ---- the page that shows the reference -----------------------------------------------------------------------------
 
 def measurements_block(expected: Expected) -> str:
-    """The Markdown table of docs/measurements.md's quick-reproduction section, generated from a reference run's
-    files (`reference`), so that no time there is typed by hand."""
+    """The Markdown table of docs/measurements.md's quick-reproduction section, from a reference run's files."""
     rows = ["| notebook | seconds |", "|---|---|"]
     rows += [f"| {name} | {seconds:.1f} |" for name, seconds in expected.seconds.items()]
     rows.append(f"| **the batch** (`{expected.command}`, kernels included) | **{expected.total:.1f}** |")

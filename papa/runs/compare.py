@@ -1,12 +1,7 @@
 """Settings of a run compared seed by seed: the `Scores` of a setting (its runs' values, and their stored predictions
-resampled alike for every setting of a task), and paired comparison tables.
-
-`RunScores` is what the claims (`papa.paper.claims`) and `compare` read a results table with; the statistics are
-`papa.runs.statistics`'.
-"""
+resampled alike for every setting of a task), and paired comparison tables."""
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -23,16 +18,13 @@ SETTING_COLUMNS = ("constants", "constants_corpus", "selection", "fraction_label
 
 
 class RunScores:
-    """The runs of one results table, read as paired `Scores` per setting.
+    """The runs of one results table, read as paired `Scores` per setting. Where `folder` holds ``predictions/``, every
+    setting also gets the evaluation examples' uncertainty, from resamples shared by every setting of a model and task;
+    else the seeds alone."""
 
-    With `folder` (the grid's run folder holding ``predictions/``), every setting gets the evaluation examples'
-    uncertainty, from resamples shared by every setting of the same model and task (a run without its predictions
-    file is refused: `papa.runs.predictions_store.load_run_predictions`). A table whose folder holds no
-    ``predictions/`` (copied alone, or made by hand) is read from its seeds alone, as with no `folder`."""
-
-    def __init__(self, results: pd.DataFrame, folder: RunFolder | str | os.PathLike | None = None):
+    def __init__(self, results: pd.DataFrame, folder: RunFolder | None = None):
         self.results = results
-        self.out = RunFolder.at(folder) if stores_predictions(folder) else None
+        self.out = folder if stores_predictions(folder) else None
         self._weights: dict[tuple[str, str, int], np.ndarray] = {}
 
     def rows(self, model: str, task: str, **setting: str) -> pd.DataFrame:
@@ -73,8 +65,7 @@ class RunScores:
         return self._weights[key]
 
 
-#: Columns whose value "none" means the setting has nothing there (no head replaced: no constants; all or none
-#: input-dependent: no selection), so such a row pairs with a row of any value in them (`compare`).
+#: Columns whose value "none" means nothing applies there, so that such a row pairs with any value (`compare`).
 NOT_APPLICABLE_WHEN_NONE = ("constants", "constants_corpus", "selection")
 
 
@@ -84,16 +75,11 @@ def _pairs_with(a: dict, b: dict, columns: Sequence[str]) -> bool:
 
 
 def compare(results: pd.DataFrame, column: str, reference: str, other: str, *,
-            folder: RunFolder | str | os.PathLike | None = None,
+            folder: RunFolder | None = None,
             fixed: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """`other` − `reference` of `column` (e.g. layout "sep_last" − "official"), paired by seed, for every model, task
-    and setting of the other columns that ran with both: difference, 95% interval, its standard errors, whether the
-    evaluation examples were resampled, and the smallest difference the comparison could detect (`detectable`).
-
-    The other columns are held fixed, except that a "none" in constants, constants_corpus or selection (nothing
-    replaced, or nothing selected) pairs with every value there: ``fraction_label 1 0`` compares the unchanged model
-    with each kind of constants, ``constants average identity`` each corpus of average constants with the data-free
-    identity. A row of the table says which setting it compared by the more specific value of each column."""
+    """`other` − `reference` of `column`, paired by seed, for every model, task and setting of the other columns that
+    ran with both: difference, 95% interval, standard errors and `detectable` difference. The other columns are held
+    fixed, but a "none" in `NOT_APPLICABLE_WHEN_NONE` pairs with every value there."""
     if column not in SETTING_COLUMNS:
         raise ValueError(f"compare settings by one of {', '.join(SETTING_COLUMNS)}, not {column!r}")
     if column not in results:
@@ -126,9 +112,8 @@ def compare(results: pd.DataFrame, column: str, reference: str, other: str, *,
 
 
 def detectable(e: Estimate, power: float = 0.8, level: float = 0.95) -> float:
-    """The smallest true difference a comparison with `e`'s standard error and seeds finds with probability `power`
-    at `level` (two-sided t test with the interval's degrees of freedom, `Estimate.df`): (t_{1-α/2} + t_{power}) · se.
-    NaN with one seed."""
+    """The smallest true difference found with probability `power` at `level` (two-sided t test):
+    (t_{1-α/2} + t_{power}) · se; NaN with one seed."""
     from scipy import stats
 
     if e.seeds < 2 or not np.isfinite(e.se):

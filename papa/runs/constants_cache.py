@@ -1,8 +1,6 @@
 """Average constants as files: extracted once per (model, corpus, length, layout, dtype), saved, and reloaded.
 
-`cached_average_constants` serves the grids (a task's training subset, under ``<out>/constants/``);
-`extract_to_file` serves `papa extract` (any corpus, written where the user says). Both extract with
-`papa.method.extract.extract_constants`, record the model's dtype and name the file by `papa.runs.names`.
+`cached_average_constants` serves the grids, `extract_to_file` serves `papa extract`.
 """
 from __future__ import annotations
 
@@ -55,28 +53,22 @@ class ConstantsSource:
 
 
 def record_dtype(constants: ConstantMatrices, dtype: str) -> ConstantMatrices:
-    """`constants` whose metadata also names the dtype the model ran in while they were averaged (its ``dtype``
-    field)."""
+    """`constants` whose metadata names the dtype the model ran in while they were averaged."""
     return ConstantMatrices(matrices=constants.matrices, counts=constants.counts,
                             metadata=replace(constants.metadata, dtype=dtype))
 
 
 def cached_average_constants(model, tokenizer, signature, source: ConstantsSource, *,
-                             folder: RunFolder | str | os.PathLike, resources: Resources = Resources(),
+                             folder: RunFolder, resources: Resources = Resources(),
                              force: bool = False) -> ConstantMatrices:
     """Average constants of `source`: loaded from the run folder's ``constants/`` if there (and made for this model,
-    length and layout), else extracted and saved there.
-
-    The corpus is encoded as its own task's inputs are (a token task's with the token-task rule), whatever task
-    the constants then serve (paper 5.3 uses MNLI's constants for every task); it is read from `resources`' data
-    folder, and `resources`' progress says whether to tell what was read or extracted (the model is already on its
-    device). The model's dtype is recorded with the constants, and named in the file unless it is float32
-    (constants averaged in another precision are other constants)."""
+    length and layout), else extracted and saved there; the file names the model's dtype unless float32. The corpus is
+    encoded as its own task's inputs are, whatever task the constants then serve."""
     from papa.runs.names import constants_filename
 
     dtype = dtype_name(next(model.parameters()).dtype)
     name = constants_filename(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
-    path = RunFolder.at(folder).constants / name
+    path = folder.constants / name
     progress = resources.progress
     if distributed.main_decides(path.is_file() and not force):
         constants = load_constants(path)
@@ -110,17 +102,9 @@ def _other_corpora(folder: Path, name: str, corpus: str) -> list[Path]:
 def extract_to_file(model: str, source: CorpusSource, *, max_length: int, into: str | os.PathLike,
                     layout: str | None = None, dtype: str = DEFAULT_DTYPE, batch_size: int = 32,
                     resources: Resources = Resources()) -> tuple[ConstantMatrices, Path | None, float]:
-    """Extract `model`'s average constants of the corpus `source` names, on `resources`' device and data folder, and
-    write them into the folder `into` (any folder, not a run's: named by `papa.runs.names.constants_filename`);
-    returns them, their path (None on a process other than the main one under ``accelerate launch``) and the seconds
-    the extraction took.
-
-    Everything that can be checked is, before any data or weights are read, the cheapest first: the model's name (a
-    local folder that is not there), the corpus file or the task's files in the data folder, the output folder, the
-    device, the dtype, the length against the model's positions and the layout against its causality, from
-    its config where it is on this machine (else `extract_constants` refuses them once the model is loaded).
-    `layout` None is the model's default (`papa.method.extract.extract_constants`).
-    """
+    """Extract `model`'s average constants of `source` and write them into the folder `into`; returns them, their path
+    (None but on the main process) and the seconds the extraction took. Every setting is checked, cheapest first, before
+    any data or weights are read."""
     check_model_name(model)  # a folder that is not there: refused before anything slower
     source.check()
     if not source.is_file:

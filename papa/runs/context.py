@@ -1,10 +1,5 @@
 """The run context a command is given (model, data folder, output folder, device, length), checked once at the edge,
-before any data or model is read.
-
-`FIELDS` is the one table of what each field accepts and how it is checked, in the order they are checked: the
-cheapest first (a look at the file system before importing torch, a model's config last), so that a bad value is
-refused in well under a second and never after minutes of loading. No check touches the network.
-"""
+before any data or model is read. `FIELDS` checks them cheapest first, none touching the network."""
 from __future__ import annotations
 
 import os
@@ -19,9 +14,7 @@ __all__ = ["FIELDS", "Field", "RunContext", "check_run_context", "command_contex
 
 @dataclass(frozen=True)
 class RunContext:
-    """What a command runs with, as given: `models` (hub ids, aliases or local folders), `data_dir` (None:
-    $PAPA_DATA_DIR, else the hub), `reads` (the tasks whose local files it reads, each with its splits), `out` (the
-    output folder; None: not given, its command picks one), `device`, `max_length` (None: the task's own)."""
+    """What a command runs with, as given; `reads` are the tasks whose local files it reads, each with its splits."""
 
     models: tuple[str, ...] = ()
     data_dir: str | os.PathLike | None = None
@@ -33,8 +26,7 @@ class RunContext:
 
 @dataclass(frozen=True)
 class Field:
-    """One field of the run context: its name, what it accepts (as a reader is told) and the check that refuses
-    anything else, with a message naming the value and what to give instead."""
+    """One field of the run context: its name, what it accepts, and the check that refuses anything else."""
 
     name: str
     accepts: str
@@ -98,8 +90,7 @@ def check_run_context(ctx: RunContext) -> None:
 
 
 def command_context(args) -> RunContext | None:
-    """The run context a `papa` command's parsed flags give (`papa.cli`), or None for a command that takes none (the
-    flags --data-dir and --device come together, with the runtime group)."""
+    """The run context a `papa` command's parsed flags give, or None for a command that takes none."""
     if not hasattr(args, "device"):
         return None
 

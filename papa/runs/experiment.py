@@ -1,30 +1,12 @@
 """One task's probing grid: constants kinds x selection methods x fractions x seeds, cached and resumable.
 
-`run_grid` does, for one model and one task:
-
-1. encode the task's train/eval subsets (the profile's sizes) in the grid's input layout (the profile's, by default
-   the released code's: `papa.method.layout`) at Table 3's length;
-2. get each constants kind: average constants are extracted from the task's training inputs (or another corpus,
-   paper 5.3) once and saved under ``<out>/constants/``; data-free kinds are built; ``trainable_*`` kinds start from
-   Toeplitz or average constants and train with the probe (Table 1's "labeled data" rows);
-3. get the replacement order of each selection method; the λ ranking is learned once (paper 3.2) and saved under
-   ``<out>/rankings/``;
-4. for each fraction of input-dependent heads, replace the rest and train and evaluate a probe per seed. A frozen
-   head configuration runs the backbone once over its training and evaluation examples; what the probes read is
-   stored (papa.probing.feature_store) and the seeds train together over it (papa.probing.training.train_probes).
-
-Every finished run is one row of ``<out>/results.csv`` (written atomically at once), identified by a hash of its
-configuration, so an interrupted grid resumes where it stopped and a finished one is not recomputed (``force``
-recomputes). The layout is part of that configuration and of every artifact's name and metadata, so runs in
-different layouts never mix and artifacts of one layout are refused in another. Fraction 1 (nothing replaced) is the same for every kind and method: it is run once and recorded with
-constants and selection ``none``. Fraction 0 (every head replaced) is the same for every method: it is run once per
-constants kind and recorded with selection ``none``.
-
-What a grid shares is `papa.runs.session`'s; the λ ranking is `papa.runs.lambda_ranking`'s.
+For each point `run_grid` replaces the heads its fraction and selection name with its constants (average ones
+extracted once, λ rankings learned once) and trains and evaluates a probe per seed; a frozen point runs the backbone
+once and its seeds train together on the stored features. Every run is one row of ``results.csv``, identified by a
+hash of its configuration, so a grid resumes where it stopped (``force`` recomputes).
 """
 from __future__ import annotations
 
-import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -91,8 +73,7 @@ def _order(s: Session, kind: str, method: str, progress: bool) -> list[tuple[int
 
 @dataclass(frozen=True)
 class _Point:
-    """One grid point as it runs and is recorded: its key, its run configuration without the seed (what its run ids
-    hash), and what its probes train on."""
+    """One grid point: its key, its run configuration without the seed, and what its probes train on."""
 
     key: PointKey
     kind: str                     # the constants kind the point runs (``trainable_*`` included)
@@ -116,12 +97,12 @@ def _run_point(s: Session, kind: str, method: str, label: str, progress: bool, b
             _run_seeds(s, point, todo, ids, progress, bar)
         finally:
             if point.trainable:
-                s.controller.set_constants(session_constants(s, kind, progress))  # back to the untrained initial constants
+                s.controller.set_constants(session_constants(s, kind, progress))  # back to the untrained ones
     return list(ids.values())
 
 
 def _point(s: Session, kind: str, method: str, label: str) -> _Point:
-    """Point (`kind`, `method`, `label`) of the session's grid, keyed as the job lister keys it (papa.runs.keys)."""
+    """Point (`kind`, `method`, `label`) of the session's grid, keyed as the job lister keys it."""
     cfg, ctrl, prof = s.cfg, s.controller, s.profile
     key = point_key(kind, method, cfg.constants_corpus, label, total_heads=ctrl.num_layers * ctrl.num_heads,
                     rounding=cfg.rounding)
@@ -150,18 +131,14 @@ def _set_heads(s: Session, point: _Point, progress: bool) -> None:
 
 
 def _run_seeds(s: Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
-    """Train and evaluate the point's probe with each of `seeds` and record each run (predictions, then its row).
-    Frozen heads: the backbone runs once over the point's examples and the seeds train together on what it gave
-    (`_run_frozen`); trained constants restart from their initial values for each seed (`_run_trained`)."""
+    """Train, evaluate and record the point's probe with each of `seeds`."""
     # Replaced heads skip their Q/K projections (paper 3.4); the outputs are the same, bit for bit on the CPU.
     with nullcontext() if point.key.keeps_all else query_key_dropped_while(s.controller, where_possible=True):
         (_run_trained if point.trainable else _run_frozen)(s, point, seeds, ids, progress, bar)
 
 
 def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
-    """Every seed of a frozen point: one backbone pass over its training and evaluation examples, stored
-    (papa.probing.feature_store), then the seeds' probes trained together over the store (`train_probes`: each as
-    it would be alone)."""
+    """Every seed of a frozen point: one stored backbone pass over its examples, the seeds' probes trained together."""
     cfg = s.cfg
     settings = TrainSettings.from_task(s.spec, epochs=point.epochs, step_mode=cfg.steps)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
@@ -207,9 +184,7 @@ def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str]
 
 def _train_frozen(s: Session, point: _Point, probes: list, train_src: FeatureSource | None, settings: TrainSettings,
                   seeds: list[int], progress: bool) -> None:
-    """The seeds' probes of a frozen point trained together, in the point's batch order: the protocol's over the
-    store (`train_probes`), in blocks the backbone runs over (`train_probes_in_blocks`), or in chunks read from the
-    store (`train_probes_in_chunks`)."""
+    """The seeds' probes of a frozen point trained together, in the point's batch order."""
     key, order, kind = point.key, point.config["batch_order"], s.spec.kind
     desc = f"{s.cfg.task} {key.constants}/{key.selection} {point.label} seeds {','.join(map(str, seeds))}"
     if order == "blocks":
@@ -224,8 +199,7 @@ def _train_frozen(s: Session, point: _Point, probes: list, train_src: FeatureSou
 
 
 def _block_examples(s: Session, point: _Point, settings: TrainSettings) -> int:
-    """Examples per block (or chunk) of a point trained in blocks (chunks): as many whole batches as the memory
-    budget holds."""
+    """Examples per block (or chunk): as many whole batches as the memory budget holds."""
     model = s.model
     layers = feature_layers(model, point.train.last_layer_only)
     return block_examples(layers, s.max_length, model.config.hidden_size, s.controller.theta.device,
@@ -268,7 +242,7 @@ def _run_trained(s: Session, point: _Point, seeds: list[int], ids: dict[int, str
 
 
 def _autocast(s: Session):
-    """The autocast context the session's backbone runs its forward passes in (papa.method.precision)."""
+    """The autocast context the session's backbone runs its forward passes in."""
     return backbone_autocast(s.cfg.precision, s.controller.theta.device)
 
 
@@ -278,15 +252,15 @@ def _fresh_probe(s: Session, seed: int):
     return make_probe(s.spec, s.model, s.max_length, len(s.tokenizer)).to(s.controller.theta.device)
 
 
-#: What a run's predictions and row record of its configuration (`papa.runs.keys.run_config`'s, under the row's names).
+#: What a run's predictions and row record of its configuration.
 _RECORDED = ("model", "task", "constants", "constants_corpus", "selection", "fraction", "profile", "layout", "dtype",
              "probe_inputs", "precision", "execution", "batch_order")
 
 
 def _record(s: Session, point: _Point, seed: int, run: str, value: float, predictions, *, seconds: float,
             epochs: int, store: str, path: str) -> None:
-    """One run's predictions file, then its row: a row in the table always has its predictions. `store` is where
-    the features were kept (a `FEATURE_STORES` name, or "blocks"), `path` the path they took (`StorePlan.path`)."""
+    """One run's predictions file, then its row (so that a row always has its predictions); `store` and `path` say
+    where the features were kept."""
     key = point.key
     recorded = {**{name: point.config[name] for name in _RECORDED}, "seed": seed}
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
@@ -299,22 +273,18 @@ def _record(s: Session, point: _Point, seed: int, run: str, value: float, predic
 
 
 def _steps_record(s: Session) -> dict[str, str]:
-    """How the run's training steps ran, for its row's `extra` (papa.probing.step_modes): nothing for eager steps,
-    the reference, so rows and their pages stay as they were; else ``steps``. The step mode changes results by float
-    rounding at most, so it is recorded but not hashed into the run id: a point finished in one mode is not run again
-    in another (``force`` runs it again)."""
+    """The step mode for a row's `extra`, unless eager; recorded but not hashed (it changes rounding at most)."""
     return {} if s.cfg.steps == DEFAULT_STEP_MODE else {"steps": s.cfg.steps}
 
 
-def statistics_path(folder: RunFolder | str | os.PathLike, point_id: str) -> Path:
-    """Where a grid point's standardisation statistics are stored (``<out>/probe_inputs/<point id>.safetensors``,
-    the point id being the run id of its configuration without the seed)."""
-    return RunFolder.at(folder).probe_inputs / f"{point_id}.safetensors"
+def statistics_path(folder: RunFolder, point_id: str) -> Path:
+    """Where a grid point's standardisation statistics are stored (``probe_inputs/<point id>.safetensors``)."""
+    return folder.probe_inputs / f"{point_id}.safetensors"
 
 
 def _point_statistics(s: Session, probe, source: FeatureSource, point: dict) -> InputStatistics:
-    """The statistics that standardise the probe's inputs at one grid point (`point`: its run configuration without
-    the seed), from its training features, stored with its runs: every seed of the point uses them."""
+    """The statistics that standardise every seed's probe inputs at one grid point, from its training features,
+    stored with its runs."""
     statistics = input_statistics(probe, source)
     if distributed.is_main():
         point_id = run_id(**point)

@@ -1,15 +1,8 @@
-"""What a grid point records as its key, and what its run ids hash: one owner for both, used by the grid runner, the
-job lister and anything that must name a run.
+"""What a grid point records as its key, and what its run ids hash (for the grid runner and the job lister alike).
 
-A point that keeps every head input-dependent involves no constants and no selection; one that replaces every head
-involves no selection. Such points are computed once and recorded with ``none``, whatever kinds and methods the grid
-names. Whether a point is such a point depends on the head count its fraction resolves to (1/16 of 8 heads rounds
-down to 0: every head is replaced), so both sides decide it here from that count, and a job listed for a point is
-the row the runner writes for it.
-
-A run's id is the hash (`papa.runs.results.run_id`) of `run_config` plus its seed: every setting that changes what
-the run computes, each always present, and the artifact format (`papa.core.artifacts.FORMAT`), so that runs of
-another format never pass for this one's.
+A point that keeps every head records constants and selection ``none``, one that replaces every head selection
+``none``, decided from the head count its fraction resolves to. A run id hashes `run_config` (the artifact format
+included) and the seed.
 """
 from __future__ import annotations
 
@@ -40,12 +33,8 @@ class PointKey:
 
 def point_key(kind: str, method: str, constants_corpus: str, fraction: str | float | Fraction, *,
               total_heads: int | None, rounding: str) -> PointKey:
-    """The recorded constants kind, corpus and selection of the point (`kind`, `method`, `fraction`).
-
-    `total_heads` is the model's number of heads (layers x heads); with it the fraction is resolved to a head count
-    as the runner resolves it (`rounding`). None (the model's config is not on this machine, so the model cannot run
-    here either) takes a fraction strictly between 0 and 1 to keep some but not all heads.
-    """
+    """The recorded constants kind, corpus and selection of the point (`kind`, `method`, `fraction`); `total_heads`
+    None (no local config) takes a fraction strictly between 0 and 1 to keep some heads."""
     if total_heads is None:
         frac = as_fraction(fraction)
         keep, keeps_all, replaces_all = None, frac == 1, frac == 0
@@ -66,13 +55,8 @@ def trains_constants(kind: str, key: PointKey) -> bool:
 
 def run_config(cfg: "GridConfig", prof: "Profile", key: PointKey, *, model: str, kind: str, fraction: str,
                constants_corpus: str, trains_probe: bool) -> dict[str, Any]:
-    """What the run ids of the point (`kind`, `key`, `fraction`) of the resolved grid `cfg` hash, without the seed.
-
-    `prof` is the grid's profile for its task, `model` the recorded model name, `constants_corpus` the recorded
-    corpus, and `trains_probe` whether the task trains a probe. A point replaced in λ order records how its ranking
-    learned (the sizes of the profile that learned it); trained constants record their own training sizes; the batch
-    order is the grid's only where a frozen point trains probes (trained constants stream their batches either way).
-    """
+    """What the run ids of the point (`kind`, `key`, `fraction`) of the resolved grid `cfg` hash, without the seed:
+    every setting that changes what the run computes, with `prof` the grid's profile for its task."""
     from papa.runs.profiles import get_profile
 
     selection = parse_selection(key.selection) if key.selection != NONE else None

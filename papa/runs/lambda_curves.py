@@ -1,11 +1,7 @@
-"""λ's learning curve, saved beside its ranking: λ of every head after every `CURVE_EVERY` optimizer steps and
-after the last, with the seconds trained, so that one can see where λ settles (`papa.probing.convergence.
-settling_curve`).
+"""λ's learning curve, saved beside its ranking: λ of every head after every `CURVE_EVERY` steps and after the last.
 
-A curve is one safetensors file, ``<out>/rankings/curves/<ranking file name>``: tensors ``steps`` (int64),
-``seconds`` (float64) and ``lambdas`` [records, L, H] (float32); its header holds, as JSON under ``papa_lambda_curve``,
-the ranking's file name and the recording interval. Where a ranking's λ learning is interrupted, its checkpoint
-(``<out>/checkpoints/<ranking file name>``, `papa.probing.checkpoint`) holds the curve so far.
+A curve is one safetensors file, ``rankings/curves/<ranking file name>`` (``steps``, ``seconds``, ``lambdas``
+[records, L, H]), its header under ``papa_lambda_curve``.
 """
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ def curve_path(ranking_path: str | os.PathLike) -> Path:
 
 
 def checkpoint_path(ranking_path: str | os.PathLike) -> Path:
-    """Where the λ learning of the ranking to be saved at `ranking_path` checkpoints itself (``<out>/checkpoints``,
-    beside ``<out>/rankings``)."""
+    """Where the λ learning of the ranking to be saved at `ranking_path` checkpoints itself (``checkpoints/``)."""
     ranking_path = Path(ranking_path)
     return ranking_path.parent.parent / "checkpoints" / ranking_path.name
 

@@ -1,8 +1,6 @@
 """A grid's λ head ranking (paper 3.2): learned once, saved, and read again by every grid that selects heads by it.
 
-One ranking per model, task, constants kind, seed and training part, saved under ``<out>/rankings/`` with its
-learning curve; an interrupted learning resumes from its checkpoint; a saved one is checked against the model,
-length, layout and the profile's settings before it is used.
+A saved ranking is checked against the model, length, layout and the profile's settings before it is used.
 """
 from __future__ import annotations
 
@@ -32,12 +30,9 @@ RANKING_SEED = 0  # the λ ranking is a pre-processing step (paper 3.2): one ran
 
 def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED, *, part: int = 0,
                  profile: str | None = None) -> HeadRanking:
-    """The λ ranking for `kind`'s constants, λ learned with `seed` (the grid's: RANKING_SEED) on training part `part`
-    (0: the grid's subset; k ≥ 1: the k-th subset of the same size disjoint from it, `papa.tasks.data.
-    disjoint_part`): loaded if saved (and learned with the profile's settings), else learned and saved. It records
-    how far λ moved (`papa.probing.convergence.lambda_movement`), the optimizer steps and λ's learning rate, and
-    its learning curve is saved beside it (`papa.runs.lambda_curves`). With `profile` (another than the grid's) the
-    ranking that profile learned is read, never learned here."""
+    """The λ ranking for `kind`'s constants, λ learned with `seed` on training part `part` (0: the grid's subset;
+    k ≥ 1: the k-th disjoint one): loaded if saved with the profile's settings, else learned and saved. Another
+    `profile`'s ranking is read, never learned here."""
     if profile is not None and profile != s.cfg.profile:
         return _other_profile_ranking(s, kind, seed, profile, part)
     cfg, sig = s.cfg, s.controller.signature
@@ -64,7 +59,7 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     checkpoint = None
     if distributed.world_size() == 1:  # one process owns the file; distributed λ learning starts over
         identity = {"ranking": path.name, "task": cfg.task, "seed": seed, **wanted}
-        if cfg.steps != DEFAULT_STEP_MODE:  # a run resumes in the arithmetic it started in (eager's identity as it was)
+        if cfg.steps != DEFAULT_STEP_MODE:  # a run resumes in the arithmetic it started in
             identity["steps"] = cfg.steps
         checkpoint = TrainingCheckpoint(checkpoint_path(path), identity)
         if cfg.force:
@@ -90,9 +85,7 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
 
 
 def _steps_metadata(mode: str) -> dict[str, str]:
-    """How λ's steps ran, for the ranking's metadata (papa.probing.step_modes): nothing for eager steps, the
-    reference, so eager rankings are saved as before; else ``step_mode``. Results equal eager's within rounding, so a
-    saved ranking is read whatever mode asks for it."""
+    """The step mode for the ranking's metadata, unless eager (a saved ranking serves any mode)."""
     return {} if mode == DEFAULT_STEP_MODE else {"step_mode": mode}
 
 
@@ -130,9 +123,7 @@ def _checked_ranking(s: Session, path: Path) -> HeadRanking:
 
 
 def check_saved_rankings(s: Session) -> None:
-    """Every saved λ ranking the grid will read, read and checked before its first run, so that a corrupt or
-    mismatched file (or another profile's ranking not learned yet) is refused before any work, not when its point
-    comes. Rankings still to be learned are not checked here; `--force` learns them all again."""
+    """Check every saved λ ranking the grid will read (and that other profiles' exist) before its first run."""
     for kind in s.cfg.constants:
         for method in s.cfg.selections:
             selection = parse_selection(method)
@@ -147,18 +138,14 @@ def check_saved_rankings(s: Session) -> None:
 
 
 def _disjoint_rank_data(s: Session, size: int, part: int) -> EncodedTask:
-    """`size` training examples of disjoint part `part`: none of them in the grid's training subset (from which
-    part 0, its own ranking's, is drawn) nor in another part. Where the grid trains on the whole split and λ learns
-    on all of it (the paper's protocol, the full profile), part 1 or 2 is one of two disjoint halves of the split
-    (`papa.tasks.data.half_part`); where it trains on the whole split and λ on fewer examples, the part is drawn
-    outside λ's own examples."""
+    """`size` training examples of disjoint part `part`, outside the grid's subset and other parts; half of the
+    split where the grid and λ both use all of it, else outside λ's own examples."""
     every = load_examples(s.spec, "train", s.data_dir)
     taken = subset_indices(len(every), s.profile.train_limit, s.profile.sample)
     if len(taken) == len(every) and size == len(every):
         return s.encode([every[i] for i in half_part(len(every), part)])
     if len(taken) == len(every):
-        # nothing lies outside the grid's subset (the LM task's own head trains nothing on it): the part is drawn
-        # outside the examples part 0's λ learned on instead
+        # nothing lies outside the grid's subset: drawn outside the examples part 0's λ learned on
         taken = [taken[i] for i in subset_indices(len(taken), s.profile.rank_limit, s.profile.sample)]
     return s.encode([every[i] for i in disjoint_part(len(every), taken, size, part)])
 
@@ -175,10 +162,8 @@ def _settings_text(settings: dict) -> str:
 
 def learn_ranking(cfg: GridConfig, kind: str = "average", *, seed: int = RANKING_SEED, part: int = 0,
                   progress: bool = True) -> tuple[HeadRanking, Path]:
-    """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants, λ learned with `seed` (the grid's is
-    RANKING_SEED; another seed's ranking is saved under its own name, e.g. to see how much two seeds agree:
-    `papa.runs.stability`) on training part `part` (0: the grid's subset; k ≥ 1: the k-th disjoint one, saved under
-    its own name); returns it and where it is saved. An interrupted λ learning resumes where it stopped."""
+    """Learn (or load) the λ ranking of `cfg`'s task with `kind` constants, `seed` and training `part`; returns it
+    and where it is saved."""
     for name, value, meaning in (("seed", seed, f"{RANKING_SEED} for the grid's own ranking, another one (1, 2, "
                                                 "...) to compare with it"),
                                  ("part", part, "0 for the grid's own training subset, 1, 2, ... for disjoint ones")):

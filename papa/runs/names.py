@@ -1,8 +1,6 @@
 """Names shared by the CLI and the library without heavy imports: the file names of constants and rankings.
 
-A file is named after the model's *name*, never where it lies (`papa.core.model_names.model_file_name`). A name
-spells the settings that set its file apart from the paper's protocol and the grid's own (a dtype other than
-float32, a probe that reads standardised inputs, another training part or λ seed) and leaves the protocol's out.
+A name spells the model's name and only the settings that differ from the protocol's.
 """
 from __future__ import annotations
 
@@ -33,9 +31,7 @@ def constants_filename(model_name: str, corpus: str, max_length: int, layout: st
 
 @dataclass(frozen=True)
 class RankingName:
-    """What names a λ ranking's file: the model (its name), the task, the constants kind and corpus λ learned over,
-    the length, the profile that learned it, the layout and dtype, the probe's inputs, λ's seed and the disjoint
-    training part it learned on (0: the grid's own subset)."""
+    """What names a λ ranking's file."""
 
     model: str
     task: str
@@ -58,8 +54,7 @@ class RankingName:
     @property
     def filename(self) -> str:
         """`<model>__<task>__lambda-<constants>-<corpus>-<layout>-n<N>-<profile>[-<dtype>][-<inputs>][-part<P>]
-        [-seed<S>].safetensors`, each bracketed part only where it is not the protocol's (float32, raw inputs,
-        part 0, seed 0); <model> is `model_file_name`'s."""
+        [-seed<S>].safetensors`, bracketed parts only where not the protocol's."""
         suffix = (_dtype_suffix(self.dtype)
                   + ("" if self.probe_inputs == PAPER_PROBE_INPUTS else f"-{_slug(self.probe_inputs)}")
                   + ("" if self.part == 0 else f"-part{self.part}") + ("" if self.seed == 0 else f"-seed{self.seed}"))

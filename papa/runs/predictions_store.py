@@ -1,12 +1,10 @@
 """Where a grid keeps each run's per-example evaluation outcome: ``<out>/predictions/<run_id>.safetensors``.
 
-A run's predictions (`papa.probing.predictions.EvalPredictions`) are written before its row of ``results.csv``, so
-every row has them; `load_run_predictions` refuses a folder where one is missing.
+A run's file is written before its row, so every row has one.
 """
 from __future__ import annotations
 
 import datetime as _dt
-import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -17,31 +15,29 @@ from papa.core.run_folder import RunFolder
 from papa.probing.predictions import EvalPredictions, load_predictions, save_predictions
 
 
-def predictions_path(folder: RunFolder | str | os.PathLike, run_id: str) -> Path:
+def predictions_path(folder: RunFolder, run_id: str) -> Path:
     """The file of run `run_id`'s predictions in the grid's run folder `folder`."""
     if not isinstance(run_id, str) or not run_id or Path(run_id).name != run_id or run_id.startswith("."):
         raise InputError(f"{run_id!r} is not a run id (the run_id column of results.csv)")
-    return RunFolder.at(folder).predictions / f"{run_id}.safetensors"
+    return folder.predictions / f"{run_id}.safetensors"
 
 
-def stores_predictions(folder: RunFolder | str | os.PathLike | None) -> bool:
-    """Whether the grid's run folder `folder` stores its runs' predictions (then every row must have its file); a table
-    copied alone, or made by hand, has none beside it."""
-    return folder is not None and RunFolder.at(folder).predictions.is_dir()
+def stores_predictions(folder: RunFolder | None) -> bool:
+    """Whether the run folder `folder` stores its runs' predictions (then every row must have its file)."""
+    return folder is not None and folder.predictions.is_dir()
 
 
-def save_run_predictions(folder: RunFolder | str | os.PathLike, run_id: str, predictions: EvalPredictions, *, task: str,
+def save_run_predictions(folder: RunFolder, run_id: str, predictions: EvalPredictions, *, task: str,
                          metric: str, **provenance: Any) -> Path:
-    """Write run `run_id`'s predictions atomically in the run folder `folder`, with its task, metric and any further
-    `provenance` (value, model, seed, ...) in the header, and when and by what papa they were made."""
+    """Write run `run_id`'s predictions atomically in the run folder `folder`, with its task, metric and
+    `provenance` in the header."""
     from papa import __version__
 
     created = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     metadata = {"run_id": run_id, "task": task, "metric": metric, "created": created,
                 "made_by": f"papa {__version__}", **provenance}
     path = predictions_path(folder, run_id)
-    # Only the process running a run writes its file, so a temporary folder of this run was left by a writer killed
-    # mid-write: the resumed run removes it.
+    # Only this run's process writes its file: a temporary left beside it is a killed writer's.
     remove_stale_temporaries(path)
     return save_predictions(path, predictions, metadata)
 
@@ -51,11 +47,9 @@ def _listed(run_ids: list[str], shown: int = 5) -> str:
     return ", ".join(run_ids[:shown]) + more
 
 
-def load_run_predictions(folder: RunFolder | str | os.PathLike, run_ids: Iterable[str]) -> dict[str, EvalPredictions]:
-    """run id -> the predictions of each run in `run_ids` in the grid's run folder `folder`, each file validated and
-    checked to be that run's. A run without its file is a `CorruptArtifactError` naming the runs (every row of a
-    table is written after its predictions, so the folder is incomplete)."""
-    folder = RunFolder.at(folder)
+def load_run_predictions(folder: RunFolder, run_ids: Iterable[str]) -> dict[str, EvalPredictions]:
+    """run id -> the validated predictions of each run in `run_ids` under `folder`; a missing file raises
+    `CorruptArtifactError`."""
     found: dict[str, EvalPredictions] = {}
     missing = [run_id for run_id in dict.fromkeys(run_ids) if not predictions_path(folder, run_id).is_file()]
     if missing:

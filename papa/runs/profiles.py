@@ -1,33 +1,12 @@
 """Run profiles: how much data and which grid a reproduction uses. Recorded in every result row.
 
-* ``quick``: a smoke run, the smallest sizes that still run every section's code paths (a few minutes for all eight
-  notebooks on 2 CPU cores); its numbers only show that everything runs end to end.
-* ``cpu``: the paper's protocol cut to what 2 CPU cores run in a few hours on the offline model (notebooks 01-07:
-  112 minutes of grid work estimated, about 2.5 hours measured): Table 3's epochs (λ's as many as its measured
-  learning curve needs), fixed random training subsets sized per task (`Profile.tasks`; 500-3,000 examples), whole
-  validation sets (a fixed subset for NER and POS), 5 seeds, Table 1's trained constants on a smaller subset, a
-  learning curve for MRPC; the scale of the README's "Results".
-* ``full``: the paper's settings (whole training sets, Table 3 epochs, 3 seeds).
-
-Fractions are shares of heads that stay input-dependent. When a share is not a whole number of heads (1/16 of
-MiniLM's 72 heads is 4.5) the profile's `rounding` decides (``down``: 4); the count used is in every row.
-
-Other profiles (e.g. a tiny grid for a smoke test, run from the command line) come from a JSON file passed where a
-profile name goes (``papa probe --profile tiny.json``)::
+``quick`` is a smoke run, ``cpu`` the paper's protocol cut to a few hours on 2 CPU cores, ``full`` the paper's
+settings. Other profiles come from a JSON file passed where a profile name goes::
 
     {"name": "tiny", "base": "quick", "train_limit": 32, "eval_limit": 32, "epochs": 1, "seeds": [0, 1]}
 
-Fields left out are taken from ``base`` (default ``quick``). A size set at the top of the file holds for every
-task: the base's per-task values of that size are dropped (a file based on ``cpu`` with ``"train_limit": 32`` trains
-every task on 32 examples); ``"tasks": {"cola": {"epochs": 3}}`` sets sizes of one task (and replaces the base's
-``tasks``). ``"rank_lr": 0.01`` (at the top or per task) gives λ's θ its own learning rate; by default (null) θ
-learns at the probe's Table 3 rate, the paper's protocol. The file's ``name`` is what result rows, run ids and
-ranking file names record, so its runs never mix with those of a built-in profile. A batch run of the notebooks
-(`papa.reproduce.notebooks`) gives a file profile the models and tasks of the built-in profile it derives from
-(`builtin_base`): ``"base": "full"`` runs the paper's models at the file's sizes.
-
-Every profile encodes inputs in ``layout`` (`papa.method.layout`): by default the authors' released preprocessing
-(``official``); ``"layout": "sep_last"`` in a profile file, or ``--layout`` on the command line, runs papa's own.
+Fields left out come from ``base`` (default ``quick``); a size set at the top holds for every task, ``"tasks"`` sets
+one task's. The file's ``name`` is recorded in rows, run ids and file names.
 """
 from __future__ import annotations
 
@@ -58,14 +37,9 @@ TASK_FIELDS = SIZE_FIELDS + RATE_FIELDS
 class Profile:
     """Data sizes and grid of one reproduction profile (None = everything / Table 3).
 
-    `tasks` gives some tasks other sizes (a mapping task -> {size field: value}; kept as sorted pairs so that a
-    profile stays hashable); `for_task` applies them. `curves` maps tasks to training-set sizes (None = all) at
-    which notebook 02 draws a learning curve of the original-attention probe (`curve_profile`). `trainable_limit` /
-    `trainable_epochs` size the runs whose constants train with the probe (Table 1), which run the backbone every
-    step: None = `train_limit` / `epochs`. `rank_lr` is the learning rate of λ's θ while λ learns (None: the probe's
-    Table 3 rate, as the paper learns them). `look_limit` and
-    `timing_repeats` size what the notebooks show beside the grids (how many examples of each split a look at the
-    data reads, how often a look at speed times each mode); no result row depends on them.
+    `tasks` gives some tasks other sizes (kept as sorted pairs, hashable; `for_task`); `curves` maps tasks to the
+    training-set sizes of a learning curve; `trainable_*` size the runs whose constants train (None: as the others);
+    `look_limit` and `timing_repeats` size only what the notebooks show beside the grids.
     """
 
     name: str
@@ -119,8 +93,7 @@ class Profile:
         return dict(dict(self.tasks).get(task, ()))
 
     def for_task(self, task: str) -> "Profile":
-        """This profile with `task`'s own sizes in place of the profile-wide ones (same name: a task's runs record
-        the sizes they ran with)."""
+        """This profile with `task`'s own sizes in place of the profile-wide ones (same name)."""
         return replace(self, **self.task_sizes(task), tasks=())
 
     def sizes_text(self) -> str:
@@ -136,9 +109,8 @@ class Profile:
         return dict(self.curves).get(task, ())
 
     def curve_profile(self, task: str, size: int | None) -> "Profile":
-        """The profile of one point of `task`'s learning curve: `task`'s sizes with `size` training examples, named
-        ``<name>-<task>-n<size>`` (or ``-all``) so that its rows never mix with the profile's own; registered. At the
-        profile's own training size for `task` the point is the profile's own run, and this profile itself."""
+        """The registered profile ``<name>-<task>-n<size>`` (or ``-all``) of one point of `task`'s learning curve;
+        this profile itself at its own training size."""
         if size == self.for_task(task).train_limit:
             return self
         name = f"{self.name}-{task}-{'all' if size is None else f'n{size}'}"
@@ -197,38 +169,16 @@ def _task_sizes(where: str, tasks) -> tuple:
 
 
 PROFILES: dict[str, Profile] = {
-    # A smoke run of every section: the smallest sizes that still run each code path (two seeds for a paired
-    # interval; all heads, half of them and none: a head order matters at one fraction as at three; probes,
-    # constants and trained constants on 8 examples, λ on 4, the LM's grid on 4 paragraphs: notebook 08 runs them
-    # on a decoder of about 8x MiniLM's cost per example), so that `make reproduce` takes about four minutes on 2 CPU
-    # cores (artifacts/timings/quick; `papa reproduce` quotes it before it starts, and
-    # tests/unit/reproduce/test_timings.py fails when the notebooks' runs are no longer the reference's). Its numbers
-    # show that everything runs, nothing more; the notebooks say so first where they print claims
-    # (papa.paper.claims.smoke_run_note).
+    # The smallest sizes that still run every code path (two seeds: a paired interval); its numbers mean nothing.
     "quick": Profile("quick", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=4, rank_epochs=1,
                      epochs=1, seeds=(0, 1), fractions=("1", "1/2", "0"), trainable_limit=8, trainable_epochs=1,
                      tasks={"lm": {"eval_limit": 4, "corpus_limit": 4},
                             "lm_probe": {"train_limit": 4, "eval_limit": 4, "corpus_limit": 4}},
                      look_limit=500, timing_repeats=1),
-    # The paper's protocol cut to about 100 minutes of estimated grid work on 2 CPU cores for notebooks 01-07 on the
-    # offline model (about 2.5 h measured, notebooks included; README "Results"; the arithmetic is in
-    # docs/results.md, from benchmarks/cpu_estimate.py): Table 3's epochs
-    # everywhere, where frozen features are computed once per head configuration and the epochs cost little;
-    # fixed random subsets, larger where a task's probe needs them (some files are sorted by source, as CoLA's);
-    # whole validation sets but CoNLL's (3,250 sentences, a fixed 500); 5 seeds, read as paired differences.
-    # λ learns as the paper learns it (with the probe, at Table 3's rate) on 1,000 examples, for the fewest epochs
-    # up to Table 3's at which two seeds' rankings agreed at Spearman's ρ >= 0.9 on the measured λ learning curves
-    # (benchmarks/lambda_curve.py, artifacts/lambda_curve/: SST-2 4, NER 2, POS 1), else Table 3's (CoLA: 0.88 at
-    # 15); agreement grows with steps, not with λ's own rate. MRPC's λ keeps one epoch: its probe stays at the
-    # majority class at every size (the curve below), so no claim reads its ranking; MLM and LM: Table 3's.
-    # Table 1's trained constants, which run the backbone forward and backward every step, train on 200 examples
-    # for 1 epoch (a check that the runs work; the claims do not read them at this size). SST-2 and the LM task
-    # also size notebook 08's decoder (SmolLM2), whose backbone costs about 8x MiniLM's per example. LM probe trains
-    # a vocabulary-sized probe (SmolLM2's 49,152 tokens over its 31 hidden states: ~0.23 GFLOP per trained position,
-    # forward and backward, on 2 cores the bulk of its cost) on 240 paragraphs, the largest point of its learning
-    # curve (60, 120, 240; notebook 08 draws it): on 60 (5,973 next-token targets in this draw) it scored below a
-    # unigram model of the LM task's training text, on 120 above it. Its stored features are all 31 layers at every
-    # target: ~0.4 GiB per 60 training paragraphs, ~1.1 GiB for its 200 evaluation paragraphs (16,680 targets).
+    # The paper's protocol cut to about 2.5 hours on 2 CPU cores (the arithmetic: docs/results.md). Random subsets
+    # (some files are sorted by source); λ's epochs the fewest at which two seeds' rankings agreed at ρ >= 0.9 on the
+    # measured learning curves (SST-2 4, NER 2, POS 1), else Table 3's. MRPC's λ keeps one epoch: its probe stays at
+    # the majority class. The LM probe needs 240 paragraphs to beat a unigram model (60 did not).
     "cpu": Profile("cpu", train_limit=2000, eval_limit=None, corpus_limit=1000, rank_limit=1000, rank_epochs=None,
                    epochs=None, seeds=(0, 1, 2, 3, 4), sample="random", trainable_limit=200, trainable_epochs=1,
                    tasks={"cola": {"train_limit": 3000}, "mrpc": {"train_limit": 500, "rank_epochs": 1},
@@ -237,8 +187,6 @@ PROFILES: dict[str, Profile] = {
                           "mlm": {"train_limit": 400, "eval_limit": 400, "rank_limit": 400},
                           "lm": {"eval_limit": 200, "corpus_limit": 500, "rank_limit": 200},
                           "lm_probe": {"train_limit": 240, "eval_limit": 200, "corpus_limit": 500, "rank_limit": 60}},
-                   # MRPC's probe stays at the majority class even on the whole training set: the curve shows it;
-                   # the LM probe's curve shows how many paragraphs its vocabulary-sized probe needs
                    curves={"mrpc": (250, 1000, None), "lm_probe": (60, 120, 240)}),
     "full": Profile("full", train_limit=None, eval_limit=None, corpus_limit=None, rank_limit=None, rank_epochs=None,
                     epochs=None),
@@ -252,8 +200,7 @@ _BASES: dict[str, str] = {}
 
 
 def builtin_base(name: str | os.PathLike | Profile) -> str | None:
-    """The built-in profile that `name` derives from: itself when built in; for a profile file, its ``base``,
-    followed through files based on other files. None for a profile registered without a file."""
+    """The built-in profile that `name` derives from (through file bases); None for one registered without a file."""
     current = get_profile(name).name
     seen = set()
     while current not in BUILTIN_PROFILES:

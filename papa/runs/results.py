@@ -1,10 +1,7 @@
 """A tidy results table: one CSV row per (run, metric), seed aggregation with 95% t-intervals, relative drops.
 
-Every experiment appends `ResultRow`s to a `ResultsTable`; a row's ``run_id`` is a hash of the run's configuration,
-so a resumed sweep can skip finished runs (`ResultsTable.has`) and a re-run replaces its old rows instead of
-duplicating them. Appends rewrite the whole file through a temporary file and a rename, so an interrupted run leaves
-the previous table intact. `aggregate` averages over seeds (paper 4.1: three seeds, 95% confidence intervals) and
-`relative_drop` gives (baseline - target) / |baseline|, the quantity of Fig. 3 and the "8% relative drop" (4.2).
+A row's ``run_id`` hashes the run's configuration, so a resumed grid skips finished runs and a re-run replaces its
+old rows; appends rewrite the whole file atomically.
 """
 from __future__ import annotations
 
@@ -25,9 +22,9 @@ from filelock import FileLock
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format, remove_stale_temporaries
 from papa.core.errors import CorruptArtifactError, check_one_of
-from papa.core.vocabulary import (BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION, DEFAULT_PRECISION, EXECUTIONS, LAYOUTS,
-                                  MODEL_DTYPES, PAPER_PROBE_INPUTS, PRECISIONS, PROBE_INPUTS,
-                                  REPRODUCTION_LAYOUT)
+from papa.core.vocabulary import (BATCH_ORDERS, DEFAULT_BATCH_ORDER, DEFAULT_DTYPE, DEFAULT_EXECUTION,
+                                  DEFAULT_PRECISION, EXECUTIONS, LAYOUTS, MODEL_DTYPES, PAPER_PROBE_INPUTS,
+                                  PRECISIONS, PROBE_INPUTS, REPRODUCTION_LAYOUT)
 from papa.method.selection import as_fraction, fraction_label
 from papa.runs.profiles import PROFILES
 
@@ -49,11 +46,7 @@ STAT_COLUMNS = ("n", "mean", "std", "ci95", "low", "high")
 
 @dataclass(kw_only=True)
 class ResultRow:
-    """One metric of one run. `fraction` is the share of heads that stay input-dependent (1 = original model);
-    `layout` the input layout the run encoded its inputs in (papa.method.layout); `dtype` the model's;
-    `probe_inputs` whether the probe read the hidden states raw or standardised (papa.probing.standardize);
-    `precision` and `execution` how the backbone ran (papa.method.precision); `batch_order` the order the probe saw
-    its training batches in (`BATCH_ORDERS`)."""
+    """One metric of one run; `fraction` is the share of heads that stay input-dependent (1 = original model)."""
 
     model: str
     task: str
@@ -115,8 +108,8 @@ class ResultRow:
 
 
 def _json_default(obj: Any) -> Any:
-    """Canonical JSON for the few non-JSON types a configuration holds; anything else is refused, not str()-ed,
-    because str() of an arbitrary object may differ between runs and break resumption."""
+    """Canonical JSON for the few non-JSON types a configuration holds; anything else is refused (its str() may
+    differ between runs and break resumption)."""
     if isinstance(obj, Fraction):
         return float(obj)  # Fraction(1, 2) and 0.5 are the same configuration
     if isinstance(obj, os.PathLike):
@@ -142,9 +135,7 @@ def _empty_frame() -> pd.DataFrame:
 
 @contextmanager
 def _table_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on the table at `path`, so concurrent appends do not drop each other's rows: `filelock` on a
-    file beside it (``.results.csv.lock``; flock on POSIX, msvcrt on Windows). The lock file stays: deleting it
-    would race with a writer already waiting on it."""
+    """An exclusive lock on the table at `path` (a lock file beside it, never deleted: that would race a waiter)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(path.parent / f".{path.name}.lock"):
         yield
@@ -202,10 +193,8 @@ class ResultsTable:
         return run_id in self.completed_ids()
 
     def append(self, rows: ResultRow | Mapping | Iterable[ResultRow | Mapping]) -> None:
-        """Add rows; rows of a run_id already in the table replace all of that run's old rows.
-
-        Within the new rows a repeated (run_id, metric) keeps the last one.
-        """
+        """Add rows; rows of a run_id already in the table replace its old rows (a repeated (run_id, metric) among
+        the new keeps the last)."""
         if isinstance(rows, (ResultRow, Mapping)):
             rows = [rows]
         new_rows = [r if isinstance(r, ResultRow) else ResultRow(**r) for r in rows]
@@ -213,8 +202,7 @@ class ResultsTable:
             return
         new = pd.DataFrame([r.to_dict() for r in new_rows], columns=list(COLUMNS)).astype(DTYPES)
         with _table_lock(self.path):
-            # Every writer of this table holds the lock while its temporary folder exists, so one found now was left
-            # by a writer that was killed mid-write.
+            # Writers hold the lock while their temporary exists: one found now is a killed writer's.
             remove_stale_temporaries(self.path)
             old = self.read()
             kept = old[~old["run_id"].isin(set(new["run_id"]))]
@@ -228,11 +216,8 @@ class ResultsTable:
 # ---- aggregation -----------------------------------------------------------------------------------------------
 
 def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
-    """Mean over seeds per group, with n, std (ddof=1) and the 95% t-interval half-width ci95 (NaN when n == 1).
-
-    ci95 = t.ppf(0.975, n - 1) * std / sqrt(n); low/high = mean -/+ ci95. NaN values are left out of n and the
-    statistics. Sorted by the group keys.
-    """
+    """Mean over seeds per group, with n, std (ddof=1), the 95% t-interval half-width ci95 (NaN when n == 1), low
+    and high; NaN values are left out. Sorted by the group keys."""
     by = list(by)
     missing = [c for c in (*by, "value") if c not in df.columns]
     if missing:
@@ -274,8 +259,8 @@ def report_order(agg: pd.DataFrame) -> pd.DataFrame:
 
 
 def with_heads_kept(agg: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
-    """`agg` with a `heads_kept` column: how many heads each model's fraction keeps input-dependent, out of all its
-    heads where fraction 1 ran (``2/36``: with 36 heads, 1/16 rounds to 2), from the rows' `n_input_dependent`."""
+    """`agg` with a `heads_kept` column: how many heads each fraction keeps input-dependent, out of all where
+    fraction 1 ran (``2/36``)."""
     if agg.empty or "n_input_dependent" not in rows or "fraction_label" not in agg:
         return agg
     kept = rows.groupby(["model", "fraction_label"])["n_input_dependent"].first()
@@ -295,14 +280,9 @@ def with_heads_kept(agg: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
 def relative_drop(agg: pd.DataFrame, baseline_fraction: float | Fraction | str = 1.0,
                   target_fraction: float | Fraction | str = 0.0, *, match: Sequence[str] | None = None
                   ) -> pd.DataFrame:
-    """(baseline - target) / |baseline| of the seed means, per group (paper Fig. 3, "8% average relative drop").
-
-    `agg` is `aggregate`'s output. Each row at `target_fraction` is paired with the row at `baseline_fraction`
-    that agrees on `match` (default: every group column but the fraction, e.g. model, task, constants, selection,
-    profile, metric). If the baseline runs are recorded differently (e.g. constants="none" at fraction 1), pass a
-    narrower match such as ("model", "task", "profile", "metric"). Rows without a baseline, or with baseline 0,
-    get NaN. Positive values are drops.
-    """
+    """(baseline - target) / |baseline| of `aggregate`'s seed means, per group (paper Fig. 3); positive values are
+    drops, NaN without a baseline. Each target row pairs with the baseline row that agrees on `match` (default:
+    every group column but the fraction)."""
     if "mean" not in agg.columns or "fraction" not in agg.columns:
         raise KeyError("relative_drop needs aggregate()'s output (columns 'fraction' and 'mean'); "
                        f"got {', '.join(agg.columns)}.")

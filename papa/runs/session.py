@@ -1,9 +1,7 @@
 """What one grid shares, resolved once: its configuration, the model, the encoded task and its constants.
 
-`GridConfig` says what to run and `resolve_grid` checks every input before any work; `Session` holds the model
-loaded and attached, the task encoded and the constants made so far. `papa.runs.experiment` runs a grid over it and
-`papa.runs.lambda_ranking` learns λ rankings with it; `task_constants` gives the average constants a grid on a task
-uses, outside a grid.
+`GridConfig` says what to run, `resolve_grid` checks every input before any work, and `Session` holds the model
+loaded and attached, the task encoded and the constants made so far.
 """
 from __future__ import annotations
 
@@ -44,16 +42,9 @@ from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
 
 @dataclass(frozen=True)
 class GridConfig:
-    """What to run. `fractions`/`seeds` None take the profile's (an empty list is an error); `constants_corpus`
-    "task" = the task's own data; `profile` is a profile name or a JSON profile file (papa.runs.profiles); `layout` None
-    takes the profile's (papa.method.layout); `dtype` is the model's (float32, bfloat16, float16); `probe_inputs`
-    None takes the model's default (raw for encoders, as the paper; standardized for causal LMs:
-    papa.probing.standardize); `precision` and `compile` say how the backbone runs (papa.method.precision: float32
-    and eager, the protocol's, by default); `steps` how each training step runs (papa.probing.step_modes: eager by
-    default; graphed, CUDA only, or compiled); `batch_order` the order of the probes' training batches (`BATCH_ORDERS`:
-    "blocks" for features that fit no store, papa.probing.training.train_probes_in_blocks); `constants_file` the
-    average constants to use (a file `papa extract` wrote for this model, length and layout) instead of those the grid
-    extracts (`constants_source`); runs on a file over another corpus record that corpus."""
+    """What to run. None takes the profile's (`fractions`, `seeds`, `rounding`, `layout`) or the model's default
+    (`probe_inputs`); `constants_corpus` "task" is the task's own data; `profile` is a name or a JSON file;
+    `constants_file` is average constants `papa extract` wrote, used instead of the grid's own."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -77,16 +68,19 @@ class GridConfig:
     batch_order: str = DEFAULT_BATCH_ORDER
     constants_file: str | None = None
 
+    @property
+    def folder(self) -> RunFolder:
+        """The run folder `out_dir` names."""
+        return RunFolder.at(self.out_dir)
+
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
         return resolve_grid(self)[0]
 
 
 def resolve_grid(cfg: GridConfig, causal: bool | None = None) -> tuple[GridConfig, Profile, TaskSpec]:
-    """`cfg` with the profile's defaults filled in and every value checked, with the profile and task spec it was
-    resolved with: a grid resolves its inputs once and passes them down (a profile file is read once). `causal`
-    None: from the model's local config (a model whose config is not on this machine counts as an encoder until it
-    is loaded: `open_session`)."""
+    """(`cfg` with the profile's defaults filled in and every value checked, its profile, its task spec); `causal`
+    None: from the model's local config (an encoder where there is none)."""
     prof = get_profile(cfg.profile).for_task(cfg.task)  # the task's own sizes, where the profile gives it some
     spec = get_task(cfg.task)
     if cfg.constants_corpus != "task":
@@ -176,21 +170,14 @@ class Session:
 
 @functools.lru_cache(maxsize=1)
 def _load_model(name: str, device: str, dtype: str = DEFAULT_DTYPE):
-    """`load_model`, keeping the last model: grids of one model over many tasks load it once. Safe to share because
-    every grid detaches its controller, which restores the model exactly."""
+    """`load_model`, keeping the last model (safe: every grid detaches its controller, which restores the model)."""
     return load_model(name, device=device, dtype=dtype)
 
 
 def load_resolved(cfg: GridConfig,
                   splits: tuple[str, ...] = ()) -> tuple[GridConfig, Profile, TaskSpec, object, object]:
-    """`cfg` resolved (every input checked before the model and data are loaded, where results go included, and the
-    files of the task's `splits` that the caller reads next where a data folder is set), with its profile, task spec,
-    and the model and tokenizer loaded.
-
-    A model whose config was not on this machine before loading (a hub id not yet cached) was resolved as an
-    encoder; once loaded, the model itself says whether it is causal (`papa.method.architectures.is_causal`), and
-    a causal LM is resolved again: it gets a decoder's defaults (layout, probe inputs) as one whose config is here.
-    """
+    """`cfg` resolved and checked (the output folder and the task's `splits` files included), its profile, task
+    spec, and the model and tokenizer loaded; a model found causal only once loaded is resolved again."""
     check_model_name(cfg.model)  # before its config is looked for: a folder that is not there says so
     known = is_causal_model(cfg.model)
     resolved, prof, spec = resolve_grid(cfg, causal=bool(known))
@@ -210,7 +197,7 @@ def open_session(cfg: GridConfig, progress: bool) -> Session:
     data_dir = resolve_data_dir(resolved.data_dir)
     train_ex = load_examples(spec, "train", data_dir, limit=prof.train_limit, sample=prof.sample)
     eval_ex = load_examples(spec, "eval", data_dir, limit=prof.eval_limit, sample=prof.sample)
-    out = RunFolder.at(resolved.out_dir)
+    out = resolved.folder
     controller = attach(model, model_name=canonical_model_name(resolved.model))
     s = Session(resolved, prof, model, tokenizer, controller, spec, None, None, spec.hparams.max_length,
                  ResultsTable(out.results), out, data_dir)
@@ -221,8 +208,8 @@ def open_session(cfg: GridConfig, progress: bool) -> Session:
 
 
 def constants_source(cfg: GridConfig, prof: Profile, spec: TaskSpec) -> ConstantsSource:
-    """Which average constants a resolved grid uses: its constants corpus's training subset (the task's own, or
-    `constants_corpus`'s: paper 5.3), at the task's length (Table 3) in the grid's layout."""
+    """Which average constants a resolved grid uses: its constants corpus's training subset at the task's length in
+    the grid's layout."""
     corpus_task = cfg.task if cfg.constants_corpus == "task" else cfg.constants_corpus
     return ConstantsSource(corpus_task, limit=prof.corpus_limit, max_length=spec.hparams.max_length,
                            layout=cfg.layout, sample=prof.sample)
@@ -241,8 +228,7 @@ def given_constants(s: Session, progress: bool) -> ConstantMatrices:
 
 
 def recorded_corpus(s: Session, corpus: str) -> str:
-    """The constants corpus a run records: the grid's (`corpus`: "task", a task, "none"), or the corpus of a given
-    constants file where that is not the grid's own, so that such runs never pass for the protocol's."""
+    """The constants corpus a run records: the grid's `corpus`, or a given constants file's where it differs."""
     given = s.constants.get("average") if s.cfg.constants_file is not None else None
     if given is None or corpus == NONE or given.metadata.corpus == constants_source(s.cfg, s.profile, s.spec).corpus:
         return corpus
@@ -257,24 +243,19 @@ def average_constants(s: Session, progress: bool) -> ConstantMatrices:
 
 
 def task_constants(grid: GridConfig, *, progress: bool = True) -> tuple[ConstantMatrices, object, object]:
-    """The average constants the grid `grid` uses (same cache), with the model and tokenizer they belong to (its
-    task, model, profile, output folder, constants corpus, data, device, layout and dtype; unset values resolved as a
-    grid resolves them: `resolve_grid`)."""
+    """The average constants the grid `grid` uses (same cache), with the model and tokenizer they belong to."""
     cfg, prof, spec, loaded, tokenizer = load_resolved(grid)
     signature = model_signature(loaded, canonical_model_name(cfg.model))
-    with timed_into(cfg.out_dir, ran=lambda: False), phase("extraction"):
+    with timed_into(cfg.folder, ran=lambda: False), phase("extraction"):
         constants = cached_average_constants(loaded, tokenizer, signature, constants_source(cfg, prof, spec),
-                                             folder=cfg.out_dir, resources=Resources(cfg.data_dir, progress=progress),
+                                             folder=cfg.folder, resources=Resources(cfg.data_dir, progress=progress),
                                              force=cfg.force)
     return constants, loaded, tokenizer
 
 
 def task_constants_corpus(task: str, *, model: str = DEFAULT_MODEL, profile: str = "quick", corpus: str = "task",
                           data_dir: str | None = None, layout: str | None = None) -> tuple[ConstantsSource, Corpus]:
-    """What the average constants of `task_constants` (same arguments) are averaged over: their source (length,
-    layout, corpus task, its token rule) and the corpus's texts in order, for work that reads that corpus again
-    (`papa.paper.pattern_intervals`). A decoder is known by its config on this machine (there once
-    `task_constants` has loaded it)."""
+    """(source, corpus texts in order) of what `task_constants` with the same arguments averages over."""
     cfg, prof, spec = resolve_grid(GridConfig(task=task, model=model, profile=profile, constants_corpus=corpus,
                                           data_dir=data_dir, layout=layout))
     source = constants_source(cfg, prof, spec)
@@ -293,8 +274,7 @@ def session_constants(s: Session, kind: str, progress: bool) -> ConstantMatrices
 
 
 def subset(data: EncodedTask, limit: int | None, sample: str) -> EncodedTask:
-    """`limit` examples of an encoded split, picked as the profile picks them (the first, or a fixed random subset:
-    a split kept in file order may be sorted by source, as CoLA's is)."""
+    """`limit` examples of an encoded split, picked as the profile picks them (`sample`)."""
     if limit is None or limit >= len(data):
         return data
     inputs, labels = data.batch(torch.tensor(subset_indices(len(data), limit, sample)))

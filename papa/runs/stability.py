@@ -1,13 +1,5 @@
 """How much a task's λ ranking depends on the seed it learned with, and on the data: rankings of two seeds compared,
-and every pair of a ranking's draws (seeds, disjoint training parts) that the claims gate on.
-
-A ranking that learned something orders the heads alike whatever the probe's initial weights and the batch order;
-one that did not (λ still near its 0.5 start) is a seed's noise. `ranking_stability` learns (or loads) the ranking
-of each seed as a grid of the same configuration would (`papa.runs.lambda_ranking.learn_ranking`: seed 0's is the
-grid's own, the others are saved beside it under names with their seed) and reports how far λ moved in each and how
-much the first two agree (`papa.probing.convergence`). `draw_agreement` reads a run's rankings folder and compares
-every pair of draws of each ranking, learning nothing.
-"""
+and every pair of a ranking's draws (seeds, disjoint training parts) that the claims gate on."""
 from __future__ import annotations
 
 import math
@@ -27,10 +19,8 @@ from papa.runs.statistics import LEVEL
 
 def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str = "average", *,
                       fractions: Sequence = DEFAULT_FRACTIONS, progress: bool = True) -> dict:
-    """One flat row for `cfg`'s task: its settings (task, model, profile, constants kind, seeds, optimizer steps,
-    λ's learning rate), each seed's λ movement (``<field>_seed<s>``) and the agreement of the first two seeds'
-    rankings (``spearman``, ``overlap_replaced_<f>``, ``overlap_kept_<f>``) at `fractions`, rounded as the grid
-    rounds (`cfg.rounding`, else the profile's)."""
+    """One flat row for `cfg`'s task: its settings, each seed's λ movement (``<field>_seed<s>``) and the
+    `ranking_agreement` of the first two seeds' rankings (learned or loaded as a grid would)."""
     seeds = list(seeds)
     if len(seeds) < 2 or len(set(seeds)) != len(seeds):
         example = Arg("seeds", [0, 1])
@@ -51,18 +41,15 @@ def ranking_stability(cfg: GridConfig, seeds: Sequence[int] = (0, 1), kind: str 
     return row
 
 
-#: Two draws of a λ ranking agree where Spearman's ρ between them is at least this; a ranking is refused (its
-#: λ-dependent parts not read) only where some pair lies below it beyond ρ's own uncertainty (`disagrees`).
+#: Two draws of a λ ranking agree where Spearman's ρ between them is at least this (see `disagrees`).
 STABLE_RHO = 0.8
 #: Fieller, Hartley and Pearson's (1957) variance of Fisher's z of Spearman's ρ over n items: 1.06 / (n − 3).
 _FIELLER = 1.06
 
 
 def rho_interval(rho: float, heads: float, level: float = LEVEL) -> tuple[float, float]:
-    """The `level` interval of Spearman's ρ between two rankings of `heads` heads: Fisher's z with Fieller, Hartley
-    and Pearson's variance 1.06 / (n − 3), a deterministic bound (no resampling), so that it moves no more than ρ
-    does when a head is removed or λ rounded. NaN where ρ or the head count is unknown, or there are 3 heads or
-    fewer."""
+    """The `level` interval of Spearman's ρ between two rankings of `heads` heads (Fisher's z, variance
+    1.06 / (n − 3)); NaN where ρ or the head count is unknown, or there are 3 heads or fewer."""
     if not (math.isfinite(rho) and math.isfinite(heads) and heads > 3):
         return math.nan, math.nan
     from scipy.stats import norm  # imported where used: scipy.stats takes seconds to import
@@ -73,9 +60,8 @@ def rho_interval(rho: float, heads: float, level: float = LEVEL) -> tuple[float,
 
 
 def disagrees(rho: float, heads: float) -> bool:
-    """Whether a pair of draws disagrees beyond its uncertainty: the upper end of ρ's 95% interval (`rho_interval`)
-    below `STABLE_RHO`. A pair whose interval holds `STABLE_RHO` is read, its order's spread then in the part's
-    interval; where the head count is unknown (a table that records none), ρ itself below it."""
+    """Whether a pair of draws disagrees beyond its uncertainty: the upper end of ρ's 95% interval (ρ itself where
+    the head count is unknown) below `STABLE_RHO`."""
     high = rho_interval(rho, heads)[1]
     return (high if math.isfinite(high) else rho) < STABLE_RHO
 
@@ -87,9 +73,8 @@ def rho_text(rho: float, heads: float) -> str:
 
 
 def gate_reason(pairs: pd.DataFrame, whose: str) -> str | None:
-    """Why the λ rankings whose every pair of draws is a row of `pairs` (a, b, spearman, heads) cannot be read, None
-    where they can: drawn on one part of the data only (seeds: nothing says how the order moves with the data),
-    or some pair that `disagrees`. `whose` names them, e.g. "sst2's λ rankings"."""
+    """Why the λ rankings whose pairs of draws are `pairs` (a, b, spearman, heads) cannot be read, None where they
+    can: drawn on one part of the data only, or some pair `disagrees`; `whose` names them."""
     names = sorted(set(pairs.a) | set(pairs.b), key=draw_order)
     if not any(n.startswith("part") for n in names):
         return (f"{whose} drawn on one part of the data only ({', '.join(names)}): how the order moves with the data "
@@ -111,8 +96,7 @@ def draw_order(name: str) -> tuple[int, int]:
     return part, seed
 
 
-#: A ranking file's draw: another part of the training data and another seed than the grid's, as
-#: `papa.runs.names` appends them to the grid's name.
+#: A ranking file's draw: the ``-part<k>`` and ``-seed<s>`` appended to the grid's name.
 _DRAW = re.compile(r"^(?P<group>.+?)(?:-part(?P<part>\d+))?(?:-seed(?P<seed>\d+))?\.safetensors$")
 #: The columns of `draw_agreement`'s table.
 AGREEMENT_COLUMNS = ("model", "task", "profile", "a", "b", "spearman", "heads", "ranking")
@@ -129,8 +113,7 @@ def draw_name(seed: int = 0, part: int = 0) -> str:
 
 
 def rho_span(values: Sequence[float]) -> str:
-    """Spearman's ρ over some pairs of draws as the pages print it: one value, or the lowest to the highest (one
-    value where both round alike), or "–" when no pair was measured."""
+    """Spearman's ρ over some pairs of draws as the pages print it: one value, "lowest to highest", or "–"."""
     if len(values) == 0:
         return "–"
     low, high = f"{min(values):.2f}", f"{max(values):.2f}"
@@ -144,8 +127,8 @@ def draw_of(file_name: str) -> str:
 
 
 def ranking_draws(rankings_dir: str | Path) -> dict[str, list[tuple[str, Path]]]:
-    """The λ ranking files in `rankings_dir` grouped by what they repeat (the file name but for its ``-part<k>`` and
-    ``-seed<s>``, as ``<group>.safetensors``): each group's draws as (`draw_name`, path), seed0 first."""
+    """The λ ranking files in `rankings_dir` grouped by the file name but for its draw (``<group>.safetensors``):
+    each group's draws as (`draw_name`, path), seed0 first."""
     groups: dict[str, list[tuple[int, int, Path]]] = {}
     for path in sorted(Path(rankings_dir).glob("*.safetensors")):
         match = _DRAW.match(path.name)
@@ -161,12 +144,8 @@ def learned_once(rankings_dir: str | Path) -> list[Path]:
 
 
 def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
-    """Every pair of λ rankings in `rankings_dir` that repeat one another (same model, task, profile, constants,
-    length, layout and probe inputs: the same file name but for its ``-part<k>`` and ``-seed<s>``, `ranking_draws`),
-    one row per pair: the model, task and profile the rankings record, the two draws (`draw_name`), their
-    Spearman's ρ, the heads it is taken over and the grid ranking's file name (`ranking`). A claim's λ part is read
-    unless the draws it rests on fail `gate_reason`. Read only: nothing is learned. Empty (with
-    `AGREEMENT_COLUMNS`) where no ranking repeats another."""
+    """One row (`AGREEMENT_COLUMNS`) per pair of draws of each λ ranking in `rankings_dir` (`ranking_draws`): model,
+    task, profile, the two draws, their Spearman's ρ, the heads and the grid ranking's file. Nothing is learned."""
     from papa.method.rankings import load_ranking
 
     rows = []
@@ -181,8 +160,7 @@ def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
 
 
 def draw_pairs(draws: dict[str, torch.Tensor]) -> pd.DataFrame:
-    """Every pair of `draws` (name -> λ of one ranking), in their order: the two names (a, b), Spearman's ρ and the
-    heads it is taken over; what `gate_reason` reads."""
+    """Every pair of `draws` (name -> λ of one ranking), in order: (a, b, spearman, heads)."""
     from papa.probing.convergence import spearman
 
     names = list(draws)

@@ -1,33 +1,13 @@
 """Paired statistics of runs, with evaluation-set uncertainty, and the verdicts a claim is read with.
 
-Runs with the same seed share the probe's initial weights and batch order, and all runs of a task are scored on the
-same evaluation examples: two settings are compared seed by seed on the same examples (paired), never as two
-independent intervals. A quantity (a difference, a relative drop, an average of relative drops over tasks) is a
-function of each setting's mean over seeds; its uncertainty has two parts, added as variances:
+Settings are compared seed by seed on the same evaluation examples. A quantity of the settings' seed means has two
+variance parts: the seeds' (delete-one-seed jackknife; the paired t test's standard error for a difference) and the
+evaluation examples' (a bootstrap shared by every setting of a task, `resample_weights`); `over_orders` adds a third
+where the head order is itself a draw. The interval is value ± t(ν) · se at `LEVEL`, ν by Welch–Satterthwaite.
 
-* seeds: the delete-one-seed jackknife of the quantity (for a plain difference of means it is exactly the paired t
-  test's standard error, s_d / sqrt(k));
-* evaluation examples: a bootstrap over the evaluation set, the same resampled examples for every setting of a task
-  (`resample_weights`), from each run's per-example statistics (`papa.tasks.metric_statistics`); runs recorded
-  without their predictions have none, and `Estimate.examples` says so.
-
-The interval is value ± t(ν) · sqrt(se_seeds² + se_examples²) at `LEVEL`, with ν the Welch–Satterthwaite degrees of
-freedom of that sum: k − 1 for the seeds' part, R − 1 for the bootstrap's over R resamples. When the evaluation set's
-part dominates (CoLA's 1,043 sentences against 5 seeds), ν is large and t near the normal's 1.96; with t(k − 1) =
-2.78 such an interval was about 1.4× too wide.
-
-Where a setting's head order is itself a draw (a λ ranking learned from one training subset and seed, one random
-permutation), the same quantity is read under several draws of it: `over_orders` adds a third part, the variance of
-the mean over the draws (s² / n per setting, n − 1 degrees of freedom), to the seeds' and the examples' parts of the
-estimate made jointly over all draws. A reading of one draw holds its order fixed and says so (`Estimate.orders`).
-
-A claim's part is then read with one rule (`above`, `at_most`, `at_least`, `within`), which returns a `Outcome`: it
-**holds** when the whole interval lies on the claim's side of its bound, **does not hold** when the whole interval
-lies on the other side, and is **inconclusive** when the interval straddles the bound; for "within a margin" this
-is two one-sided tests (TOST). Each side is a one-sided test at `ALPHA` = (1 − LEVEL) / 2, and the `Outcome` keeps the
-p-value of each (`p_holds`, `p_fails`), so that claims made of many comparisons can be corrected for multiplicity
-(`all_of`, `any_of`: Holm's step-down procedure on the side where any one comparison decides, over every
-comparison read, whatever its own verdict).
+A claim's part holds when its whole interval lies on the claim's side of the bound, does not hold when it lies on
+the other side, and is inconclusive otherwise (two one-sided tests at `ALPHA`; TOST for `within`); `all_of` and
+`any_of` apply Holm's correction on the side where any one comparison decides.
 """
 from __future__ import annotations
 
@@ -44,7 +24,7 @@ from papa.tasks.metric_statistics import metric_on_resamples
 
 
 def _scipy_stats():
-    """scipy.stats, imported on first use: importing it takes seconds, which a reader of no statistic need not pay."""
+    """scipy.stats, imported on first use (it takes seconds)."""
     from scipy import stats
 
     return stats
@@ -59,22 +39,17 @@ HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_READ = "holds", "does not hold", "inconc
 PARTLY_READ = "partly read"
 #: A reading that describes (a share with its interval) and tests nothing.
 DESCRIPTIVE = "descriptive"
-#: A part that could not have failed: its control shows no effect beyond the part's margin, so neither "holds" nor
-#: "inconclusive" says anything about the claim (`papa.paper.claims.rules.Control`).
+#: A part that could not have failed: its control shows no effect beyond the part's margin.
 NOT_INFORMATIVE = "not informative"
-#: A claim's verdicts: its three readings, "partly read", "not read" where the run has nothing to read it on,
-#: "not informative" where its control shows no effect, and "descriptive" where the claim is described rather than
-#: tested.
+#: A claim's verdicts.
 VERDICTS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, PARTLY_READ, NOT_READ, NOT_INFORMATIVE, DESCRIPTIVE)
 #: The verdicts of a part that tells nothing either way about its claim.
 UNREAD = (NOT_READ, NOT_INFORMATIVE)
 
 
 def resample_weights(n: int, resamples: int = RESAMPLES, *, key: str = "") -> np.ndarray:
-    """How often each of `n` evaluation examples is drawn in each of `resamples` bootstrap resamples: [R, n].
-
-    The draws depend only on `key` (e.g. the model, task and evaluation size), so every setting of a task is
-    resampled alike (paired) and a reading is the same each time it is made."""
+    """How often each of `n` evaluation examples is drawn in each of `resamples` bootstrap resamples: [R, n],
+    depending only on `key` and `n` (so that every setting of a task is resampled alike)."""
     if n < 1 or resamples < 1:
         raise ValueError(f"need at least one example and one resample, got n={n}, resamples={resamples}")
     seed = int.from_bytes(hashlib.sha256(f"{key}|{n}".encode()).digest()[:8], "little")
@@ -111,9 +86,8 @@ class Scores:
 
 def scores(values: Mapping[int, float], statistics: Mapping[int, np.ndarray] | None = None, *,
            metric: str | None = None, weights: np.ndarray | None = None) -> Scores:
-    """A setting's `Scores` from its value per seed and, optionally, each seed's per-example statistics
-    ([examples, k] of `papa.tasks.metric_statistics.per_example_statistics`) resampled with `weights`.
-    Statistics missing for any seed leave the evaluation examples out (`Estimate.examples` is False)."""
+    """A setting's `Scores` from its value per seed and, optionally, each seed's per-example `statistics` resampled
+    with `weights` (left out unless every seed has them)."""
     seeds = tuple(sorted(values))
     resampled = None
     if statistics is not None and weights is not None and all(s in statistics for s in seeds):
@@ -125,7 +99,7 @@ def scores(values: Mapping[int, float], statistics: Mapping[int, np.ndarray] | N
 
 @dataclass(frozen=True)
 class Estimate:
-    """A quantity of one or more settings' scores with its uncertainty (see the module's docstring)."""
+    """A quantity of one or more settings' scores with its uncertainty."""
 
     value: float
     se_seeds: float        # NaN with one seed
@@ -155,8 +129,7 @@ class Estimate:
         return self.se ** 4 / sum(se ** 4 / df for se, df in parts)
 
     def _has_interval(self) -> bool:
-        # seeds that agree exactly (a model scored without training a probe) say nothing of the evaluation set's own
-        # uncertainty: without resamples there is no interval
+        # seeds that agree exactly (nothing trained) say nothing of the evaluation set's uncertainty
         return self.seeds >= 2 and math.isfinite(self.se) and not (self.se == 0 and not self.examples)
 
     def interval(self, level: float = LEVEL) -> tuple[float, float]:
@@ -195,10 +168,8 @@ class Estimate:
 
 
 def estimate(quantity: Callable[..., np.ndarray | float], *settings: Scores) -> Estimate:
-    """`quantity` of the settings' means over seeds, paired seed by seed (the seeds all settings share).
-
-    `quantity` takes one argument per setting and must work elementwise on arrays (plain arithmetic does), e.g.
-    ``estimate(lambda original, replaced: (original - replaced) / original, a, b)``."""
+    """`quantity` (one argument per setting, elementwise on arrays) of the settings' means over the seeds they
+    share, paired seed by seed."""
     if not settings:
         raise ValueError("give at least one setting")
     shared = sorted(set.intersection(*(set(s.seeds) for s in settings)))
@@ -224,13 +195,9 @@ def estimate(quantity: Callable[..., np.ndarray | float], *settings: Scores) -> 
 
 
 def over_orders(joint: Estimate, *arms: Sequence[float]) -> Estimate:
-    """`joint` (a quantity of several draws of the head order, e.g. the mean over λ rankings of their drop, estimated
-    paired over seeds and examples) with the spread of the order itself added: each arm holds the quantity's value
-    under each draw of one setting's order (its rankings, or its random permutations), and adds s² / n, the variance
-    of the mean of its n draws, with n − 1 degrees of freedom (Welch–Satterthwaite across the arms and the seeds' and
-    examples' parts). An arm of one draw adds nothing and says nothing of the order's variance (`orders` records the
-    fewest draws). The sum is conservative: each draw's spread holds its own seed noise, counted in `joint` too.
-    """
+    """`joint` (estimated over several draws of the head order) with the order's own spread added: each arm (one
+    setting's values under each draw) adds s² / n with n − 1 degrees of freedom; conservative, as each draw's spread
+    holds seed noise `joint` counts too."""
     parts = []
     for values in arms:
         values = np.asarray(values, dtype=np.float64)
@@ -279,9 +246,8 @@ EXACT_SPEARMAN_BELOW = 10
 
 
 def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
-    """Spearman's ρ of `x` and `y` with its one-sided p-values (ρ > 0, ρ < 0): exact, over every permutation of
-    `y`'s ranks (`scipy.stats.permutation_test`), for fewer than `EXACT_SPEARMAN_BELOW` points (three perfectly ranked
-    points give 1/6, where the normal approximation gives 0); scipy's t approximation above."""
+    """Spearman's ρ of `x` and `y` with its one-sided p-values (ρ > 0, ρ < 0): exact over every permutation below
+    `EXACT_SPEARMAN_BELOW` points, else scipy's t approximation."""
     x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
     n = len(x)
     if n != len(y) or n < 3:
@@ -355,16 +321,13 @@ def within(e: Estimate, low_bound: float, high_bound: float, level: float = LEVE
 
 
 def holm(p_values: Sequence[float], alpha: float = ALPHA) -> list[bool]:
-    """Holm's step-down procedure: which of the hypotheses with these p-values are rejected, the family-wise error
-    kept at `alpha`. Every entry is a member of the family (counted in m); a NaN (a comparison without an interval)
-    is never rejected and is tested last, as p = 1."""
+    """Which of the hypotheses with these p-values Holm's step-down procedure rejects at family-wise `alpha` (a NaN
+    counts in m, as p = 1)."""
     return [p < alpha for p in holm_adjusted(p_values)]
 
 
 def holm_adjusted(p_values: Sequence[float]) -> list[float]:
-    """Holm's adjusted p-values, min(1, max over the first i of (m − rank) · p) in increasing order of p, with m the
-    number of entries (a NaN counts as p = 1): a comparison is rejected at level α where its adjusted p < α, as a
-    single test is (`_test`)."""
+    """Holm's adjusted p-values: min(1, running max of (m − rank) · p) in increasing order of p (a NaN as p = 1)."""
     m = len(p_values)
     order = sorted(range(m), key=lambda i: (p_values[i] if math.isfinite(p_values[i]) else math.inf, i))
     adjusted, running = [1.0] * m, 0.0
@@ -376,10 +339,8 @@ def holm_adjusted(p_values: Sequence[float]) -> list[float]:
 
 
 def corrected(tests: Sequence[Outcome], side: str, alpha: float = ALPHA) -> list[Outcome]:
-    """`tests` as one family where any one comparison decides the `side` ("fails": "does not hold" on any;
-    "holds": "holds" on any). Every comparison read enters Holm's m, whatever its own verdict (a part not read does
-    not); a comparison keeps that side's verdict only where its Holm-adjusted p is below `alpha`, else it reads
-    inconclusive. Each read comparison carries its adjusted p (`Outcome.p_adjusted`) and the family's size."""
+    """`tests` as one Holm family on `side` ("fails" or "holds"): every read comparison counts in m, and keeps that
+    side's verdict only where its adjusted p is below `alpha` (else inconclusive)."""
     if side not in ("fails", "holds"):
         raise ValueError(f"side must be 'fails' or 'holds', got {side!r}")
     key, verdict = ("p_fails", DOES_NOT_HOLD) if side == "fails" else ("p_holds", HOLDS)
@@ -404,18 +365,15 @@ def _verdicts(tests: Iterable[Outcome | str]) -> list[str]:
 
 
 def _corrected_verdicts(tests: Iterable[Outcome | str], side: str) -> list[str]:
-    """The verdicts of `tests` with Holm's correction on `side` across those that are `Outcome`s; plain verdicts (parts
-    already combined and corrected) are taken as they are."""
+    """The verdicts of `tests`, Holm-corrected on `side` across the `Outcome`s; plain verdicts taken as they are."""
     tests = list(tests)
     fixed = iter(corrected([t for t in tests if isinstance(t, Outcome)], side))
     return _verdicts(next(fixed) if isinstance(t, Outcome) else t for t in tests)
 
 
 def all_of(tests: Iterable[Outcome | str]) -> str:
-    """A claim made of parts (or of every task), with Holm's correction across them for "does not hold" (any one
-    part decides it): does not hold if a part does not, holds if every part holds, partly read if the parts read
-    all hold but some were not read or not informative, inconclusive otherwise; not informative if every part read
-    is, not read if none was read."""
+    """A claim made of parts (Holm-corrected for "does not hold"): does not hold if a part does not, holds if every
+    part holds, partly read if some were not read, inconclusive otherwise."""
     verdicts = _corrected_verdicts(tests, "fails")
     read = [v for v in verdicts if v not in UNREAD]
     if not read:
@@ -428,9 +386,8 @@ def all_of(tests: Iterable[Outcome | str]) -> str:
 
 
 def any_of(tests: Iterable[Outcome | str]) -> str:
-    """A claim that something happens somewhere ("sometimes"), with Holm's correction across the places for
-    "holds" (any one decides it): holds if one part holds, does not hold if every part read does not,
-    inconclusive otherwise."""
+    """A claim that something happens somewhere (Holm-corrected for "holds"): holds if one part holds, does not
+    hold if every part read does not, inconclusive otherwise."""
     verdicts = _corrected_verdicts(tests, "holds")
     read = [v for v in verdicts if v not in UNREAD]
     if not read:

@@ -1,1 +1,1 @@
-"""Tasks as data: the task registry, readers of the original data formats, unlabeled corpora, metrics and MLM masking."""
+"""Tasks as data: the task registry, data readers, unlabeled corpora, metrics and MLM masking."""

@@ -1,7 +1,5 @@
-"""Majority-class baselines: the score of predicting the training set's most frequent label for every example (or
-every word, for token tasks), in the task's own metric. A probe that does not beat it has learnt nothing from its
-features (CoLA's MCC is 0 there, MRPC's F1 that of calling every pair a paraphrase). For a task that predicts the
-vocabulary, the unigram baseline: every token predicted by its training frequency (`unigram_baseline`)."""
+"""Baselines a probe must beat: the training set's majority label in the task's own metric, and for tasks that
+predict the vocabulary the unigram frequency (`unigram_baseline`)."""
 from __future__ import annotations
 
 import math
@@ -40,11 +38,9 @@ UNIGRAM_SMOOTHING = tuple(10.0 ** (e / 4) for e in range(-16, 5))
 
 
 def unigram_baseline(train_targets: Iterable[int], eval_targets: Iterable[int], vocab_size: int) -> tuple[float, float]:
-    """The mean log-probability (nats per token, ≤ 0: a negative log perplexity) a context-free predictor gives
-    `eval_targets`: every token predicted by its add-k smoothed frequency among `train_targets` over a vocabulary of
-    `vocab_size`, with k chosen from `UNIGRAM_SMOOTHING` by the training tokens' own leave-one-out likelihood (the
-    evaluation tokens are never looked at to choose it). Returns (score, k). It is the strongest baseline of an
-    LM probe that needs no model: a probe that does not beat it reads token frequency, not its features."""
+    """(mean log-probability in nats per token, k) of `eval_targets` under the add-k smoothed frequencies of
+    `train_targets` over `vocab_size` tokens, k chosen from `UNIGRAM_SMOOTHING` by the training tokens' leave-one-out
+    likelihood."""
     train, evaluation = Counter(train_targets), Counter(eval_targets)
     n = sum(train.values())
     if n < 2 or not evaluation:

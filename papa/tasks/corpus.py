@@ -64,8 +64,7 @@ class CorpusSource:
 
 def task_corpus(task: str, split: str = "train", data_dir: str | os.PathLike | None = None,
                 limit: int | None = None, sample: str = "first") -> Corpus:
-    """The inputs of a registered task's split (paper 3.1: the task's own training set, labels unused); `limit` and
-    `sample` as in :func:`papa.tasks.data.load_examples`."""
+    """The inputs of a registered task's split, labels unused; `limit` and `sample` as in `load_examples`."""
     from papa.tasks.data import load_examples
 
     examples = load_examples(task, split, data_dir=data_dir, limit=limit, sample=sample)
@@ -85,8 +84,7 @@ def corpus_name(task: str, split: str, limit: int | None, sample: str = "first")
 
 
 def read_utf8(path: str | os.PathLike) -> str:
-    """The text of `path` (UTF-8, a leading BOM dropped); a file in another encoding is an `InputError` that names the
-    file, the line and the byte, instead of the codec's bare message."""
+    """The text of `path` (UTF-8, a leading BOM dropped); another encoding raises an `InputError` naming the line."""
     path = Path(path)
     raw = path.read_bytes()
     try:
@@ -99,11 +97,8 @@ def read_utf8(path: str | os.PathLike) -> str:
 
 def file_corpus(path: str | os.PathLike, text_column: str | None = None, pair_column: str | None = None,
                 limit: int | None = None) -> Corpus:
-    """A ``.txt`` file (one example per non-empty line) or a ``.tsv`` file with a header row.
-
-    For TSV files `text_column` defaults to the first of ``sentence``, ``text``, ``sentence1``, ``#1 String``
-    present in the header, and `pair_column` to its partner (``sentence2`` / ``#2 String``) when there is one.
-    """
+    """A ``.txt`` file (one example per non-empty line) or a ``.tsv`` file with a header row (`text_column` defaults
+    to ``sentence``, ``text``, ``sentence1`` or ``#1 String``, `pair_column` to its partner)."""
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no corpus file at {path}")

@@ -1,17 +1,8 @@
 """Loading task examples from local files (the datasets' original formats) or the Hugging Face hub.
 
-Source selection, first match wins: the ``data_dir`` argument, the ``PAPA_DATA_DIR`` environment
-variable, the hub (``datasets.load_dataset``). Both sources give the same examples, in the same order,
-with the same label ids (the hub's ClassLabel ids, listed in :mod:`papa.tasks.registry`).
-
-Decisions that make the two sources agree:
-
-* TSVs are split on tabs only (no quote handling, like the GLUE/HF readers' ``csv.QUOTE_NONE``) and texts
-  are kept verbatim (SST-2 sentences keep their trailing space, as on the hub).
-* CoNLL-2003: ``-DOCSTART-`` lines are document separators, never examples (as on the hub), so train has
-  14,041 sentences and testa 3,250. The original files are IOB1; NER tags are converted to IOB2.
-* WikiText (MLM): an example is one paragraph (a non-empty line that is not a ``= heading =``), stripped of
-  surrounding whitespace. Train/eval are whole articles of the validation text, see ``TaskSpec.holdout_every``.
+The source is ``data_dir``, else ``$PAPA_DATA_DIR``, else the hub; both give the same examples in the same order
+with the same label ids (TSVs split on tabs only, texts verbatim; CoNLL ``-DOCSTART-`` lines separate documents and
+IOB1 tags become IOB2; a WikiText example is one paragraph).
 """
 from __future__ import annotations
 
@@ -60,10 +51,8 @@ class DataSourceError(PapaError, RuntimeError):
 
 @dataclass(frozen=True)
 class Example:
-    """One example: ``text`` (+ ``text_pair``) for sentence/pair/MLM tasks, ``words`` for token tasks.
-
-    ``label`` is a class id, a tuple of per-word class ids (token tasks), or None (MLM).
-    """
+    """One example: ``text`` (+ ``text_pair``) for sentence/pair/MLM tasks, ``words`` for token tasks. ``label`` is a
+    class id, a tuple of per-word class ids (token tasks), or None (MLM)."""
 
     text: str | None = None
     text_pair: str | None = None
@@ -83,8 +72,7 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | N
 
 
 def check_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | None:
-    """`resolve_data_dir`, with a `DataNotFoundError` when the directory it names does not exist (checked before any
-    work: a batch run would otherwise fail in its first notebook)."""
+    """`resolve_data_dir`, with a `DataNotFoundError` when the directory it names does not exist."""
     root = resolve_data_dir(data_dir)
     if root is not None and not root.is_dir():
         given = Arg("data_dir", str(data_dir)) if data_dir is not None else None
@@ -99,8 +87,7 @@ def check_data_dir(data_dir: str | os.PathLike[str] | None = None) -> Path | Non
 def check_task_files(task: str | TaskSpec, splits: Sequence[str],
                      data_dir: str | os.PathLike[str] | None = None) -> Path | None:
     """`check_data_dir`, and where a data folder is set, a `DataNotFoundError` for the first of `task`'s `splits`
-    whose file it lacks: checked before any work, as the model would otherwise load before the data is found
-    missing."""
+    whose file it lacks."""
     root = check_data_dir(data_dir)
     if root is None:
         return None
@@ -118,11 +105,8 @@ def load_examples(
     limit: int | None = None,
     sample: str = "first",
 ) -> list[Example]:
-    """Load the ``"train"`` or ``"eval"`` examples of ``task``.
-
-    ``limit`` keeps ``limit`` of them: the first ones (``sample="first"``) or a fixed random subset in file order
-    (``sample="random"``, seed `SUBSET_SEED`), which matters for files sorted by source, such as CoLA's.
-    """
+    """Load the ``"train"`` or ``"eval"`` examples of ``task``; ``limit`` keeps the first ones (``sample="first"``)
+    or a fixed random subset in file order (``"random"``, seed `SUBSET_SEED`)."""
     spec = task if isinstance(task, TaskSpec) else get_task(task)
     check_one_of(split, SPLITS, "split")
     if limit is not None and limit < 1:
@@ -213,10 +197,8 @@ def read_conll(
     label_names: tuple[str, ...],
     iob1_to_iob2_tags: bool = False,
 ) -> Iterator[Example]:
-    """Read a CoNLL-2003 file (``word POS chunk NER`` per line, blank line between sentences).
-
-    ``-DOCSTART-`` lines only separate documents and yield no example, as in the hub dataset.
-    """
+    """Read a CoNLL-2003 file (``word POS chunk NER`` per line, blank line between sentences, no ``-DOCSTART-``
+    example)."""
     path = Path(path)
     _check_exists(path)
     ids = {name: i for i, name in enumerate(label_names)}
@@ -276,11 +258,8 @@ _ARTICLE_TITLE = re.compile(r"= [^=](.*[^=])? =")
 
 
 def split_mlm_paragraphs(lines: Iterable[str]) -> list[tuple[int, str]]:
-    """WikiText lines -> ``(article index, paragraph)`` pairs, dropping blank lines and headings.
-
-    A new article starts at each top-level heading (`` = Title = ``); sub-headings (`` = = Sec = = ``)
-    do not start one.
-    """
+    """WikiText lines -> ``(article index, paragraph)`` pairs, dropping blank lines and headings; an article starts
+    at each top-level heading (`` = Title = ``)."""
     out: list[tuple[int, str]] = []
     article = -1
     for line in lines:
@@ -337,8 +316,8 @@ def _check_exists(path: Path) -> None:
 
 
 def _text_lines(path: Path, *, bom: bool = False) -> Iterator[tuple[int, str]]:
-    """(line number, line) of a UTF-8 file, split on LF only; `bom` drops a leading UTF-8 byte-order mark. A line that
-    is not UTF-8 is a `DataFormatError` naming the file and the line (the codec's own message names neither)."""
+    """(line number, line) of a UTF-8 file, split on LF only; `bom` drops a leading byte-order mark. A line that is
+    not UTF-8 raises a `DataFormatError` naming it."""
     with path.open("rb") as f:
         for line_no, raw in enumerate(f, start=1):
             if bom and line_no == 1:
@@ -373,8 +352,7 @@ def _parse_label(raw: str, names: tuple[str, ...], is_name: bool, path: Path, li
 
 
 def load_dataset(*args, **kwargs):
-    """`datasets.load_dataset`, imported on first use of the hub: a run on local files never imports `datasets`
-    (seconds of start-up, and a package a GPU image may lack: benchmarks/gpu_check.py)."""
+    """`datasets.load_dataset`, imported on first use: a run on local files never imports `datasets`."""
     import datasets
 
     return datasets.load_dataset(*args, **kwargs)
@@ -462,9 +440,8 @@ PART_SEED = 1
 
 
 def disjoint_part(n: int, taken: Sequence[int], size: int, part: int) -> list[int]:
-    """The `part`-th (1, 2, ...) set of `size` of `n` examples that share none with `taken` (a grid's subset) or with
-    any other part, in file order: the examples not taken, shuffled once (`PART_SEED`), cut into blocks of `size`.
-    Raises `InputError` when the split is too small for that part."""
+    """The `part`-th (1, 2, ...) block of `size` of the `n` examples not in `taken`, shuffled once (`PART_SEED`),
+    in file order; raises `InputError` when the split is too small."""
     if isinstance(part, bool) or not isinstance(part, int) or part < 1:
         raise InputError(f"a disjoint part is numbered 1, 2, ... (part 0 is the grid's own subset), got {part!r}.")
     rest = sorted(set(range(n)) - set(taken))
@@ -478,10 +455,8 @@ def disjoint_part(n: int, taken: Sequence[int], size: int, part: int) -> list[in
 
 
 def half_part(n: int, part: int) -> list[int]:
-    """The `part`-th (1 or 2) of two disjoint halves of `n` examples, in file order: the examples shuffled once
-    (`PART_SEED`) and cut in two (the first half holds the odd one). Where a grid trains on a whole split there is
-    nothing outside it to draw a disjoint part from (`disjoint_part`): its halves measure how much a ranking depends
-    on the data it saw."""
+    """The `part`-th (1 or 2) of two disjoint halves of `n` examples shuffled once (`PART_SEED`), in file order: the
+    disjoint parts of a grid that trains on the whole split."""
     if isinstance(part, bool) or not isinstance(part, int) or part not in (1, 2):
         raise InputError(f"a grid that trains on the whole split draws its disjoint parts as two halves of it: part 1 "
                          f"or 2, got {part!r}.")

@@ -1,10 +1,7 @@
 """Where the authors' released preprocessing (the ``official`` layout) and papa's own (``sep_last``) differ.
 
-`layout_comparison` puts one input's slots side by side in several layouts (token, attention mask, the position
-the model gives the slot); `cut_tokens` lists the tokens each layout drops from each segment; `truncation_counts`
-counts, per task and split, the inputs that lose tokens in each layout. The paper's Appendix A says trimming
-happened "in less than 0.2% of input samples for a single task (MNLI)"; the released GLUE script also cuts single
-sentences at n/2 (see `papa.method.layout`), which these counts measure.
+Slots side by side (`layout_comparison`), tokens dropped (`cut_tokens`), and inputs truncated per task and split
+(`truncation_counts`): the released GLUE script also cuts single sentences at n/2.
 """
 from __future__ import annotations
 
@@ -26,11 +23,8 @@ def _as_input(text, token_task: bool):
 
 def layout_comparison(tokenizer, text, pair: str | None = None, *, max_length: int, model_type: str,
                       token_task: bool = False, layouts: Sequence[str] = COMPARED) -> pd.DataFrame:
-    """One row per slot: in each layout, the token there (pads as the pad token), whether it is attended, and the
-    0-based position the model gives it (`papa.method.layout.model_positions`; -1 = RoBERTa's padding position).
-
-    `token_task` encodes `text` as a token task's words (split on spaces if a string), as NER/POS inputs are.
-    """
+    """One row per slot: in each layout, the token there, whether it is attended, and the position the model gives
+    it; `token_task` encodes `text` as words (split on spaces if a string)."""
     text = _as_input(text, token_task)
     columns = {}
     for layout in layouts:
@@ -48,11 +42,8 @@ def layout_comparison(tokenizer, text, pair: str | None = None, *, max_length: i
 
 def cut_tokens(tokenizer, text, pair: str | None = None, *, max_length: int, model_type: str,
                token_task: bool = False, layouts: Sequence[str] = COMPARED) -> pd.DataFrame:
-    """Per layout and segment: how many of the segment's tokens the input keeps, and the tokens it drops.
-
-    Every layout trims a segment at its end, so what is kept is a prefix: the runs of non-special tokens between
-    special ones, in order, are the kept parts of the segments.
-    """
+    """Per layout and segment: how many of the segment's tokens the input keeps, and the tokens it drops."""
+    # Every layout trims a segment at its end: the runs of non-special tokens are the kept prefixes.
     text = _as_input(text, token_task)
     segments = [text] if pair is None else [text, pair]
     special = set(tokenizer.all_special_ids)
@@ -97,12 +88,8 @@ def _segment_tokens(tokenizer, segments, layout: str, model_type: str, token_tas
 def truncation_counts(tokenizer, tasks: Sequence[str], *, model_type: str, data_dir: str | None = None,
                       splits: Sequence[str] = SPLITS, layouts: Sequence[str] = COMPARED,
                       limit: int | None = None, batch_size: int = 4096) -> pd.DataFrame:
-    """For every task and split (at Table 3's length), how many inputs lose tokens in each layout: of the whole
-    split, or of its first `limit` examples (a profile's `look_limit`).
-
-    Columns: task, split, max_length, examples (how many were counted), then per layout the count (``<layout> cut``)
-    and share (``<layout> cut %``).
-    """
+    """Per task and split (at Table 3's length, first `limit` examples), how many inputs lose tokens in each layout
+    (``<layout> cut``, ``<layout> cut %``)."""
     from papa.tasks.data import load_examples, resolve_data_dir
     from papa.tasks.registry import get_task
 

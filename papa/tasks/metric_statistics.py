@@ -1,15 +1,7 @@
 """Every task metric as a function of per-example counts that add up, for resampling evaluation sets.
 
-A bootstrap over evaluation examples recomputes a run's metric on thousands of resamples. Each metric of
-`papa.tasks.metrics` is a function of sums over examples (accuracy of correct answers and examples, MCC of the
-confusion matrix, F1 of true/false positives and negatives, seqeval's micro F1 of correct, predicted and true
-chunks per sentence, -log perplexity of summed losses and token counts), so a resample is a weighted sum:
-``weights @ statistics``.
-`per_example_statistics` gives the counts of one run, `metric_from_sums` the metric of any sums of them; on the
-whole evaluation set they give `compute_metric`'s value (to float rounding; tested per metric), but for POS:
-seqeval lets a "chunk" of tags without an IOB prefix run on across the separator it puts between sentences, so its
-POS score depends on the order of the sentences, while these counts close chunks at each sentence's end (about
-0.01 apart on random tags). Resamples are used for the spread of a score, never for the score itself.
+A resample is then ``weights @ statistics``. On the whole set `metric_from_sums` gives `compute_metric`'s value,
+but for POS, where these counts close chunks at each sentence's end and seqeval does not (about 0.01 apart).
 """
 from __future__ import annotations
 
@@ -30,8 +22,7 @@ def _check_metric(metric: str) -> None:
 
 @functools.lru_cache(maxsize=1 << 17)
 def _chunks(tags: tuple[str, ...]) -> frozenset[tuple]:
-    # Remembered: every run of a task scores the same reference sentences, and a probe often predicts a sentence as
-    # another run did; seqeval reads about 10 µs a tag (a claims read of a run scores hundreds of thousands).
+    # Cached: runs of a task score the same sentences, and seqeval reads about 10 µs a tag.
     from seqeval.metrics.sequence_labeling import get_entities
 
     with warnings.catch_warnings():  # POS tags have no IOB prefix; seqeval's metric reads them the same way
@@ -41,13 +32,9 @@ def _chunks(tags: tuple[str, ...]) -> frozenset[tuple]:
 
 def per_example_statistics(metric: str, predictions: Any, references: Any,
                            label_names: Sequence[str] | None = None, num_labels: int | None = None) -> np.ndarray:
-    """Counts of each evaluation example that sum to `metric`'s value: an array [examples, k].
-
-    Classification metrics take one predicted and one reference label per example; ``seqeval_f1`` one list of label
-    ids per sentence (and `label_names`); ``neg_log_perplexity`` takes `predictions` = each example's summed
-    cross-entropy and `references` = its number of scored tokens. ``matthews_correlation`` counts a confusion
-    matrix of `num_labels` classes (default: the largest label seen + 1).
-    """
+    """Counts of each evaluation example that sum to `metric`'s value: an array [examples, k]. ``neg_log_perplexity``
+    takes each example's summed cross-entropy and scored tokens; ``seqeval_f1`` label id lists and `label_names`;
+    ``matthews_correlation`` `num_labels` classes (default: the largest label seen + 1)."""
     _check_metric(metric)
     if metric == "neg_log_perplexity":
         loss, tokens = np.asarray(predictions, dtype=np.float64), np.asarray(references, dtype=np.float64)

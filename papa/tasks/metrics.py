@@ -1,9 +1,6 @@
-"""Task metrics (paper Sec. 4.1): each a self-contained function over predictions and references.
+"""Task metrics (paper Sec. 4.1), each a function over predictions and references.
 
-Scores come from scikit-learn and seqeval, never hand-written formulas, so they equal what the usual
-tools report: MCC for CoLA, accuracy for SST-2 / MNLI, F1 of the positive class for MRPC, seqeval F1
-for NER and POS (as HF ``run_ner``, which the official code used, computes it for every tagging task),
-and negative log-perplexity (= minus the mean masked-token cross-entropy) for MLM.
+MCC, accuracy and F1 from scikit-learn, seqeval F1 (NER and POS, as HF ``run_ner``), negative log-perplexity (MLM).
 """
 from __future__ import annotations
 
@@ -71,12 +68,8 @@ def seqeval_f1(
     references: Sequence[Sequence[int]],
     label_names: Sequence[str] | None = None,
 ) -> float:
-    """Micro F1 over chunks, by ``seqeval.metrics.f1_score`` in its default (conlleval) mode (NER, POS).
-
-    Predictions and references are per-sentence lists of label ids, one per word; ``label_names`` maps ids to
-    tags. On tags without a ``B-``/``I-`` prefix (POS) seqeval still forms "chunks" from its own reading of
-    the tag; that is what HF ``run_ner`` reports, so it is kept.
-    """
+    """Micro F1 over chunks by seqeval's default mode, of per-sentence label id lists (``label_names`` maps them to
+    tags); POS tags without an IOB prefix form seqeval's own chunks, as HF ``run_ner`` reports."""
     import seqeval.metrics  # here, not at import: only tagging tasks need it (and a GPU image may lack it)
 
     if label_names is None:

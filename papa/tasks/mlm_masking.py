@@ -1,14 +1,7 @@
 """BERT-style masking of inputs for the MLM probe (paper Sec. 5.5).
 
-The MLM probe does not use a model's own MLM head: a frozen encoder is read through a
-vocabulary-sized :class:`papa.probing.probes.TokenProbe` (see :func:`papa.probing.probes.mlm_probe`), so the
-same masking works for models that were never given an MLM head (e.g. ELECTRA's discriminator).
-
-Selection follows the Hugging Face ``DataCollatorForLanguageModeling`` / BERT recipe: every real,
-non-special token is selected independently with probability ``mlm_probability`` (so the rate is
-15% in expectation, not exactly 15% per sequence); of the selected tokens 80% become the mask
-token, 10% a uniformly random token id and 10% stay unchanged. Unlike the collator, pads are
-excluded through ``attention_mask`` and do not rely on the tokenizer marking them as special.
+Every real, non-special token is selected with probability ``mlm_probability``; of those 80% become the mask token,
+10% a random token and 10% stay, as Hugging Face's ``DataCollatorForLanguageModeling`` does.
 """
 from __future__ import annotations
 
@@ -33,23 +26,9 @@ def mask_tokens(
     generator: torch.Generator,
     mlm_probability: float = 0.15,
 ) -> tuple[torch.LongTensor, torch.LongTensor]:
-    """Mask ``input_ids`` as BERT does; return ``(masked_input_ids, labels)``.
-
-    Args:
-        input_ids: token ids, [batch, n]. Not modified.
-        special_tokens_mask: True (or 1) at special tokens ([CLS], [SEP], ...), [batch, n].
-        attention_mask: 1 at real tokens, 0 at pads, [batch, n]; ``None`` means no padding.
-        mask_token_id: id written at 80% of the selected positions.
-        vocab_size: random replacements are drawn uniformly from ``[0, vocab_size)``.
-        generator: the only source of randomness, so the result is a function of its state.
-            It may live on another device than ``input_ids`` (the draws are made on the
-            generator's device and moved), which keeps masks identical across devices.
-        mlm_probability: chance that an eligible (real, non-special) token is selected.
-
-    Returns:
-        ``masked_input_ids`` (a new tensor) and ``labels``: the original id at selected
-        positions and ``IGNORE_INDEX`` (-100) everywhere else.
-    """
+    """Mask ``input_ids`` [batch, n] as BERT does: ``(masked_input_ids, labels)``, labels `IGNORE_INDEX` where nothing
+    was selected. The draws come from `generator` alone, made on its device, so that masks are identical across
+    devices."""
     _check_inputs(input_ids, special_tokens_mask, attention_mask, vocab_size, mlm_probability)
 
     device = input_ids.device
@@ -57,8 +36,7 @@ def mask_tokens(
     if attention_mask is not None:
         eligible &= attention_mask.to(device=device).bool()
 
-    # All draws are made for every position (eligible or not) and in a fixed order, so the
-    # outcome at one position does not depend on the masks elsewhere, only on the generator.
+    # Draws for every position in a fixed order: one position's outcome does not depend on the masks elsewhere.
     def draw_uniform() -> torch.Tensor:
         return torch.rand(input_ids.shape, generator=generator, device=generator.device).to(device)
 
@@ -80,8 +58,7 @@ def mask_tokens(
 
 def _check_inputs(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, attention_mask: torch.Tensor | None,
                   vocab_size: int, mlm_probability: float) -> None:
-    """Refuse what `mask_tokens` cannot mask: a batch not [batch, n], masks of another shape, a probability outside
-    [0, 1] or an empty vocabulary."""
+    """Raise ValueError for inputs `mask_tokens` cannot mask."""
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, n], got shape {tuple(input_ids.shape)}")
     if special_tokens_mask.shape != input_ids.shape:

@@ -1,8 +1,6 @@
 """Task registry: one declarative entry per probing task of the paper (Sec. 4.1, App. B / Table 3).
 
-Each :class:`TaskSpec` says what the task is (kind, metric, label names), how to probe it (the Table 3
-hyper-parameters) and where its data comes from, both on the Hugging Face hub and as local files in the
-datasets' original formats. :mod:`papa.tasks.data` turns a spec into examples; :mod:`papa.tasks.metrics` scores them.
+A `TaskSpec` says what the task is, its Table 3 hyper-parameters, and where its data lives on the hub and locally.
 """
 from __future__ import annotations
 
@@ -14,10 +12,8 @@ from papa.core.errors import Arg, InputError, PapaError
 TaskKind = Literal["sentence", "pair", "token", "mlm", "lm", "next_token"]
 ReaderName = Literal["tsv", "conll", "wikitext"]
 
-#: Kinds whose targets are the vocabulary, not classes (no label names; scored by -log perplexity of the target
-#: tokens): masked tokens (MLM), and the next token, scored by a causal LM's own frozen head ("lm") or by a probe
-#: trained from scratch on its hidden states ("next_token"). The one owner of that list: probes, losses, evaluation
-#: and per-example predictions all read it.
+#: Kinds whose targets are the vocabulary, not classes (scored by -log perplexity): masked tokens, and the next
+#: token by a causal LM's own head ("lm") or by a probe ("next_token").
 VOCABULARY_KINDS: tuple[TaskKind, ...] = ("mlm", "lm", "next_token")
 #: Kinds that label each slot with the next real token: for causal LMs only (an encoder's slot sees that token).
 NEXT_TOKEN_KINDS: tuple[TaskKind, ...] = ("lm", "next_token")
@@ -70,14 +66,9 @@ class HubSource:
 
 @dataclass(frozen=True)
 class LocalSource:
-    """Where a task lives under the local data directory, in the dataset's original file format.
-
-    For ``reader="tsv"`` a column is a header name, or a 0-based index when ``header`` is False; the file
-    must have exactly ``n_fields`` tab-separated fields per line (the header's count when there is one).
-    ``label_is_name`` means the label column holds label names (MNLI) rather than ids (``0``/``1``).
-    For ``reader="conll"`` ``label_column`` is the 0-based column of the 4-column CoNLL line (1 = POS,
-    3 = NER) and ``iob1_to_iob2`` re-tags the original IOB1 file into the hub's IOB2 scheme.
-    """
+    """Where a task lives under the local data directory, in the dataset's original file format. A TSV column is a
+    header name, or a 0-based index without ``header``; ``label_is_name``: the labels are names (MNLI). A CoNLL
+    ``label_column`` is 1 (POS) or 3 (NER)."""
 
     reader: ReaderName
     train_file: str
@@ -93,12 +84,8 @@ class LocalSource:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """One probing task: what it is, how to probe it, and where its data comes from.
-
-    ``holdout_every`` is set only when train and eval are carved from one source split (MLM): articles are
-    numbered in file order from 0, and article ``k`` goes to eval when ``k % holdout_every ==
-    holdout_offset``, otherwise to train. Whole articles, so no paragraph context leaks from train to eval.
-    """
+    """One probing task: what it is, how to probe it, and where its data comes from. With ``holdout_every`` (MLM)
+    article ``k`` of the one source split goes to eval when ``k % holdout_every == holdout_offset``, else to train."""
 
     name: str
     kind: TaskKind
@@ -113,8 +100,7 @@ class TaskSpec:
 
     @property
     def corpus(self) -> str:
-        """The text this task reads, as pages name it: WikiText for MLM, LM and the LM probe, else the task
-        (``MNLI``)."""
+        """The text this task reads, as pages name it (``WikiText``, ``MNLI``)."""
         return self.corpus_name or self.name.upper()
 
     @property
@@ -161,16 +147,15 @@ _WIKITEXT_HUB = HubSource(_WIKITEXT, "wikitext-103-raw-v1", "validation", "valid
 _WIKITEXT_LOCAL = LocalSource("wikitext", "wikitext/wiki.valid.raw", "wikitext/wiki.valid.raw")
 
 def _wikitext_task(name: str, kind: TaskKind) -> TaskSpec:
-    """A task over the vocabulary on WikiText's validation text (MLM, LM, LM probe): Table 3's MLM row, the same
-    articles held out for evaluation."""
+    """A task over the vocabulary on WikiText's validation text, with Table 3's MLM row."""
     return TaskSpec(name=name, kind=kind, metric="neg_log_perplexity", label_names=(),
                     hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=2, max_length=128),
-                    hub=_WIKITEXT_HUB, local=_WIKITEXT_LOCAL, holdout_every=10, holdout_offset=5, corpus_name="WikiText")
+                    hub=_WIKITEXT_HUB, local=_WIKITEXT_LOCAL, holdout_every=10, holdout_offset=5,
+                    corpus_name="WikiText")
 
 
 def corpus_label(corpus: str) -> str:
-    """How pages name a constants corpus (a run's ``constants_corpus``): the text a task reads (``mlm`` ->
-    WikiText, ``mnli`` -> MNLI), "the task's own" for ``task``, anything else as given."""
+    """How pages name a constants corpus: the text a task reads, "the task's own" for ``task``, else as given."""
     if corpus == "task":
         return "the task's own"
     return TASKS[corpus].corpus if corpus in TASKS else corpus
@@ -257,18 +242,11 @@ TASKS: dict[str, TaskSpec] = {
             hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column="pos_tags"),
             local=LocalSource("conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=1),
         ),
-        # Only the validation text is used (the raw valid split is identical in WikiText-2 and -103); train and eval
-        # are disjoint sets of its 60 articles, see TaskSpec.holdout_every. Articles 5, 15, ..., 55 are eval: 238 of
-        # 1,841 paragraphs, about 10% of the words.
+        # Articles 5, 15, ..., 55 of WikiText's validation text are eval: about 10% of the words.
         _wikitext_task("mlm", "mlm"),
-        # Decoders only: next-token prediction with the model's own frozen LM head, no probe (the decoder's
-        # counterpart of Fig. 6). Same text and held-out articles as MLM; the paper has no values for it, so the
-        # λ ranking takes MLM's Table 3 row (learning rate, batch size, epochs, length).
+        # Decoders only: the next token by the model's own frozen LM head (no probe; the paper has no values).
         _wikitext_task("lm", "lm"),
-        # Decoders only: next-token prediction by a probe trained from scratch (MLM's vocabulary-sized token
-        # probe) on all L+1 frozen hidden states, with LM's labels. The decoder's counterpart of Fig. 6, whose MLM
-        # probe is trained too: LM reads the pretrained head on the last layer, this probe whatever every layer
-        # still holds. Same text, held-out articles and hyper-parameters (MLM's Table 3 row) as LM.
+        # Decoders only: the next token by a probe trained from scratch on all hidden states.
         _wikitext_task("lm_probe", "next_token"),
     )
 }
@@ -284,9 +262,7 @@ def task_names() -> list[str]:
 
 
 def check_task_fits_model(spec: TaskSpec, causal: bool, model: str) -> None:
-    """Raise `InputError` when `spec` cannot run on `model` (a causal LM or not): LM is scored by a causal LM's own
-    head, and LM probe predicts the next token, which an encoder's slot sees; MLM masks tokens for a bidirectional
-    encoder."""
+    """Raise `InputError` when `spec` cannot run on `model`: next-token tasks need a causal LM, MLM an encoder."""
     if spec.predicts_next_token and not causal:
         decoder = Arg("model", "smollm2")
         what = ("scores a causal LM with its own LM head" if not spec.trains_probe else

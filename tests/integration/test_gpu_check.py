@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_check, gpu_folders, gpu_stage
+from benchmarks import cost as grid
+from benchmarks import gpu_check, gpu_stage
+from docs import performance_pages
 from conftest import REPO
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -51,7 +53,7 @@ def test_the_printed_command_runs_every_step_from_the_staged_checkout_alone(smok
     done = smoke["done"]
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "gpu_check run --fill: artifacts/gpu_smoke, every step" in done.stdout  # no folder to complete there
-    record = gpu_folders.read_check(smoke["out"])
+    record = gpu_check.read_check(smoke["out"])
     assert [s["name"] for s in record["steps"]] == list(gpu_check.STEP_NAMES)
     assert {s["status"] for s in record["steps"]} == {"ok"}, [s for s in record["steps"] if s["status"] != "ok"]
     assert record["smoke"] is True and record["source"] == smoke["manifest"]["source"]
@@ -67,19 +69,17 @@ def test_the_printed_command_runs_every_step_from_the_staged_checkout_alone(smok
 
 
 def test_the_check_imports_nothing_the_gpu_image_lacks(smoke):
-    imported = set(gpu_folders.read_check(smoke["out"])["imports"])
+    imported = set(gpu_check.read_check(smoke["out"])["imports"])
     assert imported.isdisjoint(gpu_check.NOT_ON_GPU_IMAGE), imported & set(gpu_check.NOT_ON_GPU_IMAGE)
     assert {"torch", "transformers", "papa"} <= imported  # the record is of this run's imports
 
 
 def test_each_output_holds_what_its_reader_needs(smoke):
-    from benchmarks import grid_estimate
-
     out = smoke["out"]
     costs = [json.loads((out / f).read_text()) for f in ("full_cost_b_bf16.json", "full_cost_b_fp32.json")]
     for cost in costs:
         assert {(r["model"], r["task"]) for r in cost["steps"]} == {
-            (f"roberta-{size}", task) for size in ("base", "large") for task in grid_estimate.SIZES}
+            (f"roberta-{size}", task) for size in ("base", "large") for task in grid.SIZES}
     point = json.loads((out / "full_cost_a_bf16.json").read_text())["points"][0]
     assert {"constants_s", "ranking_s", "lambda_point_s", "trainable_point_s"} <= set(point)
     estimate = json.loads((out / "estimate.json").read_text())
@@ -98,21 +98,19 @@ def test_each_output_holds_what_its_reader_needs(smoke):
 
 
 def test_the_docs_blocks_render_from_the_folder(smoke):
-    from docs import gen_measurements
-
-    table = gen_measurements.gpu_table_block(smoke["out"])
+    table = performance_pages.gpu_table_block(smoke["out"])
     for row in ("| MiniLM-L6 | 16 | capture", "| BERT-base | 16 | attention-free", "compiled (eager)"):
         assert row in table, table
-    estimate = gen_measurements.gpu_estimate_block(smoke["out"])
+    estimate = performance_pages.gpu_estimate_block(smoke["out"])
     assert "| **all** |" in estimate and "bert-base-uncased" in estimate
-    goals = {g["goal"]: g for g in gpu_folders.goals(smoke["out"])}
-    for goal, *_ in gpu_folders.HOUR_GOALS:  # the smoke's cost ran in float32: a bf16 goal is not read off it
+    goals = {g["goal"]: g for g in performance_pages.goals(smoke["out"])}
+    for goal, *_ in grid.GOALS:  # the smoke's cost ran in float32: a bf16 goal is not read off it
         assert goals[goal]["met"] is None and goals[goal]["value"] == "the estimate is in float32"
-    speed = [goals[f"{w}, {dtype}"] for w, _ in gpu_folders.SPEED_GOALS for dtype in ("float32", "bf16")]
+    speed = [goals[f"{w}, {dtype}"] for w, _ in performance_pages.SPEED_GOALS for dtype in ("float32", "bf16")]
     assert all(isinstance(g["met"], bool) and "MiniLM-L6 n = 16" in g["value"] for g in speed)
-    saturating = [goals[w] for w, _ in gpu_folders.SATURATING_GOALS]  # read off the bench at the grid's shapes
+    saturating = [goals[w] for w, _ in performance_pages.SATURATING_GOALS]  # read off the bench at the grid's shapes
     assert all(isinstance(g["met"], bool) and "RoBERTa-large" in g["value"] for g in saturating)
-    steps = [goals[f"{gpu_folders.STEP_GOAL[0]}, {mode}"] for mode in ("graphed", "compiled")]
+    steps = [goals[f"{performance_pages.STEP_GOAL[0]}, {mode}"] for mode in ("graphed", "compiled")]
     assert steps[0] == {"goal": steps[0]["goal"], "value": "not run", "met": None}  # a CPU has no graphed steps
     assert isinstance(steps[1]["met"], bool) and "lambda" in steps[1]["value"]
 

@@ -1,17 +1,22 @@
-"""The probe diagnosis (papa.paper.decoders.probe_diagnosis, benchmarks/probe_diagnosis.py) on the real offline model
-and SST-2: both probes' rows, with sane numbers."""
+"""The probe diagnosis (papa.sections.decoders.probe_diagnosis, artifacts/probe_diagnosis/probe_diagnosis.py) on the
+real offline model and SST-2: both probes' rows, with sane numbers."""
 from __future__ import annotations
+
+import runpy
 
 import pytest
 
-from benchmarks import probe_diagnosis as benchmark
 import papa
 from papa.core.settings import Resources
 from papa.core.vocabulary import PROBE_INPUTS
-from papa.paper.decoders import probe_diagnosis
+from papa.sections.decoders import probe_diagnosis
 from papa.runs.profiles import get_profile
 
+from conftest import REPO
+
 pytestmark = pytest.mark.integration
+#: The study's script, beside its folder's README (its tables are quoted in docs/decoders.md).
+SCRIPT = REPO / "artifacts" / "probe_diagnosis" / "probe_diagnosis.py"
 
 
 def test_the_diagnosis_on_minilm(data_dir):
@@ -38,8 +43,9 @@ def test_the_diagnosis_on_minilm(data_dir):
 
 
 def test_the_benchmark_prints_both_probes(data_dir, capsys):
-    benchmark.main(["--model", "all-MiniLM-L6-v2", "--task", "sst2", "--train", "32", "--eval", "16", "--epochs", "1",
-                    "--data-dir", str(data_dir)])
+    main = runpy.run_path(str(SCRIPT))["main"]
+    main(["--model", "all-MiniLM-L6-v2", "--task", "sst2", "--train", "32", "--eval", "16", "--epochs", "1",
+          "--data-dir", str(data_dir)])
     out = capsys.readouterr().out
     assert "32 training / 16 evaluation examples, 1 epochs" in out
     assert [line.split()[0] for line in out.splitlines() if line.startswith(PROBE_INPUTS)] == list(PROBE_INPUTS)
@@ -47,5 +53,5 @@ def test_the_benchmark_prints_both_probes(data_dir, capsys):
 
 def test_a_task_without_a_trained_probe_is_refused_before_loading(capsys):
     with pytest.raises(SystemExit):
-        benchmark.main(["--task", "lm"])
+        runpy.run_path(str(SCRIPT))["main"](["--task", "lm"])
     assert "--task must be a sentence, pair or token task" in capsys.readouterr().err

@@ -72,9 +72,14 @@ from tqdm.auto import tqdm
 from transformers import MPNetConfig
 
 import papa
+from conftest import REPO, tiny_model, tiny_tokenizer
 from papa import cli
 from papa.core.errors import InputError
-from papa.method.constants import ConstantMatrices, ConstantsMetadata, data_free_constants
+from papa.method.constants import (
+    ConstantMatrices,
+    ConstantsMetadata,
+    data_free_constants,
+)
 from papa.method.layout import encode
 from papa.method.models import load_model, resolve_device
 from papa.method.rankings import HeadRanking
@@ -83,8 +88,6 @@ from papa.runs.profiles import PROFILES, Profile, get_profile
 from papa.runs.results import ResultRow, ResultsTable
 from papa.tasks.corpus import file_corpus
 from papa.tasks.data import DataFormatError, load_examples
-
-from conftest import REPO, tiny_model, tiny_tokenizer
 
 
 def cli_error(capsys, argv: list[str]) -> str:

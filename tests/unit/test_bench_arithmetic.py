@@ -6,10 +6,17 @@ import json
 
 import pytest
 
-from benchmarks import bench, bench_headline
-from benchmarks.bench_flops import row_flops_per_seq
-from benchmarks.peaks import LAUNCH_BOUND_SHARE, device_peaks, launch_bound, peak_tflops
-from benchmarks.report import Row, arithmetic, format_row
+from benchmarks import bench
+from benchmarks.suite import (
+    LAUNCH_BOUND_SHARE,
+    Row,
+    arithmetic,
+    device_peaks,
+    format_row,
+    launch_bound,
+    peak_tflops,
+    row_flops_per_seq,
+)
 from conftest import REPO
 from papa.method.cost import encoder_shape, pass_flops
 
@@ -60,7 +67,7 @@ def test_rows_are_counted_by_their_variant():
 
 
 def test_the_headline_takes_table_3s_shapes_and_a_saturating_batch():
-    shapes = bench_headline.headline_shapes()
+    shapes = bench.headline_shapes()
     assert [(s.label, s.n, s.batch, s.batches) for s in shapes[:-1]] == [
         ("SST2 (Table 3)", 64, 32, 1), ("COLA (Table 3)", 64, 16, 1), ("MRPC (Table 3)", 128, 16, 1),
         ("NER/POS (Table 3)", 128, 8, 1)]

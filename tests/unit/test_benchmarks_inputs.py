@@ -1,4 +1,4 @@
-"""The performance suite's inputs (benchmarks.inputs) and timing calls (benchmarks.timing): every batch
+"""The performance suite's inputs and timing calls (benchmarks.suite): every batch
 holds the sequences asked for, seq/s divides by the sequences timed, and every ratio comes from one timing call."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from contextlib import nullcontext
 import pytest
 import torch
 
-from benchmarks import cases, inputs, timing
-from benchmarks.report import Report
+from benchmarks import cases, suite
+from benchmarks.suite import Report
 from conftest import tiny_model, tiny_tokenizer
 
 TEXTS = ["the cat sat on the mat", "a dog ran", "john ran to london and paris", "it was not good", "the film was bad",
@@ -18,31 +18,31 @@ TEXTS = ["the cat sat on the mat", "a dog ran", "john ran to london and paris", 
 def test_a_batch_short_of_sequences_fails():
     tok = tiny_tokenizer("bert")
     with pytest.raises(ValueError, match="need 16 texts, got 8"):
-        inputs.encoded_batches(tok, TEXTS, 16, 8, 2, "sep_last", "bert", torch.device("cpu"))
-    batches = inputs.encoded_batches(tok, TEXTS, 16, 4, 2, "sep_last", "bert", torch.device("cpu"))
+        suite.encoded_batches(tok, TEXTS, 16, 8, 2, "sep_last", "bert", torch.device("cpu"))
+    batches = suite.encoded_batches(tok, TEXTS, 16, 4, 2, "sep_last", "bert", torch.device("cpu"))
     assert [b["input_ids"].shape for b in batches] == [torch.Size([4, 16])] * 2
 
 
 def test_texts_cover_the_largest_batch_asked():
     # An earlier GPU table asked --batch 64 16 of 32 texts: 32 sequences timed as 64 at n = 128.
-    sizes = inputs.batch_sizes([128, 512], [64, 16], quick=False)
-    assert sizes == {128: 64, 512: 16} and inputs.texts_needed(sizes, 1) == 64
-    assert inputs.texts_needed(inputs.batch_sizes([128, 512], [256, 64], quick=False), 2) == 512
-    assert inputs.batch_sizes([128, 512], None, quick=False) == {128: 8, 512: 2}
+    sizes = suite.batch_sizes([128, 512], [64, 16], quick=False)
+    assert sizes == {128: 64, 512: 16} and suite.texts_needed(sizes, 1) == 64
+    assert suite.texts_needed(suite.batch_sizes([128, 512], [256, 64], quick=False), 2) == 512
+    assert suite.batch_sizes([128, 512], None, quick=False) == {128: 8, 512: 2}
     with pytest.raises(ValueError, match="2 sizes for 1 lengths"):
-        inputs.batch_sizes([128], [64, 16], quick=False)
+        suite.batch_sizes([128], [64, 16], quick=False)
 
 
 def test_warmup_rounds_are_not_timed(monkeypatch):
     now = [0.0]
     calls = {"a": 0}
-    monkeypatch.setattr(timing, "clock", lambda: now[0])
+    monkeypatch.setattr(suite, "clock", lambda: now[0])
 
     def slow_first_calls():
         calls["a"] += 1
         now[0] += 100.0 if calls["a"] <= 3 else 1.0
 
-    t = timing.interleaved({"a": slow_first_calls}, repeats=2, device=torch.device("cpu"), warmup=3)
+    t = suite.interleaved({"a": slow_first_calls}, repeats=2, device=torch.device("cpu"), warmup=3)
     assert calls["a"] == 5 and t["a"] == 1.0
 
 

@@ -1,11 +1,11 @@
-"""benchmarks/full_cost.py's part B on a tiny RoBERTa: a row holds everything grid_estimate.py needs,
-trained constants are timed with Q/K dropped as the runner runs them, and λ and the plain step keep every Q/K."""
+"""benchmarks/full_cost.py's part B on a tiny RoBERTa: a row holds everything benchmarks/cost.py needs, trained
+constants are timed with Q/K dropped as the runner runs them, and λ and the plain step keep every Q/K."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from benchmarks import full_cost, grid_estimate
+from benchmarks import cost, full_cost, suite
 from conftest import tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.slow
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow
 
 def test_synthetic_rows_take_the_lengths_given():
     spec = full_cost.get_task("mnli")
-    rows = full_cost.synthetic_task(spec, tiny_tokenizer("roberta"), 5, 256, 64, torch.tensor([10, 40]))
+    rows = suite.synthetic_task(spec, tiny_tokenizer("roberta"), 5, 256, 64, torch.tensor([10, 40]))
     assert rows.inputs["attention_mask"].sum(dim=1).tolist() == [10, 40, 10, 40, 10]
     assert rows.labels.shape == (5,)
 
@@ -40,7 +40,7 @@ def test_part_b_rows_feed_the_estimate(tmp_path, monkeypatch):
     [row] = full_cost.step_times(model_dir, "roberta-base", full_cost.PartB(
         torch.device("cpu"), ["sst2"], steps=2, repeats=1, forward_batch=4, forward_batches=1, data_dir=None,
         sample=16, folder=tmp_path / "features"))
-    assert set(grid_estimate.REQUIRED) <= set(row)
+    assert set(cost.REQUIRED) <= set(row)
     assert set(row["fill_seq_per_s"]) == set(row["stored_step_s"]) == {"host", "disk"}
     assert row["rows"] == "synthetic: a quarter padding" and row["read_per_example"] == 48
     drops = {which: dropped for which, dropped in seen}

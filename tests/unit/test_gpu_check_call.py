@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_check, gpu_folders, gpu_stage, gpu_steps
+from benchmarks import cuda_tests, gpu_check, gpu_stage
 from conftest import REPO
 from tests.gpu_stand_in import install_stand_in
 
-STEPS = tuple(gpu_steps.Step(name, "papa_stand_in.steps", ("{out}/" + name,), (), (), 1.0) for name in ("a", "b", "c"))
+STEPS = tuple(gpu_check.Step(name, "papa_stand_in.steps", ("{out}/" + name,), (), (), 1.0) for name in ("a", "b", "c"))
 #: The stand-in step script: notes each call in $STAND_IN_CALLS, writes the file it names with its step's status in the
 #: folder's record while it runs, and on request stops the call ($STAND_IN_STOP: SIGTERM to the check, as `timeout`
 #: at the limit) or dies (STAND_IN_ABORT: an abort, as a CUDA error's).
@@ -76,7 +76,7 @@ def test_the_hard_limit_records_the_step_it_stopped_and_archives_the_folder(tmp_
     assert stopped_at_b() == ["a", "b"]  # c never started
     b_pid = json.loads((out / "b").read_text(encoding="utf-8"))["pid"]
     assert b_pid != os.getpid() and _zombie_or_gone(b_pid)  # the step's process was stopped with the call
-    record = gpu_folders.read_check(out)
+    record = gpu_check.read_check(out)
     status = {s["name"]: s["status"] for s in record["steps"]}
     assert status == {"a": "ok", "b": "interrupted"}
     assert "hard limit" in record["steps"][1]["why"] and record["steps"][1]["call"] == 0
@@ -86,7 +86,7 @@ def test_the_hard_limit_records_the_step_it_stopped_and_archives_the_folder(tmp_
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the call's only
     # a later --fill call runs what this one lacks: the interrupted step first
     known = {"f" * 40: True}  # the code holds the probing changes
-    assert gpu_folders.fill_target(record["machine"], smoke=True, root=tmp_path, known=known)[1] == ["b", "c"]
+    assert gpu_check.fill_target(record["machine"], smoke=True, root=tmp_path, known=known)[1] == ["b", "c"]
 
 
 def _zombie_or_gone(pid: int) -> bool:
@@ -120,7 +120,7 @@ def test_a_call_killed_outright_leaves_the_running_step_interrupted_after_pack(t
     stand_in(tmp_path, monkeypatch)
     stage, out = _stage(tmp_path), tmp_path / "folder"
     gpu_check.run([STEPS[0]], out, stage, smoke=True, budget=float("inf"), archive=None)
-    record = gpu_folders.read_check(out)
+    record = gpu_check.read_check(out)
     record["steps"].append({"name": "b", "status": "running", "call": 0, "seconds": 0.0,
                             "started": "2026-01-01T00:00:00+00:00"})
     (out / "check.json").write_text(json.dumps(record), encoding="utf-8")
@@ -135,20 +135,20 @@ def test_a_call_killed_outright_leaves_the_running_step_interrupted_after_pack(t
 def test_steps_are_planned_from_the_committed_folders_measured_times(tmp_path, monkeypatch):
     ran = stand_in(tmp_path, monkeypatch)
     root = tmp_path / "gpu"
-    monkeypatch.setattr(gpu_folders, "GPU_ROOT", root)
+    monkeypatch.setattr(gpu_check, "GPU_ROOT", root)
     here = gpu_check.describe_machine(cuda=False)["device"]
     for name, device, seconds in (("2026-01-01-x", here, {"a": 100.0, "b": 2.0}), ("2026-02-01-y", "Y", {"b": 50.0})):
         (root / name).mkdir(parents=True)
         source, machine = {"commit": "0" * 40, "dirty": False}, {"device": device}
         (root / name / "check.json").write_text(json.dumps({
-            "format": gpu_folders.FORMAT, "machine": machine, "source": source,
+            "format": gpu_check.FORMAT, "machine": machine, "source": source,
             "calls": [{"source": source, "machine": machine}],
             "steps": [{"name": n, "status": "ok", "seconds": t, "call": 0} for n, t in seconds.items()]}))
-    plan = gpu_folders.planned_seconds({"device": here})
+    plan = gpu_check.planned_seconds({"device": here})
     # this device's folder first (b: 2 s there, though the other device's folder is newer), with the margin
     assert plan == {"a": (120.0, "measured in 2026-01-01-x"), "b": (3.0, "measured in 2026-01-01-x"),
                     "c": (1.0, "usual time")}
-    assert gpu_folders.planned_seconds({"device": "Y"})["b"] == (60.0, "measured in 2026-02-01-y")
+    assert gpu_check.planned_seconds({"device": "Y"})["b"] == (60.0, "measured in 2026-02-01-y")
     record = gpu_check.run(list(STEPS), tmp_path / "folder", _stage(tmp_path), smoke=True, budget=50.0, archive=None)
     assert ran() == ["b", "c"]  # a's measured 100 s do not fit 50 s, though its usual time would
     skipped = record["steps"][0]
@@ -164,12 +164,12 @@ def test_the_cuda_tests_write_each_result_as_it_finishes_and_limit_each_file(tmp
     (tests / "test_quick.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    assert False\n")
     (tests / "test_hangs.py").write_text("import time\n\ndef test_hang():\n    time.sleep(60)\n")
     (tests / "test_after.py").write_text("def test_after():\n    pass\n")
-    monkeypatch.setattr(gpu_steps, "TEST_FILE_TIMEOUT_S", 8)
-    monkeypatch.setattr(gpu_steps, "TEST_TIMEOUT_S", 600)  # the file's limit is what stops the hang here
+    monkeypatch.setattr(cuda_tests, "TEST_FILE_TIMEOUT_S", 8)
+    monkeypatch.setattr(cuda_tests, "TEST_TIMEOUT_S", 600)  # the file's limit is what stops the hang here
     junit = tmp_path / "out" / "cuda_tests.xml"
     junit.parent.mkdir()
     files = [str(tests / f) for f in ("test_quick.py", "test_hangs.py", "test_after.py")]
-    code = gpu_steps.PytestStep()(["--test-device", "cpu", "--junit", str(junit), *files])
+    code = cuda_tests.main(["--test-device", "cpu", "--junit", str(junit), *files])
     assert code != 0
     results = [json.loads(line) for line in junit.with_suffix(".jsonl").read_text().splitlines()]
     outcomes = [(r["test"].split("/")[-1], r["outcome"]) for r in results]
@@ -191,25 +191,25 @@ def test_pack_after_the_call_archives_the_folder_the_run_wrote(tmp_path, stopped
 
 def test_the_printed_command_runs_under_the_hard_limit_and_packs_after_it():
     command = gpu_check.device_command(REPO / ".gpu-stage")
-    limit = f"timeout -k {gpu_steps.KILL_AFTER_S} {gpu_steps.CALL_LIMIT_S} python3 -m benchmarks.gpu_check run --fill"
+    limit = f"timeout -k {gpu_check.KILL_AFTER_S} {gpu_check.CALL_LIMIT_S} python3 -m benchmarks.gpu_check run --fill"
     assert limit in command and command.endswith("exit $rc")
     # the pack runs after the call whatever its status (`;`, not `&&`), and the call's status is the command's
     assert "; rc=$?; python3 -m benchmarks.gpu_check pack --stage .gpu-stage --archive $OUT/gpu_check.tar.gz" in command
-    assert gpu_steps.CALL_LIMIT_S + gpu_steps.KILL_AFTER_S <= 7 * 60 + 15  # one call's 7 minutes
-    assert gpu_steps.CALL_BUDGET_S < gpu_steps.CALL_LIMIT_S - 60  # the install, imports and packing fit beside
+    assert gpu_check.CALL_LIMIT_S + gpu_check.KILL_AFTER_S <= 7 * 60 + 15  # one call's 7 minutes
+    assert gpu_check.CALL_BUDGET_S < gpu_check.CALL_LIMIT_S - 60  # the install, imports and packing fit beside
 
 
 def test_the_first_call_measures_the_steps_the_stores_and_the_grid_bench():
     """In order of priority, the steps that fit the first call's budget are the CUDA tests, the steps' speed, the
     stores' fetch and the bench at the grid's shapes."""
     first, spent = [], 0.0
-    for step in gpu_steps.STEPS:
-        if spent + step.usual_s > gpu_steps.CALL_BUDGET_S:
+    for step in gpu_check.STEPS:
+        if spent + step.usual_s > gpu_check.CALL_BUDGET_S:
             break
         first.append(step.name)
         spent += step.usual_s
     assert first == ["cuda_tests", "steps_bf16", "store_grid", "bench_grid"]
-    assert all(Path(REPO / f).is_file() for f in gpu_steps.CUDA_TESTS)
+    assert all(Path(REPO / f).is_file() for f in gpu_check.CUDA_TESTS)
 
 
 def _wheel(folder: Path, name: str, version: str) -> Path:
@@ -233,14 +233,14 @@ def test_the_staged_wheels_are_installed_and_their_pins_checked(tmp_path, monkey
     stage = _stage(tmp_path)
     (stage / "wheels").mkdir()
     _wheel(stage / "wheels", "papa_pinned_probe", "1.2")
-    assert gpu_check.use_staged_wheels(stage, ["papa_pinned_probe==1.2"]) == ["papa_pinned_probe==1.2"]
+    assert gpu_stage.use_staged_wheels(stage, ["papa_pinned_probe==1.2"]) == ["papa_pinned_probe==1.2"]
     assert sys.path[0] == str((stage / "site").resolve()) and os.environ["PYTHONPATH"] == sys.path[0]
     child = subprocess.run([sys.executable, "-c", "import papa_pinned_probe, sys; print(papa_pinned_probe.__file__)"],
                            capture_output=True, text=True, env={**os.environ})
     assert child.returncode == 0 and str(stage / "site") in child.stdout  # the steps' children see them too
     with pytest.raises(SystemExit, match="papa_pinned_probe==1.3 \\(1.2 found\\)"):
-        gpu_check.use_staged_wheels(stage, ["papa_pinned_probe==1.3"])  # a pin the wheels do not hold is refused
-    assert gpu_check.use_staged_wheels(_stage(tmp_path / "none"), ["x==1"]) == []  # nothing staged: nothing to do
+        gpu_stage.use_staged_wheels(stage, ["papa_pinned_probe==1.3"])  # a pin the wheels do not hold is refused
+    assert gpu_stage.use_staged_wheels(_stage(tmp_path / "none"), ["x==1"]) == []  # nothing staged: nothing to do
 
 
 def test_the_staged_size_counts_what_travels(tmp_path):
@@ -277,7 +277,7 @@ def test_a_bundle_unpacks_once_into_the_stage_and_its_site_goes_first(tmp_path, 
     assert gpu_stage.pack_bundle(stage) == stage / gpu_stage.BUNDLE
     assert sorted(p.name for p in stage.iterdir()) == [gpu_stage.BUNDLE]  # the archive alone travels
     assert gpu_stage.unpack(stage) and (stage / "hub" / "f.txt").read_text() == "hub"
-    assert gpu_check.use_staged_wheels(stage, ["papa_bundled_probe==2.0"]) == ["papa_bundled_probe==2.0"]
+    assert gpu_stage.use_staged_wheels(stage, ["papa_bundled_probe==2.0"]) == ["papa_bundled_probe==2.0"]
     assert sys.path[0] == str((stage / "site").resolve())
 
 
@@ -286,14 +286,14 @@ def test_a_package_older_than_its_pin_is_said(tmp_path):
 
     constraints = tmp_path / "constraints.txt"
     constraints.write_text(f"transformers=={metadata.version('transformers')}\ntorch==999.0\n")
-    older = gpu_check.older_than_pins(constraints)
+    older = gpu_stage.older_than_pins(constraints)
     assert older == [f"torch {metadata.version('torch')} (pinned 999.0)"]
 
 
 def test_versions_are_ordered_by_their_release_numbers():
     """`release` orders versions as pip does for the pins checked: by their numbers, not as text, a local build's
     label ("+cpu") and trailing zeros aside."""
-    release = gpu_check.release
+    release = gpu_stage.release
     assert release("5.23.0+cu130") == (5, 23) and release("2.0rc1") == (2,)
     assert release("2.13.0+cpu") == release("2.13.0") == release("2.13")  # the same release: not older than its pin
     assert release("5.17.1") < release("5.23.0")

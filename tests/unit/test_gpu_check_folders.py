@@ -1,9 +1,9 @@
-"""The GPU check's folders (benchmarks/gpu_folders.py; gpu_check.py writes them): a folder holds one device's rows, a
-later call into it records its own code and machine beside the steps it ran, and `--fill` completes the newest
-folder of this device (the command the GPU machine runs), so a second allocation adds what the first lacked instead
-of starting over. The steps here are a stand-in script that records its calls: what is tested is the folder's
-bookkeeping, not a benchmark. A folder whose code predates the probing changes is measured again in a new folder, as
-is one where that cannot be decided."""
+"""The GPU check's folders (benchmarks/gpu_check.py writes them, docs/performance_pages.py reads them): a folder
+holds one device's rows, a later call into it records its own code and machine beside the steps it ran, and `--fill`
+completes the newest folder of this device (the command the GPU machine runs), so a second allocation adds what the
+first lacked instead of starting over. The steps here are a stand-in script that records its calls: what is tested is
+the folder's bookkeeping, not a benchmark. A folder whose code predates the probing changes is measured again in a new
+folder, as is one where that cannot be decided."""
 from __future__ import annotations
 
 import json
@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import gpu_check, gpu_folders, gpu_steps
+from benchmarks import gpu_check
 from tests.gpu_stand_in import install_stand_in
 
-STEPS = tuple(gpu_steps.Step(name, "papa_folder_step.steps", ("{out}/" + name,), (), (), 1.0)
+STEPS = tuple(gpu_check.Step(name, "papa_folder_step.steps", ("{out}/" + name,), (), (), 1.0)
               for name in ("a", "b", "c"))
 NAMES = tuple(s.name for s in STEPS)
 #: The commit the committed-looking folders here ran: the stage says it holds the probing changes.
@@ -55,7 +55,7 @@ def _folder(root: Path, name: str, device: str, statuses: dict[str, str], smoke:
     folder = root / name
     folder.mkdir(parents=True)
     source, machine = {"commit": commit, "dirty": False}, {"device": device}
-    record = {"format": gpu_folders.FORMAT, "smoke": smoke, "machine": machine, "source": source,
+    record = {"format": gpu_check.FORMAT, "smoke": smoke, "machine": machine, "source": source,
               "calls": [{"started": f"{name[:10]}T00:00:00+00:00", "command": "python -m benchmarks.gpu_check run",
                          "budget_s": None, "source": source, "machine": machine}],
               "steps": [{"name": n, "status": s, "call": 0} for n, s in statuses.items()]}
@@ -74,21 +74,21 @@ def test_fill_picks_the_newest_folder_of_this_device_and_the_steps_it_lacks(tmp_
     _folder(root, "2026-03-01-h200", "H200", {"a": "skipped"})  # newer, but another device
     _folder(root, "2026-04-01-h100", "H100", {"a": "skipped"}, smoke=True)  # a smoke run's, not measurements
     known = {OLD: True}
-    assert gpu_folders.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (newest, ["b", "c"])
+    assert gpu_check.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (newest, ["b", "c"])
     # a complete newest folder, or none of this device: every step, into a new folder
     _folder(root, "2026-05-01-h100", "H100", {"a": "ok", "b": "ok", "c": "ok"})
-    assert gpu_folders.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (None, list(NAMES))
-    assert gpu_folders.fill_target({"device": "B200"}, smoke=False, root=root, known=known) == (None, list(NAMES))
+    assert gpu_check.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (None, list(NAMES))
+    assert gpu_check.fill_target({"device": "B200"}, smoke=False, root=root, known=known) == (None, list(NAMES))
 
 
 def test_fill_runs_only_the_missing_steps_into_that_folder(tmp_path, ran, monkeypatch):
     root = tmp_path / "gpu"
-    monkeypatch.setattr(gpu_folders, "GPU_ROOT", root)
+    monkeypatch.setattr(gpu_check, "GPU_ROOT", root)
     folder = _folder(root, "2026-02-01-cpu", _here()["device"], {"a": "ok", "b": "failed"}, smoke=True)
     record = gpu_check.run(list(STEPS), None, _stage(tmp_path, "f" * 40, {OLD: True}), smoke=True,
                            budget=float("inf"), archive=None, fill=True)
     assert ran() == ["b", "c"]
-    assert gpu_folders.read_check(folder) == record
+    assert gpu_check.read_check(folder) == record
     assert {s["name"]: s["status"] for s in record["steps"]} == {"a": "ok", "b": "ok", "c": "ok"}
 
 
@@ -101,7 +101,7 @@ def test_a_call_from_another_device_is_refused_before_any_step_runs(tmp_path, ra
 
 
 def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
-    from docs import gen_measurements
+    from docs import performance_pages
 
     out = tmp_path / "folder"
     first = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
@@ -112,7 +112,7 @@ def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
     assert [c["source"]["commit"][0] for c in second["calls"]] == ["a", "b"]
     assert {s["name"]: s["call"] for s in second["steps"]} == {"a": 0, "b": 1}
     assert second["machine"] == first["machine"] and second["source"]["commit"] == "b" * 40
-    header = gen_measurements._gpu_header(gpu_folders, out)
+    header = performance_pages.header(out)
     assert f"call 1 ({first['calls'][0]['started'][:10]}" in header and f"code at {'a' * 10}): a 0 s;" in header
     assert "call 2 (" in header and f"code at {'b' * 10}): b 0 s." in header and "call 3" not in header, header
 
@@ -120,26 +120,26 @@ def test_each_step_names_the_call_and_the_code_that_ran_it(tmp_path, ran):
 def test_a_step_the_hard_limit_stopped_is_listed_as_interrupted(tmp_path, ran):
     """A call stopped by its hard limit records the step in flight as "interrupted" (`gpu_check.run`); the docs'
     header lists it so, with how long it ran and why, instead of failing on a status it did not know."""
-    from docs import gen_measurements
+    from docs import performance_pages
 
     out = tmp_path / "folder"
     record = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
                            archive=None)
     record["steps"][1].update(status="interrupted", seconds=412.3, why="the call's hard limit stopped it")
     (out / "check.json").write_text(json.dumps(record), encoding="utf-8")
-    header = gen_measurements._gpu_header(gpu_folders, out)
+    header = performance_pages.header(out)
     assert "a 0 s, b interrupted after 412 s (the call's hard limit stopped it)" in header, header
 
 
 def test_a_record_without_per_call_records_is_refused(tmp_path, ran):
     """Format 1 named one code for the whole folder; its record is refused by the format check, by `run` before any
     step and by the docs, saying what to do (no step is credited to a code it did not run)."""
-    from docs import gen_measurements
+    from docs import performance_pages
 
     out = tmp_path / "folder"
     current = gpu_check.run(list(STEPS[:2]), out, _stage(tmp_path, "a" * 40), smoke=True, budget=float("inf"),
                             archive=None)
-    assert gpu_folders.read_check(out) == current  # a current record reads
+    assert gpu_check.read_check(out) == current  # a current record reads
     for s in current["steps"]:
         del s["call"]
     for c in current["calls"]:
@@ -148,24 +148,24 @@ def test_a_record_without_per_call_records_is_refused(tmp_path, ran):
     lacks = ("a GPU check record that lacks each call's code and machine, each step's call; gpu_check reads format 2, "
              "whose record names each call's code and machine and each step's call")
     with pytest.raises(ValueError, match=lacks):
-        gpu_folders.read_check(out)
+        gpu_check.read_check(out)
     with pytest.raises(ValueError, match=lacks):
         gpu_check.run([STEPS[2]], out, _stage(tmp_path, "b" * 40), smoke=True, budget=float("inf"), archive=None)
     assert ran() == ["a", "b"]
     (out / "check.json").write_text(json.dumps({**current, "format": 1}), encoding="utf-8")
     with pytest.raises(ValueError, match=r"record that is of format 1; .*make the check again into a new folder"):
-        gen_measurements._gpu_header(gpu_folders, out)
+        performance_pages.header(out)
 
 
 def test_the_committed_folder_lists_its_steps_by_call():
     """The committed H100 folder, converted once to format 2 from its record and the record after its first call."""
-    from docs import gen_measurements
+    from docs import performance_pages
 
     folder = gpu_check.REPO / "artifacts" / "gpu" / "2026-11-28-nvidia-h100-80gb-hbm3"
-    record = gpu_folders.read_check(folder)
+    record = gpu_check.read_check(folder)
     assert {s["name"]: s["call"] for s in record["steps"]}["bench_bf16_compiled"] == 1
     assert {s["call"] for s in record["steps"] if s["name"] != "bench_bf16_compiled"} == {0}
-    header = gen_measurements._gpu_header(gpu_folders, folder)
+    header = performance_pages.header(folder)
     assert "call 1 (2026-11-28 01:02 UTC, code at 3e2f57d35a with uncommitted changes): bench_fp32 48 s," in header
     assert "call 2 (2026-11-28 01:24 UTC, code at 3e2f57d35a with uncommitted changes): bench_bf16_compiled failed" \
         in header
@@ -199,31 +199,31 @@ def _git_history(repo: Path) -> list[str]:
 
 def test_a_folder_of_code_before_the_probing_changes_is_measured_again(tmp_path, ran, monkeypatch):
     before, probing, after = _git_history(tmp_path / "repo")
-    monkeypatch.setattr(gpu_folders, "PROBING_COMMIT", probing)
+    monkeypatch.setattr(gpu_check, "PROBING_COMMIT", probing)
     repo = tmp_path / "repo"
-    assert [gpu_folders.has_probing(c, repo) for c in (before, probing, after)] == [False, True, True]
-    assert gpu_folders.has_probing("e" * 40, repo) is None  # not in this history: cannot be decided
-    assert gpu_folders.has_probing("e" * 40, tmp_path / "no-git", known={"e" * 40: True}) is True  # the stage decided
+    assert [gpu_check.has_probing(c, repo) for c in (before, probing, after)] == [False, True, True]
+    assert gpu_check.has_probing("e" * 40, repo) is None  # not in this history: cannot be decided
+    assert gpu_check.has_probing("e" * 40, tmp_path / "no-git", known={"e" * 40: True}) is True  # the stage decided
     root = tmp_path / "gpu"
     _folder(root, "2026-01-01-h100", "H100", {"a": "ok", "b": "failed"}, commit=before)
-    plan = gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo)
+    plan = gpu_check.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo)
     assert plan[:2] == (None, list(NAMES)) and "without the probing changes" in plan[2] and "measured again" in plan[2]
     newer = _folder(root, "2026-02-01-h100", "H100", {"a": "ok", "b": "failed"}, commit=after)
-    assert gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo)[:2] == (newer, ["b", "c"])
+    assert gpu_check.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo)[:2] == (newer, ["b", "c"])
     # a flag measures again whatever the folder
-    assert gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo, new=True)[:2] == \
+    assert gpu_check.fill_plan({"device": "H100"}, smoke=False, root=root, repo=repo, new=True)[:2] == \
         (None, list(NAMES))
     # no history to decide from (the machine's copy of the checkout has no .git) and no verdict of the stage
-    unknown = gpu_folders.fill_plan({"device": "H100"}, smoke=False, root=root, repo=tmp_path / "no-git")
+    unknown = gpu_check.fill_plan({"device": "H100"}, smoke=False, root=root, repo=tmp_path / "no-git")
     assert unknown[:2] == (None, list(NAMES)) and "cannot be decided" in unknown[2]
 
 
 def test_measuring_again_starts_a_new_folder_beside_the_days_first(tmp_path, ran, monkeypatch):
     root = tmp_path / "gpu"
-    monkeypatch.setattr(gpu_folders, "GPU_ROOT", root)
+    monkeypatch.setattr(gpu_check, "GPU_ROOT", root)
     machine = _here()
-    first = gpu_folders.default_out({**machine, "device": "H100"}, smoke=False, root=root)
+    first = gpu_check.default_out({**machine, "device": "H100"}, smoke=False, root=root)
     first.mkdir(parents=True)
-    second = gpu_folders.default_out({**machine, "device": "H100"}, smoke=False, new=True, root=root)
+    second = gpu_check.default_out({**machine, "device": "H100"}, smoke=False, new=True, root=root)
     assert second.name == f"{first.name}-2" and sorted([second.name, first.name])[-1] == second.name
-    assert gpu_folders.default_out({"device": "H100"}, smoke=False, root=root) == first  # --out-less, not --fill
+    assert gpu_check.default_out({"device": "H100"}, smoke=False, root=root) == first  # --out-less, not --fill

@@ -2,7 +2,7 @@
 import lines of every stored notebook's code cells) and ``papa.cli`` loads none of the packages that take seconds to
 import and that only some calls need (scikit-learn for three metrics, scipy.stats for the intervals, transformers'
 model-loading modules for attaching, torch's compiler). Which modules load is checked, not seconds:
-``python -m benchmarks.import_time`` prints the times beside ``import torch, transformers``."""
+``python artifacts/timings/import_time.py`` prints the times beside ``import torch, transformers``."""
 from __future__ import annotations
 
 import json
@@ -44,7 +44,7 @@ def _loaded_after(code: str) -> list[str]:
 
 def test_the_notebooks_and_the_cli_import_no_heavy_package_they_do_not_use():
     imports = notebook_imports()
-    assert any("papa.paper" in line for line in imports)  # the notebooks' imports were found
+    assert any("papa.sections" in line for line in imports)  # the notebooks' imports were found
     loaded = _loaded_after("\n".join([*imports, "import papa.cli"]))
     assert loaded == [], "imported at import time: " + "; ".join(HEAVY[m] for m in loaded)
 

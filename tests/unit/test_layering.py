@@ -6,7 +6,7 @@ import ast
 from conftest import REPO
 
 # Bottom to top; a module may import its own layer and the layers below it, never one above.
-LAYERS = ("core", "method", "tasks", "probing", "runs", "paper", "reproduce", "cli")
+LAYERS = ("core", "method", "tasks", "probing", "runs", "paper", "sections", "reproduce", "cli")
 
 
 def _layer(module: str) -> str:

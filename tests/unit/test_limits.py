@@ -20,12 +20,12 @@ import functools
 import json
 import re
 import sys
-import tomllib
 from collections.abc import Iterator
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 
 from conftest import REPO
 
@@ -108,7 +108,7 @@ def size_violations(folders: tuple[str, ...] = LIBRARIES, known: dict[str, str] 
 #: Settings passed as one `papa.core.settings.Resources` (or a `RunSettings`), never two of them side by side.
 TRAVEL_TOGETHER = {"data_dir", "device", "progress"}
 #: The functions that build those objects from a notebook's parameters.
-RESOURCES_BUILDERS = {"papa/paper/sections.py:setup"}
+RESOURCES_BUILDERS = {"papa/paper/tables.py:setup"}
 
 
 def scattered_settings(folders: tuple[str, ...] = LIBRARIES) -> list[str]:
@@ -267,3 +267,18 @@ def test_the_checks_catch_what_they_are_for(tmp_path, monkeypatch):
     (folder / "loose.py").write_text("def run(jobs, *, device='cpu', progress=True):\n    pass\n"
                                      "def fine(jobs, device='cpu'):\n    pass\n")
     assert scattered_settings(("lib",)) == ["lib/loose.py:1 run: device, progress"]
+
+
+#: Where a path given by a user becomes a `RunFolder`: the CLI, `papa reproduce`, a notebook's settings, a grid's
+#: configuration, the claims' reading of a run, and the section declarations' notebook parameters. Below them every
+#: function takes the `RunFolder` it is given.
+RUN_FOLDER_EDGES = {"papa/cli.py", "papa/reproduce/batch.py", "papa/reproduce/notebooks.py", "papa/core/settings.py",
+                    "papa/runs/session.py", "papa/paper/claims/run_tables.py", "papa/sections/registry.py",
+                    "papa/core/run_folder.py"}
+
+
+def test_a_run_folder_is_made_only_at_the_edge():
+    made = [f"{p.relative_to(REPO)}:{i}" for p in sorted((REPO / "papa").rglob("*.py"))
+            if str(p.relative_to(REPO)) not in RUN_FOLDER_EDGES
+            for i, line in enumerate(p.read_text().splitlines(), 1) if "RunFolder.at(" in line]
+    assert made == [], "take the RunFolder the caller made (RUN_FOLDER_EDGES) instead of making one here"

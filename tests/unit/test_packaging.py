@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import re
-import tomllib
 
 import pytest
+import tomllib
 import yaml
 
 from conftest import REPO

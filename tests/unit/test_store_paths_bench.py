@@ -1,4 +1,4 @@
-"""benchmarks/feature_store.py --smoke: the step's fetch timed on every store path a CPU has, on tiny shapes, with
+"""benchmarks/store_paths.py --smoke: the step's fetch timed on every store path a CPU has, on tiny shapes, with
 its inputs checked before any work."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from benchmarks import feature_store as bench_store
+from benchmarks import store_paths as bench_store
 
 
 def test_the_smoke_run_times_every_path_the_cpu_has(tmp_path, capsys):
@@ -18,7 +18,7 @@ def test_the_smoke_run_times_every_path_the_cpu_has(tmp_path, capsys):
                      "disk: batch by batch", "disk_streamed: chunks", "disk_streamed_bf16: chunks"]
     # one epoch of 64 examples in batches of 4: 16 steps on every path, chunks included
     assert all(row["steps"] == 16 and row["ms_per_step"] > 0 for row in record["rows"])
-    assert record["command"].startswith("python -m benchmarks.feature_store --smoke")
+    assert record["command"].startswith("python -m benchmarks.store_paths --smoke")
     assert "disk_streamed: chunks" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["paths.json"]  # the disk stores are removed
 

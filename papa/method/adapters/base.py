@@ -1,12 +1,8 @@
-"""What every attention adapter provides, and the model description the adapters, the registry and the controller
-share (`Architecture`, a registry entry; `ModelInfo`, an attached model's backbone and attention modules);
-`papa.method.architectures` maps model types to adapters. Imports run one way: the registry imports the adapters,
-the adapters import this module, and this module imports no adapter, no registry and no controller.
+"""The adapter contract: what every attention adapter provides, and the model description it shares with the
+registry and the controller (`Architecture`, `ModelInfo`).
 
-An adapter owns everything specific to one way of computing attention: finding the attention modules and the head
-geometry, installing and removing the hooks that route attention through the controller, and dropping the query/key
-work of replaced heads. The controller owns what every mechanism shares (head modes, constants, λ, capture).
-An adapter sees the controller only through `AdapterContext`: those members are the whole contract between them.
+An adapter owns one way of computing attention (finding the modules, hooking them, dropping replaced heads' Q/K);
+it sees the controller only through `AdapterContext`.
 """
 from __future__ import annotations
 
@@ -31,10 +27,8 @@ SITE = "_papa_site"  # per-attention-module entry in __dict__ (bypasses nn.Modul
 
 @dataclass
 class AttentionSites:
-    """An adapter's findings: the module that computes each layer's attention, and the head geometry.
-
-    A module shared by several layers (ALBERT) appears once per layer that runs it.
-    """
+    """An adapter's findings: the module that computes each layer's attention, and the head geometry. A module shared by
+    several layers (ALBERT) appears once per layer that runs it."""
 
     base: nn.Module
     layer_modules: list[nn.Module]
@@ -44,10 +38,7 @@ class AttentionSites:
 
 
 class AdapterContext(Protocol):
-    """What an adapter may read and call on the controller (`papa.method.controller.PapaController` implements it).
-
-    Anything else on the controller is its own business, so it can change without touching an adapter.
-    """
+    """What an adapter may read and call on the controller (`papa.method.controller.PapaController`)."""
 
     #: the attached model's description: attention modules in layer order, head geometry, adapter, architecture
     info: ModelInfo
@@ -57,8 +48,8 @@ class AdapterContext(Protocol):
     theta: torch.Tensor
     #: the statistics of a running capture, else None
     stats: AttentionStats | None
-    #: counts forward passes where a module is shared by several layers (ALBERT), so it can tell which layer each
-    #: call runs (elsewhere it stays 0: a compiled forward pass does not recompile for it)
+    #: counts forward passes where a module is shared by several layers (ALBERT); elsewhere 0, so that a compiled
+    #: forward pass does not recompile for it
     forward_id: int
     #: False: every changed layer materialises its probabilities (the reference the fast paths are tested against)
     fast_paths: bool
@@ -78,8 +69,7 @@ class AdapterContext(Protocol):
         ...
 
     def plan(self, layer: int) -> LayerPlan:
-        """`layer`'s head modes as decided on the host when they last changed (kept and replaced heads, as tuples
-        and as index tensors on the device): a forward pass reads modes from here, never from the device."""
+        """`layer`'s head modes as decided on the host (kept and replaced heads, as tuples and device indices)."""
         ...
 
     def valid_mask(self, batch: int, n: int, device: torch.device) -> torch.Tensor | None:
@@ -97,8 +87,8 @@ class AdapterContext(Protocol):
 
     def constant_heads(self, layer: int, n: int, dtype: torch.dtype, allowed: Allowed, *,
                        replaced: bool, pattern: tuple = ()) -> ConstantHeads:
-        """`layer`'s replaced heads (else every head) at length `n`, masked by `allowed`'s pattern, prepared for
-        `papa.method.attention_free.constant_attention` in `dtype`, once per configuration."""
+        """`layer`'s replaced heads (else every head) at length `n`, masked by `allowed`, prepared in `dtype` for
+        `papa.method.attention_free.constant_attention`."""
         ...
 
     def mix_weights(self, dtype: torch.dtype) -> tuple[torch.Tensor, ...]:

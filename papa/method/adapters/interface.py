@@ -1,15 +1,8 @@
 """The adapter for every model whose attention goes through transformers' `AttentionInterface`.
 
-Such a module looks its attention function up in ``ALL_ATTENTION_FUNCTIONS`` by ``config._attn_implementation`` and
-calls ``fn(module, query, key, value, attention_mask, scaling=..., dropout=..., **kwargs)`` with q [B, H, n, d] and
-k/v [B, H_kv, n, d] (H_kv < H: grouped-query attention). papa registers ``papa_<original>`` that routes the call
-through the controller, and a mask function under the same name (without one, masking_utils builds no mask at all).
-
-The modules are found by their source (their forward calls the interface) and put in layer order by one 3-token
-forward pass that records which module runs each layer's attention, with its head geometry. That pass also finds
-a module that several layers share (ALBERT).
-
-Per head, in one forward pass:
+papa registers an implementation ``papa_<original>`` that routes each call (q [B, H, n, d], k/v [B, H_kv, n, d])
+through the controller, and a mask function under the same name (without one, masking_utils builds no mask). The
+modules are put in layer order by one 3-token forward pass. Per head:
 
 * keep      the original function runs on the kept heads' slice (bit for bit the model's own attention);
 * replace   the head's constant matrix, masked by what the mask the function received allows (padding, causal,
@@ -38,9 +31,8 @@ from papa.method.head_modes import LayerPlan
 from papa.method.masks import Allowed, attention_probs
 
 PREFIX = "papa_"   # registered attention implementations are named papa_<original>
-CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (see attention_in_blocks)
-# On an accelerator the cost is kernel launches, not cache misses: 1 MiB blocks ran capture at 0.03-0.15x the plain
-# forward on an H100, so there a block is a whole layer unless that exceeds this many bytes.
+CAPTURE_BLOCK_BYTES = 1 << 20  # probabilities materialised at once by capture on a CPU (stays in cache)
+# On an accelerator kernel launches, not cache misses, cost: a block is a whole layer up to this many bytes.
 CAPTURE_BLOCK_BYTES_ACCELERATOR = 1 << 30
 # Attention-function arguments whose arithmetic papa's materialised probabilities do not reproduce.
 _UNSUPPORTED_KWARGS = ("softcap", "s_aux")
@@ -184,16 +176,10 @@ def _block_mask(additive: torch.Tensor | None, heads: slice, rows: slice) -> tor
 def attention_in_blocks(controller: AdapterContext, layer: int, query: torch.Tensor, key: torch.Tensor,
                         value: torch.Tensor | None, mask: torch.Tensor | None, scaling: float | None,
                         valid: torch.Tensor | None, allowed: Allowed) -> torch.Tensor | None:
-    """Materialised attention (capture, modes) one block of heads and query rows at a time (`_blocks`): each block's
-    probabilities go through the controller (captured, then the layer's head modes applied) and, with `value`, make
-    the output [B, n, H, d] (None without: the caller runs the original function for it).
+    """Materialised attention one block of heads and query rows at a time (`_blocks`): each block's probabilities go
+    through the controller (capture, head modes) and, with `value`, make the output [B, n, H, d] (else None).
 
-    On the CPU a block holds about `CAPTURE_BLOCK_BYTES` of probabilities, so it stays in cache and reuses freed
-    memory; one [B, H, n, n] tensor per layer is several times slower there at n = 512. On an accelerator blocks
-    are as large as `CAPTURE_BLOCK_BYTES_ACCELERATOR` allows, since each block costs kernel launches. Every entry
-    is still reduced over the whole batch at once, so the statistics do not depend on the blocking. Where the mask
-    is the padding alone, a block's scores, scale and mask are one product (`baddbmm`, the padding a per-pass
-    [B·h, 1, n] bias) and its softmax stays in the input dtype (no float32 copy of the probabilities under autocast).
+    Each entry is reduced over the whole batch at once, so the statistics do not depend on the blocking.
     """
     batch, heads, n, d = query.shape
     scale = d ** -0.5 if scaling is None else scaling
@@ -338,9 +324,8 @@ def _mixed(site: _Site, call: _Call, layer: int, value_h: torch.Tensor, allowed:
 def _captured(site: _Site, call: _Call, layer: int, any_changed: bool, groups: int, value_h: torch.Tensor,
               valid: torch.Tensor | None, allowed: Allowed):
     """Capture on the fast path: probabilities materialised block by block (`attention_in_blocks`)."""
-    # Where launches, not arithmetic, set the time (an accelerator), a layer that keeps every head runs its own
-    # fused function for the output and materialises the probabilities for the statistics alone; on a CPU the
-    # probabilities also give the output (one softmax instead of two).
+    # On an accelerator (launch-bound) an unchanged layer's output comes from its fused function; on a CPU the
+    # materialised probabilities give it (one softmax instead of two).
     alone = not any_changed and capture_module.launch_bound(call.value.device)
     out = attention_in_blocks(site.controller, layer, call.query, _per_query_head(call.key, groups),
                               None if alone else value_h, call.attention_mask, call.scaling, valid, allowed)
@@ -483,9 +468,8 @@ class InterfaceAdapter(Adapter):
         return info.architecture.query_key is not None
 
     def drop_query_key(self, controller: AdapterContext, layers: list[int], module: nn.Module) -> None:
-        """Slice the query projection (and the key projection, without grouping) to the heads these layers keep;
-        where one head configuration serves the module and keys are not grouped, also permute the value
-        projection's rows and the output projection's columns kept heads first (`_kept_first`)."""
+        """Slice the query (and, without grouping, key) projection to the heads these layers keep; where possible
+        also permute V's rows and the output's columns kept heads first (`_kept_first`)."""
         info = controller.info
         names = info.architecture.query_key
         if not self.can_drop_query_key(info):
@@ -524,9 +508,8 @@ class InterfaceAdapter(Adapter):
 
 
 def _kept_first(controller: AdapterContext, layers: list[int]) -> tuple[int, ...] | None:
-    """The head order (kept heads, then replaced ones) in which a module's V rows and output columns are laid out,
-    so that each head group is a view: where every layer the module runs has the same kept and replaced heads,
-    some of each, and each query head has its own key/value head. Else None (the heads are gathered)."""
+    """Kept heads then replaced ones, the order that makes each head group a view of V and the output; None where
+    the module's layers differ in plan, one group is empty, or keys are grouped."""
     info = controller.info
     plans = {(controller.plan(layer).keep, controller.plan(layer).replace) for layer in layers}
     if info.architecture.value_output is None or info.num_kv_heads != info.num_heads or len(plans) != 1:

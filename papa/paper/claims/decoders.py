@@ -1,9 +1,6 @@
-"""The causal LMs (notebook 08): which of a run's models are decoders, which of their rows the claims read, and
-where notebook 08 shows each claim's decoder line.
+"""The causal LMs among a run's models, the rows of theirs the claims read, and where notebook 08 shows them.
 
-The paper's claims are about encoders: each claim's verdict is read on the encoders' rows only. Causal LMs (beyond the
-paper, notebook 08) get a line of their own under each claim they ran (`ClaimReading.decoder`,
-`papa.paper.claims.reading.read_claims`), read by the same rule, never part of the encoders' verdict.
+A claim's verdict is read on the encoders; causal LMs get a line of their own under it, read by the same rule.
 """
 from __future__ import annotations
 
@@ -13,8 +10,6 @@ import pandas as pd
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DECODER_LAYOUT
 
-
-# Where a claim read on the causal LMs is seen: notebook 08 and its figures.
 DECODER_EVIDENCE = {"fig2_half": RunFolder.figure_file("decoder_objective_vs_probes"),
                     "fig2_all": RunFolder.figure_file("decoder_objective_vs_probes"),
                     "fig5": RunFolder.figure_file("decoder_lm_selection"),
@@ -23,14 +18,12 @@ DECODER_NOTEBOOK = "08_decoders"
 
 
 def in_layout(results: pd.DataFrame, layout: str) -> pd.Series:
-    """Rows made in `layout`, and the rows of causal LMs (`decoder_models`): a profile's layout applies to encoders,
-    while a causal LM always reads left-aligned inputs (`papa.method.layout.layout_for`)."""
+    """Rows made in `layout`, and every causal LM's row (a causal LM always reads left-aligned inputs)."""
     return (results["layout"] == layout) | results["model"].isin(decoder_models(results))
 
 
 def decoder_models(results: pd.DataFrame) -> set[str]:
-    """The causal LMs among `results`' models: from the model's local config where it is on this machine, else
-    from its rows (a causal LM runs in the decoder layout only)."""
+    """The causal LMs among `results`' models: by their local config, else by rows only in the decoder layout."""
     from papa.method.models import is_causal_model
 
     layouts = results.groupby("model")["layout"].agg(set)
@@ -39,8 +32,7 @@ def decoder_models(results: pd.DataFrame) -> set[str]:
 
 
 def with_probe_inputs(results: pd.DataFrame, probe_inputs: str | None) -> pd.Series:
-    """Rows whose probe read `probe_inputs`, or (None) each model's default (`decoder_models` read standardised
-    inputs); a task without a probe reads its inputs raw whatever was asked."""
+    """Rows whose probe read `probe_inputs` (None: each model's default); a task without a probe reads them raw."""
     from papa.probing.standardize import probe_inputs_for
     from papa.tasks.registry import get_task
 

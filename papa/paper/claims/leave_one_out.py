@@ -1,17 +1,12 @@
-"""A run with one evaluation example left out: a perturbation within the data's precision, under which no claim's
-verdict may move.
+"""A run read again with one evaluation example left out: a perturbation under which no claim's verdict may move.
 
-`leave_one_out` writes a copy of a run folder in which every run's stored predictions lose one evaluation example,
-every row of ``results.csv`` is scored again on the examples kept, and what the claims read of those scores is read
-again: the tables of which probes beat their majority class (the probe's mean and interval over the seeds, and the
-majority class scored on the same examples), and the majority-class rows of the chance levels. The λ rankings and
-Fig. 4's tables do not read the evaluation examples and are copied as they are; so is a task's unigram chance level
-(an LM task's), whose per-example losses the run does not keep.
+Results, learns tables and majority-class chance levels are scored again on the examples kept; what reads no
+evaluation example (rankings, Fig. 4's tables, unigram levels) is copied as it is.
 """
 from __future__ import annotations
 
-import os
 import shutil
+
 import numpy as np
 import pandas as pd
 
@@ -19,7 +14,7 @@ from papa.core.artifacts import atomic_path
 from papa.core.errors import CorruptArtifactError, InputError
 from papa.core.run_folder import RunFolder
 from papa.paper.claims.run_tables import RunLike, RunTables
-from papa.paper.sections import CHANCE_TABLES, LEARNS_TABLES, probes_learn, save_table
+from papa.paper.tables import CHANCE_TABLES, LEARNS_TABLES, probes_learn, save_table
 from papa.probing.predictions import EvalPredictions, metric_on
 from papa.runs.predictions_store import load_run_predictions, save_run_predictions, stores_predictions
 from papa.runs.results import aggregate
@@ -30,14 +25,13 @@ MAJORITY = "majority class of the training subset"  # how the chance table names
 CLOSEST = 1e-3  # how far a stored majority-class level may lie from its constant label's score on the predictions
 
 
-def leave_one_out(run: RunLike, index: int, into: RunFolder | str | os.PathLike) -> RunTables:
-    """The run `run` (a folder, or its `RunTables`) read again with evaluation example `index` (negative: from the
-    end) left out of every run, written into the empty folder `into` (see the module docstring)."""
+def leave_one_out(run: RunLike, index: int, into: RunFolder) -> RunTables:
+    """`run` read again with evaluation example `index` left out of every run, written into the empty folder `into`."""
     source = RunTables.of(run)
     if source.folder is None or not stores_predictions(source.folder):
         raise InputError("leaving an evaluation example out needs a run folder that stores its runs' predictions "
                          "(predictions/): this run has none, so its rows cannot be scored again")
-    dest = RunFolder.at(into)
+    dest = into
     if not dest.is_empty():
         raise InputError(f"{dest} is not empty: leave_one_out writes a whole run folder; give it a new one")
     found = load_run_predictions(source.folder, list(source.results.run_id))
@@ -70,8 +64,7 @@ def leave_one_out(run: RunLike, index: int, into: RunFolder | str | os.PathLike)
 
 def _learns_again(table: pd.DataFrame, before: pd.DataFrame, after: pd.DataFrame,
                   full: dict[str, EvalPredictions], kept: dict[str, EvalPredictions]) -> pd.DataFrame:
-    """A learns table (`papa.paper.sections.probes_learn`) read again on the rows `after`: each (model, task) row's
-    runs are the seeds of the original-attention setting whose mean it records (found in `before`)."""
+    """A learns table read again on the rows `after`, each row's runs found in `before` by the mean it records."""
     curves, baselines = [], []
     for row in table.itertuples():
         group = _original_runs(before, row.model, row.task, row.mean, row.n)
@@ -99,10 +92,8 @@ def _original_runs(results: pd.DataFrame, model: str, task: str, mean: float, n:
 
 
 def _majority_again(score: float, full: EvalPredictions, kept: EvalPredictions, task: str) -> float:
-    """The majority class's `score` moved by what leaving the example out moves it: the constant label that scores
-    `score` (to within `CLOSEST`) on one run's stored references (every run of a model on a task keeps the same
-    ones), scored on all of them and on the kept ones. Within, not equal: the level was scored on the task's whole
-    sentences, the predictions keep a token task's words up to the layout's length."""
+    """The majority class's `score` moved as leaving the example out moves the constant label that scores it (to
+    within `CLOSEST`: a token task's predictions keep words up to the layout's length only)."""
     scored = _candidate_scores(full, score)
     distance = {label: abs(value - score) for label, value in scored.items()}
     best = min(distance.values())
@@ -118,9 +109,8 @@ def _majority_again(score: float, full: EvalPredictions, kept: EvalPredictions, 
 
 
 def _candidate_scores(predictions: EvalPredictions, score: float) -> dict[int, float]:
-    """Each candidate majority label's constant score on all of `predictions`' examples: the most frequent reference
-    label alone where it lies within `CLOSEST` of `score` (the usual case, one metric call), else every label (a
-    task's metric can take seconds: seqeval)."""
+    """Each candidate majority label's constant score: the most frequent label alone where it lies within `CLOSEST`
+    of `score` (a metric call can take seconds), else every label's."""
     frequent = int(np.argmax(np.bincount(predictions.reference)))
     first = _constant_score(predictions, frequent)
     if abs(first - score) <= CLOSEST:
@@ -140,8 +130,7 @@ def _constant_score(predictions: EvalPredictions, label: int) -> float:
 
 def _chance_again(table: pd.DataFrame, before: pd.DataFrame, full: dict[str, EvalPredictions],
                   kept: dict[str, EvalPredictions]) -> pd.DataFrame:
-    """A chance-level table with its majority-class levels scored on the examples kept (unigram levels as they
-    are)."""
+    """A chance-level table with its majority-class levels scored on the examples kept."""
     table = table.copy()
     for i, row in table.iterrows():
         runs = list(before[(before.model == row.model) & (before.task == row.task)].run_id)

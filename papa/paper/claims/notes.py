@@ -1,10 +1,9 @@
-"""The claims as text, every sentence the package writes of them: `format_claims` (what `papa reproduce` prints),
-`section_claims` (a notebook's closing cell), and the notes printed above them (a smoke run's warning, what the
-intervals hold, how stable the λ rankings are). The docs' claim pages are written by docs/claim_pages.py."""
+"""The claims as text: what `papa reproduce` and a notebook's closing cell print, and the notes above them."""
 from __future__ import annotations
 
 import textwrap
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -13,14 +12,13 @@ from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
 from papa.paper.claims.decoders import DECODER_NOTEBOOK, decoder_models
-from papa.paper.claims.reading import profile_claims
-from papa.paper.claims.run_tables import RunLike, RunTables
+from papa.paper.claims.reading import Read, profile_claims
 from papa.paper.claims.rules import GATE, LAMBDA_CLAIMS, ClaimReading
+from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.claims.scores import part_label
-from papa.paper.sections import RANKING_STABILITY_TABLE
+from papa.paper.tables import RANKING_STABILITY_TABLE
 from papa.runs.stability import gate_reason, rho_span
 from papa.runs.statistics import NOT_READ
-
 
 #: Where the results of the CPU-scale run are, for a smoke run's readers.
 CPU_RUN_RESULTS = ("artifacts/cpu/ (results.csv, tables, figures; its executed notebooks in notebooks/), read claim by "
@@ -28,8 +26,7 @@ CPU_RUN_RESULTS = ("artifacts/cpu/ (results.csv, tables, figures; its executed n
 
 
 def smoke_run_note(profile: str | Path) -> str:
-    """For a run of the quick profile (or a file based on it), the sentence that comes first wherever its claims are
-    printed: its numbers are not results, and where the CPU-scale run's are; "" for any other profile."""
+    """For a quick-profile run, the sentence printed first above its claims: not a result ("" for other profiles)."""
     from papa.runs.profiles import builtin_base, get_profile
 
     if builtin_base(profile) != "quick":
@@ -46,12 +43,26 @@ def smoke_run_first(profile: str | Path, text: str) -> str:
     return " ".join(filter(None, [smoke_run_note(profile), text]))
 
 
-def section_claims(run: RunLike, profile: str | Path, notebook: str) -> str:
-    """What `papa reproduce` prints for the claims `notebook` reads (verdict, rule, paired numbers, file), with what
-    their intervals hold and how stable the λ rankings are; for a notebook's last cell. A smoke run says so first
-    (`smoke_run_note`). The run's tables are read once (`RunTables`)."""
+@dataclass(frozen=True)
+class SectionClaims:
+    """A section's claims: its notebook, and what reads them on a run's tables."""
+
+    notebook: str
+    read: Read
+
+    def text(self, run: RunLike, profile: str | Path) -> str:
+        """`section_claims`: what the notebook's closing cell prints."""
+        return section_claims(run, profile, self.notebook, self.read)
+
+    def table(self, run: RunLike, profile: str | Path) -> pd.DataFrame:
+        """`section_claim_table`: the comparisons behind the claims, one row each."""
+        return section_claim_table(run, profile, self.notebook, self.read)
+
+
+def section_claims(run: RunLike, profile: str | Path, notebook: str, read: Read) -> str:
+    """What a notebook's closing cell prints for the claims `notebook` reads, with the notes above them."""
     tables = RunTables.of(run)
-    readings = profile_claims(tables, profile, [notebook])
+    readings = profile_claims(tables, profile, read, [notebook])
     if not readings:
         return smoke_run_first(profile, f"No claim of the paper is read by {notebook}.")
     models = notebook_models(tables, profile, notebook)
@@ -62,9 +73,8 @@ def section_claims(run: RunLike, profile: str | Path, notebook: str) -> str:
 
 
 def claim_table(readings: Sequence[ClaimReading]) -> pd.DataFrame:
-    """The comparisons behind `readings`, one row each (a tally's members spelt out): the claim, the part of its
-    sentence, the comparison, its estimate with the 95% interval (or why it is not read) and the verdict the claim
-    counts; the decoders' lines beside the encoders'. What a notebook shows in place of a table of point means."""
+    """The comparisons behind `readings`, one row each (tallies spelt out), encoders' and decoders': claim, models,
+    part, comparison, estimate and verdict."""
     rows = []
     for reading in readings:
         for whose, read in (("encoders", reading), ("decoders", reading.decoder)):
@@ -76,17 +86,15 @@ def claim_table(readings: Sequence[ClaimReading]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=columns)
 
 
-def section_claim_table(run: RunLike, profile: str | Path, notebook: str) -> pd.DataFrame:
-    """`claim_table` of the claims `notebook` reads on the run (those `section_claims` prints): the decoders' rows
-    for the decoders' notebook, the encoders' for every other."""
-    table = claim_table(profile_claims(run, profile, [notebook]))
+def section_claim_table(run: RunLike, profile: str | Path, notebook: str, read: Read) -> pd.DataFrame:
+    """`claim_table` of `notebook`'s claims: the decoders' rows for notebook 08, the encoders' for every other."""
+    table = claim_table(profile_claims(run, profile, read, [notebook]))
     whose = "decoders" if notebook == DECODER_NOTEBOOK else "encoders"
     return table[table.models == whose].reset_index(drop=True)
 
 
 def notebook_models(run: RunTables, profile: str | Path, notebook: str) -> set[str]:
-    """The models whose claims `notebook` reads on a run of `profile`: the causal LMs for the decoders' notebook, the
-    encoders for every other."""
+    """The models whose claims `notebook` reads on a run of `profile`: causal LMs for notebook 08, else encoders."""
     models = set(run.of_profile(profile).model)
     rows = run.results
     decoders = decoder_models(rows[rows.model.isin(models)]) if models else set()
@@ -106,8 +114,8 @@ def profile_uncertainty_note(run: RunLike, profile: str | Path, models: Collecti
 
 
 def uncertainty_note(folder: RunFolder | str | Path | None, results: pd.DataFrame) -> str:
-    """One sentence on what the intervals of a run's claims hold: the seeds' and the evaluation examples' variance,
-    or the seeds' only for a table with no predictions beside it in `folder` (`papa.runs.compare.RunScores`)."""
+    """One sentence on what the claims' intervals hold: the seeds' and the examples' variance, or (no stored
+    predictions in `folder`) the seeds' only."""
     from papa.runs.predictions_store import stores_predictions
 
     drawn = sorted({n for n in set(results["selection"])
@@ -122,9 +130,8 @@ def uncertainty_note(folder: RunFolder | str | Path | None, results: pd.DataFram
 
 
 def stability_note(run: RunLike, models: Collection[str] | None = None) -> str:
-    """One sentence on the run's λ rankings (of `models`; None: every model's): per task (and profile, where
-    another's ranking ran) the range of Spearman's ρ over every pair of its draws (`RunTables.agreement`), and which
-    the claims do not read (`papa.runs.stability.gate_reason`), or that no pair was measured."""
+    """One sentence on the λ rankings of `models` (None: all): per task the range of Spearman's ρ over pairs of
+    draws, and which the claims do not read."""
     table = RunTables.of(run).agreement
     if table is not None and models is not None:
         table = table[table.model.isin(set(models))]
@@ -147,9 +154,7 @@ def stability_note(run: RunLike, models: Collection[str] | None = None) -> str:
 
 
 def unread_rankings(run: RunLike, models: Collection[str], profile: str | Path) -> dict[str, str]:
-    """Per task whose λ ranking of `models`, learned by `profile`, the claims do not read (`stability_note`'s gate):
-    a short note for that task's panel of a figure that draws it, so that no curve of an unread order passes
-    unmarked."""
+    """Task -> a short note, for each task whose λ ranking of `models` by `profile` the claims do not read."""
     from papa.runs.profiles import get_profile
 
     table = RunTables.of(run).agreement
@@ -167,9 +172,8 @@ def unread_rankings(run: RunLike, models: Collection[str], profile: str | Path) 
 
 def format_claims(readings: Sequence[ClaimReading], folder: RunFolder | str | Path | None,
                   width: int = 116) -> str:
-    """Per claim: where in the paper, the verdict and the claim; its rule; then our numbers and the file to look at
-    (marked "not written" when the run did not write it), and the decoders' line where causal LMs ran. Lines are
-    wrapped at `width`, never inside a path."""
+    """Per claim: where, verdict and sentence; its rule; our numbers and the file, and the decoders' line, wrapped
+    at `width` (never inside a path)."""
     lines = []
     for r in readings:
         head = f"  {r.where:<8} {r.verdict_text:<14} "

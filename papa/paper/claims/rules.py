@@ -1,29 +1,11 @@
-"""The machinery every claim is read with: a claim's parts (`Part`) and its reading (`ClaimReading`), Holm's
-correction across a claim's comparisons and the verdict that follows, the margins the rules use, and `RULES`, each
-claim's rule in one line.
+"""How every claim is read: its parts and reading, Holm's correction and the verdict, the margins, and `RULES`.
 
-Every part gets one of three verdicts: **holds** (the 95% interval lies on the claim's side of its bound), **does not
-hold** (it lies on the other side), **inconclusive** (it straddles the bound). A part the run cannot read (too few
-models, trained constants sized apart from the rest, a λ ranking with one draw, or with a pair of draws that disagree)
-is **not read** and named.
-
-A part that asserts an effect stays under a margin ("no major drop", "alike", "close", "never over 20%") names its
-**control** (`Control`): the same comparison where the effect is largest the run has (every head replaced; for a
-bound on the all-heads drop, the data-free matrices). Such a part could have failed only where its control's 95%
-interval clears the margin; where it does not, the part is **not informative**, whatever its own interval says, and
-its line gives the control's number. A part that does not hold keeps its verdict: it failed, so it could fail.
-
-A claim holds when every part holds; it does not hold when one part does not, with Holm's correction across every
-comparison of the claim read, whatever its own verdict (any one of them decides it); it is **partly read (k of m
-parts)** when the parts read all hold but others could not be read, and inconclusive otherwise. "Sometimes" (Fig. 2)
-holds when one task improves, Holm-corrected across the tasks. Fig. 4's shares are **descriptive**: a share of
-heads with a bootstrap interval over the corpus sentences, beside the paper's, with no verdict. `RULES` states each
-claim's rule in one line, and the margins below say where "no major drop", "alike" and "close" end.
-
-The margins are read off the paper's own numbers (`papa.paper.paper_numbers`). Its Table 1 (RoBERTa-base) has the
-all-constant model lose 34% of CoLA's MCC but 0–12% elsewhere, 9.5% on average over the six tasks (RoBERTa-large,
-Table 4: 36% and 12.1%): so "8% on average, never more than 20%" (Sec. 4.2) is about a model's relative drop
-averaged over its tasks (Fig. 3's x-axis), averaged again over the six models, not a bound per task.
+A part **holds** where its 95% interval lies on the claim's side of its bound, **does not hold** on the other side,
+and is **inconclusive** where it straddles it; one the run cannot read is **not read**. A part bounded by a margin
+is **not informative** unless its `Control` (the same comparison where the effect is largest) clears the margin.
+A claim holds when every part holds and does not hold when one does not, Holm-corrected across all its comparisons;
+it is **partly read** when the parts read hold but others are not read. Fig. 4's shares are **descriptive**, with no
+verdict. The margins come from the paper's own numbers.
 """
 from __future__ import annotations
 
@@ -37,13 +19,11 @@ from papa.runs.stability import STABLE_RHO
 from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_INFORMATIVE, NOT_READ, PARTLY_READ,
                                   UNREAD, Estimate, Outcome, all_of, any_of, corrected)
 
-
 # "No major drop" at 1/2 (Fig. 2): the drop's interval below this many points of the metric (0.02 = 2 points).
 HALF_MARGIN = 0.02
 # An equivalence margin from the claim's own number: "about x" read as within ± this share of x.
 RELATIVE_MARGIN = 0.25
-# "8% on average": the model-average relative drop within ±25% of 8% (6% to 10%). The paper's own Table 1 average
-# (9.5%) is inside it, Table 4's (12.1%, the large models) is not: the 8% is not every model's.
+# "8% on average": the model-average relative drop within ±25% of 8% (Table 1's 9.5% is inside, Table 4's 12.1% not).
 AVERAGE_MARGIN = RELATIVE_MARGIN * PAPER_AVERAGE_RELATIVE_DROP
 # Table 2's "as well as": the difference within ± this (the paper's Tables 2 and 5 differ by at most 0.01).
 ALIKE_MARGIN = 0.02
@@ -53,7 +33,7 @@ CLOSE_MARGIN = 0.03
 SPREAD_THRESHOLD = 0.5
 #: The fewest models whose exact Spearman test can reach `ALPHA`: its smallest one-sided p is 1/n! (1/4! = 0.042).
 FIG3_MODELS = next(n for n in range(3, 10) if 1 / math.factorial(n) < ALPHA)
-# The claims with parts that rest on a λ ranking (the heads kept at a fraction strictly between 0 and 1).
+# The claims with parts that rest on a λ ranking.
 LAMBDA_CLAIMS = ("fig2_half", "fig5", "fig6")
 # How a part names the draws of a λ ranking it averages over (`drawn_numbers`).
 RANKINGS = "λ rankings"
@@ -127,9 +107,8 @@ MARGIN_SOURCES = {
 
 @dataclass(frozen=True)
 class Control:
-    """What shows a part could have failed: the comparison where the part's effect is largest (`name`, e.g. "every
-    head replaced"), its estimate's text, the margin the part is read against, and whether the control's 95% interval
-    clears it (`shows_effect`)."""
+    """What shows a part could have failed: the comparison where its effect is largest, its numbers, the margin, and
+    whether its 95% interval clears that margin (`shows_effect`)."""
 
     name: str
     numbers: str
@@ -147,9 +126,8 @@ class Control:
 
 def control(name: str, e: Estimate | None, margin: float, *, either_side: bool = False, percent: bool = False
             ) -> Control:
-    """The control `name` with estimate `e` against `margin`: it shows an effect where its 95% interval lies above
-    `margin` (with `either_side`, or below −`margin`: a difference that may go either way). No estimate (the control
-    was not run): no effect shown. `percent`: the estimate and margin are shares, printed as percentages."""
+    """The control `name`: it shows an effect where `e`'s 95% interval lies above `margin` (with `either_side`, or
+    below −`margin`); no estimate shows none. `percent` prints shares as percentages."""
     if e is None:
         return Control(name, "not run", margin, False, percent)
     low, high = e.interval()
@@ -178,14 +156,13 @@ class Part:
 
 def compared_part(name: str, test: Outcome, numbers: str, control: Control | None = None,
                   estimate: Estimate | None = None) -> Part:
-    """A part that is one comparison: its verdict is `test`'s (`gated` by its `control`, where it names one, once
-    the claim is read); `estimate`, the quantity it compares, where a page reads its interval."""
+    """A part that is one comparison, its verdict `test`'s (gated by `control` once the claim is read)."""
     return Part(name, test.verdict, numbers, test, control=control, estimate=estimate)
 
 
 def gated(part: Part) -> Part:
     """`part` read against its control: "holds" or "inconclusive" become "not informative" where the control shows
-    no effect beyond the margin; the control's number joins the part's either way."""
+    no effect beyond the margin; the control's numbers join the part's."""
     c = part.control
     if c is None:
         return part
@@ -199,8 +176,7 @@ def unread_part(name: str, why: str) -> Part:
 
 
 def tally_part(name: str, members: Sequence[Part], *, anywhere: bool = False, none: str = "") -> Part:
-    """A part made of comparisons; its verdict and numbers are set when the claim is read (`claim_reading`), after
-    Holm's correction. With no member, not read (`none` says why)."""
+    """A part made of comparisons, settled when the claim is read; with no member, not read (`none` says why)."""
     if not members:
         return unread_part(name, none or "nothing to compare")
     return Part(name, NOT_READ, "", None, tuple(members), anywhere)
@@ -246,8 +222,8 @@ class ClaimReading:
 
 
 def _corrected(parts: Sequence[Part]) -> list[Part]:
-    """The parts with Holm's correction applied: "somewhere" tallies across their members for "holds"; then every
-    comparison of the claim (tallied or not) as one family for "does not hold", since any one of them decides it."""
+    """The parts Holm-corrected: each "somewhere" tally across its members for "holds", then every comparison of
+    the claim as one family for "does not hold" (any one of them decides it)."""
     parts = [settle_anywhere(p) if p.members and p.anywhere else p for p in parts]
     family = [(i, None) for i, p in enumerate(parts) if p.test is not None]
     family += [(i, j) for i, p in enumerate(parts) if p.members and not p.anywhere
@@ -268,8 +244,8 @@ def _corrected(parts: Sequence[Part]) -> list[Part]:
 
 
 def settle_anywhere(part: Part) -> Part:
-    """A "somewhere" tally: Holm across every member read for "holds"; it does not hold only where every member does
-    not, so as one comparison of its claim it carries the largest of their p-values."""
+    """A "somewhere" tally: Holm across its members for "holds"; it fails only where all do, so it carries their
+    largest p of failing."""
     members = [replace(m, verdict=t.verdict, test=t)
                for m, t in zip(part.members, corrected([m.test or Outcome(m.verdict) for m in part.members], "holds"))]
     verdict = any_of(m.verdict for m in members)
@@ -303,9 +279,7 @@ def not_read_claim(claim: str, where: str, notebook: str, evidence: str, why: st
 
 
 def _example(parts: Sequence[Part], verdict: str) -> str:
-    """One member that illustrates a tally's `verdict` (a partly read tally's: one that holds): where it holds, the
-    member nearest to failing it (largest p of holding); otherwise the first member with that verdict. "" where none
-    has it."""
+    """A member that illustrates a tally's `verdict`: where it holds, the one nearest to failing; else the first."""
     verdict = HOLDS if verdict == PARTLY_READ else verdict
     alike = [p for p in parts if p.verdict == verdict]
     if not alike:
@@ -319,8 +293,7 @@ def _example(parts: Sequence[Part], verdict: str) -> str:
 
 
 def _tally_text(parts: Sequence[Part], verdict: str) -> str:
-    """e.g. "holds on 10 of 12, inconclusive on 2 (e.g. beats zeros (ner) -0.004 [-0.020, +0.012])": the count per
-    verdict, and one comparison that illustrates the tally's `verdict`."""
+    """The count per verdict and one example, e.g. "holds on 10 of 12, inconclusive on 2 (e.g. ...)"."""
     counts = [(v, sum(p.verdict == v for p in parts))
               for v in (HOLDS, INCONCLUSIVE, DOES_NOT_HOLD, NOT_INFORMATIVE, NOT_READ)]
     text = ", ".join(f"{v} on {n}" + (f" of {len(parts)}" if i == 0 else "") for i, (v, n) in enumerate(counts)

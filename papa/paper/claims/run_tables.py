@@ -1,11 +1,4 @@
-"""A run's tables as the claims, their notes and the docs' pages read them, read once: `RunTables`.
-
-Reading a run's claims takes its results, the Fig. 4 tables, which probes learn, how its λ rankings agree and each
-task's chance level. `RunTables.read` reads them from a run folder in one pass; `read_claims`, the notes printed
-above the claims, `ReadMarks` and the pages' tables all take the one `RunTables`, so a section's closing cell reads
-``results.csv`` and compares the rankings once. A `RunTables` built in memory (a table made by hand, a test) reads
-alike, with no folder behind it.
-"""
+"""A run's tables as the claims, their notes and the docs' pages read them, read once: `RunTables`."""
 from __future__ import annotations
 
 import os
@@ -18,7 +11,7 @@ import pandas as pd
 from papa.core.run_folder import RunFolder
 from papa.paper.claims.decoders import in_layout, with_probe_inputs
 from papa.paper.claims.scores import agreement_pairs
-from papa.paper.sections import CHANCE_TABLES, LEARNS_TABLES, RANKING_STABILITY_TABLES
+from papa.paper.tables import CHANCE_TABLES, LEARNS_TABLES, RANKING_STABILITY_TABLES
 
 __all__ = ["RunTables", "RunLike", "read_tables", "learns_tables"]
 
@@ -27,10 +20,8 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, eq=False)  # one run read once: compared (and hashed) as that one read
 class RunTables:
-    """What the claims read of one run: `results` (`papa.runs.results.ResultsTable.read`, every row), `patterns`
-    and `intervals` (task -> Fig. 4's tables), `learns` (per (model, task), does the probe beat its majority
-    class), `agreement` (every pair of draws of a λ ranking, `RunTables.read`), `chance` (each task's chance
-    level) and `folder` (where they were read, with the stored predictions; None: built in memory)."""
+    """What the claims read of one run: `results`, Fig. 4's `patterns` and `intervals` by task, `learns`,
+    `agreement` (every pair of draws of a λ ranking), `chance`, and `folder` (None: built in memory)."""
 
     results: pd.DataFrame
     folder: RunFolder | None = None
@@ -39,15 +30,12 @@ class RunTables:
     learns: pd.DataFrame | None = None
     agreement: pd.DataFrame | None = None
     chance: pd.DataFrame | None = None
-    # what has been read off these tables already (`remembered`): a run's claims are computed once per read
+    # what `remembered` computed: a run's claims are computed once per read
     computed: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def read(cls, where: RunFolder | str | os.PathLike) -> RunTables:
-        """The tables of the run folder `where`: ``results.csv``, ``tables/fig4_patterns_<task>.csv`` and
-        ``fig4_pattern_intervals_<task>.csv``, the learns and chance tables, and the λ rankings' agreement (the
-        rankings under ``rankings/`` compared pair by pair, with the seed-to-seed tables notebooks 02 and 08
-        wrote)."""
+        """The tables of the run folder `where`, read in one pass."""
         from papa.runs.results import ResultsTable
 
         out = RunFolder.at(where)
@@ -65,9 +53,8 @@ class RunTables:
 
     def rows(self, profile: str | None = None, layout: str | None = None, dtype: str | None = None,
              probe_inputs: str | None = None) -> pd.DataFrame:
-        """The results of `profile`, `layout` and `dtype` when given (a folder may hold several runs' rows), and
-        those whose probe read its inputs as `probe_inputs` (None: as each model's grids do by default,
-        `papa.probing.standardize.probe_inputs_for`)."""
+        """The results of `profile`, `layout` and `dtype` where given, whose probe read `probe_inputs` (None: each
+        model's default)."""
         results = self.results
         for column, wanted in (("profile", profile), ("dtype", dtype)):
             if wanted is not None:
@@ -81,8 +68,7 @@ class RunTables:
         return replace(self, results=results, computed={})
 
     def remembered(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """`compute()`, computed once per `key` on this read of the run (the tables never change after it): e.g.
-        the claims `papa.paper.claims.run_claims` reads, which a notebook's table and its closing cell share."""
+        """`compute()`, computed once per `key` on this read of the run."""
         if key not in self.computed:
             self.computed[key] = compute()
         return self.computed[key]
@@ -105,8 +91,7 @@ def read_tables(where: RunFolder | str | os.PathLike, names: Sequence[str]) -> p
 
 
 def learns_tables(where: RunFolder | str | os.PathLike) -> list[str]:
-    """The `papa.paper.sections.probes_learn` tables the run in `where` wrote (notebook 02's, notebook 08's), as
-    paths relative to it."""
+    """The `probes_learn` tables the run in `where` wrote, relative to it."""
     out = RunFolder.at(where)
     return [RunFolder.table_file(name) for name in LEARNS_TABLES if out.table(name).is_file()]
 
@@ -117,16 +102,15 @@ def _tables_by_task(out: RunFolder, prefix: str) -> dict[str, pd.DataFrame]:
 
 
 def _agreement(out: RunFolder) -> pd.DataFrame | None:
-    """Every pair of draws of the run's λ rankings that the claims gate on: the rankings under ``rankings/``
-    compared pair by pair (`papa.runs.stability.draw_agreement`), and the seed-to-seed tables notebooks 02 and 08
-    wrote (a run whose rankings are elsewhere); None where there is neither."""
+    """Every pair of draws of the run's λ rankings: those under ``rankings/`` and the notebooks' seed-to-seed tables
+    (None: neither)."""
     from papa.runs.stability import draw_agreement
 
     tables = [t for t in (draw_agreement(out.rankings) if out.rankings.is_dir() else None,
                           agreement_pairs(read_tables(out, RANKING_STABILITY_TABLES))) if t is not None and not t.empty]
     if not tables:
         return None
-    # a pair the folder's files and a notebook's table both hold counts once (at the lower ρ, were they to differ)
+    # a pair both sources hold counts once, at the lower ρ
     both = pd.concat([t[["model", "task", "profile", "a", "b", "spearman", "heads"]] for t in tables],
                      ignore_index=True)
     return both.groupby(["model", "task", "profile", "a", "b"], dropna=False, sort=False).agg(

@@ -1,15 +1,11 @@
-"""The run's numbers as the claims read them: `ClaimRun` (the rows of the encoders, or of the causal LMs, with the λ
-rankings' stability and each task's chance level), the draws of a head order, and the paired contrasts between them.
+"""A run's numbers as the claims read them (`ClaimRun`), the draws of a head order, and paired contrasts of them.
 
-Where the run drew a head order more than once (λ rankings of other seeds or disjoint training parts, random
-permutations of other seeds: selections ``lambda@part1``, ``random@2``, ...), Fig. 2's and Fig. 5's parts average
-over the draws and their intervals hold the order's own spread (`papa.runs.statistics.over_orders`); a ranking
-learned by another profile (``lambda@full``: the paper's step count) is read in parts of its own.
+Where a head order was drawn more than once (``lambda@part1``, ``random@2``), a part averages over the draws and its
+interval holds their spread; another profile's ranking (``lambda@full``) is read in parts of its own.
 """
 from __future__ import annotations
 
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 
 import pandas as pd
@@ -18,17 +14,16 @@ from papa.core.errors import CorruptArtifactError
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.method.selection import parse_selection
-from papa.paper.sections import DOWNSTREAM_TASKS, short_model
+from papa.paper.tables import DOWNSTREAM_TASKS, short_model
 from papa.runs.compare import RunScores
 from papa.runs.stability import AGREEMENT_COLUMNS, draw_name, draw_order, gate_reason
 from papa.runs.statistics import Estimate, Scores, difference, estimate, over_orders
 
 
 class ClaimRun(RunScores):
-    """The rows of one kind of model (the encoders, or the causal LMs) as `RunScores`, with what the claims read
-    beside them: the λ rankings' stability and each task's chance level."""
+    """The rows of the encoders, or of the causal LMs, with the λ rankings' stability and the chance levels."""
 
-    def __init__(self, results: pd.DataFrame, folder: RunFolder | str | os.PathLike | None,
+    def __init__(self, results: pd.DataFrame, folder: RunFolder | None,
                  stability: pd.DataFrame | None, chance: pd.DataFrame | None = None, *, decoders: bool = False,
                  left_out: pd.DataFrame | None = None):
         super().__init__(results, folder)
@@ -38,9 +33,8 @@ class ClaimRun(RunScores):
         self.left_out = left_out if left_out is not None else results.iloc[:0]
 
     def not_run(self, what: str, ran: Callable[[pd.DataFrame], pd.Series]) -> str:
-        """Why nothing of `what` (e.g. "λ and another selection method at a fraction between 0 and 1") is read:
-        it was not run, or (the rows `ran` selects among the tasks left out) it ran only on tasks whose probe does
-        not beat its majority class."""
+        """Why nothing of `what` is read: not run, or run (rows `ran` selects) only on tasks whose probe does not
+        beat its majority class."""
         rows = self.left_out[ran(self.left_out)] if len(self.left_out) else self.left_out
         if rows.empty:
             return f"{what}: not run"
@@ -54,11 +48,8 @@ class ClaimRun(RunScores):
 
     def unstable(self, model: str, task: str, selections: Sequence[str] = ("lambda",), profile: str | None = None
                  ) -> str | None:
-        """Why the λ rankings behind `selections` (draws of `task`'s λ order on `model`, learned by `profile`; None:
-        the grid's) cannot be read, or None where they can: every pair of the draws they average over and of the
-        other draws learned alike (seeds and disjoint training parts, `papa.runs.stability.draw_agreement`) must be
-        measured, and pass `papa.runs.stability.gate_reason` (drawn on disjoint data too, no pair below
-        `STABLE_RHO` beyond ρ's 95% interval); one draw alone has nothing to be measured against."""
+        """Why the λ rankings behind `selections` (learned by `profile`; None: the grid's) cannot be read, or None:
+        every pair of their draws must be measured and pass `papa.runs.stability.gate_reason`; one draw cannot."""
         pairs = self._pairs(model, task, profile)
         drawn = {draw_name(s.seed, s.part) for s in map(parse_selection, selections)}
         names = sorted(drawn | set(pairs.a) | set(pairs.b), key=draw_order)
@@ -73,8 +64,7 @@ class ClaimRun(RunScores):
         return gate_reason(pairs, theirs)
 
     def _pairs(self, model: str, task: str, profile: str | None) -> pd.DataFrame:
-        """The agreement rows of (`model`, `task`)'s rankings learned by `profile` (None: the grid's profile, and
-        the rows of a table that records none)."""
+        """The agreement rows of (`model`, `task`)'s rankings learned by `profile` (None: the grid's)."""
         table = self.stability
         if table is None or table.empty:
             return pd.DataFrame(columns=list(AGREEMENT_COLUMNS))
@@ -83,9 +73,7 @@ class ClaimRun(RunScores):
         return table[(table.model == model) & (table.task == task) & named]
 
     def chance(self, model: str, task: str) -> float | None:
-        """`task`'s chance level on `model`, if the run wrote it: the strongest predictor that needs no model
-        (``context_free``: the majority class, or a unigram model of the training tokens), else the table's
-        ``chance`` (majority class, or uniform over the vocabulary)."""
+        """`task`'s chance level on `model` where the run wrote it: ``context_free`` where finite, else ``chance``."""
         strongest = _value(self.chance_levels, model, task, "context_free") \
             if self.chance_levels is not None and "context_free" in self.chance_levels else None
         if strongest is not None and math.isfinite(strongest):
@@ -93,10 +81,8 @@ class ClaimRun(RunScores):
         return _value(self.chance_levels, model, task, "chance")
 
     def beats_chance(self, model: str, task: str, original: Scores) -> str | None:
-        """Why a probe of a task over the vocabulary is not read (None: it is): the lower end of its original score's
-        95% interval must lie above `chance`, the strongest predictor that needs no model (for an LM probe the best
-        unigram of any training text the run has), the rule a task's probe must pass against its majority class.
-        The reason names that predictor and the one fit on the probe's own training tokens."""
+        """Why a probe over the vocabulary is not read (None: it is): the lower end of its original score's 95%
+        interval must lie above `chance`, as a classifier's must above its majority class."""
         level = self.chance(model, task)
         if level is None:
             return None
@@ -113,7 +99,7 @@ class ClaimRun(RunScores):
                 "token frequency")
 
     def _text(self, model: str, task: str, column: str) -> str:
-        """`column` (text) of the (model, task) row of the chance levels ("" where there is none)."""
+        """`column` (text) of the chance levels' (model, task) row ("" where there is none)."""
         table = self.chance_levels
         if table is None or column not in table:
             return ""
@@ -122,9 +108,7 @@ class ClaimRun(RunScores):
         return "" if row.empty or pd.isna(row[column].iloc[0]) else str(row[column].iloc[0])
 
     def all_heads_drop(self, model: str, task: str) -> Estimate | None:
-        """original − every head replaced by the task's average constants on (`model`, `task`), paired by seed
-        (None where either did not run): the largest drop the method makes, the control of every part that bounds
-        a smaller effect (`papa.paper.claims.rules.control`)."""
+        """original − every head replaced by average constants, paired by seed (None: not run); the usual control."""
         original, constant = self.scores(model, task), self.scores(model, task, "average", "task", NONE, "0")
         return None if original is None or constant is None else difference(constant, original)
 
@@ -135,10 +119,8 @@ class ClaimRun(RunScores):
 
     def draws(self, model: str, task: str, method: str, label: str, *, profile: str | None = None
               ) -> dict[str, Scores]:
-        """The `Scores` of every draw of `method`'s head order run at (`model`, `task`, `label`) with the task's
-        average constants, by selection name: the plain method's and its variants' (λ rankings of other seeds and
-        training parts, random permutations of other seeds), in name order; with `profile`, the draws of that
-        profile's ranking (e.g. "full": λ learned at the paper's step count) instead."""
+        """The `Scores` of every draw of `method`'s order at (`model`, `task`, `label`) with average constants, by
+        selection name; with `profile`, the draws of that profile's ranking instead."""
         rows = self.rows(model, task, constants="average", constants_corpus="task", fraction_label=label)
         names = sorted(n for n in set(rows.selection) if n != NONE and _draw_of(n, method, profile))
         found = {n: self.scores(model, task, "average", "task", n, label) for n in names}
@@ -146,10 +128,8 @@ class ClaimRun(RunScores):
 
 
 def agreement_pairs(table: pd.DataFrame | None) -> pd.DataFrame | None:
-    """A table of the λ rankings' agreement as `papa.runs.stability.draw_agreement` writes it (one row per pair of
-    draws); a table of two seeds' agreement per (model, task) (notebooks 02 and 08, ``spearman``) stands for the
-    pair seed0, seed1 of the profile it records (None: the grid's). Every table records the heads each ρ is taken
-    over (``heads``: the gate reads ρ's interval); one without them is refused."""
+    """A λ rankings' agreement table as one row per pair of draws (a seed-to-seed table reads as seed0, seed1);
+    raises `CorruptArtifactError` without ``heads``, which the gate needs."""
     if table is None:
         return None
     table = table.reset_index()
@@ -173,23 +153,18 @@ def _draw_of(name: str, method: str, profile: str | None) -> bool:
 
 
 def order_contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
-    """The mean over `plus`'s draws of the order minus the mean over `minus`'s, paired over seeds and examples, with
-    the orders' own spread added (`over_orders`): each side is one setting's draws of its order (one, for a fixed
-    order or the original model)."""
+    """Mean over `plus`'s draws minus mean over `minus`'s, paired over seeds and examples, plus the orders' spread."""
     k = len(plus)
     joint = estimate(lambda *means: sum(means[:k]) / k - sum(means[k:]) / len(minus), *plus, *minus)
     return over_orders(joint, [s.values.mean() for s in plus], [s.values.mean() for s in minus])
 
 
-#: The head orders that are drawn (a λ ranking learned from data and a seed, a random permutation); the layer
-#: orders are fixed and never drawn.
+#: The head orders that are drawn; the layer orders are fixed.
 DRAWN_ORDERS = ("lambda", "reversed_lambda", "random")
 
 
 def drawn_numbers(e: Estimate, arms: Sequence[tuple[str, Sequence[Scores]]]) -> str:
-    """The estimate's text, and over how many draws of each drawn order it is taken (e.g. "over 4 λ rankings,
-    5 random orders"); "(1 order)" where every order behind it was drawn once, so its interval holds no spread of
-    the order."""
+    """The estimate's text and its draws ("over 4 λ rankings, 5 random orders"; "(1 order)" where each was one)."""
     counts = [(what, len(draws)) for what, draws in arms]
     if not counts:
         return e.text()

@@ -8,9 +8,9 @@ import time
 import pytest
 
 from papa.core import phases
-from papa.core.run_folder import RunFolder
 from papa.core.artifacts import FORMAT
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError, InputError
+from papa.core.run_folder import RunFolder
 
 
 @pytest.fixture(autouse=True)
@@ -31,7 +31,7 @@ def test_a_phase_inside_another_counts_for_itself_only():
 
 
 def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
-    assert phases.write_phase_times(tmp_path) is None  # nothing ran: nothing written
+    assert phases.write_phase_times(RunFolder.at(tmp_path)) is None  # nothing ran: nothing written
     folder = RunFolder(tmp_path).phase_times
     folder.mkdir()
     old = folder / "old.json"
@@ -43,34 +43,34 @@ def test_files_written_since_a_moment_add_up(tmp_path, monkeypatch):
     (folder / "other.json").write_text(json.dumps({"format": FORMAT, "seconds": {"features": 2.0}}))
     with phases.phase("features"):
         time.sleep(0.01)
-    written = phases.write_phase_times(tmp_path)
+    written = phases.write_phase_times(RunFolder.at(tmp_path))
     assert written.parent == folder
-    sums = phases.read_phase_times(tmp_path, since)
+    sums = phases.read_phase_times(RunFolder.at(tmp_path), since)
     assert set(sums) == set(phases.RUN_PHASES) and 2.01 <= sums["features"] < 2.1 and sums["lambda"] == 0
-    assert phases.read_phase_times(tmp_path)["features"] >= 102
+    assert phases.read_phase_times(RunFolder.at(tmp_path))["features"] >= 102
     (folder / "bad.json").write_text(json.dumps({"format": FORMAT, "seconds": {"lunch": 1.0}}))
     with pytest.raises(CorruptArtifactError, match="not a papa phase-times file"):
-        phases.read_phase_times(tmp_path)
+        phases.read_phase_times(RunFolder.at(tmp_path))
     (folder / "bad.json").write_text(json.dumps({"format": "papa-phase-times-1", "seconds": {"features": 1.0}}))
     with pytest.raises(IncompatibleArtifactError, match="in artifact format 'papa-phase-times-1'; this papa reads "
                                                         "format 2"):
-        phases.read_phase_times(tmp_path)
+        phases.read_phase_times(RunFolder.at(tmp_path))
 
 
 def test_each_folder_is_credited_with_its_own_work(tmp_path):
     """A process running grids into two folders writes each the work timed since its last write, nothing more."""
     with phases.phase("features"):
         time.sleep(0.02)
-    phases.write_phase_times(tmp_path / "a")
-    assert phases.totals() == {} and phases.write_phase_times(tmp_path / "b") is None
+    phases.write_phase_times(RunFolder.at(tmp_path / "a"))
+    assert phases.totals() == {} and phases.write_phase_times(RunFolder.at(tmp_path / "b")) is None
     assert not (tmp_path / "b").exists()  # nothing timed: no folder made
     with phases.phase("lambda"):
         time.sleep(0.01)
-    phases.write_phase_times(tmp_path / "b")
+    phases.write_phase_times(RunFolder.at(tmp_path / "b"))
     with phases.phase("features"):
         time.sleep(0.01)
-    phases.write_phase_times(tmp_path / "a")  # added to the same process's file
-    a, b = phases.read_phase_times(tmp_path / "a"), phases.read_phase_times(tmp_path / "b")
+    phases.write_phase_times(RunFolder.at(tmp_path / "a"))  # added to the same process's file
+    a, b = phases.read_phase_times(RunFolder.at(tmp_path / "a")), phases.read_phase_times(RunFolder.at(tmp_path / "b"))
     assert a["features"] >= 0.03 and a["lambda"] == 0 and b["lambda"] >= 0.01 and b["features"] == 0
 
 
@@ -81,7 +81,7 @@ def test_a_refusal_leaves_no_times_behind_unless_work_was_kept(tmp_path):
                              (False, RuntimeError("bug"), True), (False, None, True)):
         out = tmp_path / f"{ran}-{type(error).__name__}"
         with pytest.raises(type(error)) if error else contextlib.nullcontext():
-            with phases.timed_into(out, ran=lambda: ran):
+            with phases.timed_into(RunFolder.at(out), ran=lambda: ran):
                 with phases.phase("extraction"):
                     time.sleep(0.01)
                 if error:

@@ -11,10 +11,9 @@ import sys
 import pytest
 
 import papa
+from conftest import REPO
 from papa.method.constants import load_constants
 from papa.method.rankings import load_ranking
-
-from conftest import REPO
 
 _IMPORT_WITHOUT_NETWORK = """
 import socket, sys

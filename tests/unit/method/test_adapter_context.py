@@ -5,9 +5,9 @@ import ast
 import inspect
 
 import pytest
-from conftest import REPO, tiny_model
 
 import papa
+from conftest import REPO, tiny_model
 from papa.method.adapters.base import AdapterContext
 
 ADAPTERS = sorted((REPO / "papa" / "method" / "adapters").glob("*.py"))

@@ -295,8 +295,9 @@ def test_an_unregistered_interface_model_attaches_with_a_warning():
 
 def test_task_head_models_and_eager_implementation():
     """attach finds the encoder inside a task-headed model, and works on an eager model too."""
-    from conftest import tiny_model, tiny_tokenizer
     from transformers import AutoModelForSequenceClassification
+
+    from conftest import tiny_model, tiny_tokenizer
 
     base = tiny_model("bert", attn_implementation="eager")
     tok = tiny_tokenizer("bert")

@@ -12,9 +12,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import papa
-from papa.method.constants import ConstantMatrices, ConstantsMetadata
-
 from conftest import ARCHS, CAUSAL_ARCHS, tiny_model
+from papa.method.constants import ConstantMatrices, ConstantsMetadata
 
 LAYERS, HEADS, N = 2, 4, 12
 # Few examples per architecture keep the module to seconds; derandomize keeps CI reproducible.

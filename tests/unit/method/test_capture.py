@@ -7,13 +7,12 @@ import torch
 import papa
 import papa.method.adapters.interface
 import papa.method.capture
+from conftest import tiny_model, tiny_tokenizer
 from papa.method.adapters.interface import attention_in_blocks
 from papa.method.constants import data_free_constants
 from papa.method.layout import encode
 from papa.method.masks import Allowed
 from papa.tasks.corpus import Corpus
-
-from conftest import tiny_model, tiny_tokenizer
 
 BATCHES = [
     ["the cat sat on the mat", "a dog", "john ran to london and paris"],

@@ -9,11 +9,10 @@ import torch
 from safetensors.torch import save_file
 
 import papa
-from papa.method.constants import (ConstantMatrices, data_free_constants, load_constants, toeplitz_matrix, with_matrices,
-                            write_constants_index)
-from papa.runs.constants_cache import record_dtype
-
 from conftest import REPO, tiny_model, tiny_tokenizer
+from papa.method.constants import (ConstantMatrices, data_free_constants, load_constants, toeplitz_matrix,
+                                   with_matrices, write_constants_index)
+from papa.runs.constants_cache import record_dtype
 
 N = 12
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from papa.method.cost import (backward_macs, encoder_shape, pass_flops, probe_flops, shape_layer_cost, step_flops)
+from papa.method.cost import backward_macs, encoder_shape, pass_flops, probe_flops, shape_layer_cost, step_flops
 
 BERT_BASE = encoder_shape(768, 3072, 12)
 

@@ -11,10 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import tiny_model, tiny_tokenizer
 from papa.method.layout import encode, model_positions, prefix_space_tokenizer
 from papa.tasks.corpus import Corpus
-
-from conftest import tiny_model, tiny_tokenizer
 
 N = 12
 LONG = "the cat sat on the mat and the dog ran away"  # 11 tokens in every vocabulary here: longer than n/2

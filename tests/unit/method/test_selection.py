@@ -11,9 +11,8 @@ import torch
 from safetensors.torch import save_file
 
 from papa.core.artifacts import FORMAT
-from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
+from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError, InputError
 from papa.method.rankings import HeadRanking, load_ranking
-from papa.core.errors import InputError
 from papa.method.selection import (SELECTION_METHODS, Selection, check_order, fraction_label, heads_to_replace,
                                    num_input_dependent, parse_fraction, parse_selection, replacement_order)
 

@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from docs.claim_pages import (claim_by_claim, curve_table, decoder_claims, in_one_line, in_plain_words,
-                              lm_probe_curve, results_in_brief)
-from papa.paper.claims import RunTables, read_claims
+from docs.claim_pages import (claim_by_claim, curve_table, decoder_claims, in_one_line, in_plain_words, lm_probe_curve,
+                              results_in_brief)
+from papa.core.run_folder import RunFolder
+from papa.paper.claims import RunTables
 from papa.runs.results import ResultsTable
+from papa.sections.registry import read_claims
 from tests.unit.paper.test_claims import MEANS, result_rows, stability_table
 
 
@@ -87,8 +89,8 @@ def test_the_paper_protocol_answer_reads_every_pair_of_the_full_profile_draws(tm
     draw is missing, "not measured" without rankings; the cpu profile's draws do not count."""
     import torch
 
-    from papa.method.rankings import HeadRanking
     from docs.claim_pages import paper_protocol_answer
+    from papa.method.rankings import HeadRanking
 
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
     swapped = base.flatten().flip(0).reshape(3, 4)  # ρ = −1 with base
@@ -138,15 +140,15 @@ def test_profile_agreement_reads_every_pair_across_the_two_profiles(tmp_path):
     beside each profile's own pairs; a profile with no draws of a task shows dashes, not a number."""
     import torch
 
-    from papa.method.rankings import HeadRanking
     from docs.claim_pages import profile_agreement
+    from papa.method.rankings import HeadRanking
     from papa.paper.grids import saved_ranking_path
 
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4) / 100 + 0.45
     swapped = base.flatten().flip(0).reshape(3, 4)  # ρ = −1 with base
 
     def save(task: str, profile: str, lambdas, seed: int = 0, part: int = 0) -> None:
-        path = saved_ranking_path(str(tmp_path), "org/m", task, profile, seed=seed, part=part)
+        path = saved_ranking_path(RunFolder.at(tmp_path), "org/m", task, profile, seed=seed, part=part)
         path.parent.mkdir(parents=True, exist_ok=True)
         HeadRanking.from_lambdas(lambdas, task=task, profile=profile, model_name="org/m").save(path)
 

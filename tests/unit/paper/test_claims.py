@@ -8,10 +8,13 @@ import pandas as pd
 import pytest
 
 from papa.core.errors import CorruptArtifactError
+from papa.core.run_folder import RunFolder
 from papa.method.selection import as_fraction
-from papa.paper.claims import VERDICTS, RunTables, format_claims, read_claims, run_claims, section_claims
+from papa.paper.claims import VERDICTS, RunTables, format_claims
 from papa.reproduce.notebooks import reproduction_summary
 from papa.runs.results import ResultRow, ResultsTable, aggregate
+from papa.sections import head_selection
+from papa.sections.registry import read_claims, run_claims, section_claims
 
 # (task, constants, corpus, selection, fraction) -> mean over five seeds.
 MEANS = {
@@ -267,7 +270,7 @@ def test_summary_says_what_the_quick_profile_is_and_where_to_look(run_dir):
 
 def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     """notebook 02's probes-vs-majority table: a probe at its majority baseline says nothing about attention."""
-    from papa.paper import sections
+    from papa.paper import tables as sections
 
     curves = sections.main_curves(ResultsTable(run_dir / "results.csv").read())
     baselines = pd.DataFrame({"task": ["sst2", "ner"], "majority": [0.5, 0.795]})  # NER's interval reaches 0.795
@@ -275,7 +278,7 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     assert learns.loc[("org/roberta-base", "sst2"), "learns"] and not learns.loc[("org/roberta-base", "ner"), "learns"]
     sst2 = learns.loc[("org/roberta-base", "sst2")]
     assert sst2["margin"] == pytest.approx(sst2["mean"] - sst2["ci95"] - 0.5)
-    sections.save_table(learns, run_dir, sections.LEARNS_TABLE)
+    sections.save_table(learns, RunFolder.at(run_dir), sections.LEARNS_TABLE)
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}
     # NER's 5-point drop is no longer read; SST-2's 1-point drop is no major one, but nothing improved
     assert [p.name for p in readings["fig2_half"].parts] == ["drop at 1/2 (sst2)", "sometimes improves"]
@@ -290,7 +293,7 @@ def test_tasks_whose_probe_does_not_learn_are_left_out(run_dir):
     # SST-2 left out too: Fig. 5 ran only there, and says why it reads nothing (at 4befcb8: "were not run", under a
     # table that showed them run)
     learns.loc[("org/roberta-base", "sst2"), "learns"] = False
-    sections.save_table(learns, run_dir, sections.LEARNS_TABLE)
+    sections.save_table(learns, RunFolder.at(run_dir), sections.LEARNS_TABLE)
     fig5 = {r.claim: r for r in run_claims(run_dir, profile="quick", layout="official")}["fig5"]
     assert fig5.verdict == "not read" and fig5.ours == ("λ and another selection method at a fraction between 0 and "
                                                          "1: run only on sst2, whose probe does not beat its "
@@ -301,7 +304,7 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     """Claim (f) on a causal LM: its perplexity with its own frozen head (task lm) and with an LM probe trained from
     scratch (lm_probe) against its probes, paired by seed, as relative drops and normalised to chance, in a line of
     its own under the claim; the encoders' verdicts do not change."""
-    from papa.paper import sections
+    from papa.paper import tables as sections
 
     minilm = "st/all-MiniLM-L6-v2"  # an encoder not pretrained with MLM: its from-scratch MLM probe is not read
     ResultsTable(run_dir / "results.csv").append(
@@ -345,15 +348,15 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     # notebook 08's tables: the decoder's rankings measured stable, and each task's chance level
     seeds = pd.DataFrame({"model": ["org/decoder"] * 2, "task": ["lm", "sst2"], "spearman": [0.9, 0.9],
                           "heads": [270, 270]})
-    sections.save_table(seeds.set_index(["model", "task"]), run_dir, sections.DECODER_RANKING_STABILITY_TABLE)
+    sections.save_table(seeds.set_index(["model", "task"]), RunFolder.at(run_dir), sections.DECODER_RANKING_STABILITY_TABLE)
     readings = {r.claim: r for r in run_claims(run_dir, profile="quick")}
     half = {p.name: p for p in readings["fig2_half"].decoder.parts}
     assert "drawn on one part of the data only (seed0, seed1)" in half["drop at 1/2 (sst2)"].numbers
     stable = stability_table({"lm": 0.9, "sst2": 0.9}, model="org/decoder", heads=30 * 9)  # a disjoint part too
-    sections.save_table(stable, run_dir, sections.DECODER_RANKING_STABILITY_TABLE)
+    sections.save_table(stable, RunFolder.at(run_dir), sections.DECODER_RANKING_STABILITY_TABLE)
     chance = pd.DataFrame({"model": ["org/decoder"] * 3, "task": ["lm", "lm_probe", "sst2"],
                            "chance": [-10.0, -10.0, 0.5]})
-    sections.save_table(chance.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
+    sections.save_table(chance.set_index(["model", "task"]), RunFolder.at(run_dir), sections.DECODER_CHANCE_TABLE)
     # each notebook's notes name its own models' rankings and drawn orders (at 4befcb8 notebook 02's listed notebook
     # 08's rankings, and 08's the encoders' draws)
     ResultsTable(run_dir / "results.csv").append(result_rows({("sst2", "average", "task", "random@1", "1/2"): 0.81}))
@@ -383,7 +386,7 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
     for unigram, read in ((-6.5, True), (-5.9, False)):
         levels = chance.assign(context_free=[-5.0, unigram, 0.5], same_tokens=[-5.0, -6.5, 0.5],
                                context_free_how=["", "unigram of the lm task's tokens", ""])
-        sections.save_table(levels.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
+        sections.save_table(levels.set_index(["model", "task"]), RunFolder.at(run_dir), sections.DECODER_CHANCE_TABLE)
         probe = {p.name: p for p in {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"].decoder.parts}
         if read:
             # 1 of its 0.5 nats over the unigram lost (200%), SST-2 0.04 of 0.30 (13.3%)
@@ -394,12 +397,12 @@ def test_a_decoder_is_read_apart_from_the_papers_encoders(run_dir):
             assert ("does not beat the strongest predictor that needs no model (-5.90 nats, unigram of the lm task's "
                     "tokens) by its interval; the unigram of its own training tokens scores -6.50 nats") in probe[
                 "LM probe (from scratch) at 0 drops more"].numbers
-    sections.save_table(chance.set_index(["model", "task"]), run_dir, sections.DECODER_CHANCE_TABLE)
+    sections.save_table(chance.set_index(["model", "task"]), RunFolder.at(run_dir), sections.DECODER_CHANCE_TABLE)
 
     # notebook 08's own probes-vs-majority table: a decoder probe at its majority baseline leaves the task out
     learns = pd.DataFrame({"model": ["org/decoder"], "task": ["sst2"], "mean": [0.8], "ci95": [0.0], "n": [3],
                            "majority": [0.8], "margin": [0.0], "learns": [False]})
-    sections.save_table(learns.set_index(["model", "task"]), run_dir, sections.DECODER_LEARNS_TABLE)
+    sections.save_table(learns.set_index(["model", "task"]), RunFolder.at(run_dir), sections.DECODER_LEARNS_TABLE)
     theirs = {r.claim: r for r in run_claims(run_dir, profile="quick")}["fig6"].decoder
     assert "sst2" not in theirs.ours
     assert "Left out of every claim: sst2 (decoder)" in " ".join(reproduction_summary("cpu", folder=run_dir).split())
@@ -417,7 +420,7 @@ def _ranked_models(n):
 def test_fig3_is_not_read_on_fewer_models_than_can_reach_alpha(tmp_path):
     """The exact test's smallest one-sided p is 1/n!: 1/6 for three models, 1/24 = 0.042 for four, both above
     α = 0.025, so at 4befcb8 three or four models could only ever read inconclusive; five reach 1/120."""
-    from papa.paper.claims import FIG3_MODELS
+    from papa.paper.claims.rules import FIG3_MODELS
 
     assert FIG3_MODELS == 5
     for n in (3, 4):
@@ -448,7 +451,7 @@ def test_fig4_is_described_with_its_bootstrap_interval(run_dir):
 
 def test_the_papers_own_numbers_say_what_8_and_20_percent_measure():
     """Table 1 / 4: CoLA alone loses over 20%, the task averages are near 8%: a bound on a model's average."""
-    from papa.paper.claims import AVERAGE_MARGIN
+    from papa.paper.claims.rules import AVERAGE_MARGIN
     from papa.paper.paper_numbers import PAPER_AVERAGE_RELATIVE_DROP, PAPER_MAX_RELATIVE_DROP, relative_drops
 
     base, large = relative_drops("base"), relative_drops("large")
@@ -551,9 +554,8 @@ def test_another_profiles_ranking_is_its_own_part_gated_by_its_own_draws(tmp_pat
 def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
     """Fig. 5 and its claim read one list (`selection_comparisons`): each member of the claim's tallies is a row of
     the figure's table with its difference, and a ranking the gate does not read is drawn too, with the reason."""
-    from papa.paper import figures
-    from papa.paper.claims import comparison_table, selection_comparisons
     from papa.paper.claims.reading import claim_runs
+    from papa.sections.head_selection import comparison_table, selection_comparisons
 
     table = ResultsTable(tmp_path / "r.csv")
     table.append(result_rows(_drawn_means()))
@@ -571,7 +573,7 @@ def test_fig5_draws_every_comparison_its_claim_counts(tmp_path):
     beats = rows[(rows.kind == "lambda_beats") & (rows.method == "random") & (rows.profile == "")].iloc[0]
     assert beats.difference == pytest.approx(0.89 - (0.80 + 0.84 + 0.78) / 3, abs=0.01)
     assert beats.low < beats.difference < beats.high
-    fig = figures.selection_differences(rows)
+    fig = head_selection.selection_differences(rows)
     assert len(fig.axes) == 2  # one panel per λ ranking (the grid's, the full profile's) and kind of comparison
     drawn = sum(len(line.get_xdata()) for ax in fig.axes for line in ax.lines if line.get_marker() == "o")
     assert drawn == len(rows)  # every comparison is a point
@@ -591,7 +593,7 @@ def test_an_example_illustrates_its_verdict(tmp_path):
 
 
 def test_fig6s_figure_says_why_its_mlm_panel_is_not_read():
-    from papa.paper.claims import unread_objectives
+    from papa.paper.tables import unread_objectives
 
     assert unread_objectives(["sentence-transformers/all-MiniLM-L6-v2"]) == {
         "mlm": "not read: all-MiniLM-L6-v2 not pretrained with MLM"}
@@ -601,10 +603,10 @@ def test_fig6s_figure_says_why_its_mlm_panel_is_not_read():
 def test_a_runs_claims_are_computed_once_per_read(run_dir, monkeypatch):
     """A notebook's claims table and its closing cell share one read of the run (`RunTables`), and the claims are
     computed once on it (`RunTables.remembered`); other rows, or a fresh read, are computed apart."""
-    import papa.paper.claims.reading as reading
+    import papa.sections.registry as registry
 
-    calls, real = [], reading.read_claims
-    monkeypatch.setattr(reading, "read_claims", lambda run: calls.append(len(run.results)) or real(run))
+    calls, real = [], registry.read_claims
+    monkeypatch.setattr(registry, "read_claims", lambda run: calls.append(len(run.results)) or real(run))
     tables = RunTables.read(run_dir)
     first = run_claims(tables, profile="quick")
     assert run_claims(tables, profile="quick") == first and len(calls) == 1

@@ -105,7 +105,8 @@ def test_notebook_claim_cell_and_printed_summary_say_the_pages_verdicts(table2):
     """The same reading, verdict and every part's numbers, reaches the page, `papa reproduce`'s summary and notebook
     05's closing cell."""
     from docs import gen_measurements
-    from papa.paper.claims import format_claims, section_claims
+    from papa.paper.claims import format_claims
+    from papa.sections.registry import section_claims
 
     page = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     assert f"**Table 2, another corpus's constants: {table2.verdict_text}.**" in page

@@ -5,12 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from papa.paper import decoders
-from papa.paper.claims import RunTables, read_claims
-from papa.paper.claims.head_selection import fig5_sentence, selection_comparisons
-from papa.paper.claims.mlm_electra import own_head_sentence
+from papa.paper.claims import RunTables
 from papa.paper.claims.reading import claim_runs
 from papa.runs.results import ResultsTable
+from papa.sections import decoders
+from papa.sections.head_selection import fig5_sentence, selection_comparisons
+from papa.sections.mlm_electra import own_head_sentence
+from papa.sections.registry import read_claims
 from tests.unit.paper.test_claims import result_rows, stability_table
 
 MODEL = "org/decoder"

@@ -5,8 +5,9 @@ import pandas as pd
 import pytest
 
 from papa.method.selection import as_fraction
-from papa.paper import decoders, figures, sections
+from papa.paper import tables as sections
 from papa.runs.results import ResultRow, ResultsTable
+from papa.sections import decoders
 
 
 def _row(task, constants, selection, fraction, seed, value, metric):
@@ -47,9 +48,9 @@ def test_objective_vs_probes(curves):
     assert "decoder at 0: the LM objective loses 200.0%, the probes lose 25.0% on average" in line
     assert "the objective suffers more" in line
     assert decoders.objective_vs_probes(curves[curves.task == "sst2"]).empty
-    figures.relative_drop_curves(decoders.relative_drops(curves))  # draws without error
+    decoders.relative_drop_curves(decoders.relative_drops(curves))  # draws without error
     with pytest.raises(ValueError, match="no results"):
-        figures.relative_drop_curves(decoders.relative_drops(curves.iloc[:0]))
+        decoders.relative_drop_curves(decoders.relative_drops(curves.iloc[:0]))
 
 
 def test_probes_at_their_majority_baseline_are_left_out(curves):

@@ -7,14 +7,14 @@ import struct
 import pytest
 import torch
 
+from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.method.architectures import model_signature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
 from papa.method.extract import extract_constants
 from papa.method.rankings import HeadRanking
-from papa.paper.explorer import GRID_SCOPES, Artifacts, HeadExplorer, HeadGrid, find_artifacts, head_thumbnails
+from papa.sections.explorer import GRID_SCOPES, Artifacts, HeadExplorer, HeadGrid, find_artifacts, head_thumbnails
 from papa.tasks.corpus import Corpus
-from conftest import tiny_model, tiny_tokenizer
 
 TEXTS = ["the cat sat on the mat", "a dog ran in london", "it was a very good movie", "the plot is bad"]
 
@@ -141,8 +141,8 @@ def test_picking_a_head_reuses_the_sentence(explorer, monkeypatch):
     """Another head redraws the head view only: the live attention and the grid are not recomputed."""
     explorer.render()
     calls = []
-    monkeypatch.setattr("papa.paper.explorer.live_attention", lambda *a, **k: calls.append(1))
-    monkeypatch.setattr("papa.paper.explorer.head_thumbnails", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr("papa.sections.explorer.live_attention", lambda *a, **k: calls.append(1))
+    monkeypatch.setattr("papa.sections.explorer.head_thumbnails", lambda *a, **k: calls.append(1))
     for layer, head in [(0, 1), (1, 3), (0, 0)]:
         explorer.grid.selected = [layer, head]
     assert calls == []
@@ -210,7 +210,7 @@ def test_the_head_view_sits_beside_the_grid_and_a_picture_stands_in_for_the_widg
 def test_captions_carry_the_decimals_that_tell_lambdas_apart():
     """Captions tell the decoder's 270 λ within 0.012 of 0.5 apart (at three decimals they read "λ 0.506" over and
     over)."""
-    from papa.paper.explorer import lambda_digits
+    from papa.sections.explorer import lambda_digits
 
     assert lambda_digits(torch.linspace(0.05, 0.95, 72)) == 3  # an encoder's spread
     narrow = torch.linspace(0.494, 0.506, 270)

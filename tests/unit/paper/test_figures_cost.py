@@ -9,6 +9,7 @@ import torch
 
 from papa.method import cost
 from papa.paper import figures
+from papa.sections import main_results
 
 
 def _curves():
@@ -132,7 +133,7 @@ def test_attention_vs_constant_labels_long_inputs_sparsely():
 
 def test_performance_vs_drop_labels_models():
     summary = pd.DataFrame({"model": ["org/a", "org/b"], "original": [0.8, 0.9], "relative_drop": [0.05, 0.1]})
-    fig = figures.performance_vs_drop(summary)
+    fig = main_results.plot_performance_vs_drop(summary)
     assert sorted(t.get_text() for t in fig.axes[0].texts) == ["a", "b"]
 
 
@@ -181,6 +182,6 @@ def test_learning_curves_plot_each_task_against_its_majority_baseline():
 def test_fig3_of_one_model_says_it_shows_no_relation():
     one = pd.DataFrame({"model": ["sentence-transformers/all-MiniLM-L6-v2"], "relative_drop": [0.05],
                         "original": [0.6]})
-    assert "one model" in figures.performance_vs_drop(one).axes[0].get_title()
+    assert "one model" in main_results.plot_performance_vs_drop(one).axes[0].get_title()
     two = pd.concat([one, one.assign(model="roberta-base", relative_drop=0.1)], ignore_index=True)
-    assert figures.performance_vs_drop(two).axes[0].get_title() == ""
+    assert main_results.plot_performance_vs_drop(two).axes[0].get_title() == ""

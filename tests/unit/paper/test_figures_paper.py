@@ -8,6 +8,7 @@ import pytest
 from papa.paper import figures
 from papa.paper.paper_numbers import (PAPER_DIAGONAL_SHARE, PAPER_SPECIAL_SHARE, alternative_matrices,
                                       performance_vs_drop_points, relative_drops)
+from papa.sections import constant_patterns, main_results
 
 
 @pytest.fixture(autouse=True)
@@ -83,7 +84,7 @@ def test_fig2_without_any_task_of_the_paper_still_draws():
 
 def test_fig3_places_the_papers_roberta_base_and_large_beside_the_run():
     summary = pd.DataFrame({"model": ["org/a", "org/b"], "original": [0.6, 0.7], "relative_drop": [0.05, 0.1]})
-    fig = figures.performance_vs_drop(summary)
+    fig = main_results.plot_performance_vs_drop(summary)
     ax = fig.axes[0]
     assert sorted(t.get_text() for t in ax.texts) == ["a", "b"]  # the run's models are annotated, as before
     points = performance_vs_drop_points()
@@ -99,10 +100,10 @@ def test_fig3_places_the_papers_roberta_base_and_large_beside_the_run():
     assert points.loc["RoBERTa-base", "relative_drop"] == pytest.approx(0.0946, abs=1e-4)
     assert points.loc["RoBERTa-large", "relative_drop"] == pytest.approx(0.1213, abs=1e-4)
     assert _legend(fig) == ["this run", "paper, RoBERTa-base (Table 1)", "paper, RoBERTa-large (Table 4)"]
-    plain = figures.performance_vs_drop(summary, paper=False)
+    plain = main_results.plot_performance_vs_drop(summary, paper=False)
     assert not [line for line in plain.axes[0].get_lines() if line.get_label().startswith("paper")]
     # a run with no point to place still says so
-    empty = figures.performance_vs_drop(summary.iloc[0:0])
+    empty = main_results.plot_performance_vs_drop(summary.iloc[0:0])
     assert "no model" in empty.axes[0].texts[0].get_text()
 
 
@@ -110,7 +111,7 @@ def test_fig4_share_bars_carry_the_papers_shares():
     intervals = pd.DataFrame({"value": [0.65, 0.25, 0.15, 0.25, 0.72], "low": [0.62, 0.25, 0.14, 0.24, 0.71],
                               "high": [0.67, 0.25, 0.15, 0.28, 0.73], "heads": 72},
                              index=pd.Index(["diagonal", "special", "both", "neither", "median_spread"], name="share"))
-    fig = figures.pattern_shares(intervals)
+    fig = constant_patterns.pattern_shares(intervals)
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["diagonal", "special", "both", "neither"]
     assert [bar.get_height() for bar in ax.patches] == pytest.approx([0.65, 0.25, 0.15, 0.25])
@@ -125,10 +126,10 @@ def test_fig4_share_bars_carry_the_papers_shares():
     assert _legend(fig) == ["this run", "paper (about 90%)", "paper (about 40%)"]
     # pattern_summary's series (no intervals) draws too; shares the paper does not give carry no mark
     summary = pd.Series({"heads": 72, "diagonal": 0.65, "sink": 0.24, "median_spread": 0.72})
-    ax = figures.pattern_shares(summary).axes[0]
+    ax = constant_patterns.pattern_shares(summary).axes[0]
     assert [t.get_text() for t in ax.get_xticklabels()] == ["diagonal", "sink"]
     assert len(_paper_lines(ax, "paper (about 90%)")) == 1 and not _paper_lines(ax, "paper (about 40%)")
-    ax = figures.pattern_shares(summary.drop("diagonal")).axes[0]
+    ax = constant_patterns.pattern_shares(summary.drop("diagonal")).axes[0]
     assert not [line for line in ax.get_lines() if line.get_label().startswith("paper")]
-    assert not [line for line in figures.pattern_shares(intervals, paper=False).axes[0].get_lines()
+    assert not [line for line in constant_patterns.pattern_shares(intervals, paper=False).axes[0].get_lines()
                 if line.get_label().startswith("paper")]

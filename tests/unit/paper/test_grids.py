@@ -6,9 +6,13 @@ import pandas as pd
 import pytest
 
 from papa.core.errors import InputError
+from papa.core.run_folder import RunFolder
 from papa.core.settings import RunSettings
-from papa.paper.grids import decoders, draws_an_order, head_selection, learned_rankings, main_results, order_draws
+from papa.paper.grids import draws_an_order, learned_rankings, order_draws
 from papa.runs.names import RankingName
+from papa.sections.decoders import grids as decoders
+from papa.sections.head_selection import grids as head_selection
+from papa.sections.main_results import grids as main_results
 
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 METHODS = ["lambda", "first_to_last", "last_to_first", "random", "reversed_lambda"]
@@ -16,7 +20,7 @@ METHODS = ["lambda", "first_to_last", "last_to_first", "random", "reversed_lambd
 
 def test_draws_of_each_order_are_declared_at_the_fractions_where_an_order_matters(tmp_path):
     assert set(head_selection([MINILM], ["sst2"], METHODS)) == {"results"}
-    declared = head_selection([MINILM], ["sst2"], METHODS, ["part1", "seed1"], 2, ["full"], str(tmp_path))
+    declared = head_selection([MINILM], ["sst2"], METHODS, ["part1", "seed1"], 2, ["full"], RunFolder.at(tmp_path))
     draws = declared["draws"]
     assert draws.selections == ("lambda@part1", "lambda@seed1", "reversed_lambda@part1", "reversed_lambda@seed1",
                                 "random@1", "random@2")  # the full profile's ranking is not saved: not declared
@@ -52,20 +56,20 @@ def test_another_profiles_ranking_is_declared_on_the_tasks_where_it_is_saved(tmp
     rankings.mkdir()
     name = RankingName(MINILM, "sst2", "average", "task", 64, "full", "official").filename
     (rankings / name).write_bytes(b"")
-    assert learned_rankings(["full", "cpu"], [MINILM], ["sst2"], str(tmp_path)) == {"full": ("sst2",)}
-    assert learned_rankings(["full"], [MINILM], ["cola", "sst2"], str(tmp_path)) == {"full": ("sst2",)}
-    assert learned_rankings(["full"], [MINILM], ["cola"], str(tmp_path)) == {}
+    assert learned_rankings(["full", "cpu"], [MINILM], ["sst2"], RunFolder.at(tmp_path)) == {"full": ("sst2",)}
+    assert learned_rankings(["full"], [MINILM], ["cola", "sst2"], RunFolder.at(tmp_path)) == {"full": ("sst2",)}
+    assert learned_rankings(["full"], [MINILM], ["cola"], RunFolder.at(tmp_path)) == {}
     declared = head_selection([MINILM], ["cola", "sst2"], ["lambda", "random", "reversed_lambda"],
-                              other_rankings=["full"], folder=str(tmp_path))
+                              other_rankings=["full"], folder=RunFolder.at(tmp_path))
     assert set(declared) == {"results", "ranking@full"}
     assert declared["ranking@full"].tasks == ("sst2",)
     assert declared["ranking@full"].selections == ("lambda@full", "reversed_lambda@full")
     assert declared["ranking@full"].fractions == ("1/2", "1/8", "1/16")
-    main = main_results([MINILM], ["cola", "sst2"], ["part1"], ["full"], str(tmp_path))
+    main = main_results([MINILM], ["cola", "sst2"], ["part1"], ["full"], RunFolder.at(tmp_path))
     assert main["draws"].tasks == ("cola", "sst2") and main["draws"].selections == ("lambda@part1",)
     assert main["ranking@full"].tasks == ("sst2",) and main["ranking@full"].selections == ("lambda@full",)
     assert main["ranking@full"].fractions == ("1/2",)
-    assert "ranking@full" not in main_results([MINILM], ["cola"], [], ["full"], str(tmp_path))
+    assert "ranking@full" not in main_results([MINILM], ["cola"], [], ["full"], RunFolder.at(tmp_path))
     assert "ranking@full" not in main_results([MINILM], ["sst2"], [], ["full"])  # no output folder to look in
 
 
@@ -75,7 +79,7 @@ def test_run_orders_runs_every_grid_that_draws_an_order_again_and_nothing_else(m
     rankings = tmp_path / "rankings"
     rankings.mkdir()
     (rankings / RankingName(MINILM, "sst2", "average", "task", 64, "full", "official").filename).write_bytes(b"")
-    declared = main_results([MINILM], ["sst2"], ["part1"], ["full"], str(tmp_path))
+    declared = main_results([MINILM], ["sst2"], ["part1"], ["full"], RunFolder.at(tmp_path))
     ran = []
     monkeypatch.setattr(grids, "run", lambda g, settings: ran.append(g.selections) or pd.DataFrame({"n": [1]}))
     rows = grids.run_orders(declared, RunSettings("cpu", tmp_path))

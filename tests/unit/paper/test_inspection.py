@@ -7,7 +7,7 @@ from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.method.extract import extract_constants
 from papa.method.selection import replacement_order
-from papa.paper.inspection import layout_table, replacement_effect
+from papa.sections.method import layout_table, replacement_effect
 
 
 def test_layout_table_collapses_padding_and_keeps_sep_last():
@@ -40,7 +40,8 @@ def test_a_decoders_representation_and_replacement_effect():
     from conftest import tiny_model, tiny_tokenizer
     from papa.method.extract import extract_constants
     from papa.method.layout import encode
-    from papa.paper.inspection import mean_pooled, replacement_effect
+    from papa.paper.inspection import mean_pooled
+    from papa.sections.method import replacement_effect
 
     model, tok = tiny_model("llama", lm_head=True), tiny_tokenizer("llama")
     texts = ["the cat sat", "a dog ran on the mat"]

@@ -9,9 +9,10 @@ import pytest
 
 from conftest import REPO
 from papa.core.errors import InputError
-from papa.paper.claims import profile_claims
+from papa.core.run_folder import RunFolder
 from papa.paper.claims.leave_one_out import leave_one_out
-from papa.paper.sections import LEARNS_TABLES
+from papa.paper.tables import LEARNS_TABLES
+from papa.sections.registry import profile_claims
 
 CPU_RUN = REPO / "artifacts" / "cpu"
 
@@ -41,7 +42,7 @@ def base():
 @pytest.mark.slow  # scores the committed run's 1,070 runs again and reads every claim on them
 def test_no_verdict_moves_with_the_first_evaluation_example_left_out(base, tmp_path):
     run, claims = base
-    fewer = leave_one_out(run, 0, tmp_path / "run")
+    fewer = leave_one_out(run, 0, RunFolder.at(tmp_path / "run"))
     moved = fewer.results.value - run.results.value
     assert (moved.abs() > 0).mean() > 0.5, "leaving an example out must move most runs' scores"
     assert moved.abs().max() < 0.02
@@ -63,12 +64,12 @@ def test_a_run_without_predictions_or_a_used_folder_is_refused_first(tmp_path):
     bare.mkdir()
     shutil.copy(CPU_RUN / "results.csv", bare / "results.csv")
     with pytest.raises(InputError, match="stores its runs' predictions"):
-        leave_one_out(bare, 0, tmp_path / "out")
+        leave_one_out(bare, 0, RunFolder.at(tmp_path / "out"))
     used = tmp_path / "used"
     used.mkdir()
     (used / "notes.txt").write_text("mine")
     with pytest.raises(InputError, match="not empty"):
-        leave_one_out(CPU_RUN, 0, used)
+        leave_one_out(CPU_RUN, 0, RunFolder.at(used))
     with pytest.raises(InputError, match="outside run"):
-        leave_one_out(CPU_RUN, 10 ** 6, tmp_path / "out")
+        leave_one_out(CPU_RUN, 10 ** 6, RunFolder.at(tmp_path / "out"))
     assert not (tmp_path / "out").exists()

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from papa.core.errors import InputError
-from papa.method.signature import ModelSignature
 from papa.method.constants import ConstantMatrices, ConstantsMetadata
+from papa.method.signature import ModelSignature
 from papa.paper.patterns import head_patterns, head_patterns_of, pattern_summary, representative_heads
 
 N = 8
@@ -149,7 +149,7 @@ def _intervals(diagonal: tuple[float, float, float], special: tuple[float, float
 
 
 def test_the_shares_beside_the_papers_say_where_an_interval_excludes_its_value():
-    from papa.paper.claims.constant_patterns import paper_comparison
+    from papa.sections.constant_patterns import paper_comparison
 
     apart = paper_comparison(_intervals((0.65, 0.62, 0.67), (0.25, 0.25, 0.25)))
     assert apart.startswith("Fig. 4's shares beside the paper's (72 heads, 95% bootstrap intervals")

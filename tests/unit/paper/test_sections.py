@@ -5,9 +5,12 @@ import pandas as pd
 import pytest
 import scipy.stats
 
+from papa.core.run_folder import RunFolder
 from papa.method.selection import as_fraction
-from papa.paper import baselines, grids, sections
+from papa.paper import baselines, grids
+from papa.paper import tables as sections
 from papa.runs.results import ResultRow, ResultsTable
+from papa.sections import alternative_matrices, data_dependence, main_results
 
 
 def _row(task, constants, selection, fraction, seed, value, corpus="task"):
@@ -79,7 +82,7 @@ def test_claims_and_ranks(results):
     claims = sections.fraction_claims(curves).iloc[0]
     assert claims["drop_at_half"] == pytest.approx(0.01)
     assert claims["relative_drop_at_0"] == pytest.approx(0.09 / 0.90)
-    summary = sections.performance_vs_drop(curves)
+    summary = main_results.performance_vs_drop(curves)
     assert summary.loc[0, "original"] == pytest.approx(0.90) and summary.loc[0, "tasks"] == 1
 
 
@@ -90,14 +93,14 @@ def test_fig3_reads_the_tasks_the_claims_read(results):
     curves = sections.main_curves(pd.concat([results, other]))
     learns = pd.DataFrame({"learns": [True, False]},
                           index=pd.MultiIndex.from_tuples([("m", "sst2"), ("m", "mrpc")], names=["model", "task"]))
-    assert sections.performance_vs_drop(curves, learns=learns).loc[0, "relative_drop"] == pytest.approx(0.10)
+    assert main_results.performance_vs_drop(curves, learns=learns).loc[0, "relative_drop"] == pytest.approx(0.10)
 
 
 def test_tables(results):
-    t1 = sections.alternatives_table(results, ["zeros", "average"])
+    t1 = alternative_matrices.alternatives_table(results, ["zeros", "average"])
     assert list(t1.index.get_level_values("constants")) == ["none", "zeros", "average"]
     assert t1.loc[("m", "average"), "sst2"].startswith("0.810 ± ")
-    t2 = sections.data_dependence_table(results, "mlm")
+    t2 = data_dependence.data_dependence_table(results, "mlm")
     assert list(t2.index.get_level_values("constants_corpus")) == ["the task's own", "WikiText"]  # as pages name them
     assert t2.loc[("m", "WikiText"), "sst2"].startswith("0.700")
 
@@ -109,21 +112,21 @@ def test_format_and_other_corpus(tmp_path):
     (tmp_path / "glue_data" / "SST-2" / "train.tsv").write_text("sentence\tlabel\n")
     assert grids.task_available("sst2", str(tmp_path))
     assert grids.available_corpus(data_dir=str(tmp_path)) == "mlm"  # no MNLI files here
-    assert grids.data_dependence(["m"], ["sst2"], data_dir=str(tmp_path))["other"].constants_corpus == "mlm"
-    path = sections.save_table(pd.DataFrame({"a": [1]}), str(tmp_path), "t")
+    assert data_dependence.grids(["m"], ["sst2"], data_dir=str(tmp_path))["other"].constants_corpus == "mlm"
+    path = sections.save_table(pd.DataFrame({"a": [1]}), RunFolder.at(str(tmp_path)), "t")
     assert path.read_text().splitlines()[0] == ",a"
     # sums taken in another order on a rerun differ in the last bits: the file does not
     one, other = 0.1 + 0.2 + 0.3, 0.3 + 0.2 + 0.1
     assert one != other
-    first = sections.save_table(pd.DataFrame({"rho": [one]}), str(tmp_path), "a").read_bytes()
-    assert sections.save_table(pd.DataFrame({"rho": [other]}), str(tmp_path), "b").read_bytes() == first
+    first = sections.save_table(pd.DataFrame({"rho": [one]}), RunFolder.at(str(tmp_path)), "a").read_bytes()
+    assert sections.save_table(pd.DataFrame({"rho": [other]}), RunFolder.at(str(tmp_path)), "b").read_bytes() == first
     # another CPU's vector unit moves a value by a few units in the last place: the same bytes (10 digits)
     import numpy as np
 
     moved = np.nextafter(np.nextafter(one, 1.0), 1.0) * (1 + 4e-16)
     assert moved != one
-    assert sections.save_table(pd.DataFrame({"rho": [moved]}), str(tmp_path), "c").read_bytes() == first
-    assert "0.6," in sections.save_table(pd.DataFrame({"rho": [one], "x": [1]}), str(tmp_path), "d").read_text()
+    assert sections.save_table(pd.DataFrame({"rho": [moved]}), RunFolder.at(str(tmp_path)), "c").read_bytes() == first
+    assert "0.6," in sections.save_table(pd.DataFrame({"rho": [one], "x": [1]}), RunFolder.at(str(tmp_path)), "d").read_text()
 
 
 def test_grids_need_models_and_tasks_and_a_known_runner():
@@ -136,19 +139,19 @@ def test_grids_need_models_and_tasks_and_a_known_runner():
 def test_training_sizes_say_what_each_kind_trained_on(results):
     sized = results.assign(extra=['{"train_examples": 400, "epochs": 4}' if k == "zeros" else
                                   '{"train_examples": 8551, "epochs": 15}' for k in results["constants"]])
-    table = sections.training_sizes(sized)
+    table = alternative_matrices.training_sizes(sized)
     assert table.loc["zeros", "sst2"] == "400 × 4" and table.loc["average", "sst2"] == "8551 × 15"
-    assert sections.training_sizes(results).loc["none", "sst2"] == "? × ?"  # rows without sizes say so
+    assert alternative_matrices.training_sizes(results).loc["none", "sst2"] == "? × ?"  # rows without sizes say so
 
 
 def test_the_grids_own_probe_is_placed_on_its_learning_curve(results):
     sized = results.assign(extra='{"train_examples": 500, "epochs": 4}')
     curves = pd.DataFrame({"model": ["org/m"] * 2, "task": ["sst2"] * 2, "metric": ["accuracy"] * 2,
                            "train_examples": [250, 1000], "n": [3, 3], "mean": [0.85, 0.92], "ci95": [0.01, 0.01]})
-    points = sections.grid_points(sized, curves)
+    points = main_results.grid_points(sized, curves)
     assert list(points.columns) == list(curves.columns) and len(points) == 1  # original attention, fraction 1 only
     assert points["train_examples"].item() == 500 and points["mean"].item() == pytest.approx(0.90)
-    assert sections.grid_points(sized, curves.assign(task="cola")).empty
+    assert main_results.grid_points(sized, curves.assign(task="cola")).empty
 
 
 @pytest.mark.integration
@@ -191,23 +194,23 @@ def test_table1_marks_trained_rows_that_trained_on_another_size(results):
     and the original attention's recorded; the other rows, and trained rows sized like the others, carry no mark."""
     kinds = ["zeros", "trainable_toeplitz", "trainable_average", "average"]
     apart = _sized(results, '{"train_examples": 200, "epochs": 1}', '{"train_examples": 2000, "epochs": 4}')
-    table = sections.alternatives_table(apart, kinds)
-    note = table[sections.NOTE_COLUMN]
+    table = alternative_matrices.alternatives_table(apart, kinds)
+    note = table[alternative_matrices.NOTE_COLUMN]
     expected = "not reproduced: 200 examples, 1 epoch (the other rows: 2000 examples, 4 epochs)"
     assert note[("m", "trainable_toeplitz")] == note[("m", "trainable_average")] == expected
     assert (note.drop([("m", "trainable_toeplitz"), ("m", "trainable_average")]) == "").all()
     assert table.loc[("m", "trainable_average"), "sst2"].startswith("0.600 ± ")  # the scores as before
     alike = _sized(results, '{"train_examples": 8, "epochs": 1}', '{"train_examples": 8, "epochs": 1}')
-    assert (sections.alternatives_table(alike, kinds)[sections.NOTE_COLUMN] == "").all()
+    assert (alternative_matrices.alternatives_table(alike, kinds)[alternative_matrices.NOTE_COLUMN] == "").all()
     unsized = _sized(results, "", "")  # sizes not recorded: nothing to say
-    assert (sections.alternatives_table(unsized, kinds)[sections.NOTE_COLUMN] == "").all()
+    assert (alternative_matrices.alternatives_table(unsized, kinds)[alternative_matrices.NOTE_COLUMN] == "").all()
 
 
 def test_the_note_names_each_tasks_sizes_as_a_range(results):
     other = results.assign(task="cola")
     both = pd.concat([_sized(results, '{"train_examples": 200, "epochs": 1}', '{"train_examples": 2000, "epochs": 4}'),
                       _sized(other, '{"train_examples": 200, "epochs": 1}', '{"train_examples": 3000, "epochs": 15}')])
-    notes = sections.trained_size_notes(both)
+    notes = alternative_matrices.trained_size_notes(both)
     assert notes[("m", "trainable_average")] == ("not reproduced: 200 examples, 1 epoch (the other rows: "
                                                   "2000–3000 examples, 4–15 epochs)")
 

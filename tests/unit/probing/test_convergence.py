@@ -11,8 +11,7 @@ import papa
 from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.method.constants import data_free_constants
-from papa.probing.convergence import (lambda_movement, learning_curve, ranking_agreement,
-                                      replaced_heads, spearman)
+from papa.probing.convergence import lambda_movement, learning_curve, ranking_agreement, replaced_heads, spearman
 from papa.probing.features import encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.training import TrainSettings

@@ -7,14 +7,13 @@ from pathlib import Path
 import pytest
 import torch
 
+from conftest import tiny_model, tiny_task_data, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.probing import feature_store
 from papa.probing.feature_store import plan_store
 from papa.probing.features import FeatureSource, hidden_features
 from papa.probing.probes import IGNORE_INDEX
 from papa.probing.training import TrainSettings, make_probe, train_probe, train_probes
-
-from conftest import tiny_model, tiny_task_data, tiny_tokenizer
 
 N = 12
 

@@ -4,14 +4,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.probing.features import FeatureSource, encode_task
 from papa.probing.probes import IGNORE_INDEX
 from papa.probing.training import TrainSettings, evaluate_probe, make_probe, train_probe
 from papa.tasks.data import Example
 from papa.tasks.registry import get_task
-
-from conftest import tiny_model, tiny_tokenizer
 
 
 def test_token_labels_on_first_subtoken_only():

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from conftest import tiny_model, tiny_task_data, tiny_tokenizer
 from papa.core.errors import InputError
 from papa.probing import feature_store
 from papa.probing.feature_store import check_settings, choose_path, plan_store, store_path
 from papa.probing.features import FeatureSource
 from papa.probing.training import TrainSettings, make_probe, train_probes_in_chunks
-
-from conftest import tiny_model, tiny_task_data, tiny_tokenizer
 
 N = 12
 
@@ -128,7 +127,8 @@ def test_the_path_of_each_split_follows_from_its_size_and_the_budgets():
     assert choose_path(mnli_base, node, batch_order="chunks") == "disk_streamed"
     assert choose_path(mnli_base, node, allow_bf16=True) == "pinned_host_bf16"
     assert choose_path(mnli_base, big) == "pinned_host"
-    assert choose_path(mnli_large, node, allow_bf16=True, batch_order="chunks") == "disk_streamed"
+    assert choose_path(mnli_large, node, allow_bf16=True, batch_order="chunks") == "disk_streamed_bf16"
+    assert choose_path(mnli_large, node, batch_order="chunks") == "disk_streamed"  # float32 only where bf16 is not
     assert choose_path(mnli_large, big, allow_bf16=True) == "pinned_host_bf16"
     assert choose_path(mnli_large, {**node, "disk": TiB}, allow_bf16=True, batch_order="chunks") == \
         "disk_streamed_bf16"

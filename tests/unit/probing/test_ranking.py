@@ -9,19 +9,18 @@ import pytest
 import torch
 
 import papa
+from conftest import tiny_model, tiny_tokenizer
 from papa.core.artifacts import read_safetensors_metadata
 from papa.core.errors import CorruptArtifactError, IncompatibleArtifactError
 from papa.method.constants import data_free_constants
 from papa.method.rankings import HeadRanking
 from papa.method.selection import check_order
-from papa.probing.features import encode_task
 from papa.probing.checkpoint import TrainingCheckpoint
+from papa.probing.features import encode_task
 from papa.probing.ranking import LambdaTrace, learn_lambdas
 from papa.probing.training import TrainSettings
 from papa.tasks.data import Example
 from papa.tasks.registry import get_task
-
-from conftest import tiny_model, tiny_tokenizer
 
 
 def test_lambdas_move_and_rank_all_heads(arch):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -11,8 +12,7 @@ import pytest
 from conftest import REPO
 from papa.core.errors import InputError
 from papa.reproduce.batch import Batch
-from papa.reproduce.notebooks import (NOTEBOOKS, PROFILE_PARAMETERS, as_lab_writes, notebook_parameters,
-                                      portable_paths)
+from papa.reproduce.notebooks import NOTEBOOKS, PROFILE_PARAMETERS, as_lab_writes, notebook_parameters, portable_paths
 from papa.reproduce.stored import STORED_PROFILE
 from papa.reproduce.timings import read_run
 
@@ -210,31 +210,31 @@ def test_kernels_start_without_the_transport_warning(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_a_notebook_runs_what_its_section_declares(name):
-    """`papa jobs` lists a notebook's jobs from its section's declaration (papa.paper.grids.SECTION_GRIDS) without
-    running the notebook, so the notebook must run exactly that: its declaration called once, each grid it declares
-    run through `grids.run`, and no grid runner called any other way."""
-    from papa.paper.grids import SECTION_GRIDS, draws_an_order, section_grids
-    from papa.reproduce.notebooks import notebook_grids
-    from papa.reproduce.notebooks import default_parameters
+    """`papa jobs` lists a notebook's jobs from its section's declaration (`grids` of its module in
+    papa.sections.registry.SECTIONS) without running the notebook, so the notebook must run exactly that: its
+    declaration called once, each grid it declares run through `section.run`, and no grid runner called any other
+    way."""
+    from papa.paper.grids import draws_an_order
+    from papa.reproduce.notebooks import default_parameters, notebook_grids
+    from papa.sections.registry import SECTIONS, section_grids
 
     source = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
                        if c.cell_type == "code")
     assert "run_grid(" not in source and "run_grids(" not in source and "learning_curves(" not in source.replace(
-        "figures.learning_curves(", "")
-    declare = SECTION_GRIDS.get(name)
-    if declare is None:
-        assert "grids.run(" not in source and notebook_grids(name) == []
+        "section.learning_curves(", "")
+    if not hasattr(SECTIONS[name], "grids"):
+        assert "section.run(" not in source and notebook_grids(name) == []
         return
-    assert source.count(f"grids.{declare.__name__}(") == 1
-    run = [line.split("grids.run(declared[", 1)[1].split("]", 1)[0].strip("\"'") for line in source.splitlines()
-           if "grids.run(declared[" in line]
-    assert source.count("grids.run(") == len(run)
+    assert source.count("section.grids(") == 1
+    run = [line.split("section.run(declared[", 1)[1].split("]", 1)[0].strip("\"'") for line in source.splitlines()
+           if "section.run(declared[" in line]
+    assert source.count("section.run(") == len(run)
     values = default_parameters(name)
     declared = section_grids(name, {**values, "out_dir": str(REPO / "notebooks" / values["out_dir"])})
     # the grids that draw an order again (the profile's other draws, other profiles' rankings) run together
     orders = {k for k in declared if draws_an_order(k)}
     if orders:
-        assert source.count("grids.run_orders(declared") == 1 and not orders & set(run)
+        assert source.count("section.run_orders(declared") == 1 and not orders & set(run)
     assert set(declared) - orders <= set(run)
     # a grid declared only with some parameters (other draws of an order) is run where it is declared
     assert all(f'if "{key}" in declared' in source for key in set(run) - set(declared))
@@ -271,7 +271,7 @@ def test_other_models_and_tasks_are_set_as_each_notebook_takes_them(tmp_path):
 
 
 def test_list_parameters_given_as_papermill_strings():
-    from papa.paper.sections import listed
+    from papa.paper.tables import listed
 
     assert listed("tasks", ["sst2"]) == ["sst2"]
     assert listed("tasks", '["sst2", "cola"]') == ["sst2", "cola"]  # papermill -p tasks '["sst2", "cola"]'
@@ -330,10 +330,25 @@ def test_the_checks_are_out_of_the_story(name):
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        checks = "checks.check_table(" in cell.source
+        checks = "section.check_table(" in cell.source
         tagged = "check" in cell.metadata.get("tags", [])
         collapsed = cell.metadata.get("jupyter", {}) == {"source_hidden": True, "outputs_hidden": True}
         assert checks == tagged == collapsed, (name, cell.source[:80])
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_a_section_notebook_calls_into_one_section_module(name):
+    """A section notebook imports its section's module (papa.sections.<section>) and nothing else of papa but the
+    method's public face (`import papa`): what it calls is that module's, so a reader opens one file."""
+    from papa.sections.registry import SECTIONS
+
+    source = "\n".join(c.source for c in nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4).cells
+                       if c.cell_type == "code")
+    imports = [line.strip() for line in source.splitlines() if "papa" in line and "import" in line.split("#")[0]]
+    module = SECTIONS[name].__name__.rsplit(".", 1)[1]
+    assert sorted(set(imports) - {"import papa"}) == [f"from papa.sections import {module} as section"]
+    called = set(re.findall(r"\bsection\.(\w+)", source))
+    assert called and called <= set(SECTIONS[name].__all__), sorted(called - set(SECTIONS[name].__all__))
 
 
 @pytest.mark.parametrize("name", [*NOTEBOOKS, "explorer"])

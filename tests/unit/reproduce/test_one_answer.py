@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from conftest import REPO
-from papa.paper.sections import TASK_NAMES, format_cell
+from papa.paper.tables import TASK_NAMES, format_cell
 
 TABLES = REPO / "artifacts" / "cpu" / "tables"
 NOTEBOOKS = REPO / "notebooks"
@@ -99,7 +99,7 @@ def _saved_tables(notebook: str) -> list[tuple[str, str]]:
     found = []
     for cell in nb["cells"]:
         source = "".join(cell.get("source", ""))
-        for name in re.findall(r"save_table\(curves, out_dir, \"(\w+)\"\)", source):
+        for name in re.findall(r"save_table\(curves, settings.folder, \"(\w+)\"\)", source):
             shown = "".join("".join(o.get("data", {}).get("text/plain", "")) for o in cell.get("outputs", []))
             found.append((name, shown))
     return found

@@ -12,8 +12,8 @@ import pytest
 from conftest import REPO
 from papa.core.errors import InputError
 from papa.core.vocabulary import NOTEBOOKS
-from papa.reproduce.stored import (COMPARED, STORED_PROFILE, is_progress_bar, store_run_notebooks,
-                                   stored_notebook, with_values)
+from papa.reproduce.stored import (COMPARED, STORED_PROFILE, is_progress_bar, store_run_notebooks, stored_notebook,
+                                   with_values)
 
 PARAMETERS = ('model = "m"                      # which model\n'
               'sentences = ["a b",\n'

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from conftest import REPO
-from papa.core.vocabulary import NOTEBOOKS
 from papa.core.errors import InputError
+from papa.core.vocabulary import NOTEBOOKS
 from tests.stored_numbers import NOT_REPLAYED, changed_files, differences, not_replayed, printed, replay_folder
 
 

@@ -25,34 +25,34 @@ def _row(name: str, seconds: float, **extra) -> dict:
 
 def test_notebook_times_keep_earlier_notebooks_and_replace_a_rerun(tmp_path):
     """A batch that resumes (or runs other notebooks) keeps the times of the ones done before, in section order."""
-    record_notebook_time(tmp_path, _row("04_alternative_matrices", 30.0, new_runs=12))
-    record_notebook_time(tmp_path, _row("01_method", 1.0, new_runs=4))
-    times = record_notebook_time(tmp_path, _row("04_alternative_matrices", 40.0, new_runs=0))
+    record_notebook_time(RunFolder.at(tmp_path), _row("04_alternative_matrices", 30.0, new_runs=12))
+    record_notebook_time(RunFolder.at(tmp_path), _row("01_method", 1.0, new_runs=4))
+    times = record_notebook_time(RunFolder.at(tmp_path), _row("04_alternative_matrices", 40.0, new_runs=0))
     stored = pd.read_csv(tmp_path / "notebook_times.csv")
     assert list(stored["notebook"]) == ["01_method", "04_alternative_matrices"] == list(times["notebook"])
     assert list(stored["seconds"]) == [1.0, 40.0] and stored["new_runs"].tolist()[1] == 0
     (tmp_path / "notebook_times.csv").write_text("name,secs\nx,1\n")
     with pytest.raises(InputError, match="lacks the columns"):
-        record_notebook_time(tmp_path, _row("01_method", 1.0, new_runs=0))
+        record_notebook_time(RunFolder.at(tmp_path), _row("01_method", 1.0, new_runs=0))
     with pytest.raises(ValueError, match="has the fields"):
-        record_notebook_time(tmp_path, _row("01_method", 1.0))  # how many runs it computed is always recorded
+        record_notebook_time(RunFolder.at(tmp_path), _row("01_method", 1.0))  # how many runs it computed is always recorded
 
 
 def test_times_without_new_runs_are_refused(tmp_path):
     (tmp_path / "notebook_times.csv").write_text("notebook,profile,seconds,output\n01_method,cpu,43.1,x.ipynb\n")
     with pytest.raises(InputError, match=r"lacks the columns \['new_runs'\]"):
-        record_notebook_time(tmp_path, _row("02_main_results", 5.0, new_runs=3))
+        record_notebook_time(RunFolder.at(tmp_path), _row("02_main_results", 5.0, new_runs=3))
     assert read_notebook_times(REPO / "artifacts" / "cpu" / "notebook_times.csv")["seconds"].gt(0).all()
 
 
 def test_the_notebooks_time_is_one_sentence_of_the_recorded_rows(tmp_path):
-    record_notebook_time(tmp_path, _row("01_method", 43.1, new_runs=3))
-    record_notebook_time(tmp_path, _row("02_main_results", 23.6, new_runs=1500))
-    text = notebook_time(tmp_path)
+    record_notebook_time(RunFolder.at(tmp_path), _row("01_method", 43.1, new_runs=3))
+    record_notebook_time(RunFolder.at(tmp_path), _row("02_main_results", 23.6, new_runs=1500))
+    text = notebook_time(RunFolder.at(tmp_path))
     assert "records 67 s of notebook execution" in text and "(01 43 s, 02 24 s; 1,503 probe runs computed)" in text
-    record_notebook_time(tmp_path, _row("01_method", 43.1, new_runs=0))
-    record_notebook_time(tmp_path, _row("02_main_results", 23.6, new_runs=0))
-    assert notebook_time(tmp_path).endswith("(01 43 s, 02 24 s; every probe run cached).")
+    record_notebook_time(RunFolder.at(tmp_path), _row("01_method", 43.1, new_runs=0))
+    record_notebook_time(RunFolder.at(tmp_path), _row("02_main_results", 23.6, new_runs=0))
+    assert notebook_time(RunFolder.at(tmp_path)).endswith("(01 43 s, 02 24 s; every probe run cached).")
 
 
 def test_the_notebooks_time_refuses_a_file_from_before_new_runs(tmp_path):
@@ -60,22 +60,22 @@ def test_the_notebooks_time_refuses_a_file_from_before_new_runs(tmp_path):
     format check (`read_notebook_times`), not read without them."""
     (tmp_path / "notebook_times.csv").write_text("notebook,profile,seconds,output\n01_method,cpu,43.1,x.ipynb\n")
     with pytest.raises(InputError, match=r"lacks the columns \['new_runs'\]; move it aside"):
-        notebook_time(tmp_path)
+        notebook_time(RunFolder.at(tmp_path))
 
 
 def _reference(folder, *, profile="quick", started_empty=True, seconds=None):
     seconds = seconds or {"01_method": 10.0, "02_main_results": 40.0, "08_decoders": 70.0}
     folder.mkdir(parents=True)
     for name, s in seconds.items():
-        record_notebook_time(folder, {"notebook": name, "profile": profile, "seconds": s, "output": "x",
+        record_notebook_time(RunFolder.at(folder), {"notebook": name, "profile": profile, "seconds": s, "output": "x",
                                       "new_runs": 1})
-    record_run(folder, profile=profile, names=list(seconds), seconds=sum(seconds.values()) + 12,
+    record_run(RunFolder.at(folder), profile=profile, names=list(seconds), seconds=sum(seconds.values()) + 12,
                started_empty=started_empty, device="cpu", command="papa reproduce --profile quick", phases={})
     return folder
 
 
 def test_a_run_record_is_validated_when_read(tmp_path):
-    record = record_run(tmp_path, profile="quick", names=["01_method"], seconds=3.21, started_empty=True,
+    record = record_run(RunFolder.at(tmp_path), profile="quick", names=["01_method"], seconds=3.21, started_empty=True,
                         device="cpu", command="papa reproduce", phases={})
     assert read_run(tmp_path / "reproduction.json") == record and record["seconds"] == 3.2
     (tmp_path / "reproduction.json").write_text(json.dumps({"format": 2, "profile": "quick"}))
@@ -159,7 +159,7 @@ def test_the_generator_rewrites_the_block(tmp_path):
 
 def test_a_run_record_says_where_the_time_went(tmp_path):
     phases = {"extraction": 10.0, "features": 30.0, "probe training": 20.0}
-    record = record_run(tmp_path, profile="quick", names=["01_method"], seconds=100.0, started_empty=True,
+    record = record_run(RunFolder.at(tmp_path), profile="quick", names=["01_method"], seconds=100.0, started_empty=True,
                         device="cpu", command="papa reproduce", phases=phases)
     assert set(record["phases"]) == set(timings.RUN_PHASES) and record["phases"]["lambda"] == 0.0
     text = timings.phases_text(read_run(tmp_path / "reproduction.json"))
@@ -203,7 +203,7 @@ def _stored_verdicts(notebook: Path) -> list[str]:
 
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     text = "".join("".join(o.get("text", "")) for c in cells if c["cell_type"] == "code"
-                   and "section_claims(" in "".join(c["source"]) for o in c.get("outputs", []))
+                   and "section.claims.text(" in "".join(c["source"]) for o in c.get("outputs", []))
     verdict = "|".join(map(re.escape, VERDICTS))
     pattern = re.compile(rf"^  (Fig\. \d|Table \d)\s+({verdict})|^\s+(decoders): ({verdict})", re.M)
     return [" ".join(filter(None, m)) for m in pattern.findall(text)]
@@ -215,7 +215,6 @@ def test_the_stored_cpu_notebooks_print_the_verdicts_the_docs_read():
     changed without the notebooks re-executed is caught."""
     from docs import gen_measurements
 
-    run = REPO / "artifacts" / "cpu"
     readings = gen_measurements.cpu_claims()  # profile_claims(run, "cpu"), read once per test session
     for notebook in sorted((REPO / "notebooks").glob("0*.ipynb")):
         expected = []

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from papa.core.errors import CorruptArtifactError
+from papa.core.run_folder import RunFolder
 from papa.probing.predictions import EvalPredictions
 from papa.runs.compare import RunScores, compare, detectable
 from papa.runs.predictions_store import save_run_predictions
@@ -27,7 +28,7 @@ def _grid(tmp_path, with_predictions: bool):
             pred[wrong] = ref[wrong]
             run_id = f"{layout}{seed}"
             if with_predictions:
-                save_run_predictions(tmp_path, run_id, EvalPredictions.from_labels("sentence", pred, ref, SST2_LABELS),
+                save_run_predictions(RunFolder.at(tmp_path), run_id, EvalPredictions.from_labels("sentence", pred, ref, SST2_LABELS),
                                      task="sst2", metric="accuracy")
             rows.append(ResultRow(model="m", task="sst2", constants="none", constants_corpus="none",
                                   selection="none", fraction=1.0, fraction_label="1", n_input_dependent=0, seed=seed,
@@ -40,7 +41,7 @@ def _grid(tmp_path, with_predictions: bool):
 
 def test_compare_pairs_by_seed_and_adds_the_examples(tmp_path):
     results = _grid(tmp_path, with_predictions=True)
-    table = compare(results, "layout", "official", "sep_last", folder=tmp_path)
+    table = compare(results, "layout", "official", "sep_last", folder=RunFolder.at(tmp_path))
     assert len(table) == 1
     row = table.iloc[0]
     assert row["difference"] == pytest.approx(row["other"] - row["reference"])
@@ -56,13 +57,13 @@ def test_a_folder_missing_some_predictions_is_refused_by_name(tmp_path):
     refused, not read as if the seeds were all the uncertainty there is. A table with no predictions folder at all
     (copied alone, made by hand) is read from its seeds, as with no folder."""
     results = _grid(tmp_path, with_predictions=False)
-    bare = RunScores(results, tmp_path).scores("m", "sst2", layout="official")
+    bare = RunScores(results, RunFolder.at(tmp_path)).scores("m", "sst2", layout="official")
     assert bare is not None and bare.resampled is None
     assert RunScores(results).scores("m", "sst2", layout="official").resampled is None
-    save_run_predictions(tmp_path, "sep_last0", EvalPredictions.from_labels("sentence", np.zeros(4, dtype=int),
+    save_run_predictions(RunFolder.at(tmp_path), "sep_last0", EvalPredictions.from_labels("sentence", np.zeros(4, dtype=int),
                                                                             np.zeros(4, dtype=int), SST2_LABELS),
                          task="sst2", metric="accuracy")
-    run = RunScores(results, tmp_path)
+    run = RunScores(results, RunFolder.at(tmp_path))
     with pytest.raises(CorruptArtifactError, match="3 run.s. have no predictions file.*official0, official1"):
         run.scores("m", "sst2", layout="official")
     assert run.scores("m", "sst2", label="0") is None

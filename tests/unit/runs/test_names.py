@@ -5,6 +5,7 @@ import pytest
 
 import papa
 from conftest import tiny_model, tiny_tokenizer
+from papa.core.run_folder import RunFolder
 from papa.core.settings import Resources
 from papa.method.architectures import model_signature
 from papa.runs.constants_cache import ConstantsSource, cached_average_constants
@@ -57,10 +58,10 @@ def test_constants_saved_under_a_path_name_are_not_read(tmp_path, monkeypatch):
     monkeypatch.setattr(cache, "_extract", extract)
     monkeypatch.setattr(ConstantsSource, "load", lambda self, data_dir: ["the cat sat"])  # no data needed here
     with pytest.raises(RuntimeError, match="extracts"):
-        cached_average_constants(model, tok, signature, source, folder=tmp_path / "out",
+        cached_average_constants(model, tok, signature, source, folder=RunFolder.at(tmp_path / "out"),
                                  resources=Resources(progress=False))
     made.save(tmp_path / "out" / "constants" / constants_filename(where, corpus, 16, "official"))
-    loaded = cached_average_constants(model, tok, signature, source, folder=tmp_path / "out",
+    loaded = cached_average_constants(model, tok, signature, source, folder=RunFolder.at(tmp_path / "out"),
                                       resources=Resources(progress=False))
     assert (loaded.matrices == made.matrices).all()
 

@@ -9,8 +9,7 @@ import torch
 from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import CorruptArtifactError, InputError
 from papa.method.rankings import load_ranking
-from papa.probing.standardize import (InputStatistics, load_input_statistics, probe_inputs_for,
-                                      save_input_statistics)
+from papa.probing.standardize import InputStatistics, load_input_statistics, probe_inputs_for, save_input_statistics
 from papa.reproduce.jobs import finished, grid_jobs
 from papa.runs.experiment import GridConfig, run_grid, statistics_path
 from papa.runs.profiles import PROFILES, Profile

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from papa.runs.profiles import PROFILES, Profile, get_profile, load_profile_file
 from papa.core.errors import InputError
+from papa.runs.profiles import PROFILES, Profile, get_profile, load_profile_file
 from papa.tasks.data import disjoint_part, subset_indices
 
 
@@ -166,7 +166,7 @@ RHO_NEEDED = 0.9  # the cpu profile's rule (papa/runs/profiles.py): ρ >= 0.9 be
 
 
 def _curves_by_task() -> dict[str, dict]:
-    """The longest measured λ learning curve of each task (artifacts/lambda_curve/, benchmarks/lambda_curve.py)."""
+    """The longest measured λ learning curve of each task (artifacts/lambda_curve/, by its lambda_curve.py)."""
     longest: dict[str, dict] = {}
     for path in sorted((Path(__file__).resolve().parents[3] / "artifacts" / "lambda_curve").glob("*.json")):
         record = json.loads(path.read_text(encoding="utf-8"))

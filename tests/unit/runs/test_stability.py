@@ -13,9 +13,10 @@ from papa.core.errors import InputError
 from papa.core.settings import RunSettings
 from papa.method.rankings import load_ranking
 from papa.runs.lambda_ranking import learn_ranking
-from papa.runs.session import GridConfig
 from papa.runs.profiles import PROFILES, Profile
+from papa.runs.session import GridConfig
 from papa.runs.stability import ranking_stability
+from papa.sections import head_selection, main_results
 
 RANK_TEST = Profile("rank-test", train_limit=12, eval_limit=8, corpus_limit=8, rank_limit=10, rank_epochs=2,
                     epochs=1, seeds=(0,), fractions=("1/2",))
@@ -70,16 +71,16 @@ def test_ranking_stability_compares_two_seeds(cfg):
 
 
 def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
-    """Notebook 02's table (`sections.ranking_stability`), saved where `papa reproduce` reads it, names each model
+    """Notebook 02's table (`main_results.ranking_stability`), saved where `papa reproduce` reads it, names each model
     as the grid's result rows do, so the claims find a task's ρ and gate its λ-dependent parts on it."""
     import pandas as pd
 
-    from papa.paper import sections
+    from papa.paper import tables as sections
     from papa.paper.claims.scores import ClaimRun
     from papa.runs.experiment import run_grid
 
     results = run_grid(cfg, progress=False)
-    table = sections.ranking_stability([cfg.model], ["sst2"],
+    table = main_results.ranking_stability([cfg.model], ["sst2"],
                                        RunSettings(cfg.profile, cfg.out_dir, cfg.data_dir, progress=False))
     assert list(table.index.names) == ["model", "task"] and len(table) == 1
     assert table.reset_index().model.tolist() == results.model.unique().tolist() == ["tiny-bert"]
@@ -87,7 +88,7 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
     where = str(Path(cfg.model).parent)
     assert not any(where in text for text in (Path(cfg.out_dir, "results.csv").read_text(),
                                               table.reset_index().to_csv()))
-    assert table["seeds"].tolist() == [" ".join(map(str, sections.STABILITY_SEEDS))]
+    assert table["seeds"].tolist() == [" ".join(map(str, main_results.STABILITY_SEEDS))]
     saved = sections.save_table(table, cfg.out_dir, sections.RANKING_STABILITY_TABLE)
     run = ClaimRun(results, cfg.out_dir, pd.read_csv(saved))
     model = results.model.iloc[0]
@@ -156,34 +157,33 @@ def test_rankings_of_disjoint_parts_and_other_draws_of_an_order_run_as_selection
 def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypatch):
     """Notebook 06's tables: the longer-trained ranking's learning curve (where it settled) and how the grid's
     rankings (seed 0, part 1) agree with it; where it is not saved, the note says how to learn it."""
-    from papa.paper import sections
 
     monkeypatch.setitem(PROFILES, "rank-test-long", replace(RANK_TEST, name="rank-test-long", rank_epochs=6))
-    assert sections.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long") is None
-    assert "papa rank --task sst2 --profile rank-test-long" in sections.settling_note(cfg.out_dir, cfg.model, "sst2",
+    assert head_selection.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long") is None
+    assert "papa rank --task sst2 --profile rank-test-long" in head_selection.settling_note(cfg.out_dir, cfg.model, "sst2",
                                                                                        "rank-test-long")
     monkeypatch.setattr("papa.runs.lambda_ranking.CURVE_EVERY", 2)
     learn_ranking(replace(cfg, profile="rank-test-long"), progress=False)
     learn_ranking(cfg, progress=False)
     learn_ranking(cfg, part=1, progress=False)
-    settling = sections.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    settling = head_selection.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert settling.step.tolist() == [2, 4, 6] and settling.spearman.iloc[-1] == pytest.approx(1)
     assert {"lambda_spread", "kept_in_common_1/16", "overlap_kept_1/2"} - set(settling.columns) == \
         {"kept_in_common_1/16"}
-    table = sections.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
+    table = head_selection.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
     assert table[["profile", "seed", "part", "steps"]].values.tolist() == [
         ["rank-test", 0, 0, 2], ["rank-test", 0, 1, 2], ["rank-test-long", 0, 0, 6]]
     assert table.spearman.between(-1, 1).all() and table.spearman.iloc[-1] == 1.0
     learn_ranking(replace(cfg, profile="rank-test-long"), part=1, progress=False)  # the reference's own other draw
-    table = sections.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
+    table = head_selection.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
     assert table[["profile", "seed", "part"]].values.tolist()[2:] == [["rank-test-long", 0, 1],
                                                                      ["rank-test-long", 0, 0]]
-    note = sections.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    note = head_selection.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert note.startswith("The rank-test-long profile's λ ranking of tiny-bert on sst2: 6 optimizer steps")
     from docs.claim_pages import paper_steps_ranking
 
     assert paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long").startswith("Not learned in this run")
-    sections.paper_steps_tables(cfg.out_dir, cfg.model, "sst2", "rank-test", "rank-test-long")
+    head_selection.paper_steps_tables(cfg.out_dir, cfg.model, "sst2", "rank-test", "rank-test-long")
     page = paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
     assert "on all 10 training examples for 6 epochs" in page and "| part 1 (disjoint examples) | 2 (10) |" in page
     assert page.count("\n| 6 | ") == 1  # the last record closes the curve's table

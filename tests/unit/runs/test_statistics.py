@@ -8,8 +8,8 @@ import pytest
 from scipy import stats
 
 from papa.probing.predictions import EvalPredictions
-from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Estimate, Scores,
-                                  Outcome, above, all_of, any_of, at_least, at_most, difference, estimate, holm, mean_of,
+from papa.runs.statistics import (DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_READ, PARTLY_READ, Estimate, Outcome, Scores,
+                                  above, all_of, any_of, at_least, at_most, difference, estimate, holm, mean_of,
                                   over_orders, relative_drop, resample_weights, scores, spearman_test, within)
 
 

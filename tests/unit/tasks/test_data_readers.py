@@ -9,26 +9,10 @@ import datasets
 import pytest
 
 import papa.tasks.data
-from papa.tasks.data import (
-    DATA_DIR_ENV,
-    DataFormatError,
-    DataNotFoundError,
-    DataSourceError,
-    Example,
-    iob1_to_iob2,
-    load_examples,
-    split_mlm_paragraphs,
-)
-from papa.tasks.registry import (
-    CONLL_NER_LABELS,
-    CONLL_POS_LABELS,
-    MNLI_LABELS,
-    TASKS,
-    ProbeHParams,
-    UnknownTaskError,
-    corpus_label,
-    get_task,
-)
+from papa.tasks.data import (DATA_DIR_ENV, DataFormatError, DataNotFoundError, DataSourceError, Example, iob1_to_iob2,
+                             load_examples, split_mlm_paragraphs)
+from papa.tasks.registry import (CONLL_NER_LABELS, CONLL_POS_LABELS, MNLI_LABELS, TASKS, ProbeHParams,
+                                 UnknownTaskError, corpus_label, get_task)
 
 # --------------------------------------------------------------------------------------------- fixtures
 

@@ -1,0 +1,76 @@
+"""The paper's section notebooks in order, their modules, what each runs, and every claim read over them."""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Collection, Mapping
+from pathlib import Path
+from types import ModuleType
+
+import pandas as pd
+
+from papa.core.run_folder import RunFolder
+from papa.paper.claims import notes, reading
+from papa.paper.claims.rules import ClaimReading
+from papa.paper.claims.run_tables import RunLike, RunTables
+from papa.paper.grids import Grids
+from papa.sections import (alternative_matrices, constant_patterns, data_dependence, decoders, head_selection,
+                           main_results, method, mlm_electra)
+
+#: Notebook name -> its section's module, in the paper's order.
+SECTIONS: dict[str, ModuleType] = {
+    "01_method": method,
+    "02_main_results": main_results,
+    "03_constant_patterns": constant_patterns,
+    "04_alternative_matrices": alternative_matrices,
+    "05_data_dependence": data_dependence,
+    "06_head_selection": head_selection,
+    "07_mlm_electra": mlm_electra,
+    "08_decoders": decoders,
+}
+
+#: Notebook parameters that the declarations take under another name.
+_ARGUMENTS = {"out_dir": "folder"}
+
+
+def section_grids(name: str, parameters: Mapping[str, object]) -> dict[str, Grids]:
+    """The grids notebook `name` runs with its parameter cell's `parameters` ({} for a notebook without grids)."""
+    declare = getattr(SECTIONS.get(name), "grids", None)
+    if declare is None:
+        return {}
+    parameters = {_ARGUMENTS.get(p, p): value for p, value in parameters.items()}
+    if parameters.get("folder") is not None:  # a notebook's out_dir: the run folder its declaration reads
+        parameters["folder"] = RunFolder.at(parameters["folder"])
+    wanted = inspect.signature(declare).parameters
+    missing = [p for p, v in wanted.items() if v.default is inspect.Parameter.empty and p not in parameters]
+    if missing:
+        raise ValueError(f"notebook {name}'s grids need the parameters {', '.join(missing)}")
+    return declare(**{p: parameters[p] for p in wanted if p in parameters})
+
+
+def read_claims(run: RunTables) -> list[ClaimReading]:
+    """Every claim of the paper read on a run's tables, in the paper's order, each with its decoder line."""
+    sections = [s for name, s in SECTIONS.items() if hasattr(s, "read") and name != decoders.claims.notebook]
+    return reading.in_paper_order(r for section in sections for r in section.read(run))
+
+
+def run_claims(run: RunLike, *, profile: str | None = None, layout: str | None = None,
+               dtype: str | None = None, probe_inputs: str | None = None) -> list[ClaimReading]:
+    """`read_claims` on a run's rows of `profile`, `layout`, `dtype` and `probe_inputs` where given."""
+    return reading.run_claims(run, read_claims, profile=profile, layout=layout, dtype=dtype,
+                              probe_inputs=probe_inputs)
+
+
+def profile_claims(run: RunLike, profile: str | Path, notebooks: Collection[str] | None = None
+                   ) -> list[ClaimReading]:
+    """`read_claims` on the rows a run of `profile` made; only `notebooks`' claims when given."""
+    return reading.profile_claims(run, profile, read_claims, notebooks)
+
+
+def section_claims(run: RunLike, profile: str | Path, notebook: str) -> str:
+    """What notebook `notebook`'s closing cell prints for its claims."""
+    return notes.section_claims(run, profile, notebook, read_claims)
+
+
+def section_claim_table(run: RunLike, profile: str | Path, notebook: str) -> pd.DataFrame:
+    """The comparisons behind notebook `notebook`'s claims, one row each."""
+    return notes.section_claim_table(run, profile, notebook, read_claims)
