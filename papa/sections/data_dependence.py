@@ -25,7 +25,7 @@ from papa.tasks.registry import corpus_label
 
 
 def grids(models: Sequence[str], tasks: Sequence[str], other_corpus: str | None = None,
-                    data_dir: str | None = None) -> dict[str, Grids]:
+          data_dir: str | None = None) -> dict[str, Grids]:
     """Every head replaced by average constants of the task's own data ("own") and of `other_corpus` ("other";
     None: MNLI where its data is, else WikiText)."""
     corpus = other_corpus or available_corpus(data_dir=data_dir)

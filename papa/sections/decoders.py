@@ -35,7 +35,7 @@ from papa.tasks.corpus import task_corpus
 
 
 def grids(model: str, tasks: Sequence[str], selections: Sequence[str], probe_inputs: str | None = None,
-             ranking_draws: Sequence[str] = (), random_draws: int = 0) -> dict[str, Grids]:
+          ranking_draws: Sequence[str] = (), random_draws: int = 0) -> dict[str, Grids]:
     """A causal LM's LM under each selection ("lm"), an LM probe at 1 and 0 ("lm_probe") and its learning curve
     ("lm_probe_sizes"), downstream probes ("probes"), and the orders drawn again ("draws_lm", "draws")."""
     declared = {"lm": Grids.of(model, ["lm"], selections=list(selections)),

@@ -32,8 +32,8 @@ from papa.runs.statistics import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, VERDICTS, E
 
 
 def grids(models: Sequence[str], tasks: Sequence[str], methods: Sequence[str],
-                   ranking_draws: Sequence[str] = (), random_draws: int = 0, other_rankings: Sequence[str] = (),
-                   folder: RunFolder | None = None) -> dict[str, Grids]:
+          ranking_draws: Sequence[str] = (), random_draws: int = 0, other_rankings: Sequence[str] = (),
+          folder: RunFolder | None = None) -> dict[str, Grids]:
     """The profile's fractions under each of `methods`; the orders drawn again (`ranking_draws`, `random_draws`)
     and `other_rankings` saved under `folder` at the fractions between 0 and 1."""
     declared = {"results": Grids.of(models, tasks, selections=list(methods))}

@@ -37,8 +37,7 @@ from papa.runs.statistics import (ALPHA, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT
 
 
 def grids(models: Sequence[str], tasks: Sequence[str], ranking_draws: Sequence[str] = (),
-                 other_rankings: Sequence[str] = (), folder: RunFolder | None = None
-                 ) -> dict[str, Grids]:
+          other_rankings: Sequence[str] = (), folder: RunFolder | None = None) -> dict[str, Grids]:
     """λ-selected average constants at the profile's fractions and the probe's learning curves; at 1/2 also the λ
     rankings of `ranking_draws` and those `other_rankings` saved under `folder`."""
     declared = {"results": Grids.of(models, tasks), "sizes": Grids.of(models, tasks, runner="curves")}

@@ -9,6 +9,7 @@ from types import ModuleType
 import pandas as pd
 
 from papa.core.run_folder import RunFolder
+from papa.core.vocabulary import NOTEBOOKS
 from papa.paper.claims import notes, reading
 from papa.paper.claims.rules import ClaimReading
 from papa.paper.claims.run_tables import RunLike, RunTables
@@ -17,16 +18,8 @@ from papa.sections import (alternative_matrices, constant_patterns, data_depende
                            main_results, method, mlm_electra)
 
 #: Notebook name -> its section's module, in the paper's order.
-SECTIONS: dict[str, ModuleType] = {
-    "01_method": method,
-    "02_main_results": main_results,
-    "03_constant_patterns": constant_patterns,
-    "04_alternative_matrices": alternative_matrices,
-    "05_data_dependence": data_dependence,
-    "06_head_selection": head_selection,
-    "07_mlm_electra": mlm_electra,
-    "08_decoders": decoders,
-}
+SECTIONS: dict[str, ModuleType] = dict(zip(NOTEBOOKS, (method, main_results, constant_patterns, alternative_matrices,
+                                                       data_dependence, head_selection, mlm_electra, decoders)))
 
 #: Notebook parameters that the declarations take under another name.
 _ARGUMENTS = {"out_dir": "folder"}

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from papa import cli
+from papa.core.run_folder import RunFolder
 from papa.method.constants import load_constants
 from papa.method.models import DEFAULT_MODEL
 from papa.runs.names import constants_filename
@@ -39,6 +40,7 @@ def refuse(*args, **kwargs):
 socket.socket.connect = socket.socket.connect_ex = refuse
 socket.create_connection = socket.getaddrinfo = refuse
 from papa.cli import main
+from papa.core.run_folder import RunFolder
 sys.exit(main(sys.argv[1:]))
 """
 
@@ -113,7 +115,7 @@ def test_killed_batch_resumes_to_the_uninterrupted_result(tmp_path, data_dir, pr
             and p.name != ".results.csv.lock"] == []
     artifacts = sorted(p for p in out.rglob("*.safetensors") if p.parent.name != "predictions")
     assert len(artifacts) == 1 and load_constants(artifacts[0]).metadata.num_examples == PROFILE["corpus_limit"]
-    predictions = load_run_predictions(out, resumed["run_id"])  # one per row, each readable
+    predictions = load_run_predictions(RunFolder.at(out), resumed["run_id"])  # one per row, each readable
     assert len(list((out / "predictions").iterdir())) == len(predictions) == ROWS
 
 

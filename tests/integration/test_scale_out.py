@@ -17,6 +17,7 @@ import pytest
 import torch
 
 from papa import cli
+from papa.core.run_folder import RunFolder
 from papa.core.settings import Resources
 from papa.method.constants import load_constants
 from papa.method.extract import extract_constants
@@ -97,8 +98,8 @@ def test_probing_on_two_processes_equals_one(tmp_path, data_dir, profile_file):
     (r1,), (r2,) = ((tmp_path / run / "rankings").glob("*.safetensors") for run in ("one", "two"))
     assert r1.name == r2.name and torch.equal(load_ranking(r1).lambdas, load_ranking(r2).lambdas)
     # The same per-example predictions, written once (by the main process).
-    p1 = load_run_predictions(tmp_path / "one", one["run_id"])
-    p2 = load_run_predictions(tmp_path / "two", one["run_id"])
+    p1 = load_run_predictions(RunFolder.at(tmp_path / "one"), one["run_id"])
+    p2 = load_run_predictions(RunFolder.at(tmp_path / "two"), one["run_id"])
     assert all(np.array_equal(p1[r].predicted, p2[r].predicted) for r in one["run_id"])
 
 
@@ -125,7 +126,7 @@ def small_jobs(tmp_path_factory, data_dir):
                                                                                ("zeros", "0")}]
     assert len(jobs) == 3
     resources = Resources(str(data_dir), progress=False)
-    sequential = run_jobs(jobs, tmp / "here", resources)
+    sequential = run_jobs(jobs, RunFolder.at(tmp / "here"), resources)
     assert not sequential.failed, sequential.summary()
     yield jobs, tmp / "here", resources
     PROFILES.pop(SMALL["name"], None)
@@ -133,16 +134,16 @@ def small_jobs(tmp_path_factory, data_dir):
 
 def test_jobs_on_a_pool_give_what_one_process_gives(small_jobs, tmp_path):
     jobs, here, resources = small_jobs
-    pool = run_jobs(jobs, tmp_path / "pool", resources, workers=2)
+    pool = run_jobs(jobs, RunFolder.at(tmp_path / "pool"), resources, workers=2)
     assert not pool.failed, pool.summary()
     pd.testing.assert_series_equal(_values(tmp_path / "pool"), _values(here))
-    assert finished(jobs, tmp_path / "pool") == {j.key for j in jobs}
+    assert finished(jobs, RunFolder.at(tmp_path / "pool")) == {j.key for j in jobs}
 
 
 def test_jobs_through_submitit_give_what_one_process_gives(small_jobs, tmp_path):
     jobs, here, resources = small_jobs
     executor = submitit_executor(tmp_path / "submitit", cluster="local", timeout_min=20)
-    submitted = run_jobs(jobs, tmp_path / "sub", resources, executor=executor)
+    submitted = run_jobs(jobs, RunFolder.at(tmp_path / "sub"), resources, executor=executor)
     assert not submitted.failed, submitted.summary()
     pd.testing.assert_series_equal(_values(tmp_path / "sub"), _values(here))
 
@@ -152,19 +153,19 @@ def test_finished_jobs_are_not_run_again_and_a_failing_one_is_reported(small_job
     # Finished jobs are never dispatched again.
     shutil.copytree(here, tmp_path / "pool")
     before = (tmp_path / "pool" / "results.csv").read_bytes()
-    again = run_jobs(jobs, tmp_path / "pool", resources, workers=2)
+    again = run_jobs(jobs, RunFolder.at(tmp_path / "pool"), resources, workers=2)
     assert not again.done and not again.failed
     assert (tmp_path / "pool" / "results.csv").read_bytes() == before
 
     # A failing job (MNLI's data is not in the data directory) is reported with its id; the others still run.
     broken = Job(DEFAULT_MODEL, "mnli", "none", "none", "none", "1", 0, SMALL["name"], "official")
     fresh = [j for j in jobs if j.fraction == "0" and j.constants == "zeros"]
-    report = run_jobs([broken, *fresh], tmp_path / "mixed", resources, workers=2)
+    report = run_jobs([broken, *fresh], RunFolder.at(tmp_path / "mixed"), resources, workers=2)
     assert [j.id for j in report.failed_jobs()] == [broken.id] and len(report.done) == 1
     assert broken.id in report.summary() and "papa jobs run" in report.summary()
     assert "MNLI" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text() or \
         "mnli" in (tmp_path / "mixed" / "jobs" / "failed.log").read_text()
-    assert finished(fresh, tmp_path / "mixed") == {j.key for j in fresh}
+    assert finished(fresh, RunFolder.at(tmp_path / "mixed")) == {j.key for j in fresh}
 
 
 def test_notebook_jobs_are_the_sections_grids(data_dir, monkeypatch):

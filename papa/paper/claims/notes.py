@@ -101,7 +101,7 @@ def notebook_models(run: RunTables, profile: str | Path, notebook: str) -> set[s
     return decoders if notebook == DECODER_NOTEBOOK else models - decoders
 
 
-def headed_claims(head: str, readings: Sequence[ClaimReading], folder: RunFolder | str | Path | None) -> str:
+def headed_claims(head: str, readings: Sequence[ClaimReading], folder: RunFolder | None) -> str:
     """`head` wrapped as a paragraph above `format_claims(readings, folder)`."""
     return "\n".join([textwrap.fill(head, width=116, break_on_hyphens=False), format_claims(readings, folder)])
 
@@ -113,7 +113,7 @@ def profile_uncertainty_note(run: RunLike, profile: str | Path, models: Collecti
     return uncertainty_note(run.folder, rows if models is None else rows[rows.model.isin(set(models))])
 
 
-def uncertainty_note(folder: RunFolder | str | Path | None, results: pd.DataFrame) -> str:
+def uncertainty_note(folder: RunFolder | None, results: pd.DataFrame) -> str:
     """One sentence on what the claims' intervals hold: the seeds' and the examples' variance, or (no stored
     predictions in `folder`) the seeds' only."""
     from papa.runs.predictions_store import stores_predictions
@@ -170,7 +170,7 @@ def unread_rankings(run: RunLike, models: Collection[str], profile: str | Path) 
     return notes
 
 
-def format_claims(readings: Sequence[ClaimReading], folder: RunFolder | str | Path | None,
+def format_claims(readings: Sequence[ClaimReading], folder: RunFolder | None,
                   width: int = 116) -> str:
     """Per claim: where, verdict and sentence; its rule; our numbers and the file, and the decoders' line, wrapped
     at `width` (never inside a path)."""

@@ -10,6 +10,7 @@ import torch
 import papa
 from conftest import CAUSAL_ARCHS, tiny_model, tiny_tokenizer
 from papa.core.errors import InputError
+from papa.core.run_folder import RunFolder
 from papa.probing.features import FeatureSource, encode_task, feature_layers, hidden_features
 from papa.probing.predictions import metric_on
 from papa.probing.probes import IGNORE_INDEX, TokenProbe, probe_loss
@@ -176,7 +177,7 @@ def test_a_grid_trains_a_standardised_probe_per_seed_and_keeps_its_predictions(t
     assert np.isfinite(rows["value"]).all() and (rows["value"] <= 0).all()
     for _, runs in rows.groupby("fraction_label"):
         assert runs["value"].nunique() == 2  # a probe trained per seed, unlike lm's one scoring
-    found = load_run_predictions(out, rows["run_id"])
+    found = load_run_predictions(RunFolder.at(out), rows["run_id"])
     for row in rows.itertuples():
         assert found[row.run_id].kind == "next_token"
         assert metric_on(found[row.run_id], "neg_log_perplexity") == pytest.approx(row.value, rel=1e-6)

@@ -346,6 +346,7 @@ def test_a_section_notebook_calls_into_one_section_module(name):
                        if c.cell_type == "code")
     imports = [line.strip() for line in source.splitlines() if "papa" in line and "import" in line.split("#")[0]]
     module = SECTIONS[name].__name__.rsplit(".", 1)[1]
+    assert not hasattr(SECTIONS[name], "claims") or SECTIONS[name].claims.notebook == name
     assert sorted(set(imports) - {"import papa"}) == [f"from papa.sections import {module} as section"]
     called = set(re.findall(r"\bsection\.(\w+)", source))
     assert called and called <= set(SECTIONS[name].__all__), sorted(called - set(SECTIONS[name].__all__))

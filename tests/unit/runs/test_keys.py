@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from papa.core.run_folder import RunFolder
 from papa.core.settings import Resources
 from papa.reproduce.jobs import finished, grid_jobs, plan_units
 from papa.runs.experiment import GridConfig, run_grid
@@ -40,12 +41,12 @@ def test_fraction_rounding_to_no_head_shows_as_done(tmp_path, tiny_dir, data_dir
     # Both methods replace every head here: one job per seed, recorded without a selection.
     assert [(j.constants, j.constants_corpus, j.selection, j.fraction, j.seed) for j in jobs] == \
         [("average", "task", "none", "1/16", 0), ("average", "task", "none", "1/16", 1)]
-    assert finished(jobs, out) == set()
+    assert finished(jobs, RunFolder.at(out)) == set()
 
     rows = run_grid(cfg, progress=False)
     assert set(rows["selection"]) == {"none"} and set(rows["n_input_dependent"]) == {0} and len(rows) == 2
-    assert finished(jobs, out) == {j.key for j in jobs}
-    prepare, points = plan_units(jobs, out)
+    assert finished(jobs, RunFolder.at(out)) == {j.key for j in jobs}
+    prepare, points = plan_units(jobs, RunFolder.at(out))
     assert prepare == [] and points == []  # nothing is dispatched again
 
 
@@ -63,14 +64,14 @@ def test_each_draw_of_a_ranking_is_prepared_once_and_its_jobs_run_as_the_grid_do
                      selections=("lambda", "reversed_lambda", "lambda@part1", "random@2"))
     jobs = grid_jobs(cfg)
     assert sorted(j.selection for j in jobs) == ["lambda", "lambda@part1", "random@2", "reversed_lambda"]
-    prepare, points = plan_units(jobs, out, Resources(str(data_dir)))
+    prepare, points = plan_units(jobs, RunFolder.at(out), Resources(str(data_dir)))
     assert sorted(u.jobs[0].selection for u in prepare if u.ranking) in (["lambda", "lambda@part1"],
                                                                           ["lambda@part1", "reversed_lambda"])
     for unit in [*prepare, *points]:
         run_unit(unit)
     rankings = sorted(p.name for p in (out / "rankings").glob("*.safetensors"))
     assert len(rankings) == 2 and rankings[0].endswith("-keys-test-part1.safetensors")
-    assert finished(jobs, out) == {j.key for j in jobs}
+    assert finished(jobs, RunFolder.at(out)) == {j.key for j in jobs}
     reference = run_grid(GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", out_dir=str(out),
                                     data_dir=str(data_dir), selections=cfg.selections), progress=False)
     assert len(reference) == 4  # every run was already there: the units wrote the grid's rows

@@ -9,6 +9,7 @@ import pytest
 
 from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.run_folder import RunFolder
 from papa.probing.predictions import metric_on
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.predictions_store import load_run_predictions, predictions_path
@@ -42,14 +43,14 @@ def test_every_result_row_has_its_predictions(tmp_path, data_dir, tiny_grid, mon
     append = ResultsTable.append
 
     def checking_append(table, rows):  # the predictions are on disk before their row is
-        appended.extend(predictions_path(table.path.parent, r.run_id).is_file() for r in rows)
+        appended.extend(predictions_path(RunFolder.at(table.path.parent), r.run_id).is_file() for r in rows)
         append(table, rows)
 
     monkeypatch.setattr(ResultsTable, "append", checking_append)
     rows, out = _grid(tmp_path, data_dir, "sst2", "bert")
     assert len(rows) == 4 and appended == [True] * 4  # 2 fractions x 2 seeds
     assert sorted(p.stem for p in (out / "predictions").iterdir()) == sorted(rows["run_id"])
-    found = load_run_predictions(out, rows["run_id"])
+    found = load_run_predictions(RunFolder.at(out), rows["run_id"])
     assert list(found) == list(rows["run_id"])
     for row in rows.itertuples():
         p = found[row.run_id]
@@ -60,7 +61,7 @@ def test_every_result_row_has_its_predictions(tmp_path, data_dir, tiny_grid, mon
 
 def test_an_untrained_lm_stores_its_one_scoring_under_every_seed(tmp_path, data_dir, tiny_grid):
     rows, out = _grid(tmp_path, data_dir, "lm", "llama")
-    found = load_run_predictions(out, rows["run_id"])
+    found = load_run_predictions(RunFolder.at(out), rows["run_id"])
     for fraction, runs in rows.groupby("fraction_label"):
         first, second = (found[r] for r in runs["run_id"])
         assert np.array_equal(first.loss, second.loss) and np.array_equal(first.tokens, second.tokens)
@@ -72,14 +73,14 @@ def test_runs_without_predictions_are_named(tmp_path, data_dir, tiny_grid):
     old = ["00000000000000aa", "00000000000000bb"]
     with pytest.raises(CorruptArtifactError, match="2 run.s. have no predictions file.*00000000000000aa, "
                                                    "00000000000000bb; the folder is incomplete"):
-        load_run_predictions(out, [*rows["run_id"], *old, old[0]])
+        load_run_predictions(RunFolder.at(out), [*rows["run_id"], *old, old[0]])
     first, second = rows["run_id"][:2]
-    shutil.copy(predictions_path(out, first), predictions_path(out, second))
+    shutil.copy(predictions_path(RunFolder.at(out), first), predictions_path(RunFolder.at(out), second))
     with pytest.raises(CorruptArtifactError, match=f"holds the predictions of run '{first}', not of '{second}'"):
-        load_run_predictions(out, [second])
+        load_run_predictions(RunFolder.at(out), [second])
     for bad in ("../results", "", ".hidden"):
         with pytest.raises(InputError, match="is not a run id"):
-            load_run_predictions(out, [bad])
+            load_run_predictions(RunFolder.at(out), [bad])
 
 
 def test_a_fused_qkv_decoder_runs_a_partial_replacement(tmp_path, data_dir, tiny_grid):

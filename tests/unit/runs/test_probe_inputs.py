@@ -8,6 +8,7 @@ import torch
 
 from conftest import tiny_model, tiny_tokenizer
 from papa.core.errors import CorruptArtifactError, InputError
+from papa.core.run_folder import RunFolder
 from papa.method.rankings import load_ranking
 from papa.probing.standardize import InputStatistics, load_input_statistics, probe_inputs_for, save_input_statistics
 from papa.reproduce.jobs import finished, grid_jobs
@@ -71,7 +72,7 @@ def test_a_standardized_grid_records_its_rows_and_stores_its_statistics(tmp_path
     statistics, meta = load_input_statistics(files[0])
     assert statistics.mean.shape == (3, 32) and (statistics.std > 0).all()
     assert meta["train_examples"] == 12 and meta["point"]["probe_inputs"] == "standardized"
-    assert statistics_path(out, meta["point_id"]) == files[0]
+    assert statistics_path(RunFolder.at(out), meta["point_id"]) == files[0]
     # the λ ranking of the standardised grid is its own, named and recorded as such
     rankings = {p.name: load_ranking(p) for p in (out / "rankings").glob("*.safetensors")}
     (std_name,) = [name for name in rankings if "-standardized" in name]
@@ -86,7 +87,7 @@ def test_jobs_record_the_probe_inputs(tmp_path, bert_dir, data_dir, profile):
     raw, std = grid_jobs(GridConfig(**cfg)), grid_jobs(GridConfig(**cfg, probe_inputs="standardized"))
     assert raw[0].key.endswith("|raw") and std[0].key == raw[0].key.removesuffix("raw") + "standardized"
     run_grid(GridConfig(**cfg, probe_inputs="standardized"), progress=False)
-    assert finished(std, tmp_path) == {j.key for j in std} and not finished(raw, tmp_path)
+    assert finished(std, RunFolder.at(tmp_path)) == {j.key for j in std} and not finished(raw, RunFolder.at(tmp_path))
 
 
 def test_rows_validate_their_probe_inputs():

@@ -89,8 +89,8 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
     assert not any(where in text for text in (Path(cfg.out_dir, "results.csv").read_text(),
                                               table.reset_index().to_csv()))
     assert table["seeds"].tolist() == [" ".join(map(str, main_results.STABILITY_SEEDS))]
-    saved = sections.save_table(table, cfg.out_dir, sections.RANKING_STABILITY_TABLE)
-    run = ClaimRun(results, cfg.out_dir, pd.read_csv(saved))
+    saved = sections.save_table(table, cfg.folder, sections.RANKING_STABILITY_TABLE)
+    run = ClaimRun(results, cfg.folder, pd.read_csv(saved))
     model = results.model.iloc[0]
     assert table["heads"].tolist() == [learn_ranking(cfg, progress=False)[0].lambdas.numel()]
     # found under the rows' model name; two seeds alone do not say how the order moves with the data
@@ -159,32 +159,32 @@ def test_the_paper_steps_ranking_is_read_beside_the_grids_rankings(cfg, monkeypa
     rankings (seed 0, part 1) agree with it; where it is not saved, the note says how to learn it."""
 
     monkeypatch.setitem(PROFILES, "rank-test-long", replace(RANK_TEST, name="rank-test-long", rank_epochs=6))
-    assert head_selection.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long") is None
-    assert "papa rank --task sst2 --profile rank-test-long" in head_selection.settling_note(cfg.out_dir, cfg.model, "sst2",
+    assert head_selection.lambda_settling(cfg.folder, cfg.model, "sst2", "rank-test-long") is None
+    assert "papa rank --task sst2 --profile rank-test-long" in head_selection.settling_note(cfg.folder, cfg.model, "sst2",
                                                                                        "rank-test-long")
     monkeypatch.setattr("papa.runs.lambda_ranking.CURVE_EVERY", 2)
     learn_ranking(replace(cfg, profile="rank-test-long"), progress=False)
     learn_ranking(cfg, progress=False)
     learn_ranking(cfg, part=1, progress=False)
-    settling = head_selection.lambda_settling(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    settling = head_selection.lambda_settling(cfg.folder, cfg.model, "sst2", "rank-test-long")
     assert settling.step.tolist() == [2, 4, 6] and settling.spearman.iloc[-1] == pytest.approx(1)
     assert {"lambda_spread", "kept_in_common_1/16", "overlap_kept_1/2"} - set(settling.columns) == \
         {"kept_in_common_1/16"}
-    table = head_selection.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
+    table = head_selection.rankings_agreement(cfg.folder, cfg.model, "sst2", "rank-test-long", "rank-test")
     assert table[["profile", "seed", "part", "steps"]].values.tolist() == [
         ["rank-test", 0, 0, 2], ["rank-test", 0, 1, 2], ["rank-test-long", 0, 0, 6]]
     assert table.spearman.between(-1, 1).all() and table.spearman.iloc[-1] == 1.0
     learn_ranking(replace(cfg, profile="rank-test-long"), part=1, progress=False)  # the reference's own other draw
-    table = head_selection.rankings_agreement(cfg.out_dir, cfg.model, "sst2", "rank-test-long", "rank-test")
+    table = head_selection.rankings_agreement(cfg.folder, cfg.model, "sst2", "rank-test-long", "rank-test")
     assert table[["profile", "seed", "part"]].values.tolist()[2:] == [["rank-test-long", 0, 1],
                                                                      ["rank-test-long", 0, 0]]
-    note = head_selection.settling_note(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    note = head_selection.settling_note(cfg.folder, cfg.model, "sst2", "rank-test-long")
     assert note.startswith("The rank-test-long profile's λ ranking of tiny-bert on sst2: 6 optimizer steps")
     from docs.claim_pages import paper_steps_ranking
 
-    assert paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long").startswith("Not learned in this run")
-    head_selection.paper_steps_tables(cfg.out_dir, cfg.model, "sst2", "rank-test", "rank-test-long")
-    page = paper_steps_ranking(cfg.out_dir, cfg.model, "sst2", "rank-test-long")
+    assert paper_steps_ranking(cfg.folder, cfg.model, "sst2", "rank-test-long").startswith("Not learned in this run")
+    head_selection.paper_steps_tables(cfg.folder, cfg.model, "sst2", "rank-test", "rank-test-long")
+    page = paper_steps_ranking(cfg.folder, cfg.model, "sst2", "rank-test-long")
     assert "on all 10 training examples for 6 epochs" in page and "| part 1 (disjoint examples) | 2 (10) |" in page
     assert page.count("\n| 6 | ") == 1  # the last record closes the curve's table
 
