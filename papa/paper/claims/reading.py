@@ -20,7 +20,7 @@ Read = Callable[[RunTables], list[ClaimReading]]
 def read_each(run: RunTables, readers: Mapping[str, Callable[[ClaimRun], ClaimReading]]) -> list[ClaimReading]:
     """Each claim of `readers` read on the encoders' rows, with the causal LMs' as its `decoder` line; tasks whose
     probe does not beat its majority baseline are left out."""
-    encoder_run, decoder_run = claim_runs(run)
+    encoder_run, decoder_run = run.remembered(("claim_runs",), lambda: claim_runs(run))  # one split for every section
     readings = []
     for claim, read in readers.items():
         reading = read(encoder_run)
