@@ -21,6 +21,7 @@ import torch
 
 import papa
 from benchmarks.suite import cpu_name, interleaved, peak_tflops, share_of_peak, synthetic_task, tflops
+from papa.core.artifacts import atomic_path
 from papa.core.vocabulary import PRECISIONS, STEP_MODES
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
@@ -210,12 +211,20 @@ def main(argv: list[str] | None = None) -> int:
                     torch._dynamo.reset()  # each kind compiles its own graphs
                     rows += bench.rows(label, task, bench.time())
                     print(table(rows[-len(args.modes):]).split("\n", 2)[-1], flush=True)
+                    save(args, rows, complete=False)  # a stopped run keeps every kind it measured
         finally:
             ctrl.detach()
     print(table(rows))
-    args.json.write_text(json.dumps({"format": 1, "smoke": args.smoke, "rows": rows}, indent=1))
+    save(args, rows, complete=True)
     print(f"wrote {args.json}")
     return 0
+
+
+def save(args, rows: list[dict], *, complete: bool) -> None:
+    """The rows so far, written atomically to ``--json``; `complete` says whether every kind ran."""
+    with atomic_path(args.json) as tmp:
+        Path(tmp).write_text(json.dumps({"format": 1, "smoke": args.smoke, "complete": complete, "rows": rows},
+                                        indent=1))
 
 
 if __name__ == "__main__":

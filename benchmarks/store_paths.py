@@ -100,9 +100,9 @@ def _fetch_seconds(store: FeatureStore, shape: PathShape, how: str, device: torc
     return time.perf_counter() - start, steps
 
 
-def path_rows(args: argparse.Namespace) -> list[dict]:
+def path_rows(args: argparse.Namespace, measured=lambda rows: None) -> list[dict]:
     """Every path's fetch timed at every shape of `args.shapes` (`--kept` of the slots read, lengths drawn uniformly
-    around it), each on a second, warm pass."""
+    around it), each on a second, warm pass; `measured` is given the rows so far after each one."""
     device = torch.device("cuda" if torch.cuda.is_available() and not args.smoke else "cpu")
     folder, rows = Path(args.folder or tempfile.gettempdir()), []
     for shape in PATH_SHAPES["smoke" if args.smoke else args.shapes]:
@@ -125,7 +125,20 @@ def path_rows(args: argparse.Namespace) -> list[dict]:
             rows.append({"shape": shape.name, "path": name if device.type == "cuda" else name.replace("pinned_", ""),
                          "ms_per_step": 1e3 * seconds / steps, "gb_per_s": padded * steps / seconds / 1e9,
                          "steps": steps, "device": device.type, "kept_gib": store.plan.kept_bytes / 2**30})
+            measured(rows)
     return rows
+
+
+def _save(args: argparse.Namespace, argv: list[str] | None, rows: list[dict], *, complete: bool) -> None:
+    """The rows so far and their metadata, written atomically to ``--json`` when it is given."""
+    if not args.json:
+        return
+    record = {"command": "python -m benchmarks.store_paths " + " ".join(argv or sys.argv[1:]),
+              "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+                          "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
+              "seeds": args.seeds, "kept": args.kept, "complete": complete, "rows": rows}
+    with atomic_path(Path(args.json)) as tmp:
+        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,18 +161,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(says)
     if args.folder is not None and not Path(args.folder).is_dir():
         parser.error(f"--folder {args.folder}: no such folder")
-    rows = path_rows(args)
+    rows = path_rows(args, lambda rows: _save(args, argv, rows, complete=False))  # a stopped run keeps its rows
     width = max(len(r["path"]) for r in rows)
     print(f"{'shape':<20} {'path':<{width}} {'ms/step':>9} {'GB/s':>7}  ({args.seeds} seeds' batches a step)")
     for r in rows:
         print(f"{r['shape']:<20} {r['path']:<{width}} {r['ms_per_step']:9.3f} {r['gb_per_s']:7.2f}")
-    if args.json:
-        record = {"command": "python -m benchmarks.store_paths " + " ".join(argv or sys.argv[1:]),
-                  "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-                              "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
-                  "seeds": args.seeds, "kept": args.kept, "rows": rows}
-        with atomic_path(Path(args.json)) as tmp:
-            tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    _save(args, argv, rows, complete=True)
     return 0
 
 

@@ -43,3 +43,21 @@ def test_smoke_writes_every_kind_and_mode(tmp_path, capsys):
     # λ and trained constants run the backbone forward and backward: far more FLOPs than a stored probe's step
     assert by[("lambda", "eager")]["flops_per_step"] > 2 * by[("stored", "eager")]["flops_per_step"]
     assert "| model | task | n | batch | kind | mode |" in capsys.readouterr().out
+
+
+@pytest.mark.slow  # the benchmark's smoke run, stopped after its first kind
+def test_a_stopped_run_keeps_every_kind_it_measured(tmp_path, monkeypatch):
+    out, timed, real = tmp_path / "steps.json", [], steps.KindBench.time
+
+    def stops_at_the_second(self):
+        if timed:
+            raise RuntimeError("stopped")
+        timed.append(self.kind)
+        return real(self)
+
+    monkeypatch.setattr(steps.KindBench, "time", stops_at_the_second)
+    with pytest.raises(RuntimeError, match="stopped"):
+        steps.main(["--smoke", "--device", "cpu", "--tasks", "sst2", "--steps", "2", "--repeats", "1",
+                    "--peak-tflops", "1.0", "--json", str(out)])
+    written = json.loads(out.read_text())
+    assert written["complete"] is False and {r["kind"] for r in written["rows"]} == set(timed)

@@ -21,6 +21,24 @@ def test_the_smoke_run_times_every_path_the_cpu_has(tmp_path, capsys):
     assert record["command"].startswith("python -m benchmarks.store_paths --smoke")
     assert "disk_streamed: chunks" in capsys.readouterr().out
     assert [p.name for p in tmp_path.iterdir()] == ["paths.json"]  # the disk stores are removed
+    assert record["complete"] is True
+
+
+def test_a_stopped_run_keeps_every_path_it_timed(tmp_path, monkeypatch):
+    out, real = tmp_path / "paths.json", bench_store._fetch_seconds
+    calls = []
+
+    def stops_at_the_fifth(*args):
+        calls.append(1)
+        if len(calls) > 4:  # two passes a path: two paths timed, the third stopped
+            raise RuntimeError("stopped")
+        return real(*args)
+
+    monkeypatch.setattr(bench_store, "_fetch_seconds", stops_at_the_fifth)
+    with pytest.raises(RuntimeError, match="stopped"):
+        bench_store.main(["--smoke", "--json", str(out), "--folder", str(tmp_path)])
+    record = json.loads(out.read_text())
+    assert record["complete"] is False and len(record["rows"]) == 2
 
 
 @pytest.mark.parametrize("args, message", [(["--examples", "0"], "--examples 0"), (["--kept", "1.5"], "--kept 1.5"),
