@@ -357,7 +357,8 @@ def _node(cost: dict, prices: Prices, bandwidth: dict[str, float], memory: float
 def prediction(cost: dict, est: dict, disk_gbps: float | None = None, launch: float | None = None) -> None:
     """Into `est`: ``prediction`` (the inputs and each price's source, and per node the estimate's figures, each
     split's path and the total at each of `DISK_SENSITIVITY`'s disk bandwidths), and each model's and the totals'
-    predicted seconds per node. `disk_gbps` and `launch` (seconds a step) replace the defaults (`benchmarks/rates.py`)."""
+    predicted seconds per node. `disk_gbps` and `launch` (seconds a step) replace the defaults
+    (`benchmarks/rates.py`)."""
     peaks, prices = device_peaks(cost.get("device", "")), Prices(cost, launch)
     nominal = {"device": peaks.hbm * 1e9 if peaks else math.inf, "pinned_host": peaks.link * 1e9 if peaks else math.inf}
     bandwidth, why = bandwidths(nominal, disk_gbps, cost.get("measured", {}).get("store"))
