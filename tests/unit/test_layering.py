@@ -97,3 +97,15 @@ def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
     (fake / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from papa.method.a import y\n")
     monkeypatch.setattr(test_layering, "REPO", tmp_path)
     assert test_layering._import_cycle() == ["papa.method.a", "papa.method.b", "papa.method.a"]
+
+
+def test_the_docs_list_the_layers_the_package_has():
+    """The architecture page's drawing, the API reference's pages and the site's navigation name these layers."""
+    from docs import gen_measurements
+
+    gen_pages = ast.parse((REPO / "docs" / "gen_pages.py").read_text())
+    listed = next(ast.literal_eval(n.value) for n in gen_pages.body
+                  if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", "") == "LAYERS")
+    nav = (REPO / "mkdocs.yml").read_text()
+    assert gen_measurements._LAYERS_DOWN == tuple(reversed(LAYERS))
+    assert listed == LAYERS[:-1] and all(f"reference/{layer}.md" in nav for layer in listed)
