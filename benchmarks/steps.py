@@ -10,7 +10,6 @@ a trained-constants step) has its modes timed in one round-robin call; FLOPs per
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from contextlib import nullcontext
@@ -21,7 +20,7 @@ import torch
 
 import papa
 from benchmarks.suite import cpu_name, interleaved, peak_tflops, share_of_peak, synthetic_task, tflops
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import write_json_atomic
 from papa.core.vocabulary import PRECISIONS, STEP_MODES
 from papa.method.attention_free import query_key_dropped_while
 from papa.method.constants import data_free_constants
@@ -222,9 +221,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def save(args, rows: list[dict], *, complete: bool) -> None:
     """The rows so far, written atomically to ``--json``; `complete` says whether every kind ran."""
-    with atomic_path(args.json) as tmp:
-        Path(tmp).write_text(json.dumps({"format": 1, "smoke": args.smoke, "complete": complete, "rows": rows},
-                                        indent=1))
+    write_json_atomic(args.json, {"format": 1, "smoke": args.smoke, "complete": complete, "rows": rows})
 
 
 if __name__ == "__main__":

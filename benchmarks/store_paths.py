@@ -11,7 +11,6 @@ from the page cache (a split beyond memory is read from the disk itself).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -21,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from papa.core.artifacts import atomic_path
+from papa.core.artifacts import write_json_atomic
 from papa.probing.feature_store import FeatureStore, StorePlan
 from papa.probing.prefetch import stored_chunks, stored_steps
 
@@ -137,8 +136,7 @@ def _save(args: argparse.Namespace, argv: list[str] | None, rows: list[dict], *,
               "machine": {"cpus": os.cpu_count(), "torch": torch.__version__, "threads": torch.get_num_threads(),
                           "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None},
               "seeds": args.seeds, "kept": args.kept, "complete": complete, "rows": rows}
-    with atomic_path(Path(args.json)) as tmp:
-        tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    write_json_atomic(args.json, record)
 
 
 def main(argv: list[str] | None = None) -> int:
