@@ -6,7 +6,6 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from types import ModuleType
 
-import pandas as pd
 
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS
@@ -62,8 +61,3 @@ def profile_claims(run: RunLike, profile: str | Path, notebooks: Collection[str]
 def section_claims(run: RunLike, profile: str | Path, notebook: str) -> str:
     """What notebook `notebook`'s closing cell prints for its claims."""
     return notes.section_claims(run, profile, notebook, read_claims)
-
-
-def section_claim_table(run: RunLike, profile: str | Path, notebook: str) -> pd.DataFrame:
-    """The comparisons behind notebook `notebook`'s claims, one row each."""
-    return notes.section_claim_table(run, profile, notebook, read_claims)
