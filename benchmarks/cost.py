@@ -16,7 +16,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from benchmarks.rates import (DISK_SENSITIVITY, MNLI_LENGTHS, SEEDS, Prices, bandwidths, choose_path,  # noqa: F401
-                               predicted_row, read_measured, size_class)
+                               predicted_row, read_measured, runner_overhead, size_class, with_overhead)
 from benchmarks.suite import (COST_FORMAT, device_peaks, feature_bytes, floor_hours, fmt, peak_tflops, row_flops,
                               share_of_peak, tflops)
 from papa.core.vocabulary import PAPER_NOTEBOOKS
@@ -274,8 +274,9 @@ def on_workers(est: dict, k: int) -> float:
     return makespan(list(est["prep"].values())) + makespan([t for t, _ in est["runs"]])
 
 
-def part_a_check(cost: dict, budgets: dict[str, float] | None = None) -> list[tuple[str, float, float, str]]:
-    """(what, measured s, part B's prediction s, how predicted) for each of part A's real SST-2 measurements."""
+def part_a_check(cost: dict, budgets: dict[str, float] | None = None) -> list[tuple[str, float, float, str, str]]:
+    """(what, measured s, part B's prediction s, how predicted, the estimate's parts it stands for) for each of part
+    A's real SST-2 measurements."""
     rows, out = {(r["model"], r["task"]): r for r in cost["steps"]}, []
     for point in cost.get("points", []):
         row = rows.get((point["model"], "sst2"))
@@ -285,22 +286,22 @@ def part_a_check(cost: dict, budgets: dict[str, float] | None = None) -> list[tu
         steps, stores = math.ceil(train / get_task("sst2").hparams.batch_size), dict(row["budget_bytes"],
                                                                                       **(budgets or {}))
         out.append((f"{label}: constants, {point['constants_examples']:,} sentences", point["constants_s"],
-                    point["constants_examples"] / row["capture_seq_per_s"], "capture rate"))
+                    point["constants_examples"] / row["capture_seq_per_s"], "capture rate", "constants"))
         out.append((f"{label}: λ ranking, 1 epoch of {train:,}", point["ranking_s"], steps * row["lambda_step_s"],
-                    "λ step"))
+                    "λ step", "λ rankings"))
         if "lambda_point_s" in point:
             store = point.get("lambda_point_store") or store_for(train, row, stores)
             predicted = (steps * row["rerun_step_s"] + evals / row["fill_seq_per_s"]["host"] if store == "backbone"
                          else (train + evals) / row["fill_seq_per_s"][store] + steps * row["stored_step_s"][store]
                          + evals / row["stored_eval_seq_per_s"][store])
             out.append((f"{label}: λ-ranked point 1/2, 1 epoch of {train:,} + {evals} evaluated",
-                        point["lambda_point_s"], predicted, f"store {store}"))
+                        point["lambda_point_s"], predicted, f"store {store}", "frozen points"))
         if "trainable_point_s" in point:
             store = store_for(evals, row, stores) or "host"
             predicted = steps * row["trainable_step_s"] + evals / row["fill_seq_per_s"][store] \
                 + evals / row["stored_eval_seq_per_s"][store]
             out.append((f"{label}: trained constants, 1 epoch of {train:,} + {evals} evaluated",
-                        point["trainable_point_s"], predicted, "trained-constants step"))
+                        point["trainable_point_s"], predicted, "trained-constants step", "trained constants"))
     return out
 
 
@@ -360,15 +361,17 @@ def prediction(cost: dict, est: dict, disk_gbps: float | None = None, launch: fl
     predicted seconds per node. `disk_gbps` and `launch` (seconds a step) replace the defaults
     (`benchmarks/rates.py`)."""
     peaks, prices = device_peaks(cost.get("device", "")), Prices(cost, launch)
+    overhead = runner_overhead(part_a_check(cost))
     nominal = {"device": peaks.hbm * 1e9 if peaks else math.inf, "pinned_host": peaks.link * 1e9 if peaks else math.inf}
     bandwidth, why = bandwidths(nominal, disk_gbps, cost.get("measured", {}).get("store"))
     out = est["prediction"] = {"nodes": {}, "disk_gbps": bandwidth["disk_streamed"] / 1e9, "bandwidth": why,
                                "host_share": HOST_SHARE, "launch_ms": prices.launch * 1e3, "mnli_lengths": MNLI_LENGTHS,
-                               "measured": sorted(cost.get("measured", {})), "disk_sensitivity": {}}
+                               "measured": sorted(cost.get("measured", {})), "disk_sensitivity": {},
+                               "runner_overhead": overhead}
     for node, memory in NODES.items():
         pred, paths = _node(cost, prices, bandwidth, memory)
         out["nodes"][node] = {"totals": pred["totals"], "per_model": pred["per_model"], "parts": pred["parts"],
-                              "unfit": pred["unfit"],
+                              "unfit": pred["unfit"], "with_runner_overhead_s": with_overhead(pred["parts"], overhead),
                               "paths": {f"{m} {t} {n}": p for (m, t, n), p in sorted(paths.items())}}
         for model, figures in pred["per_model"].items():
             est["per_model"][model][node_key(node)] = figures["estimate"]
@@ -436,12 +439,12 @@ def _part_rows(est: dict) -> list[str]:
 AGREEMENT = 1.2
 
 
-def _part_a_rows(checks: list[tuple[str, float, float, str]]) -> list[str]:
+def _part_a_rows(checks: list[tuple[str, float, float, str, str]]) -> list[str]:
     """Part A's check, each row with measured / predicted and whether they agree within `AGREEMENT`."""
     out = [f"| part A, the runner on SST-2 | measured (s) | part B predicts (s) | from | measured / predicted | "
            f"within {AGREEMENT}× |", "|---|---|---|---|---|---|"]
     apart = 0
-    for what, measured, predicted, how in checks:
+    for what, measured, predicted, how, _ in checks:
         ratio = measured / predicted if predicted > 0 else math.inf
         ok = 1 / AGREEMENT <= ratio <= AGREEMENT
         apart += not ok
@@ -454,7 +457,8 @@ def _part_a_rows(checks: list[tuple[str, float, float, str]]) -> list[str]:
 
 def _prediction_rows(est: dict) -> list[str]:
     """The prediction's section: its inputs and each price's source, where each split goes on each node, the hours
-    per model and part, the total at other disk bandwidths, and the goals now and predicted."""
+    per model and part, the total at other disk bandwidths and with the runner's overhead part A measured, and the
+    goals now and predicted."""
     p, nodes = est["prediction"], list(est["prediction"]["nodes"])
     cols, bw = "---|" * len(nodes), p["bandwidth"]
     out = [f"**With a store for every configuration, at measured rates: a prediction, not a measurement** "
@@ -489,6 +493,12 @@ def _prediction_rows(est: dict) -> list[str]:
     gbps = list(p["disk_sensitivity"][nodes[0]])
     out += ["", "| disk (GB/s) | " + " | ".join(f"predicted, {n} (h)" for n in nodes) + " |", f"|---|{cols}"]
     out += [f"| {g} | " + " | ".join(f"{p['disk_sensitivity'][n][g] / 3600:.1f}" for n in nodes) + " |" for g in gbps]
+    if p.get("runner_overhead"):
+        said = ", ".join(f"{group} {r:.2f}×" for group, r in p["runner_overhead"].items())
+        out += ["", "| runner overhead | " + " | ".join(f"predicted, {n} (h)" for n in nodes) + " |", f"|---|{cols}",
+                "| none: part B's rates | " + " | ".join(f"{est['totals'][node_key(n)] / 3600:.1f}" for n in nodes)
+                + " |", f"| part A's measured / predicted, each part at its group's ({said}; any other part 1×) | "
+                + " | ".join(f"{p['nodes'][n]['with_runner_overhead_s'] / 3600:.1f}" for n in nodes) + " |"]
     out += ["", "| goal | now | " + " | ".join(f"predicted, {n}" for n in nodes) + " |", f"|---|---|{cols}"]
     readings = [goal_readings(est, key) for key in ["estimate", *map(node_key, nodes)]]
     for row in zip(*readings):

@@ -92,11 +92,11 @@ def real_points(model_dir: Path, label: str, out: Path, setup: PartA, points: bo
     from papa.runs.session import GridConfig, task_constants
 
     device = setup.device
-    common = dict(task="sst2", model=str(model_dir), profile=setup.profile, data_dir=setup.data_dir, out_dir=str(out),
+    common = dict(task="sst2", model=str(model_dir), profile=setup.profile, data_dir=setup.data_dir, folder=str(out),
                   device=str(device), precision=setup.precision)
     result = {"model": label, "train_examples": setup.train_examples, "eval_examples": setup.eval_examples,
               "epochs": 1, "seeds": 1, "precision": setup.precision}
-    grid = GridConfig("sst2", model=str(model_dir), profile=setup.profile, out_dir=str(out), data_dir=setup.data_dir,
+    grid = GridConfig("sst2", model=str(model_dir), profile=setup.profile, folder=str(out), data_dir=setup.data_dir,
                       device=str(device))
     t, (constants, _, _) = timed(lambda: task_constants(grid, progress=False), device)
     result["constants_s"], result["constants_examples"] = t, constants.metadata.num_examples

@@ -1,5 +1,6 @@
 """The prediction's prices (`benchmarks/cost.py`): each step at what was measured at its own shape, each store path's
-bandwidth, the disk's a stated input, and the fallbacks named (docs/scaling.md)."""
+bandwidth, the disk's a stated input, the fallbacks named, and the runner's overhead part A measured
+(docs/scaling.md)."""
 from __future__ import annotations
 
 import json
@@ -29,8 +30,11 @@ STEPS_KINDS, MODES = {"lambda": "lambda_step", "trainable": "trainable_step", "s
     "graphed", "compiled", "eager")
 #: What the GPU check writes beside the cost files (benchmarks/steps.py, benchmarks/store_paths.py).
 STEPS_FILE, STORE_FILE = "steps_bf16.json", "store_grid.json"
-#: MNLI's lengths: no MNLI TSV is here, so part B's MNLI rows are random ids at the real lengths of MRPC rows.
-MNLI_LENGTHS = "MRPC's (no local MNLI; no published MNLI token length used in their place)"
+#: MNLI's lengths: without an MNLI TSV in the data folder, part B's MNLI rows are random ids at the real lengths of MRPC
+#: rows. They set only the attention mask: every example is padded to the task's fixed length (Table 3), so no step's
+#: work depends on them.
+MNLI_LENGTHS = ("MRPC's where no MNLI TSV is in the data folder; they set only the attention mask, every example "
+                "being padded to the task's fixed length (Table 3: 256), so no step's work depends on them")
 
 
 def size_class(model: str) -> str:  # base models take roberta-base's rows, large ones roberta-large's
@@ -171,3 +175,18 @@ def predicted_row(row: dict, prices: Prices, bandwidth: dict[str, float], host_b
     out.update({f"{k}_s": prices.step(row, k, f[k]) for k in ("rerun_step", "lambda_step", "trainable_step",
                                                               "plain_step")})
     return out
+
+
+def runner_overhead(checks: list[tuple[str, float, float, str, str]]) -> dict[str, float]:
+    """Part A's measured / predicted for each group of the estimate's parts it checks: the runner's own work (set-up,
+    encoding, host copies, launches between timed calls) that part B does not time."""
+    found: dict[str, list[float]] = {}
+    for _, measured, predicted, _, group in checks:
+        if predicted > 0:
+            found.setdefault(group, []).append(measured / predicted)
+    return {group: statistics.median(r) for group, r in found.items()}
+
+
+def with_overhead(parts: dict[str, list[float]], overhead: dict[str, float]) -> float:
+    """Seconds of the estimate's `parts`, each times its group's runner overhead (1 where part A checks none)."""
+    return sum(v[0] * overhead.get(part.split(":")[0].split(",")[0], 1.0) for part, v in parts.items())

@@ -43,7 +43,7 @@ def _extract(args: argparse.Namespace) -> int:
 def _grid_config(args: argparse.Namespace, **overrides):
     from papa.runs.experiment import GridConfig
 
-    values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, out_dir=args.out,
+    values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, folder=args.out,
                   device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
                   force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
                   probe_inputs=args.probe_inputs, precision=getattr(args, "precision", DEFAULT_PRECISION),

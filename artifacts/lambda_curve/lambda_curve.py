@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     prof = get_profile(args.profile).for_task(args.task)
     layout = layout_for(bool(is_causal_model(args.model)), None, prof.layout)
     data_dir = resolve_data_dir(args.data_dir)
-    grid = GridConfig(args.task, model=args.model, profile=args.profile, out_dir=args.cache, data_dir=args.data_dir,
+    grid = GridConfig(args.task, model=args.model, profile=args.profile, folder=args.cache, data_dir=args.data_dir,
                       layout=layout)
     constants, model, tokenizer = task_constants(grid, progress=False)
     data = rank_data(tokenizer, model, args.task, prof, layout, data_dir)

@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
     seconds = {}
     for name in args.settings:
         cfg = GridConfig(task=args.task, profile=args.profile, fractions=tuple(args.fractions),
-                         constants=("average",), out_dir=str(args.out), data_dir=args.data_dir, device=args.device,
+                         constants=("average",), folder=str(args.out), data_dir=args.data_dir, device=args.device,
                          **SETTINGS[name])
         start = time.perf_counter()
         rows = run_grid(cfg, progress=False)

@@ -50,7 +50,7 @@ def _point(profile: str, out: Path, data_dir: str | None, store: str | None) -> 
     else:
         os.environ[STORE_ENV] = store
     start = time.perf_counter()
-    rows = run_grid(GridConfig(task=TASK, profile=profile, fractions=("1",), out_dir=str(out), data_dir=data_dir),
+    rows = run_grid(GridConfig(task=TASK, profile=profile, fractions=("1",), folder=str(out), data_dir=data_dir),
                     progress=False)
     seconds = time.perf_counter() - start
     os.environ.pop(STORE_ENV, None)

@@ -42,7 +42,7 @@ class RunSettings:
         return Resources(self.data_dir, self.device, self.progress)
 
     def config_options(self) -> dict:
-        """The fields a `papa.runs.session.GridConfig` takes from these settings (its folder as a string)."""
+        """The fields a `papa.runs.session.GridConfig` takes from these settings."""
         data_dir = None if self.data_dir is None else os.fspath(self.data_dir)
-        return {"profile": self.profile, "out_dir": str(self.folder), "data_dir": data_dir, "device": self.device,
+        return {"profile": self.profile, "folder": self.folder, "data_dir": data_dir, "device": self.device,
                 "force": self.force}

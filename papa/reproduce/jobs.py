@@ -168,7 +168,7 @@ class Unit:
         from papa.runs.experiment import GridConfig
 
         j = self.jobs[0]
-        return GridConfig(task=j.task, model=j.source or j.model, profile=j.profile, out_dir=self.folder,
+        return GridConfig(task=j.task, model=j.source or j.model, profile=j.profile, folder=self.folder,
                           data_dir=self.resources.data_dir, device=self.resources.device,
                           constants=("average" if j.constants == NONE else j.constants,),
                           selections=(j.selection if j.selection != NONE else "lambda",),

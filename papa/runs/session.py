@@ -44,7 +44,8 @@ from papa.tasks.registry import TaskSpec, check_task_fits_model, get_task
 class GridConfig:
     """What to run. None takes the profile's (`fractions`, `seeds`, `rounding`, `layout`) or the model's default
     (`probe_inputs`); `constants_corpus` "task" is the task's own data; `profile` is a name or a JSON file;
-    `constants_file` is average constants `papa extract` wrote, used instead of the grid's own."""
+    `constants_file` is average constants `papa extract` wrote, used instead of the grid's own; `folder` is where it
+    writes (a `RunFolder`, or a path made into one)."""
 
     task: str
     model: str = DEFAULT_MODEL
@@ -56,7 +57,7 @@ class GridConfig:
     constants_corpus: str = "task"
     rounding: str | None = None
     data_dir: str | None = None
-    out_dir: str = "artifacts/runs"
+    folder: RunFolder = RunFolder(Path("artifacts/runs"))
     device: str = "cpu"
     force: bool = False
     layout: str | None = None
@@ -68,10 +69,8 @@ class GridConfig:
     batch_order: str = DEFAULT_BATCH_ORDER
     constants_file: str | None = None
 
-    @property
-    def folder(self) -> RunFolder:
-        """The run folder `out_dir` names."""
-        return RunFolder.at(self.out_dir)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "folder", RunFolder.at(self.folder))  # a path given here: a user's edge
 
     def resolved(self) -> "GridConfig":
         """Fill profile defaults and check every value, so errors come before any work."""
@@ -181,7 +180,7 @@ def load_resolved(cfg: GridConfig,
     check_model_name(cfg.model)  # before its config is looked for: a folder that is not there says so
     known = is_causal_model(cfg.model)
     resolved, prof, spec = resolve_grid(cfg, causal=bool(known))
-    check_output_dir(resolved.out_dir)
+    check_output_dir(resolved.folder, argument="folder")
     check_task_files(spec, splits, resolved.data_dir)  # the model would otherwise load before the data is missed
     device = distributed.process_device(resolved.device)
     check_feature_settings(resolve_device(device), resolved.batch_order)

@@ -455,7 +455,7 @@ def open_explorer(artifacts_dir: str | os.PathLike, *, task: str = "sst2", profi
     into ``<artifacts_dir>/<profile>`` first."""
     found = find_artifacts(artifacts_dir)
     if not found.constants:
-        task_constants(GridConfig(task, profile=profile, out_dir=str(Path(artifacts_dir) / profile),
+        task_constants(GridConfig(task, profile=profile, folder=Path(artifacts_dir) / profile,
                                   data_dir=data_dir), progress=False)
         found = find_artifacts(artifacts_dir)
     return HeadExplorer(found, task=task, **kwargs)

@@ -26,7 +26,7 @@ def tiny_profile(monkeypatch):
 
 
 def _cfg(tmp_path, data_dir, **kw):
-    return GridConfig(**{"task": "sst2", "profile": "test", "data_dir": str(data_dir), "out_dir": str(tmp_path), **kw})
+    return GridConfig(**{"task": "sst2", "profile": "test", "data_dir": str(data_dir), "folder": str(tmp_path), **kw})
 
 
 def test_extract_rank_probe_table(tmp_path, data_dir, monkeypatch):

@@ -278,8 +278,8 @@ def test_ranking_for_another_checkpoint_length_or_layout():
 # ---- names: task, profile, kinds, methods --------------------------------------------------------------------------
 
 def test_grid_config_errors(tmp_path):
-    """Checked by GridConfig.resolved, before any model or data is loaded (out_dir stays empty)."""
-    cfg = dict(task="sst2", out_dir=str(tmp_path / "out"))
+    """Checked by GridConfig.resolved, before any model or data is loaded (the run folder stays empty)."""
+    cfg = dict(task="sst2", folder=str(tmp_path / "out"))
     with pytest.raises(ValueError, match="unknown profile 'huge'; choose one of quick, cpu, full"):
         run_grid(GridConfig(**cfg, profile="huge"), progress=False)
     with pytest.raises(ValueError, match="unknown constants kind 'gaussian'; choose from average"):
@@ -291,7 +291,7 @@ def test_grid_config_errors(tmp_path):
     with pytest.raises(ValueError, match="last_to_first is one fixed order and has no variants"):
         run_grid(GridConfig(**cfg, selections=("last_to_first@2",)), progress=False)
     with pytest.raises(ValueError, match="unknown task 'squad'; known tasks: cola"):
-        run_grid(GridConfig(task="squad", out_dir=str(tmp_path / "out")), progress=False)
+        run_grid(GridConfig(task="squad", folder=str(tmp_path / "out")), progress=False)
     with pytest.raises(ValueError, match="unknown task 'squad'"):
         GridConfig(**cfg, constants_corpus="squad").resolved()
     with pytest.raises(ValueError, match=r"\[0, 1\], got '3/2'"):

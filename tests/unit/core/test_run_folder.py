@@ -45,8 +45,8 @@ def test_a_folder_is_made_once_and_compares_by_its_path(tmp_path):
 def test_settings_travel_together(tmp_path):
     settings = RunSettings("cpu", str(tmp_path), data_dir=tmp_path / "data", device="cuda")
     assert settings.folder == RunFolder(tmp_path)
-    assert settings.config_options() == {"profile": "cpu", "out_dir": str(tmp_path), "data_dir": str(tmp_path / "data"),
-                                         "device": "cuda", "force": False}
+    assert settings.config_options() == {"profile": "cpu", "folder": RunFolder(tmp_path),
+                                         "data_dir": str(tmp_path / "data"), "device": "cuda", "force": False}
     assert settings.resources == Resources(tmp_path / "data", "cuda", True)
 
 

@@ -97,7 +97,7 @@ def test_a_decoder_whose_config_was_not_here_gets_a_decoders_defaults_once_loade
     tok.save_pretrained(path)
     monkeypatch.setitem(PROFILES, "causal-test", Profile("causal-test", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1,
                                                          epochs=1, seeds=(0,), fractions=("1",)))
-    cfg = GridConfig(task="sst2", model=str(path), profile="causal-test", out_dir=str(tmp_path / "out"),
+    cfg = GridConfig(task="sst2", model=str(path), profile="causal-test", folder=str(tmp_path / "out"),
                      data_dir=str(data_dir))
     here = cfg.resolved()
     assert (here.layout, here.probe_inputs) == (DECODER_LAYOUT, "standardized")

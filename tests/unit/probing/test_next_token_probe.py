@@ -172,7 +172,7 @@ def test_a_grid_trains_a_standardised_probe_per_seed_and_keeps_its_predictions(t
     tiny_tokenizer("llama").save_pretrained(path)
     out = tmp_path / "out"
     rows = run_grid(GridConfig(task="lm_probe", model=str(path), profile="lm-probe-test", constants=("zeros",),
-                               out_dir=str(out), data_dir=str(data_dir)), progress=False)
+                               folder=str(out), data_dir=str(data_dir)), progress=False)
     assert len(rows) == 4 and set(rows["probe_inputs"]) == {"standardized"} and set(rows["layout"]) == {"standard"}
     assert np.isfinite(rows["value"]).all() and (rows["value"] <= 0).all()
     for _, runs in rows.groupby("fraction_label"):

@@ -180,7 +180,7 @@ def test_part_a_is_checked_against_part_b_not_used_to_scale_it():
                        "lambda_point_store": "host", "trainable_point_s": 5.0}]
     assert grid.estimate(cost)["totals"]["estimate"] == before
     checks = {what.split(": ")[1].split(",")[0]: (measured, predicted)
-              for what, measured, predicted, _ in grid.part_a_check(cost)}
+              for what, measured, predicted, _, _ in grid.part_a_check(cost)}
     assert checks["constants"] == (70.0, pytest.approx(67.349))
     assert checks["λ ranking"] == (9.0, pytest.approx(10 * 0.5))
     assert checks["λ-ranked point 1/2"] == (99.0, pytest.approx(420 / 100 + 10 * 0.125 + 100 / 1000))

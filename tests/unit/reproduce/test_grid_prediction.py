@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import cost as grid
 from benchmarks.cost import choose_path
-from benchmarks.rates import interpolate, step_points
+from benchmarks.rates import interpolate, step_points, with_overhead
 from benchmarks.suite import arithmetic_rates, feature_bytes, row_flops_per_seq
 from conftest import REPO
 
@@ -44,13 +44,29 @@ def test_part_a_and_part_b_are_flagged_where_they_differ_by_more_than_1_2(h100):
     out = grid.report(cost, est)
     checks = grid.part_a_check(cost)
     apart = 0
-    for what, measured, predicted, _ in checks:
+    for what, measured, predicted, _, _ in checks:
         ratio = measured / predicted
         ok = 1 / 1.2 <= ratio <= 1.2
         apart += not ok
         assert f"| {what} | {measured:.1f} | {predicted:.1f} |" in out
         assert f"| {ratio:.2f} | {'yes' if ok else '**no**'} |" in out
     assert f"within 1.2× on {len(checks) - apart} of {len(checks)} rows" in out
+
+
+def test_the_runner_overhead_part_a_measured_multiplies_each_part_it_checks(h100):
+    cost, est = h100
+    overhead = est["prediction"]["runner_overhead"]
+    checks = {group: measured / predicted for _, measured, predicted, _, group in grid.part_a_check(cost)}
+    assert overhead == pytest.approx(checks) and set(overhead) == {"constants", "λ rankings", "frozen points",
+                                                                   "trained constants"}
+    for node, figures in est["prediction"]["nodes"].items():
+        parts = figures["parts"]
+        assert with_overhead(parts, {}) == pytest.approx(est["totals"][grid.node_key(node)])
+        # every part of the estimate belongs to a group part A checks, each at its own group's ratio
+        by_group = {part: overhead[part.split(":")[0].split(",")[0]] for part in parts}
+        assert figures["with_runner_overhead_s"] == pytest.approx(sum(parts[p][0] * r for p, r in by_group.items()))
+    row = " | ".join(f"{v['with_runner_overhead_s'] / 3600:.1f}" for v in est["prediction"]["nodes"].values())
+    assert f"any other part 1×) | {row} |" in grid.report(cost, est)
 
 
 def test_blocks_are_charged_where_they_live():

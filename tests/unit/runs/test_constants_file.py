@@ -32,7 +32,7 @@ def extracted(tmp_path, tiny_dir, data_dir, monkeypatch):
 
 
 def test_a_given_file_is_read_and_its_corpus_recorded(tmp_path, tiny_dir, data_dir, extracted, capsys):
-    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile=TINY.name, out_dir=str(tmp_path / "out"),
+    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile=TINY.name, folder=str(tmp_path / "out"),
                      data_dir=str(data_dir), constants_file=str(extracted))
     rows = run_grid(cfg, progress=True)
     assert f"constants: read {extracted} (10 examples of sst2:train[:10], average)" in capsys.readouterr().out
@@ -49,7 +49,7 @@ def test_the_grid_names_a_file_over_another_corpus_beside_its_own(tmp_path, tiny
     out = tmp_path / "out"
     (out / "constants").mkdir(parents=True)
     extracted.rename(out / "constants" / extracted.name)  # where `papa extract` writes by default for the grid
-    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile=TINY.name, out_dir=str(out), data_dir=str(data_dir),
+    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile=TINY.name, folder=str(out), data_dir=str(data_dir),
                      fractions=("0",))
     run_grid(cfg, progress=True)
     err = capsys.readouterr().out
@@ -66,7 +66,7 @@ def test_a_file_that_does_not_fit_is_refused(tmp_path, tiny_dir, data_dir, extra
     other = tmp_path / "tiny-bert-4"
     tiny_model("bert", layers=4, heads=4).save_pretrained(other)
     tiny_tokenizer("bert").save_pretrained(other)
-    cfg = GridConfig(task="sst2", model=str(other), profile=TINY.name, out_dir=str(tmp_path / "out"),
+    cfg = GridConfig(task="sst2", model=str(other), profile=TINY.name, folder=str(tmp_path / "out"),
                      data_dir=str(data_dir), constants_file=str(extracted))
     with pytest.raises(IncompatibleArtifactError, match="2 layers x 4 heads"):
         run_grid(cfg, progress=False)

@@ -45,7 +45,7 @@ def test_a_grid_in_another_dtype_records_it_and_reuses_nothing(tmp_path, float16
         "dtype-test", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1, epochs=1,
         seeds=(0,), fractions=("1/2",)))
     out = tmp_path / "out"
-    cfg = dict(task="sst2", model=str(float16_dir), profile="dtype-test", out_dir=str(out), data_dir=str(data_dir))
+    cfg = dict(task="sst2", model=str(float16_dir), profile="dtype-test", folder=str(out), data_dir=str(data_dir))
     float32 = run_grid(GridConfig(**cfg), progress=False)
     bf16 = run_grid(GridConfig(**cfg, dtype="bfloat16"), progress=False)
     assert set(float32["dtype"]) == {"float32"} and set(bf16["dtype"]) == {"bfloat16"}

@@ -35,7 +35,7 @@ def test_fraction_rounding_to_no_head_shows_as_done(tmp_path, tiny_dir, data_dir
         "keys-test", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1, epochs=1, seeds=(0, 1),
         fractions=("1/16",), rounding="down"))
     out = tmp_path / "out"
-    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", out_dir=str(out), data_dir=str(data_dir),
+    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", folder=str(out), data_dir=str(data_dir),
                      selections=("lambda", "random"))
     jobs = grid_jobs(cfg)
     # Both methods replace every head here: one job per seed, recorded without a selection.
@@ -60,7 +60,7 @@ def test_each_draw_of_a_ranking_is_prepared_once_and_its_jobs_run_as_the_grid_do
         "keys-test", train_limit=8, eval_limit=8, corpus_limit=8, rank_limit=8, rank_epochs=1, epochs=1, seeds=(0,),
         fractions=("1/2",), rounding="down"))
     out = tmp_path / "out"
-    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", out_dir=str(out), data_dir=str(data_dir),
+    cfg = GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", folder=str(out), data_dir=str(data_dir),
                      selections=("lambda", "reversed_lambda", "lambda@part1", "random@2"))
     jobs = grid_jobs(cfg)
     assert sorted(j.selection for j in jobs) == ["lambda", "lambda@part1", "random@2", "reversed_lambda"]
@@ -72,6 +72,6 @@ def test_each_draw_of_a_ranking_is_prepared_once_and_its_jobs_run_as_the_grid_do
     rankings = sorted(p.name for p in (out / "rankings").glob("*.safetensors"))
     assert len(rankings) == 2 and rankings[0].endswith("-keys-test-part1.safetensors")
     assert finished(jobs, RunFolder.at(out)) == {j.key for j in jobs}
-    reference = run_grid(GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", out_dir=str(out),
+    reference = run_grid(GridConfig(task="sst2", model=str(tiny_dir), profile="keys-test", folder=str(out),
                                     data_dir=str(data_dir), selections=cfg.selections), progress=False)
     assert len(reference) == 4  # every run was already there: the units wrote the grid's rows

@@ -34,7 +34,7 @@ def _model_dir(tmp_path, arch: str):
 def _grid(tmp_path, data_dir, task: str, arch: str):
     out = tmp_path / "out"
     cfg = GridConfig(task=task, model=str(_model_dir(tmp_path, arch)), profile="predictions-test",
-                     constants=("zeros",), out_dir=str(out), data_dir=str(data_dir))
+                     constants=("zeros",), folder=str(out), data_dir=str(data_dir))
     return run_grid(cfg, progress=False), out
 
 
@@ -91,6 +91,6 @@ def test_a_fused_qkv_decoder_runs_a_partial_replacement(tmp_path, data_dir, tiny
     tiny_model("gpt2", lm_head=True).save_pretrained(path)
     tiny_tokenizer("gpt2").save_pretrained(path)
     cfg = GridConfig(task="lm", model=str(path), profile="predictions-test", constants=("zeros",),
-                     selections=("random",), fractions=("1/2",), out_dir=str(out), data_dir=str(data_dir))
+                     selections=("random",), fractions=("1/2",), folder=str(out), data_dir=str(data_dir))
     rows = run_grid(cfg, progress=False)
     assert list(rows["fraction_label"]) == ["1/2", "1/2"] and np.isfinite(rows["value"]).all()

@@ -55,7 +55,7 @@ def profile(monkeypatch):
 
 def test_a_standardized_grid_records_its_rows_and_stores_its_statistics(tmp_path, bert_dir, data_dir, profile):
     out = tmp_path / "out"
-    cfg = dict(task="sst2", model=str(bert_dir), profile=profile, out_dir=str(out), data_dir=str(data_dir))
+    cfg = dict(task="sst2", model=str(bert_dir), profile=profile, folder=str(out), data_dir=str(data_dir))
     assert GridConfig(**cfg).resolved().probe_inputs == "raw"  # a BERT: the paper's probe
     raw = run_grid(GridConfig(**cfg), progress=False)
     std = run_grid(GridConfig(**cfg, probe_inputs="standardized"), progress=False)
@@ -83,7 +83,7 @@ def test_a_standardized_grid_records_its_rows_and_stores_its_statistics(tmp_path
 
 
 def test_jobs_record_the_probe_inputs(tmp_path, bert_dir, data_dir, profile):
-    cfg = dict(task="sst2", model=str(bert_dir), profile=profile, out_dir=str(tmp_path), data_dir=str(data_dir))
+    cfg = dict(task="sst2", model=str(bert_dir), profile=profile, folder=str(tmp_path), data_dir=str(data_dir))
     raw, std = grid_jobs(GridConfig(**cfg)), grid_jobs(GridConfig(**cfg, probe_inputs="standardized"))
     assert raw[0].key.endswith("|raw") and std[0].key == raw[0].key.removesuffix("raw") + "standardized"
     run_grid(GridConfig(**cfg, probe_inputs="standardized"), progress=False)

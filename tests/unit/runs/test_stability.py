@@ -25,7 +25,7 @@ RANK_TEST = Profile("rank-test", train_limit=12, eval_limit=8, corpus_limit=8, r
 @pytest.fixture
 def cfg(tmp_path, tiny_dir, data_dir, monkeypatch):
     monkeypatch.setitem(PROFILES, "rank-test", RANK_TEST)
-    return GridConfig(task="sst2", model=str(tiny_dir), profile="rank-test", out_dir=str(tmp_path / "out"),
+    return GridConfig(task="sst2", model=str(tiny_dir), profile="rank-test", folder=tmp_path / "out",
                       data_dir=str(data_dir))
 
 
@@ -81,12 +81,12 @@ def test_notebook_table_is_the_one_the_claims_gate_on(cfg):
 
     results = run_grid(cfg, progress=False)
     table = main_results.ranking_stability([cfg.model], ["sst2"],
-                                       RunSettings(cfg.profile, cfg.out_dir, cfg.data_dir, progress=False))
+                                       RunSettings(cfg.profile, cfg.folder, cfg.data_dir, progress=False))
     assert list(table.index.names) == ["model", "task"] and len(table) == 1
     assert table.reset_index().model.tolist() == results.model.unique().tolist() == ["tiny-bert"]
     # a model in a folder is named by the folder, as its artifact files are: no path of this machine is recorded
     where = str(Path(cfg.model).parent)
-    assert not any(where in text for text in (Path(cfg.out_dir, "results.csv").read_text(),
+    assert not any(where in text for text in (cfg.folder.results.read_text(),
                                               table.reset_index().to_csv()))
     assert table["seeds"].tolist() == [" ".join(map(str, main_results.STABILITY_SEEDS))]
     saved = sections.save_table(table, cfg.folder, sections.RANKING_STABILITY_TABLE)
@@ -107,7 +107,7 @@ def test_an_interrupted_ranking_resumes_to_the_uninterrupted_one(cfg, monkeypatc
     from papa.runs import lambda_ranking
     from papa.runs.lambda_curves import checkpoint_path, curve_path, load_curve
 
-    reference, _ = learn_ranking(replace(cfg, out_dir=cfg.out_dir + "-reference"), progress=False)
+    reference, _ = learn_ranking(replace(cfg, folder=f"{cfg.folder}-reference"), progress=False)
 
     class Interrupted(lambda_ranking.TrainingCheckpoint):
         def due(self, steps: int, last: bool) -> bool:
@@ -120,9 +120,9 @@ def test_an_interrupted_ranking_resumes_to_the_uninterrupted_one(cfg, monkeypatc
         learn_ranking(cfg, progress=False)
     monkeypatch.undo()
     monkeypatch.setitem(PROFILES, "rank-test", RANK_TEST)
-    target = next((Path(cfg.out_dir) / "rankings").glob("*.safetensors"), None)
+    target = next(cfg.folder.rankings.glob("*.safetensors"), None)
     assert target is None  # no ranking yet, only its checkpoint
-    saved = list((Path(cfg.out_dir) / "checkpoints").iterdir())
+    saved = list((cfg.folder.root / "checkpoints").iterdir())
     assert len(saved) == 1
     ranking, path = learn_ranking(cfg, progress=False)
     assert torch.equal(ranking.lambdas, reference.lambdas)

@@ -29,9 +29,9 @@ def test_compiled_steps_reach_every_training_and_are_recorded(tmp_path, data_dir
     monkeypatch.setattr(torch, "compile", traced)
     cfg = dict(task="sst2", model=str(model_dir), profile="steps-test", data_dir=str(data_dir),
                constants=("toeplitz", "trainable_toeplitz"))
-    eager = run_grid(GridConfig(**cfg, out_dir=str(tmp_path / "eager")), progress=False)
+    eager = run_grid(GridConfig(**cfg, folder=str(tmp_path / "eager")), progress=False)
     assert not compiled
-    steps = run_grid(GridConfig(**cfg, out_dir=str(tmp_path / "compiled"), steps="compiled"), progress=False)
+    steps = run_grid(GridConfig(**cfg, folder=str(tmp_path / "compiled"), steps="compiled"), progress=False)
     # λ learning (one ranking), the frozen point's probe and the trained constants' probe: a compiled loss each
     assert compiled.count(True) >= 3
     assert all("steps" not in json.loads(extra) for extra in eager["extra"])
