@@ -74,12 +74,11 @@ class Shape:
     saturating: bool = False
 
 
-def headline_shapes(tasks: tuple[str, ...] = GRID_TASKS, tokens: int = SATURATING_TOKENS,
-                    batch_tokens: int = BATCH_TOKENS, n: int = SATURATING_LENGTH) -> list[Shape]:
-    """Table 3's (length, batch) of each task, tasks of one shape in one, then the saturating shape: batches of
-    `batch_tokens` // n sequences of length n, enough of them for `tokens` tokens per call."""
-    grouped: dict[tuple[int, int], list[str]] = {}
-    for task in tasks:
+def headline_shapes(tokens: int = SATURATING_TOKENS, batch_tokens: int = BATCH_TOKENS) -> list[Shape]:
+    """Table 3's (length, batch) of each of `GRID_TASKS`, tasks of one shape in one, then the saturating shape:
+    batches of `batch_tokens` // n sequences of length n = `SATURATING_LENGTH`, enough for `tokens` tokens per call."""
+    n, grouped = SATURATING_LENGTH, {}
+    for task in GRID_TASKS:
         hp = get_task(task).hparams
         grouped.setdefault((hp.max_length, hp.batch_size), []).append(task)
     shapes = [Shape(f"{'/'.join(t.upper() for t in names)} (Table 3)", length, batch, 1)
@@ -320,8 +319,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{run.n_batches} batches per pass; inputs: {source}\n")
     print(HEADER, flush=True)
     if args.headline is not None:
-        shapes = headline_shapes(tokens=args.saturate_tokens or SATURATING_TOKENS,
-                                 batch_tokens=args.batch_tokens or BATCH_TOKENS)
+        shapes = headline_shapes(args.saturate_tokens or SATURATING_TOKENS, args.batch_tokens or BATCH_TOKENS)
         texts, _ = texts_for(max(s.batch * s.batches for s in shapes), args.data_dir)
         for label, model, model_tok in _headline_models(args, run, tok):
             for shape in shapes:

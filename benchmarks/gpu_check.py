@@ -205,11 +205,6 @@ def fill_plan(machine: dict, smoke: bool, root: Path | None = None, new: bool = 
     return None, every, "no folder of this device"
 
 
-def fill_target(machine: dict, smoke: bool, root: Path | None = None, **rule) -> tuple[Path | None, list[str]]:
-    """`fill_plan`'s folder and steps."""
-    return fill_plan(machine, smoke, root, **rule)[:2]
-
-
 def planned_seconds(machine: dict, root: Path | None = None) -> dict[str, tuple[float, str]]:
     """Each step's (planned seconds, where they come from): its time in the newest committed folder where it finished
     ok, folders of this machine's device first, times `MEASURED_MARGIN` and rounded up; else its `usual_s`."""

@@ -112,22 +112,18 @@ def interleaved(variants: dict[str, Variant], repeats: int, device: torch.device
     return {k: statistics.median(v) for k, v in times.items()}
 
 
-def _set_env(name: str, value: str | None) -> None:
-    if value is None:
-        os.environ.pop(name, None)
-    else:
-        os.environ[name] = value
-
-
 @contextlib.contextmanager
 def env(name: str, value: str | None):
     """Environment variable `name` set to `value` (None: unset) inside, put back as it was after."""
-    saved = os.environ.get(name)
-    _set_env(name, value)
+    saved = os.environ.pop(name, None)
+    if value is not None:
+        os.environ[name] = value
     try:
         yield
     finally:
-        _set_env(name, saved)
+        os.environ.pop(name, None)
+        if saved is not None:
+            os.environ[name] = saved
 
 
 # ---- peaks -------------------------------------------------------------------------------------------------------
@@ -189,9 +185,9 @@ def launch_bound(rate: float | None, peak: float | None) -> bool | None:
     return None if share is None else share < LAUNCH_BOUND_SHARE
 
 
-def floor_hours(flops: float, peak: float | None, share: float = 1.0) -> float | None:
-    """Hours `flops` take at `share` of the `peak` (TFLOP/s), or None for an unknown peak."""
-    return flops / (peak * 1e12 * share) / 3600 if peak else None
+def floor_hours(flops: float, peak: float | None) -> float | None:
+    """Hours `flops` take at the `peak` (TFLOP/s), or None for an unknown peak."""
+    return flops / (peak * 1e12) / 3600 if peak else None
 
 
 # ---- the rows' FLOPs: the speed table's and the cost's part B --------------------------------------------------------

@@ -43,15 +43,11 @@ def _extract(args: argparse.Namespace) -> int:
 def _grid_config(args: argparse.Namespace, **overrides):
     from papa.runs.experiment import GridConfig
 
-    values = dict(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, folder=args.out,
-                  device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
-                  force=getattr(args, "force", False), layout=args.layout, dtype=args.dtype,
-                  probe_inputs=args.probe_inputs, precision=getattr(args, "precision", DEFAULT_PRECISION),
-                  compile=getattr(args, "compile", False), steps=getattr(args, "steps", DEFAULT_STEP_MODE),
-                  batch_order=getattr(args, "batch_order", DEFAULT_BATCH_ORDER),
-                  constants_file=getattr(args, "constants_file", None))
-    values.update(overrides)
-    return GridConfig(**values)
+    return GridConfig(task=args.task, model=args.model, profile=args.profile, data_dir=args.data_dir, folder=args.out,
+                      device=args.device, constants_corpus=args.constants_corpus, rounding=args.rounding,
+                      force=args.force, layout=args.layout, dtype=args.dtype, probe_inputs=args.probe_inputs,
+                      precision=args.precision, compile=args.compile, steps=args.steps, batch_order=args.batch_order,
+                      constants_file=args.constants_file, **overrides)
 
 
 def _rank(args: argparse.Namespace) -> int:
@@ -157,11 +153,12 @@ def _stability_lines(out: Path, models: set[str], tasks: set[str]) -> str:
     95% interval, and whether the claims read its λ-dependent parts."""
     from papa.runs.stability import STABLE_RHO, draw_agreement, gate_reason, learned_once, rho_text
 
-    if not RunFolder.at(out).rankings.is_dir():
+    rankings = RunFolder.at(out).rankings
+    if not rankings.is_dir():
         return ""
-    table = draw_agreement(RunFolder.at(out).rankings)
+    table = draw_agreement(rankings)
     table = table[table.model.isin(models) & table.task.isin(tasks)]
-    once = [path.name for path in learned_once(RunFolder.at(out).rankings) if path.name.split("__")[1] in tasks]
+    once = [path.name for path in learned_once(rankings) if path.name.split("__")[1] in tasks]
     alone = ("λ rankings learned once (no second draw: their stability is not measured and the claims do not read "
              "their λ-dependent parts; `papa rank --seed 1` or `--part 1` learns one): "
              + ", ".join(once)) if once else ""
@@ -284,11 +281,6 @@ def _group() -> argparse.ArgumentParser:
     return argparse.ArgumentParser(add_help=False)
 
 
-def _parents() -> dict[str, argparse.ArgumentParser]:
-    """The option groups several subcommands share, each declared once (argparse parent parsers)."""
-    return {**_run_parents(), "grid": _grid_parent(), **_reproduction_parents()}
-
-
 def _run_parents() -> dict[str, argparse.ArgumentParser]:
     """The model, where and how a command runs, the profile, --force."""
     model = _group()
@@ -396,7 +388,8 @@ def build_parser() -> argparse.ArgumentParser:
     from papa import __version__
 
     parser.add_argument("--version", action="version", version=f"papa {__version__}")
-    shared = _parents()
+    # The option groups several subcommands share, each declared once (argparse parent parsers).
+    shared = {**_run_parents(), "grid": _grid_parent(), **_reproduction_parents()}
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_extract(sub, shared)
     _add_grid_commands(sub, shared)

@@ -26,9 +26,7 @@ class Arg:
         return self.flag or "--" + self.name.replace("_", "-")
 
     def for_library(self) -> str:
-        if self.value is _UNSET:
-            return f"{self.name}="
-        return f"{self.name}={self.value!r}"
+        return f"{self.name}=" if self.value is _UNSET else f"{self.name}={self.value!r}"
 
     def for_cli(self) -> str:
         if self.value is _UNSET:

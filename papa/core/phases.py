@@ -59,11 +59,6 @@ def write_phase_times(folder: RunFolder) -> Path | None:
     return path
 
 
-def discard() -> None:
-    """Forget what was timed since the last write: a refused run leaves no times behind (`timed_into`)."""
-    _totals.clear()
-
-
 @contextmanager
 def timed_into(folder: RunFolder, ran: Callable[[], bool]) -> Iterator[None]:
     """Write the block's phase times under `folder` when it ends; a `PapaError` raised before `ran()` is true
@@ -71,8 +66,8 @@ def timed_into(folder: RunFolder, ran: Callable[[], bool]) -> Iterator[None]:
     try:
         yield
     except PapaError:
-        if not ran():
-            discard()
+        if not ran():  # a refused run leaves no times behind
+            _totals.clear()
         raise
     finally:
         write_phase_times(folder)

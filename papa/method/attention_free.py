@@ -99,9 +99,10 @@ def drop_query_key(controller) -> None:
 def restore_query_key(controller) -> None:
     """Put back the original query/key projections (no-op where nothing was dropped)."""
     for module in controller.info.attention_modules:
-        undo = module.__dict__.get(RESTORE)
+        undo = module.__dict__.pop(RESTORE, None)  # popped: a module run by several layers is restored once
         if undo is not None:
             undo()
+            module.__dict__.pop(QK_HEADS, None)
 
 
 @contextmanager

@@ -143,16 +143,6 @@ class AttentionStats:
             flat = self._views[key] = view.view(-1, 1, n)
         return flat
 
-    def merge_(self, other: "AttentionStats") -> "AttentionStats":
-        """Add another accumulator's statistics into this one (e.g. from another process)."""
-        if other.sums.shape != self.sums.shape:
-            raise ValueError(f"cannot merge statistics of shape {tuple(other.sums.shape)} "
-                             f"into {tuple(self.sums.shape)}")
-        self.sums += other.sums.to(self.sums.device)
-        self.counts += other.counts.to(self.counts.device)
-        self.num_examples += other.num_examples
-        return self
-
     def averages(self) -> torch.Tensor:
         """Entry-wise averages [L, H, N, N] as float32; unobserved entries are exactly 0, never NaN."""
         return entry_averages(self.sums, self.counts).float().cpu()

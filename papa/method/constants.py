@@ -217,7 +217,8 @@ def write_constants_index(directory: str | os.PathLike) -> Path:
 
 # ---- data-free kinds (paper 5.2) -------------------------------------------------------------------------------
 
-def _row_normalised(m: torch.Tensor) -> torch.Tensor:
+def row_normalised(m: torch.Tensor) -> torch.Tensor:
+    """`m` with each row divided by its sum; a row summing to 0 stays 0."""
     s = m.sum(-1, keepdim=True)
     return torch.where(s > 0, m / s.clamp_min(torch.finfo(m.dtype).tiny), torch.zeros_like(m))
 
@@ -225,7 +226,7 @@ def _row_normalised(m: torch.Tensor) -> torch.Tensor:
 def toeplitz_matrix(n: int) -> torch.Tensor:
     """Harmonic Toeplitz matrix: entry (i, j) proportional to 1 / (|i - j| + 1), rows summing to 1 (paper 5.2)."""
     idx = torch.arange(n)
-    return _row_normalised(1.0 / ((idx[:, None] - idx[None, :]).abs() + 1).float())
+    return row_normalised(1.0 / ((idx[:, None] - idx[None, :]).abs() + 1).float())
 
 
 def data_free_constants(kind: str, signature: ModelSignature, max_length: int,

@@ -21,12 +21,13 @@ from torch import nn
 from torch.utils.hooks import RemovableHandle
 
 from papa.core.errors import InputError, PapaError, check_one_of
+from papa.core.vocabulary import HEAD_MODES
 from papa.method.adapters.base import ModelInfo
 from papa.method.architectures import describe_model, model_signature
-from papa.method.attention_free import RESTORE
+from papa.method.attention_free import restore_query_key
 from papa.method.capture import AttentionStats, query_weights
 from papa.method.constant_heads import ConstantHeads, ConstantWorkspace
-from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices
+from papa.method.constants import DATA_FREE_KINDS, ConstantMatrices, row_normalised
 from papa.method.head_modes import KEEP, MIX, MODE_NAMES, REPLACE, LayerPlan
 from papa.method.layout import SEPARATOR_LAST
 from papa.method.masks import Allowed, padding_mask
@@ -61,7 +62,6 @@ class PapaController(nn.Module):
         self.constant_set: ConstantMatrices | None = None
         self.stats: AttentionStats | None = None
         self._valid: torch.Tensor | None = None   # [B, n] bool of the forward pass in flight; None: no padding
-        self._n: int | None = None
         self._handles: list[RemovableHandle] = []
         self._attn_impl: str | None = None   # the attention implementation the adapter replaced, if any
         self.forward_id = 0                  # counts forward passes (shared attention modules count their calls)
@@ -105,10 +105,8 @@ class PapaController(nn.Module):
     def set_constants(self, constants: ConstantMatrices, *, trainable: bool = False, strict: bool = True) -> None:
         """Use `constants` for replaced and mixed heads, after checking they fit this model (`strict=False`: shapes
         only); `trainable=True` makes them a parameter, clamped to ≥ 0 at use."""
-        if strict:
-            constants.check_compatible(self.signature)
-        elif (constants.num_layers, constants.num_heads) != (self.num_layers, self.num_heads):
-            constants.check_compatible(self.signature)  # raises the shape error
+        if strict or (constants.num_layers, constants.num_heads) != (self.num_layers, self.num_heads):
+            constants.check_compatible(self.signature)  # not strict: only to raise the shape error
         device = self.theta.device
         data = constants.matrices.detach().clone().to(device=device, dtype=torch.float32)
         self._buffers.pop("_constants", None)
@@ -208,8 +206,7 @@ class PapaController(nn.Module):
 
     def head_modes(self) -> list[list[str]]:
         """Modes as names, [layer][head]."""
-        names = {v: k for k, v in MODE_NAMES.items()}
-        return [[names[int(m)] for m in row] for row in self.modes.tolist()]
+        return [[HEAD_MODES[m] for m in row] for row in self.modes.tolist()]
 
     # ---- capture ------------------------------------------------------------------------------------------------
     @contextmanager
@@ -232,7 +229,6 @@ class PapaController(nn.Module):
         if ref is None:
             ref = bound.get("inputs_embeds")
         n = ref.shape[1] if ref is not None else (mask.shape[-1] if mask is not None else None)
-        self._n = n
         self._valid = padding_mask(mask)
         if self._shared_modules:  # only they read it: a compiled forward pass does not guard on a changing count
             self.forward_id += 1
@@ -264,7 +260,7 @@ class PapaController(nn.Module):
             self.stats.add_counts(valid.to(self.stats.counts.device), causal=self.info.causal)
 
     def _end_forward(self, *_unused) -> None:
-        self._valid, self._n = None, None
+        self._valid = None
         self._per_pass.clear()
         self._capture_queries = None
 
@@ -352,8 +348,7 @@ class PapaController(nn.Module):
         m = allowed.as_bool(rows)
         if m is not None:
             c = c * m.to(dtype)
-        s = c.sum(-1, keepdim=True)
-        return torch.where(s > 0, c / s.clamp_min(torch.finfo(dtype).tiny), torch.zeros_like(c))
+        return row_normalised(c)
 
     def _captured_tokens(self, probs: torch.Tensor, valid: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
         """The capture's real tokens [B, n] and query weights, once per forward pass."""
@@ -433,10 +428,7 @@ class PapaController(nn.Module):
         if not self.attached:
             return
         model, info = self.model, self.info
-        for module in info.attention_modules:  # papa.method.attention_free.drop_query_key swapped projections
-            undo = module.__dict__.get(RESTORE)
-            if undo is not None:
-                undo()
+        restore_query_key(self)  # papa.method.attention_free.drop_query_key swapped projections
         for h in self._handles:
             h.remove()
         self._handles.clear()
@@ -457,11 +449,9 @@ def attach(model: nn.Module, constants: ConstantMatrices | None = None, *, model
         raise PapaError("papa is already attached to this model: use the controller it returned, or papa.detach(model)")
     info = describe_model(model)
     controller = PapaController(model, info, model_name=model_name)
-    try:
-        param = next(model.parameters())
+    param = next(model.parameters(), None)
+    if param is not None:
         controller.to(param.device)
-    except StopIteration:
-        pass
     if constants is not None:
         controller.set_constants(constants, trainable=trainable_constants)
     controller._install()

@@ -47,15 +47,11 @@ class Allowed:
     @classmethod
     def from_mask(cls, mask: torch.Tensor | None, q: int, k: int, *, causal: bool) -> "Allowed":
         """Describe `mask` as an attention function receives it (None: only `causal` decides, as sdpa does)."""
-        pattern = _causal(q, k, mask.device if mask is not None else None) if causal and mask is None else None
         if mask is None:
-            return cls(pattern=pattern)
+            return cls(pattern=_causal(q, k, None) if causal else None)
         if mask.dim() == 2:  # [B, k] key mask (flash-attention implementations)
             return cls(pattern=_causal(q, k, mask.device) if causal else None, keys=mask.bool())
-        if mask.dim() != 4:
-            raise InputError(f"attention masks are 2D [batch, n] or 4D [batch, 1, q, k]; got shape {tuple(mask.shape)}")
-        allowed = mask if mask.dtype == torch.bool else mask > -1.0
-        allowed = allowed[..., :k]  # as eager_attention_forward slices a longer mask
+        allowed = _allowed_4d(mask, k)
         if allowed.shape[1] != 1:  # per-head masks
             return cls(dense=allowed)
         a = allowed[:, 0]                                        # [B, q, k]
@@ -72,11 +68,7 @@ class Allowed:
         described from `causal` and `windowed` without a host read, and asserted on the device to factor."""
         if mask is None or mask.dim() == 2:
             return cls.from_mask(mask, q, k, causal=causal)  # decided from shapes and flags alone
-        if mask.dim() != 4:
-            raise InputError(f"attention masks are 2D [batch, n] or 4D [batch, 1, q, k]; got shape {tuple(mask.shape)}")
-        allowed = mask if mask.dtype == torch.bool else mask > -1.0
-        if allowed.shape[-1] != k:
-            allowed = allowed[..., :k]
+        allowed = _allowed_4d(mask, k)
         if allowed.shape[1] != 1:
             return cls(dense=allowed)
         a = allowed[:, 0]                                                      # [B, q, k]
@@ -92,6 +84,14 @@ class Allowed:
                             "papa: an attention mask built from the padding mask does not factor into the padding and "
                             "a pattern shared by the batch (e.g. packed sequences): call the model with a 4D mask")
         return described
+
+
+def _allowed_4d(mask: torch.Tensor, k: int) -> torch.Tensor:
+    """A 4D bool or additive mask as bool [B, 1 or h, q, k] (True: may attend), its keys cut to `k`."""
+    if mask.dim() != 4:
+        raise InputError(f"attention masks are 2D [batch, n] or 4D [batch, 1, q, k]; got shape {tuple(mask.shape)}")
+    allowed = mask if mask.dtype == torch.bool else mask > -1.0
+    return allowed if allowed.shape[-1] == k else allowed[..., :k]  # as eager_attention_forward slices a longer mask
 
 
 def _causal(q: int, k: int, device) -> torch.Tensor:

@@ -198,13 +198,6 @@ def dtype_name(dtype: torch.dtype) -> str:
     return str(dtype).removeprefix("torch.")
 
 
-class _DropLoadReport(logging.Filter):
-    """Drops transformers' multi-line "LOAD REPORT" table; `load_model` says itself what matters in it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "LOAD REPORT" not in str(record.msg)
-
-
 @contextmanager
 def _quiet_loading():
     """While papa loads a model: no "Loading weights" bar and no load report from transformers."""
@@ -217,7 +210,10 @@ def _quiet_loading():
             return hf_logging.EmptyTqdm(*args, **kwargs)
         return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
 
-    report = _DropLoadReport()
+    def report(record: logging.LogRecord) -> bool:
+        """Drops transformers' multi-line "LOAD REPORT" table; `load_model` says itself what matters in it."""
+        return "LOAD REPORT" not in str(record.msg)
+
     logger = logging.getLogger("transformers.modeling_utils")
     hf_logging.set_tqdm_hook(hook)
     logger.addFilter(report)

@@ -187,9 +187,7 @@ def as_fraction(value: float | int | Fraction | str) -> Fraction:
         return parse_fraction(value)
     if isinstance(value, bool):
         raise ValueError(f"fraction of heads must be a number, got {value!r}.")
-    if isinstance(value, Fraction):
-        frac = value
-    elif isinstance(value, int):
+    if isinstance(value, (Fraction, int)):
         frac = Fraction(value)
     else:
         try:
@@ -211,8 +209,7 @@ def _check_range(frac: Fraction, original: object) -> None:
 
 def fraction_label(value: float | int | Fraction | str) -> str:
     """Readable label of a fraction: "1", "0", "1/16" (floats snap to the nearest small-denominator fraction)."""
-    frac = as_fraction(value).limit_denominator(10_000)
-    return str(frac)
+    return str(as_fraction(value).limit_denominator(10_000))
 
 
 def num_input_dependent(fraction: float | int | Fraction | str, total_heads: int, rounding: str = "exact") -> int:

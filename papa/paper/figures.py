@@ -19,7 +19,6 @@ from papa.core.vocabulary import NONE, PAPER_FRACTIONS
 from papa.paper.paper_numbers import paper_score
 from papa.paper.tables import METRIC_NAMES, OBJECTIVE_TASKS, SELECTION_NAMES, short_model
 
-FRACTION_ORDER = PAPER_FRACTIONS  # plotted from all heads input-dependent to none
 #: The legend's name of the paper's scores marked on the fraction plots.
 PAPER_TABLE1_LABEL = "paper, RoBERTa-base (Table 1)"
 #: How the paper's numbers are drawn beside the run's: hollow, grey, no line.
@@ -74,8 +73,8 @@ def legend_outside(fig: plt.Figure, axes: Sequence[plt.Axes], extra: Sequence = 
 
 
 def fraction_labels(curves: pd.DataFrame) -> list[str]:
-    present = set(curves["fraction_label"])
-    return [f for f in FRACTION_ORDER if f in present] + sorted(present - set(FRACTION_ORDER))
+    present = set(curves["fraction_label"])  # plotted from all heads input-dependent to none
+    return [f for f in PAPER_FRACTIONS if f in present] + sorted(present - set(PAPER_FRACTIONS))
 
 
 def _metric_name(rows: pd.DataFrame) -> str:
@@ -105,10 +104,9 @@ def fraction_curves(curves: pd.DataFrame, *, by: str = "model", title: str = "",
             style = dict(linestyle="--", markerfacecolor="white") if why else {}
             label = names[key] + ("\n" + "\n".join(textwrap.wrap(f"not read: {why}", 44)) if why else "")
             if len(group):
-                curve_line(ax, group, labels, label, shift=shift, color=plt.get_cmap("tab10")(lines.index(key) % 10),
-                       **style)
-                _pooled_points(ax, group, labels, shift, plt.get_cmap("tab10")(lines.index(key) % 10),
-                               style.get("markerfacecolor"))
+                color = plt.get_cmap("tab10")(lines.index(key) % 10)
+                curve_line(ax, group, labels, label, shift=shift, color=color, **style)
+                _pooled_points(ax, group, labels, shift, color, style.get("markerfacecolor"))
         if paper:
             _paper_marks(ax, task, rows, labels)
         fraction_axis(ax, labels)

@@ -6,16 +6,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-# Rows in the paper's order; keys are papa's constants kinds ("none" = the original model, fraction 1).
-ALTERNATIVE_MATRICES_ROWS = (
-    ("Attention based", "Original", "none"),
-    ("Data-Free", "Identity", "identity"),
-    ("Data-Free", "Toeplitz", "toeplitz"),
-    ("Data-Free", "Zeros", "zeros"),
-    ("Labeled Data", "Toeplitz init.", "trainable_toeplitz"),
-    ("Labeled Data", "Average init.", "trainable_average"),
-    ("Unlabeled Data", "Average (Ours)", "average"),
-)
+# Keys are papa's constants kinds ("none" = the original model, fraction 1).
 _TASKS_T1 = ("cola", "mrpc", "sst2", "mnli", "ner", "pos")
 _TABLE1 = {  # RoBERTa-base (Table 1)
     "none": (0.47, 0.85, 0.91, 0.78, 0.92, 0.93),

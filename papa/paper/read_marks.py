@@ -11,8 +11,6 @@ from papa.core.vocabulary import RANKED
 from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.tables import short_model
 
-#: The head orders that rest on a λ ranking.
-LAMBDA_ORDERS = RANKED
 #: The column `ReadMarks.table` adds: "read", or "not read: <why>".
 CLAIMS_COLUMN = "claims"
 
@@ -49,7 +47,7 @@ class ReadMarks:
             reasons.append(f"probe ≤ majority class ({majority:.3f})")
         method, _, other = str(selection).partition("@")
         note = self.unread.get(other or self.profile, {}).get(task)
-        if method in LAMBDA_ORDERS and note:
+        if method in RANKED and note:  # an order that rests on a λ ranking
             whose = f"the {other} profile's λ ranking" if other else "λ ranking"
             reasons.append(f"{whose} unstable ({note.partition(': ')[2] or note})")
         return "; ".join(reasons)

@@ -98,11 +98,8 @@ class TrainingCheckpoint:
 
     def due(self, steps: int, last: bool) -> bool:
         """Whether to save after `steps` steps (`last`: the training's final step; an interrupt asked to stop)."""
-        if last or self.stop_requested:
-            return True
-        if self.every_steps is not None and steps % self.every_steps == 0:
-            return True
-        return self.every_seconds is not None and time.perf_counter() - self._last_save >= self.every_seconds
+        return (last or self.stop_requested or (self.every_steps is not None and steps % self.every_steps == 0)
+                or (self.every_seconds is not None and time.perf_counter() - self._last_save >= self.every_seconds))
 
     def save(self, steps: int, optimizer: torch.optim.Optimizer, generator: torch.Generator, order: torch.Tensor,
              losses: list[torch.Tensor]) -> None:

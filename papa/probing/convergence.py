@@ -42,7 +42,7 @@ def spearman(lambdas_a, lambdas_b) -> float:
     if a.shape != b.shape:
         raise ValueError(f"cannot compare λ of shapes {tuple(a.shape)} and {tuple(b.shape)}: rankings of one model "
                          "have the same layers x heads.")
-    a, b = (np.asarray(g.detach().cpu().double().flatten()) for g in (a, b))
+    a, b = a.flatten().numpy(), b.flatten().numpy()  # `_grid` gives float64 on the CPU
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan")
     from scipy import stats  # imported where used: scipy.stats takes seconds to import

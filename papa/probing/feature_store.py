@@ -68,12 +68,6 @@ def _env_budget(name: str) -> int | None:
     return int(value * 2**30)
 
 
-def _available_memory() -> int:
-    """Bytes that can be allocated now without swapping, once torch's cached pinned blocks are given back."""
-    release_pinned()
-    return int(psutil.virtual_memory().available)
-
-
 def release_pinned() -> None:
     """Give the pinned host blocks torch's caching allocator holds unused back to the system."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -83,10 +77,10 @@ def release_pinned() -> None:
 def cache_budget_bytes() -> int:
     """Bytes one split's features may take in host memory: ``PAPA_FEATURE_CACHE_GB`` GiB, else 60% of the memory
     available now (room for the evaluation split); staging buffers are outside it."""
-    budget = _env_budget(CACHE_BUDGET_ENV)
-    if budget is not None:
+    if (budget := _env_budget(CACHE_BUDGET_ENV)) is not None:
         return budget
-    return int(0.6 * _available_memory())
+    release_pinned()  # torch's cached pinned blocks count as available once given back
+    return int(0.6 * psutil.virtual_memory().available)
 
 
 def device_budget_bytes(device: torch.device) -> int:
@@ -94,8 +88,7 @@ def device_budget_bytes(device: torch.device) -> int:
     its free memory."""
     if device.type != "cuda":
         return 0
-    budget = _env_budget(DEVICE_BUDGET_ENV)
-    if budget is not None:
+    if (budget := _env_budget(DEVICE_BUDGET_ENV)) is not None:
         return budget
     free, _ = torch.cuda.mem_get_info(device)
     return int(0.4 * free)
@@ -104,8 +97,7 @@ def device_budget_bytes(device: torch.device) -> int:
 def disk_budget_bytes(folder: Path) -> int:
     """Bytes one split's features may take on disk under `folder`: ``PAPA_FEATURE_DISK_GB`` GiB, else 90% of the
     free space there."""
-    budget = _env_budget(DISK_BUDGET_ENV)
-    if budget is not None:
+    if (budget := _env_budget(DISK_BUDGET_ENV)) is not None:
         return budget
     probe = folder
     while not probe.exists() and probe != probe.parent:
@@ -130,18 +122,13 @@ def _path_name(placement: str, *, accelerator: bool, batch_order: str, bf16: boo
     return name + (BF16_SUFFIX if bf16 else "")
 
 
-def _check_budgets(budgets: Mapping[str, int]) -> None:
-    unknown = set(budgets) - set(STORED)
-    if unknown or any(not isinstance(b, int) or b < 0 for b in budgets.values()):
-        raise InputError(f"budgets {dict(budgets)!r}: give bytes >= 0 for some of {', '.join(STORED)} (no 'device' "
-                         "key: no accelerator)")
-
-
 def store_path(kept_bytes: int, budgets: Mapping[str, int], *, batch_order: str = DEFAULT_BATCH_ORDER,
                bf16: bool = False, places: tuple[str, ...] = STORED) -> str | None:
     """The `STORE_PATHS` name of the first of `places` whose budget (bytes; no ``device`` key: the model is on the
     CPU) holds `kept_bytes` of float32 features (half with `bf16`); None when none does."""
-    _check_budgets(budgets)
+    if set(budgets) - set(STORED) or any(not isinstance(b, int) or b < 0 for b in budgets.values()):
+        raise InputError(f"budgets {dict(budgets)!r}: give bytes >= 0 for some of {', '.join(STORED)} (no 'device' "
+                         "key: no accelerator)")
     if kept_bytes < 0:
         raise InputError(f"kept_bytes={kept_bytes}: give the float32 features' size in bytes, >= 0")
     placement = _first_fit(kept_bytes // 2 if bf16 else kept_bytes, budgets, places)
@@ -212,26 +199,23 @@ def check_settings(device: str | torch.device | None = None, batch_order: str = 
     """Check the ``PAPA_FEATURE_*`` settings as `plan_store` reads them, before any work."""
     for name in (CACHE_BUDGET_ENV, DEVICE_BUDGET_ENV, DISK_BUDGET_ENV):
         _env_budget(name)
-    forced = _forced_store()
-    if forced == "device" and device is not None and torch.device(device).type == "cpu":
-        raise InputError(f"{STORE_ENV}=device: the model is on the CPU, so host memory is its device: give "
-                         f"{STORE_ENV}=host")
-    _check_chunks(forced, batch_order)
+    _forced_store(None, None if device is None else torch.device(device), batch_order)
 
 
-def _check_chunks(forced: str | None, batch_order: str) -> None:
-    if batch_order == CHUNKS and forced == "backbone":
-        raise InputError(f"batch order 'chunks' reads the training split from its store in chunks, and "
-                         f"{STORE_ENV}=backbone stores nothing: unset {STORE_ENV} (or give host or disk), or give "
-                         "another batch order")
-
-
-def _forced_store(forced: str | None = None) -> str | None:
-    """The placement `forced` or ``PAPA_FEATURE_STORE`` asks for (None: the first that fits), checked."""
+def _forced_store(forced: str | None, device: torch.device | None, batch_order: str) -> str | None:
+    """The placement `forced` or ``PAPA_FEATURE_STORE`` asks for (None: the first that fits), checked against the
+    model's `device` (None: not known yet) and the `batch_order`."""
     forced = forced or os.environ.get(STORE_ENV, "").strip() or None
     if forced is not None and forced not in FEATURE_STORES:
         raise InputError(f"{STORE_ENV}={forced!r}: choose one of {', '.join(FEATURE_STORES)}, or unset it to pick "
                          "the first that fits")
+    if forced == "device" and device is not None and device.type == "cpu":
+        raise InputError(f"{STORE_ENV}=device: the model is on the CPU, so host memory is its device: give "
+                         f"{STORE_ENV}=host")
+    if batch_order == CHUNKS and forced == "backbone":
+        raise InputError(f"batch order 'chunks' reads the training split from its store in chunks, and "
+                         f"{STORE_ENV}=backbone stores nothing: unset {STORE_ENV} (or give host or disk), or give "
+                         "another batch order")
     return forced
 
 
@@ -246,8 +230,7 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
                batch_order: str = DEFAULT_BATCH_ORDER) -> StorePlan:
     """Where the features at `keep`'s positions ([N, n] bool), kept in `dtype`, go: `forced`, else the first
     placement whose budget they fit; an `InputError` when none does. A disk store goes under `folder`."""
-    forced = _forced_store(forced)
-    _check_chunks(forced, batch_order)
+    forced = _forced_store(forced, device, batch_order)
     check_one_of(dtype, STORE_DTYPES, "feature dtype", error=InputError)
     kept = int(keep.sum())
     width = layers * hidden * STORE_DTYPES[dtype].itemsize
@@ -261,9 +244,6 @@ def plan_store(keep: torch.Tensor, layers: int, hidden: int, device: torch.devic
     if forced == "backbone":
         return plan("backbone", None)
     if forced is not None:
-        if forced == "device" and device.type == "cpu":
-            raise InputError(f"{STORE_ENV}=device: the model is on the CPU, so host memory is its device: give "
-                             f"{STORE_ENV}=host")
         return plan(forced, store_budgets(device, folder)[forced])
     budgets = store_budgets(device, folder)
     placement = _first_fit(kept_bytes, budgets)  # store_path's rule, with the budget kept for the plan's line
@@ -418,7 +398,8 @@ def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, *, 
             try:
                 return _pinned_empty(shape, dtype)
             except RuntimeError as error:
-                if not _refused(error):
+                # only the system refusing to lock that much memory (CUDA's out of memory) is a refusal
+                if not (isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower()):
                     raise
                 refusal = str(error).splitlines()[0]
         if not quiet:
@@ -430,11 +411,6 @@ def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: torch.device, *, 
 def _pinned_empty(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
     """An uninitialised tensor in pinned host memory, from torch's caching pinned allocator."""
     return torch.empty(shape, dtype=dtype, device="cpu", pin_memory=True)
-
-
-def _refused(error: RuntimeError) -> bool:
-    """Whether a failed pinned allocation is the system refusing to lock that much memory (CUDA's out of memory)."""
-    return isinstance(error, torch.OutOfMemoryError) or "out of memory" in str(error).lower()
 
 
 def pinned_buffer(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -48,7 +49,7 @@ class EncodedTask:
 
 
 def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_length: int, model_type: str,
-                layout: str | None = None, causal: bool | None = None, mlm_seed: int = MLM_MASK_SEED) -> EncodedTask:
+                layout: str | None = None, causal: bool | None = None) -> EncodedTask:
     """Encode examples for `spec`'s kind, in `layout` (None: the model's default). Token tasks label one sub-token per
     word: an encoder's first, a decoder's last (the first slot that has seen the whole word); next-token tasks label
     each slot with the next real token."""
@@ -56,32 +57,29 @@ def encode_task(tokenizer, spec: TaskSpec, examples: Sequence[Example], *, max_l
         raise InputError(f"task {spec.name!r}: no examples to encode (the dataset or subset is empty)")
     decoder = is_causal(model_type) if causal is None else causal
     check_task_fits_model(spec, decoder, model_type)
+    encoded = partial(encode, tokenizer, max_length=max_length, layout=layout, model_type=model_type, causal=decoder)
     if spec.kind == "token":
-        batch = encode(tokenizer, [list(e.words) for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type, causal=decoder)
+        batch = encoded([list(e.words) for e in examples])
         labels = torch.full(batch.inputs["input_ids"].shape, IGNORE_INDEX, dtype=torch.long, device="cpu")
         for i, (example, word_ids) in enumerate(zip(examples, batch.word_ids)):
             for slot in _labelled_slots(word_ids, last=decoder):
                 labels[i, slot] = example.label[word_ids[slot]]
     elif spec.predicts_next_token:
-        batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type, causal=decoder)
+        batch = encoded([e.text for e in examples])
         ids, real = batch.inputs["input_ids"], batch.inputs["attention_mask"].bool()
         labels = torch.full(ids.shape, IGNORE_INDEX, dtype=torch.long, device="cpu")
         # slot t predicts the token in slot t+1 wherever that one is real (left-aligned: real slots come first)
         labels[:, :-1] = torch.where(real[:, 1:], ids[:, 1:], torch.full_like(ids[:, 1:], IGNORE_INDEX))
     elif spec.kind == "mlm":
-        batch = encode(tokenizer, [e.text for e in examples], max_length=max_length, layout=layout,
-                       model_type=model_type, causal=decoder, token_task=True)
+        batch = encoded([e.text for e in examples], token_task=True)
         ids = batch.inputs["input_ids"]
         special = torch.isin(ids, torch.tensor(tokenizer.all_special_ids, device=ids.device))
         masked, labels = mask_tokens(ids, special, batch.inputs["attention_mask"], tokenizer.mask_token_id,
-                                     len(tokenizer), torch.Generator().manual_seed(mlm_seed))
+                                     len(tokenizer), torch.Generator().manual_seed(MLM_MASK_SEED))
         batch.inputs["input_ids"] = masked
     else:
         pairs = [e.text_pair for e in examples] if spec.kind == "pair" else None
-        batch = encode(tokenizer, [e.text for e in examples], pairs, max_length=max_length, layout=layout,
-                       model_type=model_type, causal=decoder)
+        batch = encoded([e.text for e in examples], pairs)
         labels = torch.tensor([e.label for e in examples], dtype=torch.long, device="cpu")
     return EncodedTask(kind=spec.kind, inputs=batch.inputs, labels=labels, truncated=sum(batch.truncated))
 
@@ -205,7 +203,7 @@ class FeatureSource:
         mask = inputs["attention_mask"].to(self.device)
         if self.store is not None:
             return self.store.get(idx, self.device), mask, labels.to(self.device)
-        return (mask, labels.to(self.device), *(inputs[k].to(self.device) for k in self._input_names()))
+        return (mask, labels.to(self.device), *(inputs[k].to(self.device) for k in self.data.inputs))
 
     def from_fetched(self, *batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(features, attention_mask, labels) from what `fetch` gave, running the backbone where nothing is stored."""
@@ -213,11 +211,8 @@ class FeatureSource:
             return batch
         mask, labels, *values = batch
         with torch.set_grad_enabled(self.trainable_backbone and torch.is_grad_enabled()):
-            feats = hidden_features(self.model, dict(zip(self._input_names(), values)), self.data.last_layer_only)
+            feats = hidden_features(self.model, dict(zip(self.data.inputs, values)), self.data.last_layer_only)
         return feats, mask, labels
-
-    def _input_names(self) -> tuple[str, ...]:
-        return tuple(self.data.inputs)
 
     def steps(self, orders: Sequence[torch.Tensor], start: int, batch_size: int) -> Iterator[Iterable[Batch]]:
         """Each step of one epoch from example `start` on: every order's (seed's) batch; from a store read a step

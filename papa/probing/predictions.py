@@ -17,7 +17,7 @@ import numpy as np
 
 from papa.core.artifacts import FORMAT, atomic_path, check_format, read_safetensors
 from papa.core.errors import CorruptArtifactError, InputError, check_one_of
-from papa.tasks.metrics import METRICS, UnknownMetricError, compute_metric
+from papa.tasks.metrics import compute_metric, get_metric
 from papa.tasks.metric_statistics import per_example_statistics
 from papa.tasks.registry import TASKS, VOCABULARY_KINDS, TaskSpec
 
@@ -97,7 +97,6 @@ class EvalPredictions:
     def keeping(self, indices: Sequence[int] | np.ndarray) -> "EvalPredictions":
         """These predictions on the examples `indices` only, in that order (repeats allowed)."""
         idx = self._indices(indices)
-        arrays: dict[str, np.ndarray] = {}
         if self.form == "labels":
             arrays = {"predicted": self.predicted[idx], "reference": self.reference[idx]}
         elif self.form == "sequences":
@@ -159,8 +158,7 @@ def metric_on(predictions: EvalPredictions, spec_or_metric: TaskSpec | str,
                              f"{spec_or_metric.name!r} names them {list(label_names)}: they belong to another task")
     else:
         metric, label_names = spec_or_metric, predictions.label_names
-    if metric not in METRICS:
-        raise UnknownMetricError(f"unknown metric {metric!r}; known metrics: {', '.join(METRICS)}")
+    get_metric(metric)
     if _METRIC_FORMS[metric] != predictions.form:
         raise InputError(f"metric {metric!r} cannot be computed from {predictions.kind} predictions "
                          f"(they keep {predictions.form}, {metric!r} reads {_METRIC_FORMS[metric]})")
@@ -305,14 +303,9 @@ def _as_array(name: str, value: Any, kind: type) -> np.ndarray:
     a = np.array(value, copy=True)
     if a.ndim != 1:
         raise InputError(f"{name} must be a flat array, got shape {a.shape}")
-    if kind is int:
-        if a.size and a.dtype.kind not in "iu":
-            raise InputError(f"{name} must hold integers, got {a.dtype}")
-        a = a.astype(np.int64)
-    else:
-        if a.size and a.dtype.kind not in "fiu":
-            raise InputError(f"{name} must hold numbers, got {a.dtype}")
-        a = a.astype(np.float64)
+    if a.size and a.dtype.kind not in ("iu" if kind is int else "fiu"):
+        raise InputError(f"{name} must hold {'integers' if kind is int else 'numbers'}, got {a.dtype}")
+    a = a.astype(np.int64 if kind is int else np.float64)
     a.setflags(write=False)  # shared by every resample: nobody changes a run's outcome by accident
     return a
 

@@ -48,8 +48,8 @@ class _Standardizable(nn.Module):
     input_mean: torch.Tensor | None
     input_std: torch.Tensor | None
 
-    def __init__(self, num_layers: int, hidden_size: int, num_labels: int, mlp_hidden: int | None,
-                 dropout: float, activation: Literal["tanh", "gelu"]) -> None:
+    def __init__(self, num_layers: int, hidden_size: int, num_labels: int, mlp_hidden: int | None = None,
+                 dropout: float = 0.0, activation: Literal["tanh", "gelu"] = "tanh") -> None:
         super().__init__()
         self.num_layers = num_layers
         self.hidden_size = hidden_size
@@ -143,17 +143,6 @@ class SentenceProbe(_Standardizable):
 
 class TokenProbe(_Standardizable):
     """Per-token concatenation across layers, 2-layer MLP (NER, POS; MLM via `mlm_probe`)."""
-
-    def __init__(
-        self,
-        num_layers: int,
-        hidden_size: int,
-        num_labels: int,
-        mlp_hidden: int | None = None,
-        dropout: float = 0.0,
-        activation: Literal["tanh", "gelu"] = "tanh",
-    ) -> None:
-        super().__init__(num_layers, hidden_size, num_labels, mlp_hidden, dropout, activation)
 
     def token_inputs(self, features: torch.Tensor, select: torch.Tensor | None = None) -> torch.Tensor:
         """The MLP's input per token, [batch, n, (L+1)*d] (or [num_selected, (L+1)*d] with `select`), layer-major."""

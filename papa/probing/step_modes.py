@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
-from functools import partial
+from functools import cache, partial
 
 import torch
 from torch import nn
@@ -68,22 +68,24 @@ def step_logits(probe: nn.Module, kind: str, feats: torch.Tensor, mask: torch.Te
     return probe(feats, mask), labels
 
 
+def _descend(optimizer: torch.optim.Optimizer, loss: torch.Tensor, step: Callable | None = None) -> torch.Tensor:
+    """Back-propagate `loss` into unset gradients, take the step (`step`, else `optimizer`'s); the loss, detached."""
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    (step or optimizer.step)()
+    return loss.detach()
+
+
 def eager_step(probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, feats: torch.Tensor,
                mask: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """One optimizer step on a batch; its loss, left on the device (a read per step would wait for it)."""
     logits, targets = step_logits(probe, kind, feats, mask, labels)
-    loss = probe_loss(loss_kind(kind), logits, targets)
-    optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    optimizer.step()
-    return loss.detach()
+    return _descend(optimizer, probe_loss(loss_kind(kind), logits, targets))
 
 
 def new_optimizer(mode: str, groups: Sequence[dict]) -> torch.optim.AdamW:
     """The AdamW (no weight decay, as Table 3's setup) a step of `mode` updates: capturable for ``graphed``."""
-    if mode == "graphed":
-        return torch.optim.AdamW(groups, weight_decay=0.0, capturable=True)
-    return torch.optim.AdamW(groups, weight_decay=0.0)
+    return torch.optim.AdamW(groups, weight_decay=0.0, capturable=mode == "graphed")
 
 
 def fetcher(source) -> tuple[Callable[[torch.Tensor], Batch], Features]:
@@ -191,10 +193,7 @@ class GraphedStep:
     def _eager_step(self, batch: Batch) -> torch.Tensor:
         with _uncached_autocast(batch[0].device):
             loss = _dense_loss(self.probe, self.kind, self.features, *batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer.step()
-        return loss.detach()
+        return _descend(self.optimizer, loss)
 
     def _capture(self, batch: Batch) -> None:
         """Capture forward, loss, backward and the optimizer's step on static copies of `batch`'s tensors; the first
@@ -218,15 +217,11 @@ def _adamw_update(tensors: tuple[list[torch.Tensor], ...], settings: dict) -> No
         adam(*tensors, capturable=False, differentiable=False, fused=None, **settings)
 
 
-_COMPILED_UPDATES: dict[str, Callable] = {}
-
-
+@cache
 def compiled_update(backend: str) -> Callable:
     """`_adamw_update` compiled with `backend`, once per backend."""
     # Not each optimizer's own `step`: its guards would hold the optimizer, a graph per optimizer past the limit.
-    if backend not in _COMPILED_UPDATES:
-        _COMPILED_UPDATES[backend] = torch.compile(_adamw_update, backend=backend, fullgraph=True, dynamic=False)
-    return _COMPILED_UPDATES[backend]
+    return torch.compile(_adamw_update, backend=backend, fullgraph=True, dynamic=False)
 
 
 def compiled_optimizer_step(optimizer: torch.optim.Optimizer, backend: str) -> None:
@@ -252,16 +247,15 @@ def compiled_optimizer_step(optimizer: torch.optim.Optimizer, backend: str) -> N
 
 class CompiledStep:
     """Steps whose forward and loss run compiled (one graph per batch shape; ``reduce-overhead`` with inductor), and
-    with `compile_optimizer` the update too (`compiled_optimizer_step`)."""
+    the update too (`compiled_optimizer_step`)."""
 
     def __init__(self, probe: nn.Module, optimizer: torch.optim.Optimizer, kind: str, features: Features, *,
-                 backend: str = DEFAULT_BACKEND, compile_optimizer: bool = True):
+                 backend: str = DEFAULT_BACKEND):
         options = {"mode": "reduce-overhead"} if backend == "inductor" else {}
         self.loss = torch.compile(partial(_dense_loss, probe, kind, features), backend=backend, fullgraph=True,
                                   dynamic=False, **options)
         self.optimizer, self.probe, self.kind, self.features, self.warmed = optimizer, probe, kind, features, False
-        self.optimizer_step = (partial(compiled_optimizer_step, optimizer, backend) if compile_optimizer
-                               else optimizer.step)
+        self.optimizer_step = partial(compiled_optimizer_step, optimizer, backend)
 
     def __call__(self, batch: Batch) -> torch.Tensor:
         """One step on `batch`; its loss on the device (a copy: a CUDA graph's outputs are overwritten later)."""
@@ -272,10 +266,7 @@ class CompiledStep:
             torch.compiler.cudagraph_mark_step_begin()  # the last step's graph outputs are no longer read
         with _uncached_autocast(device), torch._dynamo.config.patch(recompile_limit=COMPILED_GRAPHS):
             loss = self.loss(*batch)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        self.optimizer_step()
-        return loss.detach().clone()
+        return _descend(self.optimizer, loss, self.optimizer_step).clone()
 
     def _warm(self, batch: Batch) -> None:
         """One pass of the loss outside the compiler, without a gradient or a draw from the generators."""
@@ -297,7 +288,7 @@ def make_step(mode: str, probe: nn.Module, optimizer: torch.optim.Optimizer, kin
     if mode == "eager":
         return EagerStep(probe, optimizer, kind, features)
     if mode == "graphed":
-        return GraphedStep(probe, optimizer, kind, features, warmup=WARMUP_STEPS, batch_size=batch_size)
+        return GraphedStep(probe, optimizer, kind, features, batch_size=batch_size)
     if mode == "compiled":
         return CompiledStep(probe, optimizer, kind, features, backend=backend)
     raise InputError(f"unknown step mode {mode!r}: choose one of {', '.join(STEP_MODES)}")

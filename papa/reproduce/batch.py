@@ -26,10 +26,6 @@ def run_folder(profile: str, models: Sequence[str] | None = None, tasks: Sequenc
     return Path("artifacts") / "--".join(parts)
 
 
-def _tuple(values: Collection[str] | None) -> tuple[str, ...] | None:
-    return None if values is None else tuple(values)
-
-
 @dataclass(frozen=True)
 class Batch:
     """One batch run of the section notebooks, unchecked until `papa.reproduce.notebooks.check_batch`; sequences
@@ -58,10 +54,10 @@ class Batch:
     since: float | None = None
 
     def __post_init__(self) -> None:
-
         object.__setattr__(self, "names", tuple(self.names))
         for name in ("models", "with_models", "with_tasks"):
-            object.__setattr__(self, name, _tuple(getattr(self, name)))
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, tuple(getattr(self, name)))
         object.__setattr__(self, "notebook_dir", Path(self.notebook_dir))
 
     @property

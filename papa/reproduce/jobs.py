@@ -12,6 +12,7 @@ import os
 import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import partial
 from pathlib import Path
 
 from papa.core.errors import InputError
@@ -177,7 +178,6 @@ class Unit:
                           constants_corpus="task" if j.constants_corpus == NONE else j.constants_corpus)
 
 
-
 def plan_units(jobs: Sequence[Job], folder: RunFolder, resources: Resources = Resources()
                ) -> tuple[list[Unit], list[Unit]]:
     """(preparation units, point units) for the jobs not yet finished in the run folder `folder`, each run with
@@ -283,33 +283,29 @@ def _init_worker(slots, threads: int, gpus: list[str]) -> None:
     torch.set_num_threads(threads)
 
 
-def run_units(units: Sequence[Unit], *, workers: int = 1, executor=None,
-              progress: bool = True, on_done: Callable[[Unit, bool], None] | None = None) -> Report:
+def run_units(units: Sequence[Unit], *, workers: int = 1, executor=None, progress: bool = True) -> Report:
     """Run `units` here (workers=1), on `workers` local processes, or through a submitit `executor`."""
     from papa.core.progress import tqdm
 
     report = Report()
     bar = tqdm(total=len(units), desc="jobs", unit="unit", disable=not progress or not units)
 
-    def finish(unit: Unit, ok: bool, error: str) -> None:
+    def finish(unit: Unit, result: Callable[[], tuple[bool, str]]) -> None:
+        try:
+            ok, error = result()
+        except Exception:  # the cluster job (time limit, node failure) or the worker process died
+            ok, error = False, traceback.format_exc()
         (report.done.append(unit) if ok else report.failed.append((unit, error)))
         bar.update(1)
-        if on_done:
-            on_done(unit, ok)
 
     if not units:
         return report
     if executor is not None:
-        submitted = executor.map_array(_guarded, list(units))
-        for unit, job in zip(units, submitted):
-            try:
-                ok, error = job.result()
-            except Exception:  # the cluster job itself died (time limit, node failure)
-                ok, error = False, traceback.format_exc()
-            finish(unit, ok, error)
+        for unit, job in zip(units, executor.map_array(_guarded, list(units))):
+            finish(unit, job.result)
     elif workers <= 1:
         for unit in units:
-            finish(unit, *_guarded(unit))
+            finish(unit, partial(_guarded, unit))
     else:
         import multiprocessing as mp
         from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -323,11 +319,7 @@ def run_units(units: Sequence[Unit], *, workers: int = 1, executor=None,
                                  initargs=(slots, threads, _gpu_ids())) as pool:
             futures = {pool.submit(_guarded, unit): unit for unit in units}
             for future in as_completed(futures):
-                try:
-                    ok, error = future.result()
-                except Exception:  # the worker process died
-                    ok, error = False, traceback.format_exc()
-                finish(futures[future], ok, error)
+                finish(futures[future], future.result)
     bar.close()
     return report
 

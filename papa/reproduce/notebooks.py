@@ -117,11 +117,7 @@ def injected_parameters(name: str, batch: Batch, prof: Profile) -> dict:
         params = with_subjects(name, params, default_parameters(name, batch.notebook_dir), batch.with_models,
                                batch.with_tasks)
         if batch.with_models:  # a local folder is loaded from where the kernel runs (the notebooks' folder)
-            for key in ("model", "models"):
-                if isinstance(params.get(key), str):
-                    params[key] = _loadable(params[key])
-                elif isinstance(params.get(key), list):
-                    params[key] = [_loadable(m) for m in params[key]]
+            params = _each_model(params, _loadable)
     return local_models(params, batch.model_dir) if batch.model_dir is not None else params
 
 
@@ -219,11 +215,16 @@ def local_models(params: dict, model_dir: str | Path) -> dict:
         folder = root / model.replace("/", "--")
         return str(folder.resolve()) if (folder / "config.json").is_file() else model
 
+    return _each_model(params, local)
+
+
+def _each_model(params: dict, change) -> dict:
+    """`params` with `change` applied to its model (``model``) and to each of its models (``models``)."""
     out = dict(params)
     if isinstance(out.get("model"), str):
-        out["model"] = local(out["model"])
+        out["model"] = change(out["model"])
     if isinstance(out.get("models"), list):
-        out["models"] = [local(m) for m in out["models"]]
+        out["models"] = [change(m) for m in out["models"]]
     return out
 
 

@@ -21,6 +21,7 @@ from papa.method.extract import check_length, extract_constants
 from papa.method.layout import layout_for
 from papa.method.models import (canonical_model_name, check_model_name, dtype_name, is_causal_model, load_model,
                                 local_config, resolve_device, resolve_dtype)
+from papa.runs.names import constants_filename, corpus_slug
 from papa.tasks.corpus import Corpus, CorpusSource, corpus_name, task_corpus
 from papa.tasks.data import check_task_files
 from papa.tasks.registry import get_task
@@ -64,8 +65,6 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
     """Average constants of `source`: loaded from the run folder's ``constants/`` if there (and made for this model,
     length and layout), else extracted and saved there; the file names the model's dtype unless float32. The corpus is
     encoded as its own task's inputs are, whatever task the constants then serve."""
-    from papa.runs.names import constants_filename
-
     dtype = dtype_name(next(model.parameters()).dtype)
     name = constants_filename(signature.model_name, source.corpus, source.max_length, source.layout, dtype=dtype)
     path = folder.constants / name
@@ -80,9 +79,10 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
         for other in _other_corpora(path.parent, name, source.corpus):
             tqdm.write(f"constants: {other} averages another corpus than {source.corpus}, the one this grid's "
                        "protocol uses: give it as the constants file to use it instead")
-    constants = record_dtype(_extract(model, tokenizer, source.load(resources.data_dir), max_length=source.max_length,
-                                      layout=source.layout, token_task=source.token_task,
-                                      model_name=signature.model_name, progress=progress), dtype)
+    constants = record_dtype(extract_constants(model, tokenizer, source.load(resources.data_dir),
+                                               max_length=source.max_length, layout=source.layout,
+                                               token_task=source.token_task, model_name=signature.model_name,
+                                               progress=progress), dtype)
     if distributed.is_main():
         constants.save(path)
         if progress:
@@ -93,8 +93,6 @@ def cached_average_constants(model, tokenizer, signature, source: ConstantsSourc
 
 def _other_corpora(folder: Path, name: str, corpus: str) -> list[Path]:
     """Files in `folder` named as `name` (the same model, kind, layout, length and dtype) but over another corpus."""
-    from papa.runs.names import corpus_slug
-
     pattern = name.replace(f"__{corpus_slug(corpus)}__", "__*__", 1)
     return sorted(p for p in folder.glob(pattern) if p.name != name) if pattern != name else []
 
@@ -120,23 +118,15 @@ def extract_to_file(model: str, source: CorpusSource, *, max_length: int, into: 
     loaded, tokenizer = load_model(model, device=distributed.process_device(resources.device), dtype=dtype)
     name = canonical_model_name(model)
     start = time.perf_counter()
-    constants = record_dtype(_extract(loaded, tokenizer, corpus, max_length=max_length, layout=layout,
-                                      token_task=source.token_task, model_name=name,
-                                      progress=resources.progress, batch_size=batch_size), dtype)
+    constants = record_dtype(extract_constants(loaded, tokenizer, corpus, max_length=max_length, layout=layout,
+                                               token_task=source.token_task, model_name=name,
+                                               progress=resources.progress, batch_size=batch_size), dtype)
     seconds = time.perf_counter() - start
     if not distributed.is_main():  # under `accelerate launch`: every process holds the summed constants
         return constants, None, seconds
-    from papa.runs.names import constants_filename
-
     path = constants.save(Path(into) / constants_filename(name, corpus.name, max_length,
                                                              constants.metadata.layout, dtype=dtype))
     return constants, path, seconds
-
-
-def _extract(model, tokenizer, corpus: Corpus, *, max_length: int, layout: str | None, token_task: bool,
-             model_name: str, progress: bool, batch_size: int = 32) -> ConstantMatrices:
-    return extract_constants(model, tokenizer, corpus, max_length=max_length, batch_size=batch_size, layout=layout,
-                             token_task=token_task, model_name=model_name, progress=progress)
 
 
 def check_length_here(model: str, max_length: int) -> None:

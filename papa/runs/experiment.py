@@ -63,12 +63,12 @@ def run_grid(cfg: GridConfig, *, progress: bool = True) -> pd.DataFrame:
 
 
 def _order(s: Session, kind: str, method: str, progress: bool) -> list[tuple[int, int]]:
-    L, H = s.controller.num_layers, s.controller.num_heads
     selection = parse_selection(method)
     if selection.method in RANKED:
         return head_ranking(s, kind, progress, selection.seed, part=selection.part,
                             profile=selection.profile).order_for(selection.method)
-    return replacement_order(selection.method, L, H, seed=selection.seed)  # random: permutation 0 unless a variant
+    # random: permutation 0 unless a variant
+    return replacement_order(selection.method, s.controller.num_layers, s.controller.num_heads, seed=selection.seed)
 
 
 @dataclass(frozen=True)
@@ -81,7 +81,6 @@ class _Point:
     label: str
     config: dict
     train: EncodedTask
-    epochs: int
     trainable: bool               # its constants train with the probe
 
 
@@ -111,7 +110,7 @@ def _point(s: Session, kind: str, method: str, label: str) -> _Point:
     trainable = trains_constants(kind, key)
     # Trained constants run the backbone every step, so a profile may size them apart (run_config records it).
     train = subset(s.train, prof.trainable_limit, prof.sample) if trainable and prof.trainable_limit else s.train
-    return _Point(key, kind, method, label, config, train, config["epochs"], trainable)
+    return _Point(key, kind, method, label, config, train, trainable)
 
 
 def _set_heads(s: Session, point: _Point, progress: bool) -> None:
@@ -140,7 +139,7 @@ def _run_seeds(s: Session, point: _Point, seeds: list[int], ids: dict[int, str],
 def _run_frozen(s: Session, point: _Point, seeds: list[int], ids: dict[int, str], progress: bool, bar) -> None:
     """Every seed of a frozen point: one stored backbone pass over its examples, the seeds' probes trained together."""
     cfg = s.cfg
-    settings = TrainSettings.from_task(s.spec, epochs=point.epochs, step_mode=cfg.steps)
+    settings = TrainSettings.from_task(s.spec, epochs=point.config["epochs"], step_mode=cfg.steps)
     training = s.spec.trains_probe  # LM with the model's own head trains nothing: no training features
     order = point.config["batch_order"] if training else None
     blocks = order == "blocks"
@@ -200,9 +199,8 @@ def _train_frozen(s: Session, point: _Point, probes: list, train_src: FeatureSou
 
 def _block_examples(s: Session, point: _Point, settings: TrainSettings) -> int:
     """Examples per block (or chunk): as many whole batches as the memory budget holds."""
-    model = s.model
-    layers = feature_layers(model, point.train.last_layer_only)
-    return block_examples(layers, s.max_length, model.config.hidden_size, s.controller.theta.device,
+    layers = feature_layers(s.model, point.train.last_layer_only)
+    return block_examples(layers, s.max_length, s.model.config.hidden_size, s.controller.theta.device,
                           batch_size=settings.batch_size, total=len(point.train))
 
 
@@ -211,7 +209,7 @@ def _run_trained(s: Session, point: _Point, seeds: list[int], ids: dict[int, str
     alone, from the initial constants."""
     cfg, ctrl, key = s.cfg, s.controller, point.key
     initial = ctrl.constants.detach().clone()
-    settings = TrainSettings.from_task(s.spec, epochs=point.epochs, step_mode=cfg.steps)
+    settings = TrainSettings.from_task(s.spec, epochs=point.config["epochs"], step_mode=cfg.steps)
     statistics = None  # of the features at the initial constants, once per point (papa.probing.standardize)
     for seed in seeds:
         start = time.perf_counter()
@@ -261,20 +259,16 @@ def _record(s: Session, point: _Point, seed: int, run: str, value: float, predic
             epochs: int, store: str, path: str) -> None:
     """One run's predictions file, then its row (so that a row always has its predictions); `store` and `path` say
     where the features were kept."""
-    key = point.key
     recorded = {**{name: point.config[name] for name in _RECORDED}, "seed": seed}
     save_run_predictions(s.out, run, predictions, metric=s.spec.metric, value=value, **recorded)
     s.recorded += 1
+    # The step mode, unless eager, is recorded in `extra` but not hashed (it changes rounding at most).
+    steps = {} if s.cfg.steps == DEFAULT_STEP_MODE else {"steps": s.cfg.steps}
     s.table.append([ResultRow(
-        **recorded, n_input_dependent=key.n_input_dependent, metric=s.spec.metric, value=value, runtime_s=seconds,
-        run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval), "epochs": epochs,
-                           "features_cached": store in STORED, "feature_store": store, "store_path": path,
-                           **_steps_record(s)})])
-
-
-def _steps_record(s: Session) -> dict[str, str]:
-    """The step mode for a row's `extra`, unless eager; recorded but not hashed (it changes rounding at most)."""
-    return {} if s.cfg.steps == DEFAULT_STEP_MODE else {"steps": s.cfg.steps}
+        **recorded, n_input_dependent=point.key.n_input_dependent, metric=s.spec.metric, value=value,
+        runtime_s=seconds, run_id=run, extra={"train_examples": len(point.train), "eval_examples": len(s.eval),
+                                              "epochs": epochs, "features_cached": store in STORED,
+                                              "feature_store": store, "store_path": path, **steps})])
 
 
 def statistics_path(folder: RunFolder, point_id: str) -> Path:

@@ -48,11 +48,11 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
     if distributed.main_decides(path.is_file() and not cfg.force):
         ranking = _checked_ranking(s, path)
         recorded = dict(ranking.metadata)
-        stale = _stale_settings(recorded, wanted)
+        stale = {k: recorded[k] for k, v in wanted.items() if k in recorded and recorded[k] != v}
         if not stale:
             return ranking
         # the file is named by profile, not by its sizes: a profile whose sizes changed must not reuse it
-        tqdm.write(f"{path.name} was learned with {stale}; learning it again with the profile's "
+        tqdm.write(f"{path.name} was learned with {_settings_text(stale)}; learning it again with the profile's "
                    f"{_settings_text(wanted)}.")
     s.controller.set_constants(session_constants(s, kind.removeprefix("trainable_"), progress))
     trace = LambdaTrace(every=CURVE_EVERY)
@@ -70,23 +70,19 @@ def head_ranking(s: Session, kind: str, progress: bool, seed: int = RANKING_SEED
         lambdas = learn_lambdas(s.controller, s.spec, rank_data, settings, seed=seed, lambda_lr=prof.rank_lr,
                                 progress=progress, trace=trace, standardize=cfg.probe_inputs != PAPER_PROBE_INPUTS,
                                 checkpoint=checkpoint)
+    # the step mode is recorded unless eager (a saved ranking serves any mode)
     ranking = HeadRanking.from_lambdas(
         lambdas, signature=sig, task=cfg.task, constants=kind, constants_corpus=cfg.constants_corpus, seed=seed,
         max_length=s.max_length, layout=cfg.layout, examples=len(rank_data), epochs=settings.epochs,
         learning_rate=settings.learning_rate, lambda_learning_rate=lambda_lr, steps=trace.total_steps,
         lambda_movement=lambda_movement(lambdas), profile=cfg.profile, dtype=cfg.dtype,
-        probe_inputs=cfg.probe_inputs, **_steps_metadata(cfg.steps))
+        probe_inputs=cfg.probe_inputs, **({} if cfg.steps == DEFAULT_STEP_MODE else {"step_mode": cfg.steps}))
     if distributed.is_main():
         ranking.save(path)
         save_curve(curve_path(path), trace, path.name)
         if checkpoint is not None:
             checkpoint.remove()  # after the ranking is saved: a kill in between resumes at the last step
     return ranking
-
-
-def _steps_metadata(mode: str) -> dict[str, str]:
-    """The step mode for the ranking's metadata, unless eager (a saved ranking serves any mode)."""
-    return {} if mode == DEFAULT_STEP_MODE else {"step_mode": mode}
 
 
 def _ranking_path(s: Session, kind: str, seed: int = RANKING_SEED, part: int = 0,
@@ -148,12 +144,6 @@ def _disjoint_rank_data(s: Session, size: int, part: int) -> EncodedTask:
         # nothing lies outside the grid's subset: drawn outside the examples part 0's λ learned on
         taken = [taken[i] for i in subset_indices(len(taken), s.profile.rank_limit, s.profile.sample)]
     return s.encode([every[i] for i in disjoint_part(len(every), taken, size, part)])
-
-
-def _stale_settings(recorded: dict, wanted: dict) -> str:
-    """The recorded ranking settings that differ from `wanted`, as text ("" when none differ)."""
-    differ = {k: recorded[k] for k, v in wanted.items() if k in recorded and recorded[k] != v}
-    return _settings_text(differ)
 
 
 def _settings_text(settings: dict) -> str:

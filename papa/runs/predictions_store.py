@@ -42,21 +42,18 @@ def save_run_predictions(folder: RunFolder, run_id: str, predictions: EvalPredic
     return save_predictions(path, predictions, metadata)
 
 
-def _listed(run_ids: list[str], shown: int = 5) -> str:
-    more = f" and {len(run_ids) - shown} more" if len(run_ids) > shown else ""
-    return ", ".join(run_ids[:shown]) + more
-
-
 def load_run_predictions(folder: RunFolder, run_ids: Iterable[str]) -> dict[str, EvalPredictions]:
     """run id -> the validated predictions of each run in `run_ids` under `folder`; a missing file raises
     `CorruptArtifactError`."""
     found: dict[str, EvalPredictions] = {}
-    missing = [run_id for run_id in dict.fromkeys(run_ids) if not predictions_path(folder, run_id).is_file()]
+    run_ids = list(dict.fromkeys(run_ids))  # each once, in order
+    missing = [run_id for run_id in run_ids if not predictions_path(folder, run_id).is_file()]
     if missing:
+        more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
         raise CorruptArtifactError(f"{len(missing)} run(s) have no predictions file under "
-                                   f"{folder.predictions}: {_listed(missing)}; the folder is incomplete: "
+                                   f"{folder.predictions}: {', '.join(missing[:5])}{more}; the folder is incomplete: "
                                    "copy the whole run folder, or re-run those runs with force.")
-    for run_id in dict.fromkeys(run_ids):  # each once, in order
+    for run_id in run_ids:
         path = predictions_path(folder, run_id)
         predictions = load_predictions(path)
         if predictions.metadata.get("run_id") != run_id:

@@ -253,11 +253,7 @@ def load_profile_file(path: str | os.PathLike) -> Profile:
     if "tasks" not in spec:  # a size the file sets holds for every task: the base's per-task values of it go
         values["tasks"] = {task: {k: v for k, v in sizes if k not in spec} for task, sizes in base.tasks}
     try:
-        profile = Profile(**values)
-    except ValueError as exc:
-        raise ValueError(f"profile file {path}: {exc}") from None
-    try:
-        registered = register_profile(profile)
+        registered = register_profile(Profile(**values))
     except ValueError as exc:
         raise ValueError(f"profile file {path}: {exc}") from None
     _BASES[registered.name] = base.name

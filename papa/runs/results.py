@@ -10,11 +10,10 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -78,13 +77,10 @@ class ResultRow:
             self.fraction_label = fraction_label(self.fraction)
         if isinstance(self.extra, Mapping):
             self.extra = json.dumps(self.extra, sort_keys=True, default=_json_default)
-        check_one_of(self.profile, PROFILES, "profile")
-        check_one_of(self.layout, LAYOUTS, "layout")
-        check_one_of(self.dtype, MODEL_DTYPES, "dtype")
-        check_one_of(self.probe_inputs, PROBE_INPUTS, "probe inputs")
-        check_one_of(self.precision, PRECISIONS, "precision")
-        check_one_of(self.execution, EXECUTIONS, "execution")
-        check_one_of(self.batch_order, BATCH_ORDERS, "batch order")
+        for name, choices in (("profile", PROFILES), ("layout", LAYOUTS), ("dtype", MODEL_DTYPES),
+                              ("probe_inputs", PROBE_INPUTS), ("precision", PRECISIONS), ("execution", EXECUTIONS),
+                              ("batch_order", BATCH_ORDERS)):
+            check_one_of(getattr(self, name), choices, name.replace("_", " "))
         for name in _INT_COLUMNS:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
@@ -133,14 +129,6 @@ def _empty_frame() -> pd.DataFrame:
     return pd.DataFrame({c: pd.Series([], dtype=DTYPES[c]) for c in COLUMNS})
 
 
-@contextmanager
-def _table_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock on the table at `path` (a lock file beside it, never deleted: that would race a waiter)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(path.parent / f".{path.name}.lock"):
-        yield
-
-
 class ResultsTable:
     """A CSV of `ResultRow`s with a fixed column order, written atomically."""
 
@@ -166,10 +154,9 @@ class ResultsTable:
             check_format(int(found) if found.isdigit() else found, path, "results table")
         missing = [c for c in COLUMNS if c not in raw.columns]
         if missing:
-            raise CorruptArtifactError(
-                f"results table {path} lacks the column(s) {', '.join(missing)}; a papa results table has "
-                f"{', '.join(COLUMNS)}: it was not written by papa.runs.results: move it aside."
-            )
+            raise CorruptArtifactError(f"results table {path} lacks the column(s) {', '.join(missing)}; a papa results "
+                                       f"table has {', '.join(COLUMNS)}: it was not written by papa.runs.results: "
+                                       "move it aside.")
         df = raw.copy()
         for col in COLUMNS:
             try:
@@ -201,7 +188,9 @@ class ResultsTable:
         if not new_rows:
             return
         new = pd.DataFrame([r.to_dict() for r in new_rows], columns=list(COLUMNS)).astype(DTYPES)
-        with _table_lock(self.path):
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # An exclusive lock: a lock file beside the table, never deleted (that would race a waiter).
+        with FileLock(self.path.parent / f".{self.path.name}.lock"):
             # Writers hold the lock while their temporary exists: one found now is a killed writer's.
             remove_stale_temporaries(self.path)
             old = self.read()
@@ -229,10 +218,9 @@ def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
     from scipy import stats  # imported where used: scipy.stats takes seconds to import
 
     grouped = df.groupby(by, sort=True, dropna=False)
-    out = grouped["value"].agg(n="count", mean="mean", std="std")
-    if carry_label:
-        out.insert(0, "fraction_label", grouped["fraction_label"].first())
-    out = out.reset_index()
+    out = grouped["value"].agg(n="count", mean="mean", std="std").reset_index()
+    if carry_label:  # the label sits right after the fraction it names
+        out.insert(out.columns.get_loc("fraction") + 1, "fraction_label", grouped["fraction_label"].first().to_numpy())
     n = out["n"].to_numpy(dtype=float)
     with np.errstate(invalid="ignore", divide="ignore"):
         t = np.where(n > 1, stats.t.ppf(0.975, np.maximum(n - 1, 1)), np.nan)
@@ -240,11 +228,6 @@ def aggregate(df: pd.DataFrame, by: Sequence[str] = GROUP_KEYS) -> pd.DataFrame:
     out["low"] = out["mean"] - out["ci95"]
     out["high"] = out["mean"] + out["ci95"]
     out["n"] = out["n"].astype("int64")
-    if carry_label:  # the label sits right after the fraction it names
-        cols = list(out.columns)
-        cols.remove("fraction_label")
-        cols.insert(cols.index("fraction") + 1, "fraction_label")
-        out = out[cols]
     return out.reset_index(drop=True)
 
 
@@ -298,10 +281,8 @@ def relative_drop(agg: pd.DataFrame, baseline_fraction: float | Fraction | str =
     dup = base.duplicated(keys, keep=False) if keys else pd.Series(len(base) > 1, index=base.index)
     if dup.any():
         example = base.loc[dup, keys].iloc[0].to_dict() if keys else {}
-        raise ValueError(
-            f"ambiguous baseline: several rows at fraction {bf:g} agree on {keys} (e.g. {example}); pass a wider "
-            "match= or filter the rows first."
-        )
+        raise ValueError(f"ambiguous baseline: several rows at fraction {bf:g} agree on {keys} (e.g. {example}); "
+                         "pass a wider match= or filter the rows first.")
     out = target[keys_all].copy()
     out["target"] = target["mean"].to_numpy()
     baseline = base[keys + ["mean"]].rename(columns={"mean": "baseline"})

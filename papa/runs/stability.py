@@ -11,7 +11,8 @@ import pandas as pd
 import torch
 
 from papa.core.errors import Arg, InputError
-from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement
+from papa.method.rankings import load_ranking
+from papa.probing.convergence import DEFAULT_FRACTIONS, lambda_movement, ranking_agreement, spearman
 from papa.runs.lambda_ranking import learn_ranking
 from papa.runs.session import GridConfig
 from papa.runs.statistics import LEVEL
@@ -146,8 +147,6 @@ def learned_once(rankings_dir: str | Path) -> list[Path]:
 def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
     """One row (`AGREEMENT_COLUMNS`) per pair of draws of each λ ranking in `rankings_dir` (`ranking_draws`): model,
     task, profile, the two draws, their Spearman's ρ, the heads and the grid ranking's file. Nothing is learned."""
-    from papa.method.rankings import load_ranking
-
     rows = []
     for group, draws in ranking_draws(rankings_dir).items():
         loaded = {name: load_ranking(path) for name, path in draws}
@@ -161,8 +160,6 @@ def draw_agreement(rankings_dir: str | Path) -> pd.DataFrame:
 
 def draw_pairs(draws: dict[str, torch.Tensor]) -> pd.DataFrame:
     """Every pair of `draws` (name -> λ of one ranking), in order: (a, b, spearman, heads)."""
-    from papa.probing.convergence import spearman
-
     names = list(draws)
     return pd.DataFrame([{"a": a, "b": b, "spearman": spearman(draws[a], draws[b]), "heads": draws[a].numel()}
                          for i, a in enumerate(names) for b in names[i + 1:]], columns=["a", "b", "spearman", "heads"])

@@ -252,13 +252,13 @@ def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
     n = len(x)
     if n != len(y) or n < 3:
         raise ValueError(f"Spearman's ρ needs at least 3 pairs of equal length, got {len(x)} and {len(y)}")
-    rx, ry = _scipy_stats().rankdata(x), _scipy_stats().rankdata(y)
+    stats = _scipy_stats()
+    rx, ry = stats.rankdata(x), stats.rankdata(y)
     rho = float(np.corrcoef(rx, ry)[0, 1]) if rx.std() and ry.std() else math.nan
     if not math.isfinite(rho):
         return rho, math.nan, math.nan
     if n >= EXACT_SPEARMAN_BELOW:
-        return (rho, float(_scipy_stats().spearmanr(x, y, alternative="greater").pvalue),
-                float(_scipy_stats().spearmanr(x, y, alternative="less").pvalue))
+        return rho, *(float(stats.spearmanr(x, y, alternative=side).pvalue) for side in ("greater", "less"))
     centred = rx - rx.mean()
 
     def rho_of(ranks: np.ndarray, axis: int) -> np.ndarray:
@@ -267,8 +267,8 @@ def spearman_test(x: Sequence[float], y: Sequence[float]) -> tuple[float, float,
 
     # One sample (y's ranks against fixed x): "pairings" then visits its n! orders; given both, it visits (n!)².
     # Ties with the observed ρ count as at least as extreme (scipy's relative tolerance).
-    p = [_scipy_stats().permutation_test((ry,), rho_of, permutation_type="pairings", vectorized=True,
-                                       n_resamples=np.inf, alternative=side).pvalue for side in ("greater", "less")]
+    p = [stats.permutation_test((ry,), rho_of, permutation_type="pairings", vectorized=True, n_resamples=np.inf,
+                                alternative=side).pvalue for side in ("greater", "less")]
     return rho, float(p[0]), float(p[1])
 
 

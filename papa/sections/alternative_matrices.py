@@ -90,9 +90,7 @@ def training_sizes(results: pd.DataFrame) -> pd.DataFrame:
 def _train_examples(run: ClaimRun, model: str, task: str, kind: str, corpus: str) -> set:
     """The training-set sizes the rows of a setting recorded (None: not recorded)."""
     rows = run.rows(model, task, constants=kind, constants_corpus=corpus, selection=NONE, fraction_label="0")
-    if "extra" not in rows:
-        return {None}
-    return {json.loads(x).get("train_examples") if isinstance(x, str) and x else None for x in rows.extra}
+    return {examples for examples, _ in _sizes(rows)}
 
 
 def read_table1(run: ClaimRun) -> ClaimReading:

@@ -35,8 +35,6 @@ def grids(models: Sequence[str], tasks: Sequence[str], other_corpus: str | None 
 
 def data_dependence_table(results: pd.DataFrame, other_corpus: str) -> pd.DataFrame:
     """Table 2 for every model: average constants of the task's own data vs `other_corpus`'s, at fraction 0."""
-    from papa.tasks.registry import corpus_label
-
     r = results
     rows = r[(r.constants == "average") & (r.fraction == 0.0) & r.constants_corpus.isin(["task", other_corpus])]
     table = pivot_cells(aggregate(rows), "constants_corpus", ["task", other_corpus])

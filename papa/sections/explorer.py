@@ -200,9 +200,8 @@ class HeadExplorer:
         first = model if model in artifacts.constants else artifacts.models[0]
         self.model_choice = widgets.Dropdown(options=[(name.split("/")[-1], name) for name in artifacts.models],
                                              value=first, description="model")
-        labels = list(artifacts.constants[first])
         opening = best_constants(artifacts.constants[first], task)
-        self.choice = widgets.Dropdown(options=labels, value=opening, description="constants",
+        self.choice = widgets.Dropdown(options=list(artifacts.constants[first]), value=opening, description="constants",
                                        layout=widgets.Layout(width="420px"))
         self.ranking_choice = widgets.Dropdown(options=[("none", NO_RANKING)], value=NO_RANKING,
                                                description="λ ranking", layout=widgets.Layout(width="380px"))
@@ -238,8 +237,7 @@ class HeadExplorer:
 
     def _repr_mimebundle_(self, include=None, exclude=None) -> dict:
         """The widgets, and a picture of them for a viewer that runs none."""
-        bundle = self.widget._repr_mimebundle_(include=include, exclude=exclude) or {}
-        bundle = dict(bundle)
+        bundle = dict(self.widget._repr_mimebundle_(include=include, exclude=exclude) or {})
         bundle["image/png"] = base64.b64encode(self.picture()).decode("ascii")
         bundle["text/plain"] = (f"head explorer: {self.model_choice.value}, constants {self.choice.value} (a picture "
                                 "of it; run the notebook for the widgets)")
@@ -337,11 +335,10 @@ class HeadExplorer:
             self.grid.captions = [""] * (L * H)
 
     def _on_model(self, name: str) -> None:
-        labels = list(self.artifacts.constants[name])
         opening = best_constants(self.artifacts.constants[name], self.task)
         self._switching = True
         try:
-            self.choice.options = labels
+            self.choice.options = list(self.artifacts.constants[name])
             self.choice.value = opening
         finally:
             self._switching = False

@@ -93,8 +93,9 @@ def read_fig6(run: ClaimRun) -> ClaimReading:
 
 def _objective_drops(run: ClaimRun, model: str, task: str, original: Scores | None, *,
                      several_models: bool) -> list[Part]:
-    """Whether `model`'s own objective `task` drops more than its downstream tasks with every head constant; an LM
-    probe is read only where it beats the strongest baseline."""
+    """Whether `model`'s own objective `task` drops more than its downstream tasks with every head constant: its drop
+    minus the downstream tasks' average drop at 0, relative, then normalised to chance; an LM probe is read only
+    where it beats the strongest baseline."""
     replaced = run.scores(model, task, "average", "task", NONE, "0")
     if original is None or replaced is None:
         return []
@@ -102,12 +103,6 @@ def _objective_drops(run: ClaimRun, model: str, task: str, original: Scores | No
         f" ({short_model(model)})" if several_models else "")
     if task == "lm_probe" and (why := run.beats_chance(model, task, original)):
         return [unread_part(f"{name} drops more", why)]
-    return _drops_beside_tasks(run, model, task, name, original, replaced)
-
-
-def _drops_beside_tasks(run: ClaimRun, model: str, task: str, name: str, original: Scores,
-                        replaced: Scores) -> list[Part]:
-    """The objective's drop minus the downstream tasks' average drop at 0: relative, then normalised to chance."""
     parts = []
     for normalise in (False, True):
         chance = run.chance(model, task) if normalise else None

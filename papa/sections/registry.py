@@ -6,7 +6,6 @@ from collections.abc import Collection, Mapping
 from pathlib import Path
 from types import ModuleType
 
-
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS
 from papa.paper.claims import notes, reading

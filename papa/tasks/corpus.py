@@ -68,10 +68,7 @@ def task_corpus(task: str, split: str = "train", data_dir: str | os.PathLike | N
     from papa.tasks.data import load_examples
 
     examples = load_examples(task, split, data_dir=data_dir, limit=limit, sample=sample)
-    if examples[0].words is not None:
-        texts = [list(e.words) for e in examples]
-    else:
-        texts = [e.text for e in examples]
+    texts = [list(e.words) if e.words is not None else e.text for e in examples]
     pairs = [e.text_pair for e in examples] if examples[0].text_pair is not None else None
     return Corpus(name=corpus_name(task, split, limit, sample), texts=texts, pairs=pairs)
 

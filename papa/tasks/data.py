@@ -11,27 +11,16 @@ import random
 import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 
 from papa.core.errors import Arg, InputError, PapaError, check_one_of
 from papa.core.vocabulary import SAMPLES, SPLITS
 from papa.tasks.registry import LocalSource, TaskSpec, get_task
 
-__all__ = [
-    "DATA_DIR_ENV",
-    "Example",
-    "DataNotFoundError",
-    "DataFormatError",
-    "DataSourceError",
-    "check_task_files",
-    "load_examples",
-    "resolve_data_dir",
-    "read_tsv",
-    "read_conll",
-    "read_wikitext",
-    "iob1_to_iob2",
-    "split_mlm_paragraphs",
-]
+__all__ = ["DATA_DIR_ENV", "Example", "DataNotFoundError", "DataFormatError", "DataSourceError", "check_task_files",
+           "load_examples", "resolve_data_dir", "read_tsv", "read_conll", "read_wikitext", "iob1_to_iob2",
+           "split_mlm_paragraphs"]
 
 DATA_DIR_ENV = "PAPA_DATA_DIR"
 SUBSET_SEED = 0
@@ -124,7 +113,11 @@ def load_examples(
 
     if spec.holdout_every is not None:  # MLM and LM: train and eval are held-out articles of one file
         examples = _mlm_examples(examples, spec, split)
-    out = _take(examples, limit) if sample == "first" else _random_subset(list(examples), limit)
+    if sample == "first":
+        out = list(islice(examples, limit))
+    else:
+        examples = list(examples)
+        out = [examples[i] for i in subset_indices(len(examples), limit, "random")]
     if not out:
         raise DataFormatError(f"task {spec.name!r}, split {split!r}: no examples in {where}: check that it is the "
                               "complete file (or the right hub split)")
@@ -165,12 +158,8 @@ def read_tsv(
     if n_fields is None:
         raise ValueError("read_tsv: n_fields is required when the file has no header")
 
-    def col(column: str | int) -> int:
-        return index[column] if header else int(column)
-
-    text_i = col(text_column) if text_column is not None else None
-    pair_i = col(text_pair_column) if text_pair_column is not None else None
-    label_i = col(label_column) if label_column is not None else None
+    text_i, pair_i, label_i = (None if column is None else index[column] if header else int(column)
+                               for column in (text_column, text_pair_column, label_column))
     for line_no, line in lines:
         fields = _split_line(line)
         if fields == [""]:
@@ -180,14 +169,9 @@ def read_tsv(
                 f"{path}, line {line_no}: expected {n_fields} tab-separated fields, got {len(fields)}: "
                 "fix or remove that line (a stray tab, or a cut-off copy of the file?)"
             )
-        label = None
-        if label_i is not None:
-            label = _parse_label(fields[label_i], label_names, label_is_name, path, line_no)
-        yield Example(
-            text=fields[text_i] if text_i is not None else None,
-            text_pair=fields[pair_i] if pair_i is not None else None,
-            label=label,
-        )
+        label = None if label_i is None else _parse_label(fields[label_i], label_names, label_is_name, path, line_no)
+        yield Example(text=fields[text_i] if text_i is not None else None,
+                      text_pair=fields[pair_i] if pair_i is not None else None, label=label)
 
 
 def read_conll(
@@ -419,10 +403,8 @@ def _check_hub_labels(spec: TaskSpec, ds: object) -> None:
 
 def _mlm_examples(paragraphs: Iterable[tuple[int, str]], spec: TaskSpec, split: str) -> Iterator[Example]:
     """Paragraphs -> examples of ``split``; train and eval are disjoint article sets (``TaskSpec.holdout_every``)."""
-    every, want_eval = spec.holdout_every, split == "eval"
-    for article, text in paragraphs:
-        if every is None or (article % every == spec.holdout_offset) == want_eval:
-            yield Example(text=text)
+    return (Example(text=text) for article, text in paragraphs
+            if (article % spec.holdout_every == spec.holdout_offset) == (split == "eval"))
 
 
 def subset_indices(n: int, limit: int | None, sample: str = "first") -> list[int]:
@@ -466,16 +448,3 @@ def half_part(n: int, part: int) -> list[int]:
     random.Random(PART_SEED).shuffle(every)
     first = (n + 1) // 2
     return sorted(every[:first] if part == 1 else every[first:])
-
-
-def _random_subset(examples: list[Example], limit: int | None) -> list[Example]:
-    return [examples[i] for i in subset_indices(len(examples), limit, "random")]
-
-
-def _take(examples: Iterable[Example], limit: int | None) -> list[Example]:
-    out: list[Example] = []
-    for example in examples:
-        if limit is not None and len(out) >= limit:
-            break
-        out.append(example)
-    return out

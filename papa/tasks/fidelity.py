@@ -6,6 +6,7 @@ Slots side by side (`layout_comparison`), tokens dropped (`cut_tokens`), and inp
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import groupby
 
 import pandas as pd
 
@@ -51,17 +52,9 @@ def cut_tokens(tokenizer, text, pair: str | None = None, *, max_length: int, mod
     for layout in layouts:
         batch = encode(tokenizer, [text], None if pair is None else [pair], max_length=max_length, layout=layout,
                        model_type=model_type, token_task=token_task)
-        ids = batch.inputs["input_ids"][0].tolist()
-        mask = batch.inputs["attention_mask"][0].tolist()
-        runs, run = [], []
-        for token, real in zip(ids, mask):
-            if real and token not in special:
-                run.append(token)
-            elif real and run:
-                runs.append(run)
-                run = []
-        if run:
-            runs.append(run)
+        real = [token for token, attended in zip(batch.inputs["input_ids"][0].tolist(),
+                                                  batch.inputs["attention_mask"][0].tolist()) if attended]
+        runs = [list(run) for text, run in groupby(real, key=lambda token: token not in special) if text]
         whole = _segment_tokens(tokenizer, segments, layout, model_type, token_task)
         for i, full in enumerate(whole):
             kept = len(runs[i]) if i < len(runs) else 0

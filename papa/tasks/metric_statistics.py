@@ -12,12 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from papa.tasks.metrics import METRICS, UnknownMetricError
-
-
-def _check_metric(metric: str) -> None:
-    if metric not in METRICS:
-        raise UnknownMetricError(f"unknown metric {metric!r}; known metrics: {', '.join(METRICS)}")
+from papa.tasks.metrics import get_metric
 
 
 @functools.lru_cache(maxsize=1 << 17)
@@ -35,7 +30,7 @@ def per_example_statistics(metric: str, predictions: Any, references: Any,
     """Counts of each evaluation example that sum to `metric`'s value: an array [examples, k]. ``neg_log_perplexity``
     takes each example's summed cross-entropy and scored tokens; ``seqeval_f1`` label id lists and `label_names`;
     ``matthews_correlation`` `num_labels` classes (default: the largest label seen + 1)."""
-    _check_metric(metric)
+    get_metric(metric)
     if metric == "neg_log_perplexity":
         loss, tokens = np.asarray(predictions, dtype=np.float64), np.asarray(references, dtype=np.float64)
         if loss.shape != tokens.shape or loss.ndim != 1:
@@ -68,7 +63,7 @@ def per_example_statistics(metric: str, predictions: Any, references: Any,
 
 def metric_from_sums(metric: str, sums: np.ndarray) -> np.ndarray | float:
     """`metric` of summed per-example statistics: `sums` [..., k] (e.g. [resamples, k]) gives [...] values."""
-    _check_metric(metric)
+    get_metric(metric)
     s = np.asarray(sums, dtype=np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
         if metric == "neg_log_perplexity":
@@ -77,16 +72,18 @@ def metric_from_sums(metric: str, sums: np.ndarray) -> np.ndarray | float:
             value = s[..., 0] / np.maximum(s[..., 1], 1.0)
         elif metric == "f1":
             tp, fp, fn = s[..., 0], s[..., 1], s[..., 2]
-            denominator = 2 * tp + fp + fn
-            value = np.where(denominator > 0, 2 * tp / np.where(denominator > 0, denominator, 1), 0.0)
+            value = _ratio(2 * tp, 2 * tp + fp + fn)
         elif metric == "seqeval_f1":
             correct, predicted, true = s[..., 0], s[..., 1], s[..., 2]
-            denominator = predicted + true
-            value = np.where((correct > 0) & (denominator > 0), 2 * correct / np.where(denominator > 0,
-                                                                                        denominator, 1), 0.0)
+            value = np.where(correct > 0, _ratio(2 * correct, predicted + true), 0.0)
         else:
             value = _mcc(s)
     return float(value) if np.ndim(value) == 0 else value
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """`numerator` / `denominator`, 0 where the denominator is not positive."""
+    return np.where(denominator > 0, numerator / np.where(denominator > 0, denominator, 1), 0.0)
 
 
 def _mcc(sums: np.ndarray) -> np.ndarray:
@@ -98,8 +95,7 @@ def _mcc(sums: np.ndarray) -> np.ndarray:
     cov_tp = correct * total - (t * p).sum(axis=-1)
     cov_pp = total ** 2 - (p * p).sum(axis=-1)
     cov_tt = total ** 2 - (t * t).sum(axis=-1)
-    denominator = cov_tt * cov_pp
-    return np.where(denominator > 0, cov_tp / np.sqrt(np.where(denominator > 0, denominator, 1)), 0.0)
+    return _ratio(cov_tp, np.sqrt(cov_tt * cov_pp))
 
 
 def metric_on_resamples(metric: str, statistics: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -9,19 +9,10 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-
 from papa.core.errors import PapaError
 
-__all__ = [
-    "METRICS",
-    "UnknownMetricError",
-    "compute_metric",
-    "matthews_correlation",
-    "accuracy",
-    "f1",
-    "seqeval_f1",
-    "neg_log_perplexity",
-]
+__all__ = ["METRICS", "UnknownMetricError", "compute_metric", "matthews_correlation", "accuracy", "f1", "seqeval_f1",
+           "neg_log_perplexity", "get_metric"]
 
 
 class UnknownMetricError(PapaError, ValueError):
@@ -111,8 +102,12 @@ def compute_metric(
     name: str, predictions: Any, references: Any, label_names: Sequence[str] | None = None
 ) -> float:
     """Score ``predictions`` against ``references`` with metric ``name`` (see ``METRICS``)."""
+    return get_metric(name)(predictions, references, label_names)
+
+
+def get_metric(name: str) -> Callable[..., float]:
+    """The function of metric ``name`` (see ``METRICS``); an `UnknownMetricError` naming the known ones if none."""
     try:
-        metric = METRICS[name]
+        return METRICS[name]
     except (KeyError, TypeError):
         raise UnknownMetricError(f"unknown metric {name!r}; known metrics: {', '.join(METRICS)}") from None
-    return metric(predictions, references, label_names)

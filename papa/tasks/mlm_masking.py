@@ -61,14 +61,9 @@ def _check_inputs(input_ids: torch.Tensor, special_tokens_mask: torch.Tensor, at
     """Raise ValueError for inputs `mask_tokens` cannot mask."""
     if input_ids.dim() != 2:
         raise ValueError(f"input_ids must be [batch, n], got shape {tuple(input_ids.shape)}")
-    if special_tokens_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"special_tokens_mask shape {tuple(special_tokens_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
-        )
-    if attention_mask is not None and attention_mask.shape != input_ids.shape:
-        raise ValueError(
-            f"attention_mask shape {tuple(attention_mask.shape)} != input_ids shape {tuple(input_ids.shape)}"
-        )
+    for name, mask in (("special_tokens_mask", special_tokens_mask), ("attention_mask", attention_mask)):
+        if mask is not None and mask.shape != input_ids.shape:
+            raise ValueError(f"{name} shape {tuple(mask.shape)} != input_ids shape {tuple(input_ids.shape)}")
     if not 0.0 <= mlm_probability <= 1.0:
         raise ValueError(f"mlm_probability must be in [0, 1], got {mlm_probability}")
     if vocab_size < 1:

@@ -154,6 +154,18 @@ def _wikitext_task(name: str, kind: TaskKind) -> TaskSpec:
                     corpus_name="WikiText")
 
 
+def _conll_task(name: str, labels: tuple[str, ...], learning_rate: float, hub_column: str, column: int, *,
+                iob1: bool = False) -> TaskSpec:
+    """A CoNLL-2003 tagging task: labels from `hub_column` on the hub, `column` of the local files (IOB1 tags
+    re-tagged as IOB2 with `iob1`). Scored by seqeval, POS too, as HF run_ner (used by the official code) computes it
+    for every task."""
+    return TaskSpec(name=name, kind="token", metric="seqeval_f1", label_names=labels,
+                    hparams=ProbeHParams(learning_rate=learning_rate, batch_size=8, epochs=4, max_length=128),
+                    hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column=hub_column),
+                    local=LocalSource("conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=column,
+                                      iob1_to_iob2=iob1))
+
+
 def corpus_label(corpus: str) -> str:
     """How pages name a constants corpus: the text a task reads, "the task's own" for ``task``, else as given."""
     if corpus == "task":
@@ -221,27 +233,8 @@ TASKS: dict[str, TaskSpec] = {
                 label_is_name=True,
             ),
         ),
-        TaskSpec(
-            name="ner",
-            kind="token",
-            metric="seqeval_f1",
-            label_names=CONLL_NER_LABELS,
-            hparams=ProbeHParams(learning_rate=1e-4, batch_size=8, epochs=4, max_length=128),
-            hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column="ner_tags"),
-            local=LocalSource(
-                "conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=3, iob1_to_iob2=True,
-            ),
-        ),
-        TaskSpec(
-            name="pos",
-            kind="token",
-            # seqeval over POS tags, as HF run_ner (used by the official code) computes it for every task.
-            metric="seqeval_f1",
-            label_names=CONLL_POS_LABELS,
-            hparams=ProbeHParams(learning_rate=5e-4, batch_size=8, epochs=4, max_length=128),
-            hub=HubSource(_CONLL, None, "train", "validation", words_column="tokens", label_column="pos_tags"),
-            local=LocalSource("conll", "conll2003/eng.train", "conll2003/eng.testa", label_column=1),
-        ),
+        _conll_task("ner", CONLL_NER_LABELS, 1e-4, "ner_tags", 3, iob1=True),
+        _conll_task("pos", CONLL_POS_LABELS, 5e-4, "pos_tags", 1),
         # Articles 5, 15, ..., 55 of WikiText's validation text are eval: about 10% of the words.
         _wikitext_task("mlm", "mlm"),
         # Decoders only: the next token by the model's own frozen LM head (no probe; the paper has no values).

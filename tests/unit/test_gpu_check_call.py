@@ -86,7 +86,7 @@ def test_the_hard_limit_records_the_step_it_stopped_and_archives_the_folder(tmp_
     assert signal.getsignal(signal.SIGTERM) is before  # the handler is the call's only
     # a later --fill call runs what this one lacks: the interrupted step first
     known = {"f" * 40: True}  # the code holds the probing changes
-    assert gpu_check.fill_target(record["machine"], smoke=True, root=tmp_path, known=known)[1] == ["b", "c"]
+    assert gpu_check.fill_plan(record["machine"], smoke=True, root=tmp_path, known=known)[1] == ["b", "c"]
 
 
 def _zombie_or_gone(pid: int) -> bool:

@@ -74,11 +74,11 @@ def test_fill_picks_the_newest_folder_of_this_device_and_the_steps_it_lacks(tmp_
     _folder(root, "2026-03-01-h200", "H200", {"a": "skipped"})  # newer, but another device
     _folder(root, "2026-04-01-h100", "H100", {"a": "skipped"}, smoke=True)  # a smoke run's, not measurements
     known = {OLD: True}
-    assert gpu_check.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (newest, ["b", "c"])
+    assert gpu_check.fill_plan({"device": "H100"}, smoke=False, root=root, known=known)[:2] == (newest, ["b", "c"])
     # a complete newest folder, or none of this device: every step, into a new folder
     _folder(root, "2026-05-01-h100", "H100", {"a": "ok", "b": "ok", "c": "ok"})
-    assert gpu_check.fill_target({"device": "H100"}, smoke=False, root=root, known=known) == (None, list(NAMES))
-    assert gpu_check.fill_target({"device": "B200"}, smoke=False, root=root, known=known) == (None, list(NAMES))
+    assert gpu_check.fill_plan({"device": "H100"}, smoke=False, root=root, known=known)[:2] == (None, list(NAMES))
+    assert gpu_check.fill_plan({"device": "B200"}, smoke=False, root=root, known=known)[:2] == (None, list(NAMES))
 
 
 def test_fill_runs_only_the_missing_steps_into_that_folder(tmp_path, ran, monkeypatch):

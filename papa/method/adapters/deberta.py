@@ -78,9 +78,4 @@ class DebertaAdapter(Adapter):
         module.forward = forward  # an instance attribute shadows the class's forward; deleting it restores it
         module.__dict__[QK_HEADS] = QueryKeyHeads(())
 
-        def restore() -> None:
-            module.__dict__.pop("forward", None)
-            module.__dict__.pop(QK_HEADS, None)
-            module.__dict__.pop(RESTORE, None)
-
-        module.__dict__[RESTORE] = restore
+        module.__dict__[RESTORE] = lambda: module.__dict__.pop("forward", None)

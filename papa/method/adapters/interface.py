@@ -501,8 +501,6 @@ class InterfaceAdapter(Adapter):
         def restore() -> None:
             for (where, name), linear in originals.items():
                 setattr(where, name, linear)
-            module.__dict__.pop(QK_HEADS, None)
-            module.__dict__.pop(RESTORE, None)
 
         module.__dict__[RESTORE] = restore
 

@@ -10,10 +10,9 @@ import pandas as pd
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import DECODER_LAYOUT
 
-DECODER_EVIDENCE = {"fig2_half": RunFolder.figure_file("decoder_objective_vs_probes"),
-                    "fig2_all": RunFolder.figure_file("decoder_objective_vs_probes"),
-                    "fig5": RunFolder.figure_file("decoder_lm_selection"),
-                    "fig6": RunFolder.figure_file("decoder_objective_vs_probes")}
+DECODER_EVIDENCE = {**dict.fromkeys(("fig2_half", "fig2_all", "fig6"),
+                                    RunFolder.figure_file("decoder_objective_vs_probes")),
+                    "fig5": RunFolder.figure_file("decoder_lm_selection")}
 DECODER_NOTEBOOK = "08_decoders"
 
 

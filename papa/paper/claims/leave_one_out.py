@@ -31,9 +31,8 @@ def leave_one_out(run: RunLike, index: int, into: RunFolder) -> RunTables:
     if source.folder is None or not stores_predictions(source.folder):
         raise InputError("leaving an evaluation example out needs a run folder that stores its runs' predictions "
                          "(predictions/): this run has none, so its rows cannot be scored again")
-    dest = into
-    if not dest.is_empty():
-        raise InputError(f"{dest} is not empty: leave_one_out writes a whole run folder; give it a new one")
+    if not into.is_empty():
+        raise InputError(f"{into} is not empty: leave_one_out writes a whole run folder; give it a new one")
     found = load_run_predictions(source.folder, list(source.results.run_id))
     kept: dict[str, EvalPredictions] = {}
     for run_id, predictions in found.items():
@@ -42,24 +41,24 @@ def leave_one_out(run: RunLike, index: int, into: RunFolder) -> RunTables:
             raise InputError(f"example {index} is outside run {run_id}'s {n} evaluation examples")
         kept[run_id] = predictions.keeping(np.delete(np.arange(n), index % n))
     # what the claims read that no evaluation example enters
-    for there, here in ((source.folder.rankings, dest.rankings), (source.folder.tables, dest.tables)):
+    for there, here in ((source.folder.rankings, into.rankings), (source.folder.tables, into.tables)):
         if there.is_dir():
             shutil.copytree(there, here)
     results = source.results.assign(value=[metric_on(kept[r], m) for r, m in zip(source.results.run_id,
                                                                                   source.results.metric)])
     for run_id, predictions in kept.items():
         meta = {k: v for k, v in predictions.metadata.items() if k not in ("run_id", "created", "made_by")}
-        save_run_predictions(dest, run_id, predictions, **meta)
-    with atomic_path(dest.results) as tmp:  # as `ResultsTable.append` writes it, every row at once
+        save_run_predictions(into, run_id, predictions, **meta)
+    with atomic_path(into.results) as tmp:  # as `ResultsTable.append` writes it, every row at once
         results.to_csv(tmp, index=False)
     for name in LEARNS_TABLES:
-        if dest.table(name).is_file():
+        if into.table(name).is_file():
             save_table(_learns_again(pd.read_csv(source.folder.table(name)), source.results, results, found, kept),
-                       dest, name)
+                       into, name)
     for name in CHANCE_TABLES:
-        if dest.table(name).is_file():
-            save_table(_chance_again(pd.read_csv(source.folder.table(name)), source.results, found, kept), dest, name)
-    return RunTables.read(dest)
+        if into.table(name).is_file():
+            save_table(_chance_again(pd.read_csv(source.folder.table(name)), source.results, found, kept), into, name)
+    return RunTables.read(into)
 
 
 def _learns_again(table: pd.DataFrame, before: pd.DataFrame, after: pd.DataFrame,

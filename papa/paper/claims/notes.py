@@ -55,8 +55,10 @@ class SectionClaims:
         return section_claims(run, profile, self.notebook, self.read)
 
     def table(self, run: RunLike, profile: str | Path) -> pd.DataFrame:
-        """`section_claim_table`: the comparisons behind the claims, one row each."""
-        return section_claim_table(run, profile, self.notebook, self.read)
+        """`claim_table` of the notebook's claims: the decoders' rows for notebook 08, the encoders' for every other."""
+        table = claim_table(profile_claims(run, profile, self.read, [self.notebook]))
+        whose = "decoders" if self.notebook == DECODER_NOTEBOOK else "encoders"
+        return table[table.models == whose].reset_index(drop=True)
 
 
 def section_claims(run: RunLike, profile: str | Path, notebook: str, read: Read) -> str:
@@ -84,13 +86,6 @@ def claim_table(readings: Sequence[ClaimReading]) -> pd.DataFrame:
                                  "comparison": member.name, "estimate": member.numbers, "verdict": member.verdict})
     columns = ["claim", "models", "part", "comparison", "estimate", "verdict"]
     return pd.DataFrame(rows, columns=columns)
-
-
-def section_claim_table(run: RunLike, profile: str | Path, notebook: str, read: Read) -> pd.DataFrame:
-    """`claim_table` of `notebook`'s claims: the decoders' rows for notebook 08, the encoders' for every other."""
-    table = claim_table(profile_claims(run, profile, read, [notebook]))
-    whose = "decoders" if notebook == DECODER_NOTEBOOK else "encoders"
-    return table[table.models == whose].reset_index(drop=True)
 
 
 def notebook_models(run: RunTables, profile: str | Path, notebook: str) -> set[str]:

@@ -74,11 +74,11 @@ class ClaimRun(RunScores):
 
     def chance(self, model: str, task: str) -> float | None:
         """`task`'s chance level on `model` where the run wrote it: ``context_free`` where finite, else ``chance``."""
-        strongest = _value(self.chance_levels, model, task, "context_free") \
-            if self.chance_levels is not None and "context_free" in self.chance_levels else None
+        strongest = _cell(self.chance_levels, model, task, "context_free")
         if strongest is not None and math.isfinite(strongest):
-            return strongest
-        return _value(self.chance_levels, model, task, "chance")
+            return float(strongest)
+        level = _cell(self.chance_levels, model, task, "chance")
+        return None if level is None else float(level)
 
     def beats_chance(self, model: str, task: str, original: Scores) -> str | None:
         """Why a probe over the vocabulary is not read (None: it is): the lower end of its original score's 95%
@@ -89,23 +89,13 @@ class ClaimRun(RunScores):
         low = estimate(lambda o: o, original).interval()[0]
         if math.isfinite(low) and low > level:
             return None
-        how = self._text(model, task, "context_free_how") or "the strongest context-free predictor"
-        own = _value(self.chance_levels, model, task, "same_tokens") \
-            if self.chance_levels is not None and "same_tokens" in self.chance_levels else None
+        how = str(_cell(self.chance_levels, model, task, "context_free_how") or "the strongest context-free predictor")
+        own = _cell(self.chance_levels, model, task, "same_tokens")
         beside = (f"; the unigram of its own training tokens scores {own:.2f} nats"
                   if own is not None and math.isfinite(own) and own != level else "")
         return (f"the probe ({estimate(lambda o: o, original).text(2)} nats) does not beat the strongest predictor "
                 f"that needs no model ({level:.2f} nats, {how}) by its interval{beside}: what it scores is mostly "
                 "token frequency")
-
-    def _text(self, model: str, task: str, column: str) -> str:
-        """`column` (text) of the chance levels' (model, task) row ("" where there is none)."""
-        table = self.chance_levels
-        if table is None or column not in table:
-            return ""
-        table = table.reset_index()
-        row = table[(table.model == model) & (table.task == task)]
-        return "" if row.empty or pd.isna(row[column].iloc[0]) else str(row[column].iloc[0])
 
     def all_heads_drop(self, model: str, task: str) -> Estimate | None:
         """original − every head replaced by average constants, paired by seed (None: not run); the usual control."""
@@ -122,7 +112,8 @@ class ClaimRun(RunScores):
         """The `Scores` of every draw of `method`'s order at (`model`, `task`, `label`) with average constants, by
         selection name; with `profile`, the draws of that profile's ranking instead."""
         rows = self.rows(model, task, constants="average", constants_corpus="task", fraction_label=label)
-        names = sorted(n for n in set(rows.selection) if n != NONE and _draw_of(n, method, profile))
+        drawn = {n: parse_selection(n) for n in set(rows.selection) - {NONE}}
+        names = sorted(n for n, s in drawn.items() if (s.method, s.profile) == (method, profile))
         found = {n: self.scores(model, task, "average", "task", n, label) for n in names}
         return {n: f for n, f in found.items() if f is not None}
 
@@ -144,12 +135,6 @@ def agreement_pairs(table: pd.DataFrame | None) -> pd.DataFrame | None:
     if "profile" not in table:
         table = table.assign(profile=None)
     return table[["model", "task", "profile", "a", "b", "spearman", "heads"]]
-
-
-def _draw_of(name: str, method: str, profile: str | None) -> bool:
-    """Whether selection `name` is a draw of `method`'s order learned by `profile` (None: the grid's own)."""
-    selection = parse_selection(name)
-    return selection.method == method and selection.profile == profile
 
 
 def order_contrast(plus: Sequence[Scores], minus: Sequence[Scores]) -> Estimate:
@@ -178,13 +163,13 @@ def _singular(what: str) -> str:
     return " ".join(w[:-1] if w in ("rankings", "orders") else w for w in what.split(" "))
 
 
-def _value(table: pd.DataFrame | None, model: str, task: str, column: str) -> float | None:
-    """`column` of the (model, task) row of a run's table (None: no table, or no such row)."""
-    if table is None:
+def _cell(table: pd.DataFrame | None, model: str, task: str, column: str):
+    """`column` of the (model, task) row of a run's table (None: no table, column, row or value)."""
+    if table is None or column not in table:
         return None
     table = table.reset_index()
     row = table[(table.model == model) & (table.task == task)]
-    return None if row.empty else float(row[column].iloc[0])
+    return None if row.empty or pd.isna(row[column].iloc[0]) else row[column].iloc[0]
 
 
 def part_label(model: str, task: str, models: int) -> str:

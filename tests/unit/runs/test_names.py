@@ -55,7 +55,7 @@ def test_constants_saved_under_a_path_name_are_not_read(tmp_path, monkeypatch):
         "tiny-bert", where.strip("/").replace("/", "-"), 1)
     made.save(tmp_path / "out" / "constants" / path_named)
     source = ConstantsSource("sst2", limit=2, max_length=16, layout="official")
-    monkeypatch.setattr(cache, "_extract", extract)
+    monkeypatch.setattr(cache, "extract_constants", extract)
     monkeypatch.setattr(ConstantsSource, "load", lambda self, data_dir: ["the cat sat"])  # no data needed here
     with pytest.raises(RuntimeError, match="extracts"):
         cached_average_constants(model, tok, signature, source, folder=RunFolder.at(tmp_path / "out"),
