@@ -33,7 +33,7 @@ from papa.method.layout import SEPARATOR_LAST
 from papa.method.masks import Allowed, padding_mask
 from papa.method.signature import ModelSignature
 
-__all__ = ["KEEP", "MIX", "MODE_NAMES", "REPLACE", "PapaController", "attach", "controller_of", "detach"]
+__all__ = ["KEEP", "MIX", "MODE_NAMES", "REPLACE", "PapaController", "attach", "attached", "controller_of", "detach"]
 
 _CONTROLLER = "_papa_controller"
 
@@ -468,3 +468,16 @@ def detach(model: nn.Module) -> None:
 def controller_of(model: nn.Module) -> PapaController | None:
     """The controller attached to `model`, if any."""
     return model.__dict__.get(_CONTROLLER)
+
+
+@contextmanager
+def attached(model: nn.Module, *, model_name: str | None = None) -> Iterator[PapaController]:
+    """The model's controller for the block: the one attached to it, else one attached for the block and detached
+    after it (the model as it was)."""
+    existing = controller_of(model)
+    controller = existing or attach(model, model_name=model_name)
+    try:
+        yield controller
+    finally:
+        if existing is None:
+            controller.detach()

@@ -14,7 +14,7 @@ from papa.core.progress import tqdm
 from papa.core.vocabulary import REPRODUCTION_LAYOUT
 from papa.method.architectures import architecture, backbone, is_causal
 from papa.method.constants import ConstantMatrices
-from papa.method.controller import PapaController, attach, controller_of
+from papa.method.controller import attached
 from papa.method.layout import encode, layout_for
 
 
@@ -63,12 +63,10 @@ def extract_constants(model, tokenizer, corpus: NamedCorpus | Sequence[str] | Se
     causal = is_causal(model)
     layout = layout_for(causal, layout, REPRODUCTION_LAYOUT)
     check_length(model.config, max_length)
-    existing = controller_of(model)
-    controller: PapaController = existing or attach(model, model_name=model_name)
     device = next(model.parameters()).device
     hidden_model = backbone(model)
     truncated = 0
-    try:
+    with attached(model, model_name=model_name) as controller:
         # Under `accelerate launch` each process takes a block of the batches; the statistics are summed below.
         with controller.capturing(max_length) as stats, torch.no_grad():
             for start, end in tqdm(distributed.batch_spans(len(texts), batch_size), desc="extract constants",
@@ -79,9 +77,6 @@ def extract_constants(model, tokenizer, corpus: NamedCorpus | Sequence[str] | Se
                 truncated += sum(batch.truncated)
                 # the backbone only: a causal LM's vocabulary projection would be computed and thrown away
                 hidden_model(**{k: v.to(device) for k, v in batch.inputs.items()})
-    finally:
-        if existing is None:
-            controller.detach()
     if distributed.launched():
         stats.sums, stats.counts = distributed.sum_across(stats.sums), distributed.sum_across(stats.counts)
         seen = distributed.sum_across(torch.tensor([stats.num_examples, truncated], dtype=torch.long))

@@ -18,7 +18,7 @@ import torch
 from papa.core.errors import InputError
 from papa.core.progress import tqdm
 from papa.method.capture import entry_averages
-from papa.method.controller import attach, controller_of
+from papa.method.controller import attached
 from papa.method.extract import extract_constants
 from papa.paper.patterns import head_patterns_of, pattern_summary
 from papa.tasks.corpus import Corpus
@@ -61,10 +61,8 @@ def block_statistics(model, tokenizer, corpus: Corpus, spans: Sequence[tuple[int
                      layout: str | None, token_task: bool, progress: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """Each block's attention sums [B, L, H, n, n] and counts [B, n, n] in float64, one extraction per span."""
     sums, counts = [], []
-    existing = controller_of(model)
     # attached once for all blocks: attaching fingerprints the model's weights, which would be redone per block
-    controller = existing or attach(model)
-    try:
+    with attached(model):
         for start, end in tqdm(spans, desc="pattern intervals: blocks", unit="block", disable=not progress):
             pairs = None if corpus.pairs is None else corpus.pairs[start:end]
             block = extract_constants(model, tokenizer, Corpus(corpus.name, corpus.texts[start:end], pairs),
@@ -73,9 +71,6 @@ def block_statistics(model, tokenizer, corpus: Corpus, spans: Sequence[tuple[int
             # an average times its count is the sum again, to float32 rounding of the average
             sums.append(block.matrices.to(torch.float64) * count)
             counts.append(count)
-    finally:
-        if existing is None:
-            controller.detach()
     return torch.stack(sums), torch.stack(counts)
 
 

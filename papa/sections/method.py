@@ -9,7 +9,7 @@ import torch
 
 from papa.core.errors import InputError
 from papa.method.constants import ConstantMatrices
-from papa.method.controller import attach, controller_of
+from papa.method.controller import attached
 from papa.method.cost import config_speedups, forward_timings
 from papa.method.layout import encode, model_positions
 from papa.method.selection import heads_to_replace, replacement_order
@@ -69,27 +69,23 @@ def replacement_effect(model, tokenizer, texts: Sequence[str], constants: Consta
                    layout=constants.metadata.layout)
     device = next(model.parameters()).device
     inputs = {k: v.to(device) for k, v in batch.inputs.items()}
-    existing = controller_of(model)
-    ctrl = existing or attach(model)
-    try:
-        ctrl.set_constants(constants)
-        ctrl.keep_all()
-        reference = mean_pooled(model, inputs)
-        rows = []
-        total = ctrl.num_layers * ctrl.num_heads
-        for fraction in fractions:
-            replaced = heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down")
+    with attached(model) as ctrl:
+        try:
+            ctrl.set_constants(constants)
             ctrl.keep_all()
-            ctrl.replace(replaced)
-            sim = torch.nn.functional.cosine_similarity(mean_pooled(model, inputs), reference, dim=-1)
-            rows.append({"fraction": fraction, "input_dependent_heads": total - int(replaced.sum()),
-                         "mean_cosine": float(sim.mean()), "min_cosine": float(sim.min())})
-        return pd.DataFrame(rows)
-    finally:
-        if existing is None:
-            ctrl.detach()
-        else:
-            ctrl.keep_all()
+            reference = mean_pooled(model, inputs)
+            rows = []
+            total = ctrl.num_layers * ctrl.num_heads
+            for fraction in fractions:
+                replaced = heads_to_replace(order, fraction, ctrl.num_layers, ctrl.num_heads, "down")
+                ctrl.keep_all()
+                ctrl.replace(replaced)
+                sim = torch.nn.functional.cosine_similarity(mean_pooled(model, inputs), reference, dim=-1)
+                rows.append({"fraction": fraction, "input_dependent_heads": total - int(replaced.sum()),
+                             "mean_cosine": float(sim.mean()), "min_cosine": float(sim.min())})
+            return pd.DataFrame(rows)
+        finally:
+            ctrl.keep_all()  # a controller the caller attached keeps every head's own attention
 
 #: What the section's notebook calls: its own functions and the machinery it shows.
 __all__ = ["GridConfig", "attention_vs_constant", "check_table", "config_speedups", "cut_tokens", "forward_timings",

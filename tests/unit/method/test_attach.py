@@ -312,3 +312,21 @@ def test_task_head_models_and_eager_implementation():
         assert not torch.allclose(model(**inputs)[0], before)
         papa.detach(model)
         assert model.config._attn_implementation == "eager"
+
+
+def test_attached_reuses_the_callers_controller_and_detaches_only_its_own(tiny):
+    from papa.method.controller import attached
+
+    model, _ = tiny
+    with pytest.raises(RuntimeError, match="inside"):
+        with attached(model) as ctrl:
+            assert papa.controller_of(model) is ctrl
+            raise RuntimeError("inside")
+    assert papa.controller_of(model) is None  # attached for the block, detached after it, even on an error
+    own = papa.attach(model)
+    try:
+        with attached(model) as ctrl:
+            assert ctrl is own
+        assert papa.controller_of(model) is own  # the caller's controller stays attached
+    finally:
+        papa.detach(model)
