@@ -164,7 +164,8 @@ def test_the_cuda_tests_write_each_result_as_it_finishes_and_limit_each_file(tmp
     (tests / "test_quick.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    assert False\n")
     (tests / "test_hangs.py").write_text("import time\n\ndef test_hang():\n    time.sleep(60)\n")
     (tests / "test_after.py").write_text("def test_after():\n    pass\n")
-    monkeypatch.setattr(cuda_tests, "TEST_FILE_TIMEOUT_S", 8)
+    # room for a pytest process to start on a loaded machine, far below the hang's 60 s
+    monkeypatch.setattr(cuda_tests, "TEST_FILE_TIMEOUT_S", 20)
     monkeypatch.setattr(cuda_tests, "TEST_TIMEOUT_S", 600)  # the file's limit is what stops the hang here
     junit = tmp_path / "out" / "cuda_tests.xml"
     junit.parent.mkdir()
