@@ -26,6 +26,7 @@ import pandas as pd
 import torch
 
 from papa.core.artifacts import atomic_path
+from papa.core.run_folder import RunFolder
 from papa.runs.compare import compare, comparison_text
 from papa.runs.experiment import GridConfig, run_grid
 from papa.runs.results import ResultsTable
@@ -55,7 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     seconds = {}
     for name in args.settings:
         cfg = GridConfig(task=args.task, profile=args.profile, fractions=tuple(args.fractions),
-                         constants=("average",), folder=str(args.out), data_dir=args.data_dir, device=args.device,
+                         constants=("average",), folder=args.out, data_dir=args.data_dir, device=args.device,
                          **SETTINGS[name])
         start = time.perf_counter()
         rows = run_grid(cfg, progress=False)
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
         column, reference, other = COLUMN[name]
         fixed = {c: d for c, d in (("precision", "float32"), ("execution", "eager"), ("batch_order", "per_seed"))
                  if c != column}
-        table = compare(results, column, reference, other, folder=args.out, fixed=fixed)
+        table = compare(results, column, reference, other, folder=RunFolder.at(args.out), fixed=fixed)
         print(f"\n{name} - float32 eager, paired by seed ({args.task}, profile {args.profile}):")
         print(comparison_text(table))
         tables.append(table.assign(setting=name))

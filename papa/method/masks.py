@@ -105,10 +105,7 @@ def padding_mask(mask: torch.Tensor | None) -> torch.Tensor | None:
         return None
     if mask.dim() == 2:
         return mask.bool()
-    if mask.dim() == 4:
-        allowed = mask.bool() if mask.dtype == torch.bool else mask > -1.0
-        return allowed.any(dim=1).any(dim=1)
-    raise InputError(f"attention_mask must be 2D [batch, n] or 4D [batch, 1, n, n]; got shape {tuple(mask.shape)}")
+    return _allowed_4d(mask, mask.shape[-1]).any(dim=1).any(dim=1)
 
 
 def attention_probs(query: torch.Tensor, key: torch.Tensor, mask: torch.Tensor | None,

@@ -54,7 +54,7 @@ def cut_tokens(tokenizer, text, pair: str | None = None, *, max_length: int, mod
                        model_type=model_type, token_task=token_task)
         real = [token for token, attended in zip(batch.inputs["input_ids"][0].tolist(),
                                                   batch.inputs["attention_mask"][0].tolist()) if attended]
-        runs = [list(run) for text, run in groupby(real, key=lambda token: token not in special) if text]
+        runs = [list(run) for is_text, run in groupby(real, key=lambda token: token not in special) if is_text]
         whole = _segment_tokens(tokenizer, segments, layout, model_type, token_task)
         for i, full in enumerate(whole):
             kept = len(runs[i]) if i < len(runs) else 0
