@@ -107,3 +107,18 @@ def test_a_decoder_without_an_lm_probe_says_what_fig6_reads_instead(tmp_path):
     assert fig6 is not None and fig6.verdict == "not read"
     part = fig6.parts[0]
     assert part.name == "LM probe (from scratch) drops more" and "described, not read" in part.numbers
+
+
+def test_a_chance_level_is_the_finite_context_free_one_else_the_written_chance_else_none():
+    from papa.paper.claims.scores import ClaimRun
+
+    results = pd.DataFrame({"model": [], "task": []})
+    levels = pd.DataFrame({"model": ["m", "m", "m"], "task": ["lm", "sst2", "pos"],
+                           "chance": [-9.0, 0.5, float("nan")], "context_free": [-7.5, float("nan"), float("nan")]})
+    run = ClaimRun(results, None, None, levels, decoders=True)
+    assert run.chance("m", "lm") == -7.5  # the strongest predictor that needs no model
+    assert run.chance("m", "sst2") == 0.5  # no finite context-free level: the written chance
+    assert run.chance("m", "pos") is None  # nothing finite written: read as not written, never NaN
+    assert run.chance("m", "ner") is None  # no row
+    assert ClaimRun(results, None, None, levels[["model", "task"]]).chance("m", "lm") is None  # no column
+    assert ClaimRun(results, None, None, None).chance("m", "lm") is None  # no table
