@@ -30,6 +30,7 @@ import papa
 from benchmarks import suite
 from benchmarks.cases import Case, EncoderBench, bench_decoder, bench_model
 from benchmarks.suite import HEADER, TINY, Report, bert_base, env, format_row, random_model_dir, texts_for
+from papa.core.artifacts import atomic_path
 from papa.method.attention_free import restore_query_key
 from papa.method.constants import data_free_constants
 from papa.method.cost import config_ceiling, model_shape, pass_flops, probe_flops, step_flops
@@ -337,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
                 "batch": {str(n): bs for n, bs in run.batch_for.items()}, "minilm": minilm_source, "tiny": args.tiny,
                 "compile": args.compile,
                 "command": "python -m benchmarks.bench " + " ".join(sys.argv[1:] if argv is None else argv)}
-        Path(args.json).write_text(json.dumps({**meta, "rows": [r.__dict__ for r in run.report.rows]}, indent=1))
+        with atomic_path(args.json) as tmp:
+            tmp.write_text(json.dumps({**meta, "rows": [r.__dict__ for r in run.report.rows]}, indent=1))
     return 0
 
 

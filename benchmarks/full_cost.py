@@ -32,6 +32,7 @@ import torch
 import papa
 from benchmarks.cost import measures_stability
 from benchmarks.suite import COST_FORMAT, cpu_name, env, interleaved, random_model_dir, synthetic_task
+from papa.core.artifacts import atomic_path
 from papa.core.settings import Resources
 from papa.core.vocabulary import DEFAULT_PRECISION, PAPER_NOTEBOOKS, PRECISIONS
 from papa.method.architectures import backbone
@@ -396,7 +397,8 @@ def cpu_rates(model_name: str, layout: str, tasks: list[str], rates: dict, data_
                 papa.attach(model)
             rates[task] = measure(model, tokenizer, task, layout, data_dir, sample)
             if saved:
-                saved.write_text(json.dumps(rates, indent=1))
+                with atomic_path(saved) as tmp:  # a run stopped mid-write keeps the rates it had
+                    tmp.write_text(json.dumps(rates, indent=1))
         yield task, rates[task]
 
 
@@ -551,7 +553,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def write() -> None:
         if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=1))
+            with atomic_path(args.json) as tmp:  # rewritten after each part: a stop mid-write keeps the last whole one
+                tmp.write_text(json.dumps(report, indent=1))
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         (tmp / "one_epoch.json").write_text(json.dumps(spec))
