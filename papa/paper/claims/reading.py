@@ -53,7 +53,7 @@ def run_claims(run: RunLike, read: Read, *, profile: str | None = None, layout: 
                dtype: str | None = None, probe_inputs: str | None = None) -> list[ClaimReading]:
     """`read` on a run's rows of `profile`, `layout`, `dtype` and `probe_inputs` where given, once per read of it."""
     tables = RunTables.of(run)
-    key = ("claims", read.__module__, read.__qualname__, profile, layout, dtype, probe_inputs)
+    key = ("claims", read, profile, layout, dtype, probe_inputs)  # the reader itself: two closures never share
     return list(tables.remembered(key, lambda: read(tables.keeping(tables.rows(profile, layout, dtype,
                                                                                probe_inputs)))))
 
