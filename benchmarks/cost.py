@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
-from benchmarks.rates import (DISK_SENSITIVITY, MNLI_LENGTHS, SEEDS, Prices, bandwidths, choose_path,  # noqa: F401
+from benchmarks.rates import (DISK_SENSITIVITY, MNLI_LENGTHS, Prices, bandwidths, choose_path,  # noqa: F401
                                predicted_row, read_measured, runner_overhead, size_class, with_overhead)
 from benchmarks.suite import (COST_FORMAT, device_peaks, feature_bytes, floor_hours, fmt, peak_tflops, row_flops,
                               share_of_peak, tflops)
@@ -319,10 +319,12 @@ def load(paths: list[str]) -> dict:
         merged["points"] += cost.get("points", [])
     if len(paths) > 1:
         merged["command"] = " && ".join(c.get("command", "?") for c in costs)
+    merged["precisions"] = sorted({c.get("precision", "float32") for c in costs})  # each file's: bf16, float32
     bench = Path(paths[0]).parent / f"bench_{'bf16' if merged.get('precision') == 'bf16' else 'fp32'}.json"
     merged["measured"] = read_measured(Path(paths[0]).parent, merged.get("device", ""))
-    if bench.is_file() and json.loads(bench.read_text()).get("device") == merged.get("device"):
-        merged["bench"] = json.loads(bench.read_text())
+    table = json.loads(bench.read_text()) if bench.is_file() else None
+    if table is not None and table.get("device") == merged.get("device"):
+        merged["bench"] = table
     return merged
 
 
@@ -548,8 +550,7 @@ def write_estimate(files: list[str], **inputs) -> str:
     if not files:
         raise RuntimeError("no cost file to estimate from: the cost steps did not run")
     cost = load(files)
-    precisions = {json.loads(Path(f).read_text(encoding="utf-8")).get("precision", "float32") for f in files}
-    est = {**estimate(cost, **inputs), "precision": "/".join(sorted(precisions))}  # the files': bf16, float32, or both
+    est = {**estimate(cost, **inputs), "precision": "/".join(cost["precisions"])}  # the files': bf16, float32, or both
     printed, folder = report(cost, est), Path(files[0]).parent
     record = {"from": [Path(f).name for f in files], "precision": est["precision"], **{
         k: v for k, v in est.items() if k not in ("prep", "runs", "prep_s", "runs_s", "part_flops", "peak_tflops")},

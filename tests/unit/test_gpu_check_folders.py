@@ -227,3 +227,9 @@ def test_measuring_again_starts_a_new_folder_beside_the_days_first(tmp_path, ran
     second = gpu_check.default_out({**machine, "device": "H100"}, smoke=False, new=True, root=root)
     assert second.name == f"{first.name}-2" and sorted([second.name, first.name])[-1] == second.name
     assert gpu_check.default_out({"device": "H100"}, smoke=False, root=root) == first  # --out-less, not --fill
+
+
+def test_the_docs_read_the_format_and_folder_the_gpu_check_writes():
+    from docs import performance_pages
+
+    assert (performance_pages.FORMAT, performance_pages.GPU_ROOT) == (gpu_check.FORMAT, gpu_check.GPU_ROOT)

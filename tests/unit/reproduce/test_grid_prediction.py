@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks import cost as grid
 from benchmarks.cost import choose_path
-from benchmarks.rates import interpolate, step_points, with_overhead
+from benchmarks.rates import SEEDS, interpolate, step_points, with_overhead
 from benchmarks.suite import arithmetic_rates, feature_bytes, row_flops_per_seq
 from conftest import REPO
 
@@ -139,7 +139,7 @@ def test_a_chunk_streamed_from_disk_is_read_once_for_every_seed(h100):
     row = next(r for r in cost["steps"] if r["model"] == "roberta-large" and r["task"] == "mnli")
     bandwidth = {"device": 1e12, "pinned_host": 1e6, "disk_streamed": 1e6}  # slow enough that the bytes decide
     predicted = grid.predicted_row(row, grid.Prices(cost), bandwidth, TIB)["stored_step_s"]
-    assert predicted["disk_streamed"] == pytest.approx(predicted["pinned_host"] / grid.SEEDS)
+    assert predicted["disk_streamed"] == pytest.approx(predicted["pinned_host"] / SEEDS)
     assert predicted["disk_streamed_bf16"] == pytest.approx(predicted["disk_streamed"] / 2)
 
 
