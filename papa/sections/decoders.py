@@ -13,8 +13,7 @@ from papa.method.models import model_note
 from papa.paper.baselines import chance_levels, majority_baselines
 from papa.paper.checks import check_table
 from papa.paper.claims.notes import SectionClaims
-from papa.paper.claims.reading import claim_runs, in_paper_order, profile_rows
-from papa.paper.claims.rules import ClaimReading
+from papa.paper.claims.reading import claim_runs, profile_rows
 from papa.paper.claims.run_tables import RunLike, RunTables
 from papa.paper.claims.scores import ClaimRun
 from papa.paper.figures import (constant_heatmaps, curve_line, fraction_axis, fraction_curves, fraction_labels,
@@ -27,7 +26,7 @@ from papa.paper.tables import (DECODER_CHANCE_TABLE, DECODER_LEARNS_TABLE, DECOD
 from papa.runs.profiles import get_profile
 from papa.runs.session import GridConfig, task_constants
 from papa.runs.statistics import VERDICTS
-from papa.sections import alternative_matrices, data_dependence, head_selection, main_results, mlm_electra
+from papa.sections.every_claim import read_claims
 from papa.sections.head_selection import fig5_sentence
 from papa.sections.main_results import grid_points, ranking_stability
 from papa.sections.mlm_electra import own_head_sentence
@@ -242,21 +241,17 @@ def _decoder_inputs(model, tokenizer, texts: list[str], max_length: int) -> dict
     return {k: v.to(device) for k, v in batch.inputs.items()}
 
 
-def read(run: RunTables) -> list[ClaimReading]:
-    """Every claim read on a run's tables, with its decoder line."""
-    sections = (main_results, alternative_matrices, data_dependence, head_selection, mlm_electra)
-    return in_paper_order(r for section in sections for r in section.read(run))
-
-
+#: Every claim read on a run's tables, each with its decoder line (the section's claims are the decoders' lines).
+read = read_claims
 claims = SectionClaims("08_decoders", read)
 
 #: What the section's notebook calls: its own functions and the machinery it shows.
 __all__ = ["DECODER_CHANCE_TABLE", "DECODER_LEARNS_TABLE", "DECODER_RANKING_STABILITY_TABLE", "DIAGNOSED_DIMENSIONS",
-           "GridConfig", "LM_TASK", "VERDICTS", "against_ceiling", "chance_levels", "check_table", "claims",
-           "constant_heatmaps", "curves_over_orders", "decoder_claim_run", "fig5_explanation", "fraction_curves",
-           "get_profile", "grid_points", "grids", "head_patterns", "hidden_state_scale", "learning_curves", "listed",
-           "main_curves", "majority_baselines", "means", "model_note", "objective_vs_probes",
-           "objective_vs_probes_summary", "orders_run", "own_head_description", "pattern_summary", "probe_diagnosis",
-           "probes_learn", "ranking_stability", "read", "relative_drop_curves", "relative_drops",
-           "representative_heads", "run", "run_orders", "save_figure", "save_table", "scoring_speed", "setup",
-           "short_model", "special_slots", "task_constants", "task_corpus"]
+           "GridConfig", "LM_TASK", "RunTables", "VERDICTS", "against_ceiling", "chance_levels", "check_table",
+           "claims", "constant_heatmaps", "curves_over_orders", "decoder_claim_run", "fig5_explanation",
+           "fraction_curves", "get_profile", "grid_points", "grids", "head_patterns", "hidden_state_scale",
+           "learning_curves", "listed", "main_curves", "majority_baselines", "means", "model_note",
+           "objective_vs_probes", "objective_vs_probes_summary", "orders_run", "own_head_description",
+           "pattern_summary", "probe_diagnosis", "probes_learn", "ranking_stability", "read", "relative_drop_curves",
+           "relative_drops", "representative_heads", "run", "run_orders", "save_figure", "save_table", "scoring_speed",
+           "setup", "short_model", "special_slots", "task_constants", "task_corpus"]

@@ -10,10 +10,11 @@ from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NOTEBOOKS
 from papa.paper.claims import notes, reading
 from papa.paper.claims.rules import ClaimReading
-from papa.paper.claims.run_tables import RunLike, RunTables
+from papa.paper.claims.run_tables import RunLike
 from papa.paper.grids import Grids
 from papa.sections import (alternative_matrices, constant_patterns, data_dependence, decoders, head_selection,
                            main_results, method, mlm_electra)
+from papa.sections.every_claim import read_claims
 
 #: Notebook name -> its section's module, in the paper's order.
 SECTIONS: dict[str, ModuleType] = dict(zip(NOTEBOOKS, (method, main_results, constant_patterns, alternative_matrices,
@@ -36,12 +37,6 @@ def section_grids(name: str, parameters: Mapping[str, object]) -> dict[str, Grid
     if missing:
         raise ValueError(f"notebook {name}'s grids need the parameters {', '.join(missing)}")
     return declare(**{p: parameters[p] for p in wanted if p in parameters})
-
-
-def read_claims(run: RunTables) -> list[ClaimReading]:
-    """Every claim of the paper read on a run's tables, in the paper's order, each with its decoder line."""
-    sections = [s for name, s in SECTIONS.items() if hasattr(s, "read") and name != decoders.claims.notebook]
-    return reading.in_paper_order(r for section in sections for r in section.read(run))
 
 
 def run_claims(run: RunLike, *, profile: str | None = None, layout: str | None = None,

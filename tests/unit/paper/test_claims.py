@@ -613,3 +613,13 @@ def test_a_runs_claims_are_computed_once_per_read(run_dir, monkeypatch):
     run_claims(tables, profile="cpu")
     assert len(calls) == 2  # another profile's rows: read apart
     assert [r.verdict for r in run_claims(run_dir, profile="quick")] == [r.verdict for r in first] and len(calls) == 3
+
+
+def test_one_list_of_the_claim_sections_serves_every_run_and_the_decoders():
+    """A section that reads claims is read over every run and in notebook 08's decoder lines: one list holds them."""
+    from papa.sections import decoders, registry
+    from papa.sections.every_claim import CLAIM_SECTIONS, read_claims as every_claim
+
+    readers = [m for m in registry.SECTIONS.values() if hasattr(m, "read") and m.read is not every_claim]
+    assert list(CLAIM_SECTIONS) == readers  # in the notebooks' order
+    assert decoders.claims.read is every_claim and registry.read_claims is every_claim
