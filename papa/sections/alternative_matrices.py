@@ -152,5 +152,6 @@ def read(run: RunTables) -> list[ClaimReading]:
 claims = SectionClaims("04_alternative_matrices", read)
 
 #: What the section's notebook calls: its own functions and the machinery it shows.
-__all__ = ["CLAIMS", "NOTE_COLUMN", "VERDICTS", "alternatives_table", "check_table", "claims", "grids", "listed",
-           "paper_table", "read", "read_table1", "run", "save_table", "setup", "trained_size_notes", "training_sizes"]
+__all__ = ["CLAIMS", "NOTE_COLUMN", "RunTables", "VERDICTS", "alternatives_table", "check_table", "claims", "grids",
+           "listed", "paper_table", "read", "read_table1", "run", "save_table", "setup", "trained_size_notes",
+           "training_sizes"]

@@ -440,10 +440,10 @@ def read(run: RunTables) -> list[ClaimReading]:
 claims = SectionClaims("06_head_selection", read)
 
 #: What the section's notebook calls: its own functions and the machinery it shows.
-__all__ = ["ABOVE_REVERSED", "AGREEMENT_FRACTIONS", "CLAIMS", "COMPARISON_NAMES", "LAMBDA_BEATS",
-           "PAPER_STEPS_PROFILE", "ReadMarks", "SelectionComparison", "VERDICTS", "check_table", "claims",
-           "comparison_table", "curve_cells", "curves_over_orders", "fig5_sentence", "fraction_curves", "grids",
-           "lambda_settling", "listed", "means", "orders_run", "paper_steps_tables", "plot_lambda_settling",
+__all__ = ["ABOVE_REVERSED", "AGREEMENT_FRACTIONS", "CLAIMS", "COMPARISON_NAMES", "LAMBDA_BEATS", "PAPER_STEPS_PROFILE",
+           "ReadMarks", "RunTables", "SelectionComparison", "VERDICTS", "check_table", "claims", "comparison_table",
+           "curve_cells", "curves_over_orders", "fig5_sentence", "fraction_curves", "grids", "lambda_settling",
+           "listed", "means", "orders_run", "paper_steps_tables", "plot_lambda_settling",
            "profile_selection_comparisons", "rankings_agreement", "read", "read_fig5", "run", "run_orders",
            "save_figure", "save_lambda_settling", "save_table", "selection_comparisons", "selection_differences",
            "settling_note", "setup"]

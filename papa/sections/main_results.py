@@ -268,9 +268,9 @@ def read(run: RunTables) -> list[ClaimReading]:
 claims = SectionClaims("02_main_results", read)
 
 #: What the section's notebook calls: its own functions and the machinery it shows.
-__all__ = ["CLAIMS", "LEARNS_TABLE", "RANKING_STABILITY_TABLE", "ReadMarks", "STABILITY_SEEDS", "check_table",
-           "claims", "curve_cells", "curves_over_orders", "drop_share", "fraction_claims", "fraction_curves",
-           "grid_points", "grids", "learning_curves", "listed", "majority_baselines", "means", "performance_vs_drop",
-           "plot_performance_vs_drop", "probes_learn", "ranking_stability", "read", "read_fig2_all", "read_fig2_half",
-           "read_fig3", "run", "run_orders", "save_figure", "save_table", "setup", "task_average_drop",
-           "unread_rankings"]
+__all__ = ["CLAIMS", "LEARNS_TABLE", "RANKING_STABILITY_TABLE", "ReadMarks", "RunTables", "STABILITY_SEEDS",
+           "check_table", "claims", "curve_cells", "curves_over_orders", "drop_share", "fraction_claims",
+           "fraction_curves", "grid_points", "grids", "learning_curves", "listed", "majority_baselines", "means",
+           "performance_vs_drop", "plot_performance_vs_drop", "probes_learn", "ranking_stability", "read",
+           "read_fig2_all", "read_fig2_half", "read_fig3", "run", "run_orders", "save_figure", "save_table", "setup",
+           "task_average_drop", "unread_rankings"]
