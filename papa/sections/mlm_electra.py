@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import pandas as pd
-
 from papa.core.run_folder import RunFolder
 from papa.core.vocabulary import NONE
 from papa.paper.checks import check_table
@@ -140,7 +138,7 @@ def own_head_sentence(run: ClaimRun) -> str:
         else:
             gap = at_0 - level
             side = "at" if round(gap, 3) == 0 else f"{abs(gap):.3f} nats {'below' if gap < 0 else 'above'}"
-            name, how = _baseline(run, model, "lm")
+            name, how = run.chance_source(model, "lm")
             baseline = f", {side} {name} ({level:.3f} nats" + (f", {how}" if how else "") + ")"
         sentences.append(
             f"{short_model(model)}'s LM with its own head scores {at_1:.3f} nats with every head input-dependent and "
@@ -149,16 +147,6 @@ def own_head_sentence(run: ClaimRun) -> str:
             "curve is described, not read; Fig. 6's claim on the decoder is read with the LM probe trained from "
             "scratch.")
     return " ".join(sentences)
-
-
-def _baseline(run: ClaimRun, model: str, task: str) -> tuple[str, str]:
-    """What `ClaimRun.chance` of (`model`, `task`) is, and how it was made."""
-    table = run.chance_levels.reset_index()
-    row = table[(table.model == model) & (table.task == task)].iloc[0]
-    strongest = "context_free" in row and pd.notna(row["context_free"])
-    how = row.get("context_free_how" if strongest else "how")
-    return ("the strongest predictor that needs no model" if strongest else "chance"), (
-        "" if how is None or pd.isna(how) else str(how))
 
 
 def read(run: RunTables) -> list[ClaimReading]:

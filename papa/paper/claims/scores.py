@@ -74,11 +74,20 @@ class ClaimRun(RunScores):
 
     def chance(self, model: str, task: str) -> float | None:
         """`task`'s chance level on `model` where the run wrote it: ``context_free`` where finite, else ``chance``."""
-        strongest = _cell(self.chance_levels, model, task, "context_free")
-        if strongest is not None and math.isfinite(strongest):
-            return float(strongest)
-        level = _cell(self.chance_levels, model, task, "chance")
+        level = _cell(self.chance_levels, model, task, "context_free" if self._context_free(model, task) else "chance")
         return None if level is None else float(level)
+
+    def chance_source(self, model: str, task: str) -> tuple[str, str]:
+        """What `chance` of (`model`, `task`) is and how the run made it ("" where it did not say)."""
+        strongest = self._context_free(model, task)
+        how = _cell(self.chance_levels, model, task, "context_free_how" if strongest else "how")
+        kind = "the strongest predictor that needs no model" if strongest else "chance"
+        return kind, "" if how is None else str(how)
+
+    def _context_free(self, model: str, task: str) -> bool:
+        """Whether the run wrote a finite context-free level of (`model`, `task`), the stronger baseline."""
+        strongest = _cell(self.chance_levels, model, task, "context_free")
+        return strongest is not None and math.isfinite(strongest)
 
     def beats_chance(self, model: str, task: str, original: Scores) -> str | None:
         """Why a probe over the vocabulary is not read (None: it is): the lower end of its original score's 95%

@@ -122,3 +122,16 @@ def test_a_chance_level_is_the_finite_context_free_one_else_the_written_chance_e
     assert run.chance("m", "ner") is None  # no row
     assert ClaimRun(results, None, None, levels[["model", "task"]]).chance("m", "lm") is None  # no column
     assert ClaimRun(results, None, None, None).chance("m", "lm") is None  # no table
+
+
+def test_the_named_baseline_is_the_level_chance_returns():
+    from papa.paper.claims.scores import ClaimRun
+
+    levels = pd.DataFrame({"model": ["m", "m"], "task": ["lm", "pos"], "chance": [-9.0, 0.2],
+                           "how": ["uniform over the vocabulary", None], "context_free": [-7.5, float("inf")],
+                           "context_free_how": ["unigram of the training tokens", "never finite"]})
+    run = ClaimRun(pd.DataFrame({"model": [], "task": []}), None, None, levels, decoders=True)
+    assert run.chance_source("m", "lm") == ("the strongest predictor that needs no model",
+                                            "unigram of the training tokens")
+    # an infinite context-free level is not the one `chance` returns, so it is not the one named either
+    assert run.chance("m", "pos") == 0.2 and run.chance_source("m", "pos") == ("chance", "")
