@@ -6,7 +6,6 @@ import contextlib
 import ctypes
 import gc
 import os
-import platform
 import statistics
 import sys
 import time
@@ -18,6 +17,7 @@ import torch
 
 from papa.method.cost import ModelShape, encoder_shape, pass_flops, probe_flops, step_flops
 from papa.probing.feature_store import BYTES_PER_VALUE
+from papa.reproduce.timings import cpu_model
 from papa.method.layout import encode
 from papa.probing.features import EncodedTask
 from papa.tasks.registry import get_task
@@ -26,13 +26,8 @@ from papa.tasks.registry import get_task
 
 
 def cpu_name() -> str:
-    """The CPU's model name and core count (platform.processor() is empty on many Linux machines)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            name = next(line.split(":", 1)[1].strip() for line in fh if line.startswith("model name"))
-    except (OSError, StopIteration):
-        name = platform.processor() or platform.machine()
-    return f"{name}, {os.cpu_count()} cores"
+    """The CPU's model name and core count."""
+    return f"{cpu_model()}, {os.cpu_count()} cores"
 
 
 def mmap_threshold(size: int) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import platform
 import sys
 import time
 from dataclasses import dataclass, replace
@@ -49,17 +48,10 @@ from papa.runs.session import GridConfig, task_constants
 from papa.runs.profiles import get_profile
 from papa.tasks.data import load_examples, resolve_data_dir, subset_indices
 from papa.tasks.registry import TaskSpec, get_task
+from papa.reproduce.timings import cpu_model
 
 REPO = Path(__file__).resolve().parents[2]
 FRACTIONS = ("1/2", "1/8")
-
-
-def _cpu() -> str:
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-        return next(line for line in text.splitlines() if line.startswith("model name")).split(":", 1)[1].strip()
-    except (OSError, StopIteration):
-        return platform.processor() or platform.machine()
 
 
 def rank_data(tokenizer, model, task: str, profile, layout: str, data_dir):
@@ -240,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{torch.get_num_threads()} threads\n", flush=True)
     given = argv if argv is not None else sys.argv[1:]
     record = dict(command="python artifacts/lambda_curve/lambda_curve.py " + " ".join(given),
-                  cpu=_cpu(), torch=torch.__version__, threads=torch.get_num_threads(),
+                  cpu=cpu_model(), torch=torch.__version__, threads=torch.get_num_threads(),
                   load_average=os.getloadavg()[0],  # a shared machine's other jobs slow the seconds down
                   date=time.strftime("%Y-%m-%d"), task=args.task, profile=args.profile, model=args.model,
                   layout=layout, examples=len(data), batch_size=bs, probe_lr=lr, steps=args.steps, every=every,

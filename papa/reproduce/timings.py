@@ -73,17 +73,22 @@ def result_rows(folder: RunFolder) -> int:
     return len(ResultsTable(path).read()) if path.is_file() else 0
 
 
-def machine() -> dict:
-    """What the run ran on: the CPU's model name, its logical cores, the threads torch uses, OS, Python, torch."""
-    import torch
-
-    cpu = platform.processor() or platform.machine()
+def cpu_model() -> str:
+    """The CPU's model name (platform.processor() is empty on many Linux machines: /proc/cpuinfo first)."""
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.is_file():
         names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text(errors="replace").splitlines()
                  if line.startswith("model name")]
-        cpu = names[0] if names else cpu
-    return {"cpu": cpu, "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
+        if names:
+            return names[0]
+    return platform.processor() or platform.machine()
+
+
+def machine() -> dict:
+    """What the run ran on: the CPU's model name, its logical cores, the threads torch uses, OS, Python, torch."""
+    import torch
+
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
             "platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__}
 
 
